@@ -1,0 +1,1 @@
+"""fmi-adjoint: parameter identification of multibody models with exact discrete adjoints."""

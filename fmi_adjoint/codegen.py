@@ -1,0 +1,132 @@
+"""Turn sympy matrices into vectorized numpy functions.
+
+The generated function takes the argument groups of the model (``q, v, a, lam, t, p``)
+where every state argument may carry leading batch dimensions: ``q`` of shape
+``(..., n)`` and ``t`` of shape ``(...)``; parameters ``p`` have shape ``(n_p,)`` and are
+shared.  The same code therefore evaluates one time step inside the Newton loop and a
+whole frozen trajectory at once in the adjoint sweep.  Common subexpressions of all
+outputs are computed once (``sympy.cse``) and only non-zero entries are assigned.
+
+The source is printed by sympy's :class:`~sympy.printing.numpy.NumPyPrinter` from
+expression trees whose symbols have internal names (``q_0``, ``p_1``); no text from a
+model file reaches the generated source.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import sympy as sp
+from sympy.printing.numpy import NumPyPrinter
+
+__all__ = ["ArgumentGroup", "generate_function"]
+
+ArgumentGroup = tuple[str, Sequence[sp.Symbol] | sp.Symbol]
+_counter = itertools.count()
+
+
+class _Printer(NumPyPrinter):
+    """NumPy printer that calls table functions by their generated name."""
+
+    def __init__(self, table_names: set[str]):
+        super().__init__({"fully_qualified_modules": True, "allow_unknown_functions": True})
+        self._table_names = table_names
+
+    def _print_Function(self, expr):  # noqa: N802 (sympy printer protocol)
+        name = type(expr).__name__
+        if name in self._table_names:
+            return f"{name}({', '.join(self._print(arg) for arg in expr.args)})"
+        return super()._print_Function(expr)
+
+
+def _interpolator(times: Sequence[float], values: Sequence[float]) -> Callable:
+    xs = np.asarray(times, dtype=float)
+    ys = np.asarray(values, dtype=float)
+
+    def table(t):
+        return np.interp(t, xs, ys)
+
+    return table
+
+
+def generate_function(
+    name: str,
+    args: Sequence[ArgumentGroup],
+    outputs: Sequence[sp.MatrixBase | Sequence[sp.Expr]],
+    *,
+    batch_arg: str = "t",
+    tables: Sequence[tuple[sp.Function, Sequence[float], Sequence[float]]] = (),
+) -> Callable[..., tuple[np.ndarray, ...]]:
+    """Compile sympy matrices into one numpy function returning a tuple of arrays.
+
+    Parameters
+    ----------
+    name : str
+        Function name (appears in tracebacks of generated code).
+    args : sequence of (str, symbols)
+        Argument groups in call order.  A group of a sequence of symbols receives an
+        array whose last axis indexes the symbols; a single symbol receives an array
+        of the batch shape (or a scalar).
+    outputs : sequence of sympy.Matrix or sequence of sequences of sympy.Expr
+        A matrix becomes an array of shape ``batch + (rows, cols)``; a plain sequence
+        of expressions (a vector) becomes ``batch + (len,)``.
+    batch_arg : str
+        Name of the scalar argument whose shape defines the batch shape.
+    tables : sequence
+        Table functions ``(function, times, values)`` used by the expressions.
+
+    Returns
+    -------
+    callable
+    """
+    table_names = {str(f) for f, _, _ in tables}
+    printer = _Printer(table_names)
+    flat: list[sp.Expr] = []
+    slots: list[tuple[int, tuple[int, ...]]] = []
+    shapes: list[tuple[int, ...]] = []
+    for k, out in enumerate(outputs):
+        vector = not isinstance(out, sp.MatrixBase)
+        mat = sp.Matrix(list(out)) if vector else out
+        if vector and len(out) == 0:
+            mat = sp.zeros(0, 1)
+        shape = (mat.rows,) if vector else (mat.rows, mat.cols)
+        shapes.append(shape)
+        for i in range(mat.rows):
+            for j in range(mat.cols):
+                expr = mat[i, j]
+                if expr != 0:
+                    flat.append(expr)
+                    slots.append((k, (i,) if vector else (i, j)))
+    replacements, reduced = sp.cse(flat, symbols=sp.numbered_symbols("_c"), optimizations="basic")
+    used = set().union(*(e.free_symbols for e in reduced), *(e.free_symbols for _, e in replacements)) if flat else set()
+
+    lines = [f"def {name}({', '.join(g for g, _ in args)}):"]
+    for group, symbols in args:
+        if isinstance(symbols, sp.Symbol):
+            if symbols in used and symbols.name != group:
+                lines.append(f"    {symbols.name} = {group}")
+            continue
+        for idx, sym in enumerate(symbols):
+            if sym in used:
+                lines.append(f"    {sym.name} = {group}[..., {idx}]")
+    lines.append(f"    _batch = numpy.shape({batch_arg})")
+    for sym, expr in replacements:
+        lines.append(f"    {sym.name} = {printer.doprint(expr)}")
+    for k, shape in enumerate(shapes):
+        lines.append(f"    _out{k} = numpy.zeros(_batch + {shape!r})")
+    for (k, pos), expr in zip(slots, reduced):
+        index = ", ".join(str(i) for i in pos)
+        lines.append(f"    _out{k}[..., {index}] = {printer.doprint(expr)}")
+    lines.append(f"    return ({''.join(f'_out{k}, ' for k in range(len(shapes)))})")
+    source = "\n".join(lines) + "\n"
+
+    namespace: dict[str, object] = {"numpy": np}
+    for func, times, values in tables:
+        namespace[str(func)] = _interpolator(times, values)
+    code = compile(source, f"<fmi_adjoint generated {name} #{next(_counter)}>", "exec")
+    exec(code, namespace)  # noqa: S102 -- source printed by sympy from validated trees, see module docstring
+    function = namespace[name]
+    function.source = source  # type: ignore[attr-defined]
+    return function  # type: ignore[return-value]

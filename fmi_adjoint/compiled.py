@@ -1,0 +1,190 @@
+"""The compiled model: exact derivatives of the assembled equations as numpy functions.
+
+:func:`compile_model` differentiates the :class:`~fmi_adjoint.model.SymbolicModel` once
+and generates vectorized functions for everything the integrator, the consistent
+initialization, the discrete adjoint and the forward sensitivities need.  In the
+notation of Lauss et al. 2018, eqs. (15)-(20), with ``F = C_q^T lambda - Q``:
+
+=====================  ==========================================================
+``residual_terms``     ``M a``, ``F``, ``C``
+``jacobian_terms``     ``M``, ``J_M = d(M a)/dq``, ``K = J_C - J_Q``, ``J_V = dQ/dv``, ``C_q``
+``parameter_terms``    ``d(M a)/dp``, ``dF/dp``, ``dC/dp``
+``outputs``            ``y``
+``output_jacobians``   ``dy/dq``, ``dy/dv``, ``dy/da``, ``dy/dlambda``, ``dy/dp``
+``init_residual``      ``G(z)`` of the consistent initialization (see below)
+``init_jacobians``     ``dG/dz``, ``dG/dp``
+=====================  ==========================================================
+
+Consistent initialization solves ``G(z, p) = 0`` for ``z = (q, mu, v, nu, a, lambda)``:
+positions closest (least squares) to the given values subject to ``C = 0`` with fixed
+coordinates held, velocities likewise subject to ``C_q v + C_t = 0``, then ``a`` and
+``lambda`` from the equations of motion and the acceleration constraints
+``C_q a + (C_q v)_q v + 2 C_qt v + C_tt = 0``.  Writing it as one system lets the adjoint
+carry parameter dependence of the initial state by one linear solve.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+import sympy as sp
+
+from .codegen import generate_function
+from .model import Model, SymbolicModel, assemble
+
+__all__ = ["CompiledModel", "compile_model"]
+
+Function = Callable[..., tuple[np.ndarray, ...]]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CompiledModel:
+    """Numeric functions of one model; immutable and shareable between threads.
+
+    Attributes
+    ----------
+    model : Model
+        The definition it was compiled from.
+    n, m, n_p, n_y : int
+        Numbers of coordinates, constraints, parameters and outputs.
+    coordinate_names, constraint_names, parameter_names, output_names : tuple of str
+    defaults : numpy.ndarray
+        Nominal parameter values, in the order of ``parameter_names``.
+    mass_depends_on_q : bool
+    """
+
+    model: Model
+    n: int
+    m: int
+    n_p: int
+    n_y: int
+    coordinate_names: tuple[str, ...]
+    constraint_names: tuple[str, ...]
+    parameter_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    defaults: np.ndarray
+    mass_depends_on_q: bool
+    residual_terms: Function
+    jacobian_terms: Function
+    parameter_terms: Function
+    outputs: Function
+    output_jacobians: Function
+    init_residual: Function
+    init_jacobians: Function
+
+    def parameter_vector(self, values: dict[str, float] | None = None) -> np.ndarray:
+        """Defaults with some values replaced (unknown names raise ModelError)."""
+        p = self.defaults.copy()
+        for name, value in (values or {}).items():
+            p[self.parameter_index(name)] = float(value)
+        return p
+
+    def parameter_index(self, name: str) -> int:
+        """Position of parameter ``name`` in the parameter vector."""
+        try:
+            return self.parameter_names.index(name)
+        except ValueError:
+            from .errors import ModelError
+
+            raise ModelError(
+                f"model '{self.model.name}' has no parameter '{name}'. Parameters: {', '.join(self.parameter_names)}."
+            ) from None
+
+    def output_index(self, name: str) -> int:
+        """Position of output ``name``."""
+        try:
+            return self.output_names.index(name)
+        except ValueError:
+            from .errors import ModelError
+
+            raise ModelError(
+                f"model '{self.model.name}' has no output '{name}'. Outputs: {', '.join(self.output_names)}."
+            ) from None
+
+
+def _jac(matrix: sp.Matrix, symbols) -> sp.Matrix:
+    if len(symbols) == 0 or matrix.rows == 0:
+        return sp.zeros(matrix.rows, len(symbols))
+    return matrix.jacobian(sp.Matrix(symbols))
+
+
+def compile_model(model: Model | SymbolicModel) -> CompiledModel:
+    """Differentiate and compile a model.
+
+    Parameters
+    ----------
+    model : Model or SymbolicModel
+
+    Returns
+    -------
+    CompiledModel
+    """
+    sym = model if isinstance(model, SymbolicModel) else assemble(model)
+    definition = sym.model
+    n, m = len(sym.q), len(sym.lam)
+    q, v, a, lam, p, t = sym.q, sym.v, sym.a, sym.lam, sym.p, sym.t
+    avec, lamvec = sp.Matrix(a), sp.Matrix(lam)
+    Cq = _jac(sym.C, q)
+    Ma = sym.M * avec
+    F = (Cq.T * lamvec if m else sp.zeros(n, 1)) - sym.Q
+    state = [("q", q), ("v", v), ("a", a), ("lam", lam), ("t", t), ("p", p)]
+    tables = sym.tables
+
+    def gen(name, outputs, args=state):
+        return generate_function(name, args, outputs, tables=tables)
+
+    residual_terms = gen("residual_terms", [list(Ma), list(F), list(sym.C)])
+    JM = _jac(Ma, q)
+    K = _jac(F, q)  # J_C - J_Q
+    JV = _jac(sym.Q, v)
+    jacobian_terms = gen("jacobian_terms", [sym.M, JM, K, JV, Cq])
+    parameter_terms = gen("parameter_terms", [_jac(Ma, p), _jac(F, p), _jac(sym.C, p)])
+    outputs = gen("outputs", [list(sym.Y)])
+    output_jacobians = gen(
+        "output_jacobians", [_jac(sym.Y, q), _jac(sym.Y, v), _jac(sym.Y, a), _jac(sym.Y, lam), _jac(sym.Y, p)]
+    )
+
+    # Consistent initialization, one system G(z) = 0 (see module docstring).
+    mu = tuple(sp.Symbol(f"mu_{k}", real=True) for k in range(m))
+    nu = tuple(sp.Symbol(f"nu_{k}", real=True) for k in range(m))
+    qvec, vvec = sp.Matrix(q), sp.Matrix(v)
+    free_q = sp.diag(*[0 if f else 1 for f in sym.fixed_q]) if n else sp.zeros(0, 0)
+    free_v = sp.diag(*[0 if f else 1 for f in sym.fixed_v]) if n else sp.zeros(0, 0)
+    if m:
+        Ct = sym.C.diff(t)
+        G1 = (qvec - sym.q0) + free_q * Cq.T * sp.Matrix(mu)
+        G2 = sym.C
+        G3 = (vvec - sym.v0) + free_v * Cq.T * sp.Matrix(nu)
+        G4 = Cq * vvec + Ct
+        G5 = Ma + F
+        G6 = Cq * avec + _jac(Cq * vvec, q) * vvec + 2 * _jac(Ct, q) * vvec + Ct.diff(t)
+        G = sp.Matrix.vstack(G1, G2, G3, G4, G5, G6)
+    else:
+        G = sp.Matrix.vstack(qvec - sym.q0, vvec - sym.v0, Ma + F)
+    z = list(q) + list(mu) + list(v) + list(nu) + list(a) + list(lam)
+    init_args = [("q", q), ("mu", mu), ("v", v), ("nu", nu), ("a", a), ("lam", lam), ("t", t), ("p", p)]
+    init_residual = gen("init_residual", [list(G)], init_args)
+    init_jacobians = gen("init_jacobians", [_jac(G, z), _jac(G, p)], init_args)
+
+    return CompiledModel(
+        model=definition,
+        n=n,
+        m=m,
+        n_p=len(p),
+        n_y=sym.Y.rows,
+        coordinate_names=tuple(c.name for c in definition.coordinates),
+        constraint_names=sym.constraint_names,
+        parameter_names=tuple(par.name for par in definition.parameters),
+        output_names=tuple(o.name for o in definition.outputs),
+        defaults=np.array([par.value for par in definition.parameters], dtype=float),
+        mass_depends_on_q=any(sym.M[i, j].has(*q) for i in range(n) for j in range(n)),
+        residual_terms=residual_terms,
+        jacobian_terms=jacobian_terms,
+        parameter_terms=parameter_terms,
+        outputs=outputs,
+        output_jacobians=output_jacobians,
+        init_residual=init_residual,
+        init_jacobians=init_jacobians,
+    )

@@ -1,0 +1,7 @@
+"""Costs of sampled model outputs."""
+
+from .base import AbstractCost, CostValue
+from .least_squares import LeastSquaresCost, trapezoidal_weights
+from .sampling import Sampler
+
+__all__ = ["AbstractCost", "CostValue", "LeastSquaresCost", "Sampler", "trapezoidal_weights"]

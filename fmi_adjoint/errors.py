@@ -1,0 +1,41 @@
+"""Project exceptions.
+
+Every error raised on purpose by fmi-adjoint derives from :class:`FmiAdjointError`
+and from the builtin that matches its meaning, so callers may catch either.
+Messages name the offending argument, file or time step, the value found, and the fix.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FmiAdjointError",
+    "ModelError",
+    "ExpressionError",
+    "DataError",
+    "ConvergenceError",
+    "IdentificationError",
+]
+
+
+class FmiAdjointError(Exception):
+    """Base class of all errors raised by fmi-adjoint."""
+
+
+class ModelError(FmiAdjointError, ValueError):
+    """A model definition (Python API or TOML file) is invalid."""
+
+
+class ExpressionError(ModelError):
+    """An expression string is not accepted by the whitelist grammar."""
+
+
+class DataError(FmiAdjointError, ValueError):
+    """Measurement data (CSV) or a cost definition is invalid."""
+
+
+class ConvergenceError(FmiAdjointError, RuntimeError):
+    """A Newton iteration (time step or initialization) did not converge."""
+
+
+class IdentificationError(FmiAdjointError, ValueError):
+    """An identification problem is set up inconsistently."""

@@ -1,0 +1,226 @@
+"""Whitelist grammar for the expressions of model files.
+
+An expression such as ``"2*d"`` or ``"A*sin(omega0*C**t*t)"`` is parsed with
+:func:`ast.parse` (which only builds a syntax tree, it executes nothing) and the tree
+is then walked node by node.  Only numbers, names known to the model, the operators
+``+ - * / **`` and the functions listed in :data:`FUNCTIONS` are accepted; every
+other construct (attributes, subscripts, lambdas, comparisons, strings, keyword
+arguments, ...) is rejected with an :class:`~fmi_adjoint.errors.ExpressionError`
+that names the construct and its column.  The content of a model file therefore
+never reaches :func:`eval`.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Callable, Mapping
+
+import sympy as sp
+
+from .errors import ExpressionError
+
+__all__ = ["FUNCTIONS", "CONSTANTS", "parse_expression"]
+
+#: Functions an expression may call, by the name used in model files.
+FUNCTIONS: dict[str, Callable[..., sp.Expr]] = {
+    "sin": sp.sin,
+    "cos": sp.cos,
+    "tan": sp.tan,
+    "asin": sp.asin,
+    "acos": sp.acos,
+    "atan": sp.atan,
+    "atan2": sp.atan2,
+    "sinh": sp.sinh,
+    "cosh": sp.cosh,
+    "tanh": sp.tanh,
+    "exp": sp.exp,
+    "log": sp.log,
+    "sqrt": sp.sqrt,
+    "abs": sp.Abs,
+    "sign": sp.sign,
+    "min": sp.Min,
+    "max": sp.Max,
+}
+_ARITY = {"atan2": (2, 2), "min": (2, 8), "max": (2, 8)}
+
+#: Named constants; these names cannot be used for parameters or coordinates.
+CONSTANTS: dict[str, sp.Expr] = {"pi": sp.pi}
+
+_MAX_LENGTH = 20_000
+_MAX_DEPTH = 200
+_MAX_EXPONENT = 1_000
+_BINARY = {ast.Add: sp.Add, ast.Sub: None, ast.Mult: sp.Mul, ast.Div: None, ast.Pow: None}
+
+SpecialHandler = Callable[[str], sp.Expr]
+
+
+def _number(value: int | float) -> sp.Expr:
+    # 17 significant digits: the printed constant round-trips to the same double.
+    return sp.Integer(value) if isinstance(value, int) else sp.Float(value, 17)
+
+
+def parse_expression(
+    text: str | float | int,
+    names: Mapping[str, sp.Expr],
+    *,
+    where: str = "expression",
+    specials: Mapping[str, SpecialHandler] | None = None,
+) -> sp.Expr:
+    """Parse one model expression into a sympy expression.
+
+    Parameters
+    ----------
+    text : str or float or int
+        The expression, e.g. ``"c_E1*x1 + c_E2*x1**3"``.  Numbers are accepted as is.
+    names : mapping of str to sympy.Expr
+        The names the expression may use (parameters, coordinates, ``t``, ...).
+    where : str
+        Where the expression comes from (file and table path); used in messages.
+    specials : mapping of str to callable, optional
+        Functions that take a *name* as their single argument, e.g. ``der(x)``
+        for the velocity of coordinate ``x``.  The handler receives the name and
+        returns the sympy object or raises :class:`ExpressionError`.
+
+    Returns
+    -------
+    sympy.Expr
+
+    Raises
+    ------
+    ExpressionError
+        If the text is not a valid expression of the grammar, or uses an unknown name.
+    """
+    if isinstance(text, bool):
+        raise ExpressionError(f"{where}: expected a number or an expression string, got the boolean {text!r}.")
+    if isinstance(text, (int, float)):
+        if not math.isfinite(text):
+            raise ExpressionError(f"{where}: the number {text!r} is not finite; give a finite value.")
+        return _number(text)
+    if not isinstance(text, str):
+        raise ExpressionError(
+            f"{where}: expected a number or an expression string, got {type(text).__name__} {text!r}."
+        )
+    if len(text) > _MAX_LENGTH:
+        raise ExpressionError(f"{where}: the expression is {len(text)} characters long; the limit is {_MAX_LENGTH}.")
+    if not text.strip():
+        raise ExpressionError(f"{where}: the expression is empty; give a number or a formula such as '2*d'.")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        col = exc.offset or 0
+        raise ExpressionError(f"{where}: {text!r} is not a valid expression (syntax error at column {col}).") from None
+    except (RecursionError, MemoryError, ValueError):
+        raise ExpressionError(f"{where}: the expression is nested too deeply or contains invalid characters.") from None
+    walker = _Walker(text, names, where, specials or {})
+    return walker.visit(tree.body, 0)
+
+
+class _Walker:
+    def __init__(self, text: str, names: Mapping[str, sp.Expr], where: str, specials: Mapping[str, SpecialHandler]):
+        self.text = text
+        self.names = names
+        self.where = where
+        self.specials = specials
+
+    def fail(self, node: ast.AST, problem: str, fix: str) -> ExpressionError:
+        col = getattr(node, "col_offset", 0) + 1
+        return ExpressionError(f"{self.where}: {problem} at column {col} of {self.text!r}. {fix}")
+
+    def visit(self, node: ast.AST, depth: int) -> sp.Expr:
+        if depth > _MAX_DEPTH:
+            raise self.fail(node, "the expression is nested too deeply", f"Keep nesting below {_MAX_DEPTH} levels.")
+        if isinstance(node, ast.Constant):
+            return self.constant(node)
+        if isinstance(node, ast.Name):
+            return self.name(node)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            operand = self.visit(node.operand, depth + 1)
+            return -operand if isinstance(node.op, ast.USub) else operand
+        if isinstance(node, ast.BinOp):
+            return self.binary(node, depth)
+        if isinstance(node, ast.Call):
+            return self.call(node, depth)
+        raise self.fail(
+            node,
+            f"'{type(node).__name__}' is not allowed",
+            "Only numbers, model names, + - * / ** and the functions "
+            f"{', '.join(sorted(FUNCTIONS))} may appear.",
+        )
+
+    def constant(self, node: ast.Constant) -> sp.Expr:
+        value = node.value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(node, f"the literal {value!r} is not a number", "Only real numbers may appear.")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.fail(node, f"the number {value!r} is not finite", "Give a finite value.")
+        return _number(value)
+
+    def name(self, node: ast.Name) -> sp.Expr:
+        if node.id in self.names:
+            return self.names[node.id]
+        if node.id in CONSTANTS:
+            return CONSTANTS[node.id]
+        if node.id in FUNCTIONS or node.id in self.specials:
+            raise self.fail(node, f"the function '{node.id}' is used without arguments", f"Call it, e.g. {node.id}(x).")
+        known = ", ".join(sorted(self.names)) or "(none)"
+        raise self.fail(node, f"unknown name '{node.id}'", f"Known names here: {known}.")
+
+    def binary(self, node: ast.BinOp, depth: int) -> sp.Expr:
+        if isinstance(node.op, ast.BitXor):
+            raise self.fail(node, "'^' is not a power operator", "Write powers as x**3.")
+        if type(node.op) not in _BINARY:
+            raise self.fail(
+                node, f"the operator '{type(node.op).__name__}' is not allowed", "Use only + - * / and **."
+            )
+        left = self.visit(node.left, depth + 1)
+        right = self.visit(node.right, depth + 1)
+        if isinstance(node.op, ast.Add):
+            return left + right
+        if isinstance(node.op, ast.Sub):
+            return left - right
+        if isinstance(node.op, ast.Mult):
+            return left * right
+        if isinstance(node.op, ast.Div):
+            if right.is_zero:
+                raise self.fail(node, "division by zero", "Check the divisor.")
+            return left / right
+        return self.power(node, left, right)
+
+    def power(self, node: ast.BinOp, base: sp.Expr, exponent: sp.Expr) -> sp.Expr:
+        # sympy evaluates number**number exactly; a hostile 10**10**10 would never return.
+        if exponent.is_number and not exponent.is_real:
+            raise self.fail(node, "the exponent is not a real number", "Check the constants.")
+        if exponent.is_number and abs(float(exponent)) > _MAX_EXPONENT:
+            raise self.fail(node, f"the exponent {exponent} is too large", f"Keep |exponent| <= {_MAX_EXPONENT}.")
+        if base.is_number and exponent.is_number:
+            try:
+                value = float(base) ** float(exponent)
+            except (OverflowError, ZeroDivisionError):
+                raise self.fail(node, "the power overflows or divides by zero", "Check the constants.") from None
+            if isinstance(value, complex) or not math.isfinite(value):
+                raise self.fail(node, "the power is not a finite real number", "Check the constants.")
+            return _number(value)
+        return base**exponent
+
+    def call(self, node: ast.Call, depth: int) -> sp.Expr:
+        if not isinstance(node.func, ast.Name):
+            raise self.fail(node, "only plain function names may be called", "Write e.g. sin(x).")
+        fname = node.func.id
+        if node.keywords:
+            raise self.fail(node, f"keyword arguments in the call of '{fname}'", "Pass arguments by position.")
+        if any(isinstance(arg, ast.Starred) for arg in node.args):
+            raise self.fail(node, f"'*' arguments in the call of '{fname}'", "Pass arguments one by one.")
+        if fname in self.specials:
+            if len(node.args) != 1 or not isinstance(node.args[0], ast.Name):
+                raise self.fail(node, f"'{fname}' takes exactly one name", f"Write e.g. {fname}(x1).")
+            return self.specials[fname](node.args[0].id)
+        if fname not in FUNCTIONS:
+            allowed = ", ".join(sorted(list(FUNCTIONS) + list(self.specials)))
+            raise self.fail(node, f"unknown function '{fname}'", f"Allowed functions: {allowed}.")
+        low, high = _ARITY.get(fname, (1, 1))
+        if not low <= len(node.args) <= high:
+            count = f"{low}" if low == high else f"{low} to {high}"
+            raise self.fail(node, f"'{fname}' takes {count} argument(s), got {len(node.args)}", "Fix the call.")
+        args = [self.visit(arg, depth + 1) for arg in node.args]
+        return FUNCTIONS[fname](*args)

@@ -1,0 +1,96 @@
+"""Consistent initial state of the index-3 DAE (see :mod:`fmi_adjoint.compiled`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..compiled import CompiledModel
+from ..errors import ConvergenceError
+
+__all__ = ["InitialState", "initial_state"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class InitialState:
+    """Solution ``z = (q, mu, v, nu, a, lambda)`` of the initialization system.
+
+    ``mu`` and ``nu`` are the multipliers of the position and velocity projections;
+    the adjoint needs the whole ``z`` to differentiate the initial state.
+    """
+
+    z: np.ndarray
+    n: int
+    m: int
+    iterations: int
+
+    def split(self) -> tuple[np.ndarray, ...]:
+        """``(q, mu, v, nu, a, lam)``."""
+        n, m = self.n, self.m
+        bounds = np.cumsum([0, n, m, n, m, n, m])
+        return tuple(self.z[bounds[k] : bounds[k + 1]] for k in range(6))
+
+    @property
+    def state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(q, v, a, lam)``."""
+        q, _, v, _, a, lam = self.split()
+        return q, v, a, lam
+
+
+def state_selection(n: int, m: int) -> np.ndarray:
+    """Indices of ``(q, v, a, lam)`` inside ``z``."""
+    bounds = np.cumsum([0, n, m, n, m, n, m])
+    return np.concatenate([np.arange(bounds[k], bounds[k + 1]) for k in (0, 2, 4, 5)])
+
+
+def _args(z: np.ndarray, n: int, m: int) -> tuple[np.ndarray, ...]:
+    bounds = np.cumsum([0, n, m, n, m, n, m])
+    return tuple(z[bounds[k] : bounds[k + 1]] for k in range(6))
+
+
+def initial_state(model: CompiledModel, p: np.ndarray, t0: float = 0.0, *, tol: float = 1e-12,
+                  max_iterations: int = 50) -> InitialState:
+    """Solve the consistent-initialization system by Newton's method.
+
+    The start point is the model's initial values with zero multipliers and
+    accelerations; the system is linear in everything but the positions.
+
+    Raises
+    ------
+    ConvergenceError
+        If the system is singular (e.g. too many coordinates marked fixed, redundant
+        constraints, a mass matrix singular on the constraint manifold) or Newton fails.
+    """
+    n, m = model.n, model.m
+    z = np.zeros(3 * n + 3 * m)
+    # Start from the given values: G at z = 0 is (-q0s, ...); q - q0s = 0 at q = q0s.
+    guess = model.init_residual(*_args(z, n, m), t0, p)[0]
+    z[:n] = -guess[:n]
+    z[n + m : 2 * n + m] = -guess[n + m : 2 * n + m]
+    name = model.model.name
+    for iteration in range(1, max_iterations + 1):
+        G = model.init_residual(*_args(z, n, m), t0, p)[0]
+        Gz, _ = model.init_jacobians(*_args(z, n, m), t0, p)
+        if not np.all(np.isfinite(G)) or not np.all(np.isfinite(Gz)):
+            raise ConvergenceError(
+                f"model '{name}': the initial state gives non-finite values (NaN or inf); check the initial "
+                "positions and the parameter values."
+            )
+        try:
+            dz = np.linalg.solve(Gz, -G)
+        except np.linalg.LinAlgError:
+            raise ConvergenceError(
+                f"model '{name}': the initialization system is singular. Typical causes: more coordinates "
+                "marked 'fixed' than the constraints allow, redundant constraints, or a mass matrix that is "
+                "singular on the constraint manifold (a massless coordinate without stiffness). Mark fewer "
+                "coordinates fixed or remove the redundant constraint."
+            ) from None
+        z += dz
+        if np.all(np.abs(dz) <= tol * (1.0 + np.abs(z))):
+            return InitialState(z=z, n=n, m=m, iterations=iteration)
+    raise ConvergenceError(
+        f"model '{name}': the initial positions could not be made consistent with the constraints in "
+        f"{max_iterations} Newton iterations (last correction {np.max(np.abs(dz)):.3g}). Give initial "
+        "positions closer to an assembled configuration."
+    )

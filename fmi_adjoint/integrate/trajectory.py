@@ -1,0 +1,69 @@
+"""The frozen result of a forward simulation."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..compiled import CompiledModel
+from .initialization import InitialState
+
+__all__ = ["Trajectory"]
+
+
+def _freeze(array: np.ndarray) -> np.ndarray:
+    array = np.asarray(array)
+    array.flags.writeable = False
+    return array
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Trajectory:
+    """States of an HHT run at the step times, with Newton statistics.
+
+    Attributes
+    ----------
+    model : CompiledModel
+    p : numpy.ndarray
+        Parameter vector used.
+    alpha, beta, gamma : float
+        HHT constants of the run.
+    t : numpy.ndarray, shape (N+1,)
+    q, v, a : numpy.ndarray, shape (N+1, n)
+    lam : numpy.ndarray, shape (N+1, m)
+    init : InitialState
+        The consistent initial state (needed to differentiate it).
+    newton_iterations : numpy.ndarray, shape (N,)
+        Iterations used by each step.
+    """
+
+    model: CompiledModel
+    p: np.ndarray
+    alpha: float
+    beta: float
+    gamma: float
+    t: np.ndarray
+    q: np.ndarray
+    v: np.ndarray
+    a: np.ndarray
+    lam: np.ndarray
+    init: InitialState
+    newton_iterations: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in ("p", "t", "q", "v", "a", "lam", "newton_iterations"):
+            object.__setattr__(self, name, _freeze(getattr(self, name)))
+
+    @property
+    def n_steps(self) -> int:
+        """Number of steps N."""
+        return len(self.t) - 1
+
+    def outputs(self) -> np.ndarray:
+        """Model outputs at every step time, shape ``(N+1, n_y)``."""
+        return self.model.outputs(self.q, self.v, self.a, self.lam, self.t, self.p)[0]
+
+    def constraint_residual(self) -> np.ndarray:
+        """``C(q_i, t_i)`` at every step, shape ``(N+1, m)``."""
+        return self.model.residual_terms(self.q, self.v, self.a, self.lam, self.t, self.p)[2]

@@ -1,0 +1,477 @@
+"""Model definition: coordinates, parameters, mass matrix, forces, constraints, outputs.
+
+A :class:`Model` is a frozen description, built from Python or read from a TOML model
+file (:mod:`fmi_adjoint.model_file`).  :func:`assemble` turns it into a
+:class:`SymbolicModel`: the equations of motion of the index-3 DAE
+
+.. math::  M(q,p)\\,a + C_q^T \\lambda = Q(q, v, t, p), \\qquad C(q, t, p) = 0,
+
+as sympy matrices (Oberpeilsteiner 2018, eq. (2.48)).  When the mass matrix depends on
+``q``, ``Q`` automatically contains the quadratic velocity terms of Lagrange's equations
+for the kinetic energy ``T = v^T M(q,p) v / 2``, so the user states the mass matrix and
+the applied forces only.  Prescribed motions ``q_k = s(t, p)`` become rheonomic
+constraints whose multiplier is the driving force.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import keyword
+import math
+from collections.abc import Mapping
+from typing import Literal
+
+import sympy as sp
+
+from .errors import ModelError
+from .expressions import CONSTANTS, FUNCTIONS, parse_expression
+from .forces.base import AbstractForceElement
+
+__all__ = [
+    "Parameter",
+    "Coordinate",
+    "MassEntry",
+    "Constraint",
+    "PrescribedMotion",
+    "Output",
+    "SimulationSettings",
+    "Model",
+    "SymbolicModel",
+    "assemble",
+]
+
+Number = str | float | int
+_RESERVED = {"t", "der", "der2", "lam", "reaction"} | set(FUNCTIONS) | set(CONSTANTS)
+
+
+def _check_name(name: object, what: str) -> None:
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+        raise ModelError(f"{what} name {name!r} is not a valid identifier; use letters, digits and '_'.")
+    if name in _RESERVED:
+        raise ModelError(f"{what} name {name!r} is reserved; choose another name.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    """A named model parameter.
+
+    Attributes
+    ----------
+    name : str
+    value : float
+        Nominal (start) value.
+    unit : str
+    bounds : tuple of float
+        Lower and upper bound used by identification (``-inf``/``inf`` if open).
+    description : str
+    """
+
+    name: str
+    value: float
+    unit: str = ""
+    bounds: tuple[float, float] = (-math.inf, math.inf)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "parameter")
+        try:
+            value = float(self.value)
+            lo, hi = (float(b) for b in self.bounds)
+        except (TypeError, ValueError):
+            raise ModelError(f"parameter '{self.name}': value and bounds must be numbers.") from None
+        if not math.isfinite(value):
+            raise ModelError(f"parameter '{self.name}': value {self.value!r} is not finite; give a finite number.")
+        if math.isnan(lo) or math.isnan(hi) or lo > hi:
+            raise ModelError(f"parameter '{self.name}': bounds {self.bounds!r} are not an interval [lo, hi].")
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "bounds", (lo, hi))
+
+
+@dataclasses.dataclass(frozen=True)
+class Coordinate:
+    """A generalized coordinate.
+
+    Attributes
+    ----------
+    name : str
+    kind : {"translational", "rotational"}
+    mass : str or float
+        Diagonal mass-matrix entry (kg or kg m^2); ``0`` for a massless node.
+    initial_position, initial_velocity : str or float
+        Expressions of parameters giving the initial values (or guesses).
+    fixed_position, fixed_velocity : bool
+        Hold this value while the initial state is made consistent with the
+        constraints; free values move as little as possible (least squares).
+    """
+
+    name: str
+    kind: Literal["translational", "rotational"] = "translational"
+    mass: Number = 0.0
+    initial_position: Number = 0.0
+    initial_velocity: Number = 0.0
+    fixed_position: bool = False
+    fixed_velocity: bool = False
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "coordinate")
+        if self.kind not in ("translational", "rotational"):
+            raise ModelError(f"coordinate '{self.name}': kind {self.kind!r} is not 'translational' or 'rotational'.")
+
+    @property
+    def unit(self) -> str:
+        """SI unit of the position."""
+        return "m" if self.kind == "translational" else "rad"
+
+
+@dataclasses.dataclass(frozen=True)
+class MassEntry:
+    """An entry ``M[row, col]`` of a full mass matrix (mirrored to ``M[col, row]``)."""
+
+    row: str
+    col: str
+    value: Number
+
+
+@dataclasses.dataclass(frozen=True)
+class Constraint:
+    """A holonomic constraint ``C(q, t, p) = 0`` given by an expression."""
+
+    name: str
+    expression: Number
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "constraint")
+
+
+@dataclasses.dataclass(frozen=True)
+class PrescribedMotion:
+    """A coordinate driven by a function of time: ``q_k = s(t, p)``.
+
+    It is enforced as the constraint ``q_k - s(t, p) = 0`` named ``drive_<coordinate>``;
+    its multiplier is the force or torque needed to drive the coordinate.
+    """
+
+    coordinate: str
+    expression: Number
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """A model output: an expression of positions ``x``, velocities ``der(x)``,
+    accelerations ``der2(x)``, multipliers ``lam(constraint)``, generalized constraint
+    forces ``reaction(x)`` (``= -(C_q^T lambda)_x``), ``t`` and parameters."""
+
+    name: str
+    expression: Number
+    unit: str = ""
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        _check_name(self.name, "output")
+
+
+@dataclasses.dataclass(frozen=True)
+class SimulationSettings:
+    """Defaults for a simulation of the model (overridable on the command line)."""
+
+    t_end: float = 1.0
+    step: float = 1e-3
+    alpha: float = -0.05
+
+    def __post_init__(self) -> None:
+        for name in ("t_end", "step", "alpha"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ModelError(f"simulation.{name} = {value!r} is not a finite number.")
+            object.__setattr__(self, name, float(value))
+        if self.t_end <= 0:
+            raise ModelError(f"simulation.t_end = {self.t_end} must be positive.")
+        if self.step <= 0:
+            raise ModelError(f"simulation.step = {self.step} must be positive.")
+        if not -1.0 / 3.0 <= self.alpha <= 0.0:
+            raise ModelError(f"simulation.alpha = {self.alpha} is outside [-1/3, 0], where HHT is stable.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """A multibody model in redundant coordinates.
+
+    Attributes
+    ----------
+    name : str
+    coordinates : tuple of Coordinate
+    parameters : tuple of Parameter
+    forces : tuple of AbstractForceElement
+    constraints : tuple of Constraint
+    prescribed : tuple of PrescribedMotion
+    outputs : tuple of Output
+    mass_matrix : tuple of MassEntry
+        Off-diagonal or configuration-dependent entries; the diagonal comes from
+        ``Coordinate.mass`` unless an entry overrides it.
+    simulation : SimulationSettings
+    description, source : str
+        Free text; ``source`` says where the model and its values come from.
+    """
+
+    name: str
+    coordinates: tuple[Coordinate, ...]
+    parameters: tuple[Parameter, ...] = ()
+    forces: tuple[AbstractForceElement, ...] = ()
+    constraints: tuple[Constraint, ...] = ()
+    prescribed: tuple[PrescribedMotion, ...] = ()
+    outputs: tuple[Output, ...] = ()
+    mass_matrix: tuple[MassEntry, ...] = ()
+    simulation: SimulationSettings = SimulationSettings()
+    description: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for field in ("coordinates", "parameters", "forces", "constraints", "prescribed", "outputs", "mass_matrix"):
+            object.__setattr__(self, field, tuple(getattr(self, field)))
+        if not self.coordinates:
+            raise ModelError(f"model '{self.name}': it has no coordinates; define at least one.")
+        if not self.outputs:
+            raise ModelError(f"model '{self.name}': it has no outputs; define at least one.")
+        groups = {
+            "coordinate": [c.name for c in self.coordinates],
+            "parameter": [p.name for p in self.parameters],
+        }
+        seen: dict[str, str] = {}
+        for what, names in groups.items():
+            for name in names:
+                if name in seen:
+                    raise ModelError(f"model '{self.name}': the name '{name}' is used twice ({seen[name]} and {what}).")
+                seen[name] = what
+        for what, names in (
+            ("force element", [f.name for f in self.forces]),
+            ("constraint", [c.name for c in self.constraints] + [f"drive_{m.coordinate}" for m in self.prescribed]),
+            ("output", [o.name for o in self.outputs]),
+        ):
+            duplicates = sorted({n for n in names if names.count(n) > 1})
+            if duplicates:
+                raise ModelError(f"model '{self.name}': {what} name(s) {duplicates} used more than once.")
+        for element in self.forces:
+            if not isinstance(element, AbstractForceElement):
+                raise ModelError(f"model '{self.name}': {element!r} is not a force element.")
+
+    def parameter(self, name: str) -> Parameter:
+        """The parameter called ``name`` (ModelError if there is none)."""
+        for par in self.parameters:
+            if par.name == name:
+                return par
+        known = ", ".join(p.name for p in self.parameters)
+        raise ModelError(f"model '{self.name}' has no parameter '{name}'. Parameters: {known}.")
+
+    def with_values(self, values: Mapping[str, float]) -> Model:
+        """A copy with new nominal parameter values (unknown names raise ModelError)."""
+        for name in values:
+            self.parameter(name)
+        params = tuple(
+            dataclasses.replace(p, value=float(values[p.name])) if p.name in values else p for p in self.parameters
+        )
+        return dataclasses.replace(self, parameters=params)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SymbolicModel:
+    """The assembled equations of a :class:`Model` as sympy objects.
+
+    Symbols carry internal names (``q_0``, ``p_3``, ...) so that generated code never
+    contains a user-chosen name.
+    """
+
+    model: Model
+    t: sp.Symbol
+    q: tuple[sp.Symbol, ...]
+    v: tuple[sp.Symbol, ...]
+    a: tuple[sp.Symbol, ...]
+    lam: tuple[sp.Symbol, ...]
+    p: tuple[sp.Symbol, ...]
+    M: sp.Matrix
+    Q: sp.Matrix
+    C: sp.Matrix
+    Y: sp.Matrix
+    q0: sp.Matrix
+    v0: sp.Matrix
+    fixed_q: tuple[bool, ...]
+    fixed_v: tuple[bool, ...]
+    constraint_names: tuple[str, ...]
+    tables: tuple[tuple[sp.Function, tuple[float, ...], tuple[float, ...]], ...]
+
+
+class _Context:
+    """The :class:`~fmi_adjoint.forces.base.ElementContext` handed to force elements."""
+
+    def __init__(self, model: Model, t, q, v, p):
+        self.model = model
+        self.t = t
+        self.q = {c.name: s for c, s in zip(model.coordinates, q)}
+        self.v = {c.name: s for c, s in zip(model.coordinates, v)}
+        self.params = {par.name: s for par, s in zip(model.parameters, p)}
+        self.tables: list = []
+
+    def _coord(self, table: dict, name: str) -> sp.Symbol:
+        if name not in table:
+            raise ModelError(
+                f"model '{self.model.name}': unknown coordinate '{name}'. Coordinates: {', '.join(self.q)}."
+            )
+        return table[name]
+
+    def position(self, coordinate: str) -> sp.Symbol:
+        return self._coord(self.q, coordinate)
+
+    def velocity(self, coordinate: str) -> sp.Symbol:
+        return self._coord(self.v, coordinate)
+
+    def names(self, positions: bool = True) -> dict[str, sp.Expr]:
+        names: dict[str, sp.Expr] = {"t": self.t, **self.params}
+        if positions:
+            names.update(self.q)
+        return names
+
+    def der(self, name: str) -> sp.Symbol:
+        if name not in self.v:
+            raise ModelError(f"der({name}): '{name}' is not a coordinate. Coordinates: {', '.join(self.v)}.")
+        return self.v[name]
+
+    def expression(self, value: Number, where: str) -> sp.Expr:
+        return parse_expression(value, self.names(), where=where, specials={"der": self.der})
+
+    def parameter_expression(self, value: Number, where: str, allow_time: bool = False) -> sp.Expr:
+        names = {**self.params, **({"t": self.t} if allow_time else {})}
+        return parse_expression(value, names, where=where)
+
+    def table(self, times: tuple[float, ...], values: tuple[float, ...], where: str) -> sp.Expr:
+        func = sp.Function(f"tbl_{len(self.tables)}", real=True)
+        self.tables.append((func, times, values))
+        return func(self.t)
+
+
+def assemble(model: Model) -> SymbolicModel:
+    """Build the symbolic equations of motion, constraints and outputs of ``model``.
+
+    Raises
+    ------
+    ModelError
+        For unknown names, invalid expressions, a prescribed coordinate that does not
+        exist, or an expression of the wrong kind (e.g. a mass depending on time).
+    """
+    n = len(model.coordinates)
+    t = sp.Symbol("t", real=True)
+    q = tuple(sp.Symbol(f"q_{i}", real=True) for i in range(n))
+    v = tuple(sp.Symbol(f"v_{i}", real=True) for i in range(n))
+    a = tuple(sp.Symbol(f"a_{i}", real=True) for i in range(n))
+    p = tuple(sp.Symbol(f"p_{i}", real=True) for i in range(len(model.parameters)))
+    ctx = _Context(model, t, q, v, p)
+    index = {c.name: i for i, c in enumerate(model.coordinates)}
+    name = model.name
+
+    # Mass matrix: diagonal from the coordinates, entries may override or add terms.
+    M = sp.zeros(n, n)
+    for i, coord in enumerate(model.coordinates):
+        M[i, i] = ctx.parameter_expression(coord.mass, f"model '{name}': coordinate '{coord.name}'.mass")
+    for k, entry in enumerate(model.mass_matrix):
+        where = f"model '{name}': mass_matrix[{k}]"
+        for coord in (entry.row, entry.col):
+            if coord not in index:
+                raise ModelError(f"{where}: unknown coordinate '{coord}'. Coordinates: {', '.join(index)}.")
+        value = parse_expression(entry.value, ctx.names(), where=where)
+        if value.has(t):
+            raise ModelError(f"{where}: a mass-matrix entry may not depend on t; use parameters and positions.")
+        i, j = index[entry.row], index[entry.col]
+        M[i, j] = value
+        M[j, i] = value
+
+    # Applied forces from the elements; quadratic velocity terms if M depends on q.
+    Q = sp.zeros(n, 1)
+    for element in model.forces:
+        for coord, force in element.generalized_forces(ctx).items():
+            if coord not in index:
+                raise ModelError(f"{element.where()}: unknown coordinate '{coord}'.")
+            Q[index[coord]] += force
+    qvec, vvec = sp.Matrix(q), sp.Matrix(v)
+    if any(M[i, j].has(*q) for i in range(n) for j in range(n)):
+        Mv = M * vvec
+        kinetic = (vvec.T * Mv)[0, 0] / 2
+        Q += kinetic.diff(qvec) - Mv.jacobian(qvec) * vvec
+
+    # Constraints: user constraints first, then drives of prescribed coordinates.
+    rows: list[sp.Expr] = []
+    names: list[str] = []
+    for con in model.constraints:
+        expr = parse_expression(con.expression, ctx.names(), where=f"model '{name}': constraint '{con.name}'")
+        if not expr.has(*q):
+            raise ModelError(f"model '{name}': constraint '{con.name}' does not depend on any coordinate.")
+        rows.append(expr)
+        names.append(con.name)
+    for motion in model.prescribed:
+        where = f"model '{name}': prescribed motion of '{motion.coordinate}'"
+        if motion.coordinate not in index:
+            raise ModelError(f"{where}: unknown coordinate. Coordinates: {', '.join(index)}.")
+        s = ctx.parameter_expression(motion.expression, where, allow_time=True)
+        rows.append(q[index[motion.coordinate]] - s)
+        names.append(f"drive_{motion.coordinate}")
+    lam = tuple(sp.Symbol(f"lam_{k}", real=True) for k in range(len(rows)))
+    C = sp.Matrix(rows) if rows else sp.zeros(0, 1)
+
+    # Outputs.
+    Cq = C.jacobian(qvec) if rows else sp.zeros(0, n)
+    reaction = -(Cq.T * sp.Matrix(lam)) if rows else sp.zeros(n, 1)
+    lam_by_name = dict(zip(names, lam))
+
+    def special(table: Mapping[str, sp.Expr], what: str):
+        def handler(arg: str) -> sp.Expr:
+            if arg not in table:
+                raise ModelError(f"{what}({arg}): unknown name '{arg}'. Known: {', '.join(table) or '(none)'}.")
+            return table[arg]
+
+        return handler
+
+    specials = {
+        "der": special(dict(zip(index, v)), "der"),
+        "der2": special(dict(zip(index, a)), "der2"),
+        "lam": special(lam_by_name, "lam"),
+        "reaction": special({c: reaction[i] for c, i in index.items()}, "reaction"),
+    }
+    Y = sp.Matrix(
+        [
+            parse_expression(out.expression, ctx.names(), where=f"model '{name}': output '{out.name}'", specials=specials)
+            for out in model.outputs
+        ]
+    )
+
+    # Initial values (guesses for free coordinates), expressions of parameters.
+    q0 = sp.Matrix(
+        [ctx.parameter_expression(c.initial_position, f"model '{name}': coordinate '{c.name}'.initial_position")
+         for c in model.coordinates]
+    )
+    v0 = sp.Matrix(
+        [ctx.parameter_expression(c.initial_velocity, f"model '{name}': coordinate '{c.name}'.initial_velocity")
+         for c in model.coordinates]
+    )
+    for i, motion in enumerate(model.prescribed):
+        k = index[motion.coordinate]
+        if model.coordinates[k].fixed_position or model.coordinates[k].fixed_velocity:
+            raise ModelError(
+                f"model '{name}': coordinate '{motion.coordinate}' is prescribed and also marked fixed for the "
+                "initial state; remove 'fixed' (the drive already sets it)."
+            )
+    return SymbolicModel(
+        model=model,
+        t=t,
+        q=q,
+        v=v,
+        a=a,
+        lam=lam,
+        p=p,
+        M=M,
+        Q=Q,
+        C=C,
+        Y=Y,
+        q0=q0,
+        v0=v0,
+        fixed_q=tuple(c.fixed_position for c in model.coordinates),
+        fixed_v=tuple(c.fixed_velocity for c in model.coordinates),
+        constraint_names=tuple(names),
+        tables=tuple(ctx.tables),
+    )
