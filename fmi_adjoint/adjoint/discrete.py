@@ -23,6 +23,7 @@ import dataclasses
 
 import numpy as np
 
+from ..compiled import CompiledModel
 from ..costs.base import AbstractCost
 from ..costs.sampling import Sampler
 from ..errors import DataError
@@ -41,13 +42,13 @@ class GradientResult:
     method: str
 
 
-def channel_indices(traj: Trajectory, cost: AbstractCost) -> np.ndarray:
-    """Positions of the cost's channels among the model outputs."""
-    names = traj.model.output_names
+def channel_indices(model: CompiledModel, cost: AbstractCost) -> np.ndarray:
+    """Positions of the cost's channels among the model outputs (DataError if one is unknown)."""
+    names = model.output_names
     missing = [c for c in cost.channels if c not in names]
     if missing:
         raise DataError(
-            f"data column(s) {missing} match no output of model '{traj.model.model.name}'. "
+            f"data column(s) {missing} match no output of model '{model.model.name}'. "
             f"Outputs: {', '.join(names)}. Rename the columns or add outputs to the model."
         )
     return np.array([names.index(c) for c in cost.channels], dtype=int)
@@ -55,7 +56,7 @@ def channel_indices(traj: Trajectory, cost: AbstractCost) -> np.ndarray:
 
 def sampled_outputs(traj: Trajectory, cost: AbstractCost) -> tuple[Sampler, np.ndarray, np.ndarray]:
     """``(sampler, channel indices, Y)`` of a trajectory for a cost."""
-    channels = channel_indices(traj, cost)
+    channels = channel_indices(traj.model, cost)
     sampler = Sampler.from_grid(traj.t, cost.sample_times)
     Y = sampler.sample(traj.outputs()[:, channels])
     return sampler, channels, Y

@@ -1,0 +1,5 @@
+"""``python -m fmi_adjoint``."""
+
+from .cli import main
+
+main()

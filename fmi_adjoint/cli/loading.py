@@ -1,0 +1,135 @@
+"""Resolving the command line's MODEL, --set, --bounds and --data arguments."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ..compiled import CompiledModel, compile_model
+from ..costs import LeastSquaresCost
+from ..data import read_csv
+from ..errors import DataError, ExpressionError, ModelError
+from ..examples import example_names, example_path
+from ..identify import Experiment
+from ..integrate import HHT
+from ..model_file import load_model
+
+__all__ = ["resolve_model", "parse_assignments", "parse_bounds", "load_experiments"]
+
+
+def resolve_model(spec: str, values: dict[str, float] | None = None) -> CompiledModel:
+    """Compile MODEL: a TOML file path or the name of a bundled example."""
+    path = Path(spec)
+    if path.suffix == ".toml" or path.exists():
+        source = path
+    elif spec in example_names():
+        source = example_path(spec)
+    else:
+        raise ModelError(
+            f"MODEL {spec!r} is neither a TOML file nor a bundled example. Examples: {', '.join(example_names())}."
+        )
+    model = load_model(source)
+    try:
+        model = model.with_values(values or {})
+        return compile_model(model)
+    except ExpressionError as exc:
+        raise ExpressionError(f"{source}: {exc}") from None
+    except ModelError as exc:
+        text = str(exc)
+        raise ModelError(text if str(source) in text else f"{source}: {text}") from None
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ModelError(f"{what}: {text!r} is not a number.") from None
+    if math.isnan(value):
+        raise ModelError(f"{what}: NaN is not allowed.")
+    return value
+
+
+def parse_assignments(items: list[str] | None, option: str = "--set") -> dict[str, float]:
+    """``["c=1.5", "d=0.2"]`` to ``{"c": 1.5, "d": 0.2}``."""
+    values: dict[str, float] = {}
+    for item in items or []:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise ModelError(f"{option} {item!r}: expected NAME=VALUE, e.g. {option} c_E1=1.2e5.")
+        value = _number(text.strip(), f"{option} {item}")
+        if not math.isfinite(value):
+            raise ModelError(f"{option} {item!r}: the value must be finite.")
+        values[name.strip()] = value
+    return values
+
+
+def parse_bounds(items: list[str] | None) -> dict[str, tuple[float, float]]:
+    """``["c=0.1:10"]`` to ``{"c": (0.1, 10.0)}`` (``inf``/``-inf`` allowed)."""
+    bounds: dict[str, tuple[float, float]] = {}
+    for item in items or []:
+        name, sep, text = item.partition("=")
+        lo, colon, hi = text.partition(":")
+        if not sep or not colon or not name.strip():
+            raise ModelError(f"--bounds {item!r}: expected NAME=LO:HI, e.g. --bounds d_E=0.1:50.")
+        low, high = _number(lo.strip(), f"--bounds {item}"), _number(hi.strip(), f"--bounds {item}")
+        if low >= high:
+            raise ModelError(f"--bounds {item!r}: the lower bound must be below the upper bound.")
+        bounds[name.strip()] = (low, high)
+    return bounds
+
+
+def parse_names(text: str | None) -> list[str]:
+    """``"c,d"`` to ``["c", "d"]``."""
+    names = [n.strip() for n in (text or "").split(",") if n.strip()]
+    if not names:
+        raise ModelError("--params: give a comma-separated list of parameter names, e.g. --params c_E1,d_E.")
+    return names
+
+
+def load_experiments(
+    model_spec: str,
+    data_specs: list[str],
+    settings: dict[str, float],
+    *,
+    t_end: float | None,
+    step: float | None,
+    alpha: float | None,
+    weights: dict[str, float],
+    scales: dict[str, float],
+) -> list[Experiment]:
+    """One experiment per ``--data FILE[@NAME=VALUE,...]``, sharing the model.
+
+    The settings after ``@`` apply to that experiment only (excitation, initial state).
+    Without ``--t-end`` each experiment is simulated up to its last sample.
+    """
+    model = resolve_model(model_spec)
+    experiments = []
+    for spec in data_specs:
+        file, _, local = spec.partition("@")
+        values = dict(settings)
+        values.update(parse_assignments([s for s in local.split(",") if s], option=f"--data {spec}"))
+        for name in values:
+            model.parameter_index(name)
+        measurement = read_csv(file)
+        for name in measurement.columns:
+            if name not in model.output_names:
+                raise DataError(
+                    f"{file}: column {name!r} matches no output of model '{model.model.name}'. "
+                    f"Outputs: {', '.join(model.output_names)}. Rename or drop the column."
+                )
+        for name in list(weights) + list(scales):
+            if name not in measurement.columns:
+                raise DataError(f"--weight/--scale {name!r}: no such data column in {file}.")
+        cost = LeastSquaresCost(
+            measurement.times,
+            measurement.values,
+            measurement.columns,
+            weights=[weights.get(c, 1.0) for c in measurement.columns],
+            scales=[scales.get(c, 1.0) for c in measurement.columns],
+        )
+        end = t_end if t_end is not None else float(measurement.times[-1])
+        solver = HHT(alpha=alpha) if alpha is not None else None
+        experiments.append(
+            Experiment(model, cost, values=values, t_end=end, step=step, solver=solver, name=Path(file).stem)
+        )
+    return experiments

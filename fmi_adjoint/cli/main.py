@@ -1,0 +1,193 @@
+"""The ``fmi-adjoint`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..data import write_csv
+from ..errors import FmiAdjointError
+from ..examples import EXAMPLES_DIR, example_names
+from ..files import atomic_output
+from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem, identify
+from ..integrate import HHT, simulate
+from .loading import load_experiments, parse_assignments, parse_bounds, parse_names, resolve_model
+
+__all__ = ["main", "build_parser"]
+
+
+def _common_model_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL", help="TOML model file or bundled example name")
+    parser.add_argument("--set", action="append", metavar="NAME=VALUE", help="parameter value (repeatable)")
+    parser.add_argument("--step", type=float, help="HHT step h [s] (default: the model's)")
+    parser.add_argument("--alpha", type=float, help="HHT alpha in [-1/3, 0] (default: the model's)")
+    parser.add_argument("--t-end", type=float, help="end time [s] (default: model's, or the last sample)")
+
+
+def _data_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data", action="append", required=True, metavar="DATA.csv[@NAME=VALUE,...]",
+        help="measurements: a 'time' column and one column per measured output; repeat for several "
+        "experiments; settings after '@' apply to that experiment only",
+    )
+    parser.add_argument("--params", required=True, metavar="P1,P2,...", help="parameters to differentiate/identify")
+    parser.add_argument("--weight", action="append", metavar="CHANNEL=W", help="channel weight (default 1)")
+    parser.add_argument("--scale", action="append", metavar="CHANNEL=S", help="channel scale (default 1)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``fmi-adjoint``."""
+    parser = argparse.ArgumentParser(
+        prog="fmi-adjoint",
+        description="Parameter identification of multibody models with exact discrete adjoint gradients.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("examples", help="list the bundled example models")
+
+    sim = sub.add_parser("simulate", help="simulate a model and write its outputs as CSV")
+    _common_model_options(sim)
+    sim.add_argument("-o", "--output", metavar="OUT.csv", help="CSV file (default: stdout)")
+
+    grad = sub.add_parser("gradient", help="cost and gradient of a least-squares fit to data")
+    _common_model_options(grad)
+    _data_options(grad)
+    grad.add_argument("--method", choices=GRADIENT_METHODS, default="adjoint")
+    grad.add_argument("--json", action="store_true", help="print JSON to stdout")
+
+    ident = sub.add_parser("identify", help="identify parameters from data")
+    _common_model_options(ident)
+    _data_options(ident)
+    ident.add_argument("--bounds", action="append", metavar="P=LO:HI", help="bounds (default: the model's)")
+    ident.add_argument("--method", choices=OPTIMIZERS, default="lbfgsb")
+    ident.add_argument("--scaling", choices=("auto", "bounds", "log", "none"), default="auto")
+    ident.add_argument("--max-iter", type=int, default=200)
+    ident.add_argument("-o", "--output", metavar="RESULT.json", help="result file (default: stdout)")
+    ident.add_argument("--json", action="store_true", help="print the result JSON to stdout")
+
+    demo = sub.add_parser("demo", help="identify the engine-mount parameters from the bundled measurement")
+    demo.add_argument("-o", "--output-dir", default="fmi-adjoint-demo", help="folder for result JSON and plot")
+    demo.add_argument("--method", choices=OPTIMIZERS, default="least_squares")
+    return parser
+
+
+def _check_solver_options(args) -> None:
+    if args.alpha is not None:
+        HHT(alpha=args.alpha)
+    if args.step is not None and not args.step > 0:
+        raise FmiAdjointError(f"--step {args.step}: the step must be positive.")
+
+
+def cmd_examples(args) -> int:
+    from ..model_file import load_model
+
+    for name in example_names():
+        model = load_model(EXAMPLES_DIR / f"{name}.toml")
+        print(f"{name:16s} {model.description}  [{model.source}]")
+    return 0
+
+
+def cmd_simulate(args) -> int:
+    _check_solver_options(args)
+    model = resolve_model(args.model, parse_assignments(args.set))
+    solver = HHT(alpha=args.alpha) if args.alpha is not None else None
+    traj = simulate(model, t_end=args.t_end, step=args.step, solver=solver)
+    outputs = traj.outputs()
+    columns = {name: outputs[:, k] for k, name in enumerate(model.output_names)}
+    if args.output:
+        write_csv(args.output, traj.t, columns)
+        print(f"wrote {len(traj.t)} rows to {args.output}", file=sys.stderr)
+    else:
+        print(",".join(["time", *columns]))
+        for row in np.column_stack([traj.t, outputs]):
+            print(",".join(repr(float(x)) for x in row))
+    return 0
+
+
+def _problem(args, bounds=None) -> IdentificationProblem:
+    _check_solver_options(args)
+    experiments = load_experiments(
+        args.model,
+        args.data,
+        parse_assignments(args.set),
+        t_end=args.t_end,
+        step=args.step,
+        alpha=args.alpha,
+        weights=parse_assignments(args.weight, "--weight"),
+        scales=parse_assignments(args.scale, "--scale"),
+    )
+    return IdentificationProblem(experiments, parse_names(args.params), bounds=bounds)
+
+
+def cmd_gradient(args) -> int:
+    problem = _problem(args)
+    ev = problem.evaluate(problem.start, args.method)
+    result = {
+        "cost": ev.J,
+        "gradient": dict(zip(problem.names, map(float, ev.gradient))),
+        "method": ev.method,
+        "forward_seconds": ev.forward_seconds,
+        "gradient_seconds": ev.gradient_seconds,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"cost J = {ev.J:.12e}   ({ev.method}; forward {ev.forward_seconds:.3f} s, "
+              f"gradient {ev.gradient_seconds:.3f} s)")
+        for name, value in result["gradient"].items():
+            print(f"  dJ/d{name:12s} = {value: .12e}")
+    return 0
+
+
+def cmd_identify(args) -> int:
+    problem = _problem(args, parse_bounds(args.bounds))
+    result = identify(problem, args.method, scaling=args.scaling, max_iterations=args.max_iter)
+    payload = result.to_json()
+    payload["model"] = args.model
+    payload["data"] = args.data
+    payload["gradient_method"] = "adjoint" if args.method == "lbfgsb" else "forward sensitivities"
+    text = json.dumps(payload, indent=2)
+    if args.output:
+        with atomic_output(args.output) as handle:
+            handle.write(text + "\n")
+        print(f"wrote {args.output}", file=sys.stderr)
+    if args.json or not args.output:
+        print(text)
+    return 0 if result.success else 1
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(args.output_dir, args.method)
+
+
+_COMMANDS = {
+    "examples": cmd_examples,
+    "simulate": cmd_simulate,
+    "gradient": cmd_gradient,
+    "identify": cmd_identify,
+    "demo": cmd_demo,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (0 ok, 1 not converged, 2 error)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except FmiAdjointError as exc:
+        print(f"fmi-adjoint: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fmi-adjoint: interrupted", file=sys.stderr)
+        return 130
+    except MemoryError:
+        print("fmi-adjoint: error: out of memory; use a larger step or a shorter time span.", file=sys.stderr)
+        return 2

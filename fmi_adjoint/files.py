@@ -1,0 +1,51 @@
+"""Writing output files atomically, so that a failure never leaves half a file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from .errors import FmiAdjointError
+
+__all__ = ["OutputFileError", "atomic_output"]
+
+
+class OutputFileError(FmiAdjointError, OSError):
+    """An output file cannot be written."""
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike, mode: str = "w") -> Iterator:
+    """Open a temporary file next to ``path``; rename it onto ``path`` only on success.
+
+    Raises
+    ------
+    OutputFileError
+        If the folder does not exist or is not writable.
+    """
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise OutputFileError(f"cannot write {str(target)!r}: the folder {str(folder)!r} does not exist; create it first.")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=folder)
+    except OSError as exc:
+        raise OutputFileError(f"cannot write {str(target)!r}: {exc.strerror}; choose a writable folder.") from None
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})) as handle:
+            yield handle
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

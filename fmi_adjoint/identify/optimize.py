@@ -1,0 +1,225 @@
+"""Identification with scipy.optimize: L-BFGS-B on adjoint gradients, or trust-region
+least squares on forward sensitivities, both in scaled variables."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from typing import TextIO
+
+import numpy as np
+from scipy import optimize
+
+from ..errors import FmiAdjointError, IdentificationError
+from .problem import IdentificationProblem
+from .scaling import ParameterScaling
+
+__all__ = ["IdentificationResult", "identify", "OPTIMIZERS"]
+
+OPTIMIZERS = ("lbfgsb", "least_squares")
+
+
+@dataclasses.dataclass(frozen=True)
+class IdentificationResult:
+    """Outcome of an identification run.
+
+    Attributes
+    ----------
+    names : tuple of str
+    initial, parameters : numpy.ndarray
+        Start and identified values (physical units).
+    cost_initial, cost : float
+    cost_history, gradient_norm_history : list of float
+        Per iteration (the gradient norm is in scaled variables).
+    iterations, simulations : int
+    success : bool
+    message : str
+    method : str
+    std_errors : list of float or None
+    correlation : list of list of float or None
+    seconds : float
+    """
+
+    names: tuple[str, ...]
+    initial: np.ndarray
+    parameters: np.ndarray
+    cost_initial: float
+    cost: float
+    cost_history: list[float]
+    gradient_norm_history: list[float]
+    iterations: int
+    simulations: int
+    success: bool
+    message: str
+    method: str
+    std_errors: list | None
+    correlation: list | None
+    seconds: float
+
+    def to_json(self) -> dict:
+        """JSON-serializable summary (the format written by ``fmi-adjoint identify``)."""
+        def named(values):
+            return None if values is None else {n: (None if v is None else float(v)) for n, v in zip(self.names, values)}
+
+        return {
+            "parameters": named(self.parameters),
+            "initial": named(self.initial),
+            "std_errors": named(self.std_errors) if self.std_errors is not None else None,
+            "correlation": self.correlation,
+            "cost_initial": self.cost_initial,
+            "cost": self.cost,
+            "cost_history": self.cost_history,
+            "gradient_norm_history": self.gradient_norm_history,
+            "iterations": self.iterations,
+            "simulations": self.simulations,
+            "success": self.success,
+            "message": self.message,
+            "method": self.method,
+            "seconds": self.seconds,
+        }
+
+
+class _Progress:
+    def __init__(self, names, stream: TextIO | None):
+        self.names = names
+        self.stream = stream
+        self.iteration = 0
+
+    def line(self, J: float, gnorm: float, x: np.ndarray) -> None:
+        if self.stream is None:
+            return
+        values = " ".join(f"{n}={v:.6g}" for n, v in zip(self.names, x))
+        print(f"iter {self.iteration:4d}  J={J:.6e}  |g|={gnorm:.3e}  {values}", file=self.stream, flush=True)
+
+
+def identify(
+    problem: IdentificationProblem,
+    method: str = "lbfgsb",
+    *,
+    scaling: str = "auto",
+    max_iterations: int = 200,
+    tolerance: float = 1e-12,
+    progress: TextIO | None = sys.stderr,
+    statistics: bool = True,
+) -> IdentificationResult:
+    """Identify the parameters of ``problem``.
+
+    Parameters
+    ----------
+    problem : IdentificationProblem
+    method : {"lbfgsb", "least_squares"}
+        ``lbfgsb``: scipy's L-BFGS-B with discrete-adjoint gradients, on the cost
+        normalized by its start value.  ``least_squares``: scipy's trust-region
+        reflective method with the residual Jacobian from forward sensitivities.
+    scaling : {"auto", "bounds", "log", "none"}
+        See :class:`~fmi_adjoint.identify.scaling.ParameterScaling`.
+    max_iterations : int
+    tolerance : float
+        Relative tolerance on the cost decrease (and on the step for least squares).
+    progress : text stream or None
+        One line per iteration is written here (stderr by default).
+    statistics : bool
+        Compute standard errors and correlations (needs least-squares costs).
+
+    Returns
+    -------
+    IdentificationResult
+    """
+    if method not in OPTIMIZERS:
+        raise IdentificationError(f"optimizer {method!r} is not one of {', '.join(OPTIMIZERS)}.")
+    started = time.perf_counter()
+    sims0 = problem.simulations
+    scale = ParameterScaling.create(problem.names, problem.start, problem.lower, problem.upper, scaling)
+    u0 = scale.to_scaled(problem.start)
+    progress_log = _Progress(problem.names, progress)
+    cost_history: list[float] = []
+    gnorm_history: list[float] = []
+    if method == "lbfgsb":
+        first = problem.evaluate(problem.start, "adjoint")
+        J0 = first.J if first.J > 0 else 1.0
+        cache: dict[bytes, tuple[float, np.ndarray]] = {u0.tobytes(): (first.J, first.gradient)}
+
+        def fun(u):
+            key = u.tobytes()
+            if key not in cache:
+                ev = problem.evaluate(scale.to_physical(u), "adjoint")
+                cache.clear()
+                cache[key] = (ev.J, ev.gradient)
+            J, g = cache[key]
+            return J / J0, g * scale.derivative(u) / J0
+
+        def callback(u):
+            J, g = fun(u)
+            progress_log.iteration += 1
+            cost_history.append(J * J0)
+            gnorm_history.append(float(np.linalg.norm(g)))
+            progress_log.line(J * J0, gnorm_history[-1], scale.to_physical(u))
+
+        g0 = fun(u0)[1]
+        cost_history.append(first.J)
+        gnorm_history.append(float(np.linalg.norm(g0)))
+        progress_log.line(first.J, gnorm_history[-1], problem.start)
+        res = optimize.minimize(
+            fun, u0, jac=True, method="L-BFGS-B", bounds=scale.scaled_bounds(), callback=callback,
+            options={"maxiter": max_iterations, "ftol": tolerance, "gtol": 1e-10, "maxcor": 20},
+        )
+        u_best, iterations, success, message = res.x, int(res.nit), bool(res.success), str(res.message)
+        J_final = fun(u_best)[0] * J0
+    else:
+        cache_r: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+        def evaluate(u):
+            key = u.tobytes()
+            if key not in cache_r:
+                r, Jr = problem.residuals(scale.to_physical(u))
+                cache_r.clear()
+                cache_r[key] = (r, Jr * scale.derivative(u)[None, :])
+            return cache_r[key]
+
+        def jac(u):
+            r, Ju = evaluate(u)
+            J = 0.5 * float(r @ r)
+            gnorm = float(np.linalg.norm(Ju.T @ r))
+            cost_history.append(J)
+            gnorm_history.append(gnorm)
+            progress_log.line(J, gnorm, scale.to_physical(u))
+            progress_log.iteration += 1
+            return Ju
+
+        bounds = scale.scaled_bounds()
+        lo = np.array([-np.inf if b[0] is None else b[0] for b in bounds])
+        hi = np.array([np.inf if b[1] is None else b[1] for b in bounds])
+        res = optimize.least_squares(
+            lambda u: evaluate(u)[0], u0, jac=jac, bounds=(lo, hi), method="trf",
+            ftol=tolerance, xtol=tolerance, gtol=1e-14, max_nfev=max_iterations, x_scale=1.0,
+        )
+        u_best, success, message = res.x, bool(res.success), str(res.message)
+        iterations = int(res.njev or len(cost_history))
+        J_final = float(res.cost)
+    x = scale.to_physical(u_best)
+    stats = {"std_errors": None, "correlation": None}
+    if statistics:
+        try:
+            stats = problem.statistics(x)
+        except IdentificationError:
+            pass
+        except FmiAdjointError:
+            raise
+    return IdentificationResult(
+        names=problem.names,
+        initial=problem.start.copy(),
+        parameters=x,
+        cost_initial=cost_history[0] if cost_history else float("nan"),
+        cost=J_final,
+        cost_history=cost_history,
+        gradient_norm_history=gnorm_history,
+        iterations=iterations,
+        simulations=problem.simulations - sims0,
+        success=success,
+        message=message,
+        method=method,
+        std_errors=stats["std_errors"],
+        correlation=stats["correlation"],
+        seconds=time.perf_counter() - started,
+    )

@@ -1,0 +1,273 @@
+"""Identification problems: experiments sharing parameters, and their gradients."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..adjoint import adjoint_gradient, output_sensitivities, sampled_outputs, sensitivity_gradient
+from ..adjoint.discrete import channel_indices
+from ..compiled import CompiledModel
+from ..costs.base import AbstractCost
+from ..errors import IdentificationError
+from ..integrate import HHT, Trajectory, simulate
+
+__all__ = ["Experiment", "IdentificationProblem", "Evaluation", "GRADIENT_METHODS"]
+
+GRADIENT_METHODS = ("adjoint", "forward", "fd")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Experiment:
+    """One test run: a model, a cost with its data, and the experiment's settings.
+
+    Attributes
+    ----------
+    model : CompiledModel
+    cost : AbstractCost
+    values : mapping of str to float
+        Parameter values specific to this experiment (excitation amplitude, initial
+        state, ...); identified parameters override them.
+    t_end, step : float, optional
+        Defaults: the model's simulation settings.
+    solver : HHT, optional
+    name : str
+    """
+
+    model: CompiledModel
+    cost: AbstractCost
+    values: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    t_end: float | None = None
+    step: float | None = None
+    solver: HHT | None = None
+    name: str = "experiment"
+
+    def parameters(self, identified: Sequence[str], x: np.ndarray) -> np.ndarray:
+        """Full parameter vector of this experiment with the identified values ``x``."""
+        p = self.model.parameter_vector(dict(self.values))
+        for name, value in zip(identified, x):
+            p[self.model.parameter_index(name)] = value
+        return p
+
+    def simulate(self, p: np.ndarray) -> Trajectory:
+        """Forward run of this experiment."""
+        settings = self.model.model.simulation
+        solver = self.solver or HHT(alpha=settings.alpha)
+        return simulate(self.model, p, t_end=self.t_end, step=self.step, solver=solver)
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """Cost and gradient over all experiments, in physical parameter units."""
+
+    J: float
+    gradient: np.ndarray
+    method: str
+    forward_seconds: float
+    gradient_seconds: float
+    simulations: int
+
+
+class IdentificationProblem:
+    """Experiments sharing the identified parameters ``names``.
+
+    Parameters
+    ----------
+    experiments : sequence of Experiment
+    names : sequence of str
+        Parameters to identify; each must exist in every experiment's model.
+    bounds : mapping of str to (float, float), optional
+        Overrides the bounds declared in the model.
+    start : mapping of str to float, optional
+        Start values (default: the first experiment's values).
+    """
+
+    def __init__(
+        self,
+        experiments: Sequence[Experiment],
+        names: Sequence[str],
+        *,
+        bounds: Mapping[str, tuple[float, float]] | None = None,
+        start: Mapping[str, float] | None = None,
+    ):
+        if not experiments:
+            raise IdentificationError("give at least one experiment.")
+        names = tuple(names)
+        if not names:
+            raise IdentificationError("give at least one parameter to identify (--params).")
+        if len(set(names)) != len(names):
+            raise IdentificationError(f"parameters {list(names)} contain duplicates.")
+        for exp in experiments:
+            for name in names:
+                exp.model.parameter_index(name)
+            channel_indices(exp.model, exp.cost)
+        for name in bounds or {}:
+            if name not in names:
+                raise IdentificationError(f"bounds given for '{name}', which is not identified; add it to --params.")
+        self.experiments = tuple(experiments)
+        self.names = names
+        first = experiments[0]
+        declared = {p.name: p for p in first.model.model.parameters}
+        self.lower = np.array([(bounds or {}).get(n, declared[n].bounds)[0] for n in names], dtype=float)
+        self.upper = np.array([(bounds or {}).get(n, declared[n].bounds)[1] for n in names], dtype=float)
+        base = first.parameters((), np.array([]))
+        self.start = np.array(
+            [(start or {}).get(n, base[first.model.parameter_index(n)]) for n in names], dtype=float
+        )
+        self.simulations = 0
+
+    # -- evaluation -------------------------------------------------------------------
+    def trajectories(self, x: np.ndarray) -> list[Trajectory]:
+        """Forward runs of all experiments at identified values ``x``."""
+        runs = []
+        for exp in self.experiments:
+            runs.append(exp.simulate(exp.parameters(self.names, x)))
+            self.simulations += 1
+        return runs
+
+    def cost(self, x: np.ndarray) -> float:
+        """Total cost at ``x``."""
+        total = 0.0
+        for exp, traj in zip(self.experiments, self.trajectories(x)):
+            _, _, Y = sampled_outputs(traj, exp.cost)
+            total += exp.cost.evaluate(Y, traj.p).J
+        return total
+
+    def evaluate(self, x: np.ndarray, method: str = "adjoint", fd_rel_step: float = 1e-3) -> Evaluation:
+        """Cost and gradient with respect to the identified parameters.
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            Physical values of the identified parameters.
+        method : {"adjoint", "forward", "fd"}
+            Discrete adjoint, forward sensitivities, or central finite differences of
+            the same discrete cost.
+        fd_rel_step : float
+            Relative step of the (fourth-order central) finite differences.
+        """
+        if method not in GRADIENT_METHODS:
+            raise IdentificationError(f"gradient method {method!r} is not one of {', '.join(GRADIENT_METHODS)}.")
+        x = np.asarray(x, dtype=float)
+        sims0 = self.simulations
+        start = time.perf_counter()
+        trajs = self.trajectories(x)
+        forward_seconds = (time.perf_counter() - start) / len(trajs)
+        J, gradient = 0.0, np.zeros(len(self.names))
+        for exp, traj in zip(self.experiments, trajs):
+            idx = np.array([exp.model.parameter_index(n) for n in self.names])
+            if method == "adjoint":
+                result = adjoint_gradient(traj, exp.cost)
+            elif method == "forward":
+                result = sensitivity_gradient(traj, exp.cost, idx)
+            else:
+                _, _, Y = sampled_outputs(traj, exp.cost)
+                result = None
+                J += exp.cost.evaluate(Y, traj.p).J
+                continue
+            J += result.J
+            gradient += result.gradient[idx]
+        if method == "fd":
+            gradient = self.finite_differences(x, fd_rel_step)
+        return Evaluation(
+            J=J,
+            gradient=gradient,
+            method=method,
+            forward_seconds=forward_seconds,
+            gradient_seconds=time.perf_counter() - start,
+            simulations=self.simulations - sims0,
+        )
+
+    def fd_steps(self, x: np.ndarray, rel: float) -> np.ndarray:
+        """Finite-difference steps: relative to the value, or to the bound span at 0."""
+        span = np.where(np.isfinite(self.upper - self.lower), (self.upper - self.lower) / 2, 1.0)
+        return rel * np.where(np.abs(x) > 0, np.abs(x), span)
+
+    def finite_differences(self, x: np.ndarray, rel: float = 1e-3, order: int = 4) -> np.ndarray:
+        """Central differences of the discrete cost.
+
+        ``order=4`` uses the five-point stencil ``(-J(+2d) + 8 J(+d) - 8 J(-d) + J(-2d)) / (12 d)``,
+        ``order=2`` the three-point one.  Round-off in the discrete cost, amplified by the
+        dynamics, reaches about 1e-12 relative on nonlinear models; a step of 1e-3
+        relative with the fourth-order stencil keeps round-off and truncation errors
+        near 1e-7 of the gradient (measured on the bundled examples).  Where a bound is closer than two steps
+        the stencil is shifted (one-sided second order).
+        """
+        if order not in (2, 4):
+            raise IdentificationError(f"finite-difference order {order!r} is not 2 or 4.")
+        steps = self.fd_steps(x, rel)
+        gradient = np.zeros(len(x))
+        reach = 2 if order == 4 else 1
+        for k in range(len(x)):
+            d = steps[k]
+
+            def J(offset: float) -> float:
+                xk = x.copy()
+                xk[k] += offset
+                return self.cost(xk)
+
+            if x[k] - reach * d >= self.lower[k] and x[k] + reach * d <= self.upper[k]:
+                if order == 4:
+                    gradient[k] = (-J(2 * d) + 8 * J(d) - 8 * J(-d) + J(-2 * d)) / (12 * d)
+                else:
+                    gradient[k] = (J(d) - J(-d)) / (2 * d)
+            elif x[k] + 2 * d <= self.upper[k]:
+                gradient[k] = (-3 * J(0.0) + 4 * J(d) - J(2 * d)) / (2 * d)
+            else:
+                gradient[k] = (3 * J(0.0) - 4 * J(-d) + J(-2 * d)) / (2 * d)
+        return gradient
+
+    def residuals(self, x: np.ndarray, jacobian: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+        """Stacked least-squares residuals and, optionally, their Jacobian ``dr/dx``.
+
+        Raises
+        ------
+        IdentificationError
+            If a cost is not a least-squares cost.
+        """
+        rs, jacs = [], []
+        for exp, traj in zip(self.experiments, self.trajectories(np.asarray(x, dtype=float))):
+            _, channels, Y = sampled_outputs(traj, exp.cost)
+            try:
+                r, factors = exp.cost.residuals(Y)
+            except NotImplementedError:
+                raise IdentificationError(
+                    f"experiment '{exp.name}': {type(exp.cost).__name__} is not a sum of squares; "
+                    "use the lbfgsb method."
+                ) from None
+            rs.append(r)
+            if jacobian:
+                idx = np.array([exp.model.parameter_index(n) for n in self.names])
+                dY = output_sensitivities(traj, exp.cost.sample_times, channels, idx)
+                jacs.append((factors[:, :, None] * dY).reshape(-1, len(idx)))
+        return np.concatenate(rs), (np.vstack(jacs) if jacobian else None)
+
+    def statistics(self, x: np.ndarray) -> dict:
+        """Standard errors and correlations from the Gauss-Newton Hessian.
+
+        ``Cov = s^2 (J_r^T J_r)^{-1}`` with the residual variance ``s^2 = r.r/(N_r - n_p)``.
+        Parameters that the data cannot determine (singular Hessian) get ``None``.
+        """
+        r, Jr = self.residuals(x)
+        n_res, n_par = Jr.shape
+        dof = max(n_res - n_par, 1)
+        s2 = float(r @ r) / dof
+        H = Jr.T @ Jr
+        scale = np.sqrt(np.diag(H))
+        scale[scale == 0] = 1.0
+        Hs = H / np.outer(scale, scale)
+        cond = np.linalg.cond(Hs)
+        if not math.isfinite(cond) or cond > 1e14:
+            std = [None] * n_par
+            corr = None
+        else:
+            cov = s2 * np.linalg.inv(Hs) / np.outer(scale, scale)
+            sd = np.sqrt(np.abs(np.diag(cov)))
+            std = [float(v) for v in sd]
+            corr = (cov / np.outer(sd, sd)).tolist()
+        return {"std_errors": std, "correlation": corr, "residual_variance": s2, "n_residuals": n_res,
+                "hessian_condition": float(cond)}

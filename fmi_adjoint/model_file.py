@@ -1,0 +1,375 @@
+"""Reading TOML model files into :class:`~fmi_adjoint.model.Model` values.
+
+A model file is data: it is parsed with :mod:`tomllib`, its expressions with the
+whitelist grammar of :mod:`fmi_adjoint.expressions`; nothing in it is executed.
+The format (all sections but ``model``, ``coordinates`` and ``outputs`` optional)::
+
+    [model]
+    name = "sdof"
+    description = "..."
+    source = "where the model and its values come from"
+
+    [simulation]                 # defaults for simulate / identify
+    t_end = "6*pi"               # number, or expression of constants
+    step = 1e-4
+    alpha = -0.05
+
+    [parameters]
+    m = 1.0                                                  # value only
+    c = { value = 1.0, unit = "N/m", bounds = [0.1, 10.0], description = "stiffness" }
+
+    [[coordinates]]
+    name = "x"
+    kind = "translational"       # or "rotational"
+    mass = "m"                   # diagonal mass entry; 0 for a massless node
+    initial_position = 0.0       # expressions of parameters
+    initial_velocity = 0.0
+    fixed_position = false       # hold it while the initial state is made consistent
+
+    [[mass_matrix]]              # extra or configuration-dependent entries
+    row = "phi"
+    col = "theta"
+    value = "m_r*r*l/2*cos(phi - theta)"
+
+    [[forces]]
+    type = "linear_spring_damper"    # element type from the catalogue
+    name = "spring"
+    coordinates = ["x"]              # one (to ground) or two (relative)
+    stiffness = "c"
+    damping = "2*d"
+
+    [[forces]]
+    type = "table_load"              # a load F(t) from a CSV file
+    name = "shaker"
+    coordinate = "x"
+    file = "force.csv"               # relative to the model file; 'time' column
+    column = "F"
+    scale = "gain"
+
+    [[constraints]]
+    name = "lever"
+    expression = "x2*(a + b) - x3*b - x4*a"
+
+    [[prescribed]]
+    coordinate = "phi"
+    expression = "omega*t"
+
+    [[outputs]]
+    name = "a1"
+    expression = "der2(x1)"          # der(x): velocity, der2(x): acceleration,
+    unit = "m/s^2"                   # lam(c): multiplier, reaction(x): constraint force
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from .data import read_csv
+from .errors import DataError, ExpressionError, ModelError
+from .expressions import parse_expression
+from .forces.catalog import element_type
+from .forces.library import TableLoad
+from .model import (
+    Constraint,
+    Coordinate,
+    MassEntry,
+    Model,
+    Output,
+    Parameter,
+    PrescribedMotion,
+    SimulationSettings,
+)
+
+__all__ = ["load_model", "parse_model"]
+
+_MAX_BYTES = 4 * 1024 * 1024
+_SECTIONS = {
+    "model",
+    "simulation",
+    "parameters",
+    "coordinates",
+    "mass_matrix",
+    "forces",
+    "constraints",
+    "prescribed",
+    "outputs",
+}
+
+
+def load_model(path: str | os.PathLike) -> Model:
+    """Read a TOML model file.
+
+    Raises
+    ------
+    ModelError
+        For a missing or malformed file or any invalid entry; the message names the
+        file, the line where it can be located, and the fix.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"{path}: model file not found; give a TOML file or the name of a bundled example.")
+    if path.stat().st_size > _MAX_BYTES:
+        raise ModelError(f"{path}: the file is larger than {_MAX_BYTES // 2**20} MiB; this is not a model file.")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ModelError(f"{path}: not a UTF-8 text file; save the model file as UTF-8 TOML.") from None
+    return parse_model(text, source=str(path), directory=path.parent)
+
+
+def parse_model(text: str, source: str = "<model>", directory: Path | None = None) -> Model:
+    """Build a :class:`Model` from the text of a TOML model file."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ModelError(f"{source}: malformed TOML: {exc}. Fix the syntax at that line.") from None
+    return _Reader(doc, text, source, directory or Path(".")).model()
+
+
+class _Reader:
+    def __init__(self, doc: dict, text: str, source: str, directory: Path):
+        self.doc = doc
+        self.lines = text.splitlines()
+        self.source = source
+        self.directory = directory
+
+    # -- locating entries in the text for messages ---------------------------------
+    def line_of(self, section: str, index: int | None = None, key: str | None = None) -> str:
+        header = re.compile(rf"^\s*\[\[\s*{re.escape(section)}\s*\]\]")
+        table = re.compile(rf"^\s*\[\s*{re.escape(section)}(\.|\s*\])")
+        count = -1
+        for number, line in enumerate(self.lines, start=1):
+            if index is not None and header.match(line):
+                count += 1
+                if count == index:
+                    return f"line {number}"
+            if index is None and table.match(line):
+                if key is None:
+                    return f"line {number}"
+                for offset, later in enumerate(self.lines[number - 1 :], start=number):
+                    if re.match(rf"^\s*(\[\s*{re.escape(section)}\.)?{re.escape(key)}(\s*=|\s*\])", later):
+                        return f"line {offset}"
+                return f"line {number}"
+        return "unknown line"
+
+    def where(self, section: str, index: int | None = None, key: str | None = None) -> str:
+        label = section if index is None else f"{section}[{index}]"
+        if key is not None:
+            label += f".{key}"
+        return f"{self.source} ({self.line_of(section, index, key if index is None else None)}), {label}"
+
+    # -- generic checks --------------------------------------------------------------
+    def table(self, value: Any, where: str, allowed: set[str], required: set[str] = frozenset()) -> dict:
+        if not isinstance(value, dict):
+            raise ModelError(f"{where}: expected a table, got {type(value).__name__}.")
+        unknown = sorted(set(value) - allowed)
+        if unknown:
+            raise ModelError(f"{where}: unknown key(s) {unknown}. Allowed: {', '.join(sorted(allowed))}.")
+        missing = sorted(required - set(value))
+        if missing:
+            raise ModelError(f"{where}: missing key(s) {missing}.")
+        return value
+
+    def array(self, section: str) -> list:
+        value = self.doc.get(section, [])
+        if not isinstance(value, list):
+            raise ModelError(f"{self.where(section)}: write this section as [[{section}]] entries.")
+        return value
+
+    def text(self, value: Any, where: str) -> str:
+        if not isinstance(value, str):
+            raise ModelError(f"{where}: expected a string, got {value!r}.")
+        return value
+
+    def expr(self, value: Any, where: str) -> str | float:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise ModelError(f"{where}: expected a number or an expression string, got {value!r}.")
+        return value
+
+    def constant(self, value: Any, where: str) -> float:
+        expr = parse_expression(self.expr(value, where), {}, where=where)
+        if not expr.is_number:
+            raise ModelError(f"{where}: {value!r} must be a constant.")
+        result = float(expr)
+        if not math.isfinite(result):
+            raise ModelError(f"{where}: {value!r} is not finite.")
+        return result
+
+    def bound(self, value: Any, where: str) -> float:
+        # Open bounds: TOML's inf/-inf literals or the strings "inf"/"-inf".
+        if isinstance(value, float) and math.isinf(value):
+            return value
+        if value in ("inf", "-inf", "+inf"):
+            return float(value)
+        return self.constant(value, where)
+
+    # -- sections --------------------------------------------------------------------
+    def model(self) -> Model:
+        unknown = sorted(set(self.doc) - _SECTIONS)
+        if unknown:
+            raise ModelError(f"{self.source}: unknown section(s) {unknown}. Sections: {', '.join(sorted(_SECTIONS))}.")
+        head = self.table(self.doc.get("model", {}), self.where("model"), {"name", "description", "source"}, {"name"})
+        try:
+            return Model(
+                name=self.text(head["name"], self.where("model", key="name")),
+                description=self.text(head.get("description", ""), self.where("model", key="description")),
+                source=self.text(head.get("source", ""), self.where("model", key="source")),
+                simulation=self.simulation(),
+                parameters=self.parameters(),
+                coordinates=self.coordinates(),
+                mass_matrix=self.mass_matrix(),
+                forces=self.forces(),
+                constraints=self.constraints(),
+                prescribed=self.prescribed(),
+                outputs=self.outputs(),
+            )
+        except ExpressionError:
+            raise
+        except ModelError as exc:
+            if self.source in str(exc):
+                raise
+            raise ModelError(f"{self.source}: {exc}") from None
+
+    def simulation(self) -> SimulationSettings:
+        where = self.where("simulation")
+        sim = self.table(self.doc.get("simulation", {}), where, {"t_end", "step", "alpha"})
+        values = {key: self.constant(val, self.where("simulation", key=key)) for key, val in sim.items()}
+        return SimulationSettings(**values)
+
+    def parameters(self) -> tuple[Parameter, ...]:
+        params = self.table(self.doc.get("parameters", {}), self.where("parameters"), set(self.doc.get("parameters", {})))
+        result = []
+        for name, spec in params.items():
+            where = self.where("parameters", key=name)
+            if not isinstance(spec, dict):
+                spec = {"value": spec}
+            spec = self.table(spec, where, {"value", "unit", "bounds", "description"}, {"value"})
+            bounds = spec.get("bounds", [-math.inf, math.inf])
+            if not isinstance(bounds, list) or len(bounds) != 2:
+                raise ModelError(f"{where}.bounds: expected [lower, upper], got {bounds!r}.")
+            try:
+                result.append(
+                    Parameter(
+                        name=name,
+                        value=self.constant(spec["value"], f"{where}.value"),
+                        unit=self.text(spec.get("unit", ""), f"{where}.unit"),
+                        bounds=tuple(self.bound(b, f"{where}.bounds") for b in bounds),
+                        description=self.text(spec.get("description", ""), f"{where}.description"),
+                    )
+                )
+            except ExpressionError:
+                raise
+            except ModelError as exc:
+                raise ModelError(f"{where}: {exc}") from None
+        return tuple(result)
+
+    def coordinates(self) -> tuple[Coordinate, ...]:
+        allowed = {"name", "kind", "mass", "initial_position", "initial_velocity", "fixed_position", "fixed_velocity"}
+        result = []
+        for k, spec in enumerate(self.array("coordinates")):
+            where = self.where("coordinates", k)
+            spec = self.table(spec, where, allowed, {"name"})
+            for flag in ("fixed_position", "fixed_velocity"):
+                if not isinstance(spec.get(flag, False), bool):
+                    raise ModelError(f"{where}.{flag}: expected true or false.")
+            for key in ("mass", "initial_position", "initial_velocity"):
+                if key in spec:
+                    self.expr(spec[key], f"{where}.{key}")
+            try:
+                result.append(Coordinate(**spec))
+            except ModelError as exc:
+                raise ModelError(f"{where}: {exc}") from None
+        return tuple(result)
+
+    def mass_matrix(self) -> tuple[MassEntry, ...]:
+        result = []
+        for k, spec in enumerate(self.array("mass_matrix")):
+            where = self.where("mass_matrix", k)
+            spec = self.table(spec, where, {"row", "col", "value"}, {"row", "col", "value"})
+            result.append(MassEntry(self.text(spec["row"], where), self.text(spec["col"], where),
+                                    self.expr(spec["value"], where)))
+        return tuple(result)
+
+    def forces(self) -> tuple:
+        result = []
+        for k, spec in enumerate(self.array("forces")):
+            where = self.where("forces", k)
+            if not isinstance(spec, dict) or "type" not in spec or "name" not in spec:
+                raise ModelError(f"{where}: every force element needs 'type' and 'name'.")
+            cls = element_type(self.text(spec["type"], f"{where}.type"), where)
+            fields = {key: value for key, value in spec.items() if key != "type"}
+            if cls is TableLoad:
+                fields = self.table_fields(fields, where)
+            allowed = {f.name for f in dataclasses.fields(cls)}
+            unknown = sorted(set(fields) - allowed)
+            if unknown:
+                raise ModelError(
+                    f"{where}: unknown key(s) {unknown} for element type '{cls.type_name}'. "
+                    f"Allowed: {', '.join(sorted(allowed | {'type'}))}."
+                )
+            fields = {key: tuple(value) if isinstance(value, list) else value for key, value in fields.items()}
+            try:
+                result.append(cls(**fields))
+            except ModelError as exc:
+                raise ModelError(f"{where}: {exc}") from None
+            except (TypeError, ValueError) as exc:
+                raise ModelError(f"{where}: invalid values for element type '{cls.type_name}': {exc}.") from None
+        return tuple(result)
+
+    def table_fields(self, fields: dict, where: str) -> dict:
+        fields = dict(fields)
+        if "file" not in fields or "column" not in fields:
+            raise ModelError(f"{where}: a table_load needs 'file' (CSV with a 'time' column) and 'column'.")
+        file = self.directory / self.text(fields.pop("file"), f"{where}.file")
+        column = self.text(fields.pop("column"), f"{where}.column")
+        try:
+            table = read_csv(file)
+            values = table.column(column)
+        except DataError as exc:
+            raise ModelError(f"{where}: {exc}") from None
+        fields["times"] = tuple(table.times)
+        fields["values"] = tuple(values)
+        return fields
+
+    def constraints(self) -> tuple[Constraint, ...]:
+        result = []
+        for k, spec in enumerate(self.array("constraints")):
+            where = self.where("constraints", k)
+            spec = self.table(spec, where, {"name", "expression"}, {"name", "expression"})
+            try:
+                result.append(Constraint(self.text(spec["name"], where), self.expr(spec["expression"], where)))
+            except ModelError as exc:
+                raise ModelError(f"{where}: {exc}") from None
+        return tuple(result)
+
+    def prescribed(self) -> tuple[PrescribedMotion, ...]:
+        result = []
+        for k, spec in enumerate(self.array("prescribed")):
+            where = self.where("prescribed", k)
+            spec = self.table(spec, where, {"coordinate", "expression"}, {"coordinate", "expression"})
+            result.append(PrescribedMotion(self.text(spec["coordinate"], where), self.expr(spec["expression"], where)))
+        return tuple(result)
+
+    def outputs(self) -> tuple[Output, ...]:
+        result = []
+        for k, spec in enumerate(self.array("outputs")):
+            where = self.where("outputs", k)
+            spec = self.table(spec, where, {"name", "expression", "unit", "description"}, {"name", "expression"})
+            try:
+                result.append(
+                    Output(
+                        name=self.text(spec["name"], f"{where}.name"),
+                        expression=self.expr(spec["expression"], f"{where}.expression"),
+                        unit=self.text(spec.get("unit", ""), f"{where}.unit"),
+                        description=self.text(spec.get("description", ""), f"{where}.description"),
+                    )
+                )
+            except ModelError as exc:
+                raise ModelError(f"{where}: {exc}") from None
+        return tuple(result)
