@@ -15,11 +15,13 @@ model file reaches the generated source.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import sympy as sp
 from sympy.printing.numpy import NumPyPrinter
+from sympy.printing.pycode import PythonCodePrinter
 
 __all__ = ["ArgumentGroup", "generate_function"]
 
@@ -27,18 +29,35 @@ ArgumentGroup = tuple[str, Sequence[sp.Symbol] | sp.Symbol]
 _counter = itertools.count()
 
 
-class _Printer(NumPyPrinter):
-    """NumPy printer that calls table functions by their generated name."""
+class _TablesAndDelta:
+    """Printer mix-in: table functions by their generated name; DiracDelta as 0.
 
-    def __init__(self, table_names: set[str]):
-        super().__init__({"fully_qualified_modules": True, "allow_unknown_functions": True})
-        self._table_names = table_names
+    DiracDelta appears in derivatives of ``sign``/``Heaviside``; the engine uses the
+    derivative almost everywhere, which is 0.
+    """
+
+    _table_names: set[str] = set()
 
     def _print_Function(self, expr):  # noqa: N802 (sympy printer protocol)
         name = type(expr).__name__
         if name in self._table_names:
             return f"{name}({', '.join(self._print(arg) for arg in expr.args)})"
         return super()._print_Function(expr)
+
+    def _print_DiracDelta(self, expr):  # noqa: N802
+        return "0.0"
+
+
+class _ArrayPrinter(_TablesAndDelta, NumPyPrinter):
+    def __init__(self, table_names: set[str]):
+        super().__init__({"fully_qualified_modules": True, "allow_unknown_functions": True})
+        self._table_names = table_names
+
+
+class _ScalarPrinter(_TablesAndDelta, PythonCodePrinter):
+    def __init__(self, table_names: set[str]):
+        super().__init__({"fully_qualified_modules": True, "allow_unknown_functions": True})
+        self._table_names = table_names
 
 
 def _interpolator(times: Sequence[float], values: Sequence[float]) -> Callable:
@@ -57,6 +76,7 @@ def generate_function(
     outputs: Sequence[sp.MatrixBase | Sequence[sp.Expr]],
     *,
     batch_arg: str = "t",
+    scalar: bool = False,
     tables: Sequence[tuple[sp.Function, Sequence[float], Sequence[float]]] = (),
 ) -> Callable[..., tuple[np.ndarray, ...]]:
     """Compile sympy matrices into one numpy function returning a tuple of arrays.
@@ -74,6 +94,11 @@ def generate_function(
         of expressions (a vector) becomes ``batch + (len,)``.
     batch_arg : str
         Name of the scalar argument whose shape defines the batch shape.
+    scalar : bool
+        Generate code for one state without batch dimensions, using Python floats
+        and the :mod:`math` module (several times faster per call than numpy scalars;
+        domain errors raise ``ValueError``/``OverflowError``/``ZeroDivisionError``
+        instead of producing NaN, and callers treat those as non-finite results).
     tables : sequence
         Table functions ``(function, times, values)`` used by the expressions.
 
@@ -82,7 +107,7 @@ def generate_function(
     callable
     """
     table_names = {str(f) for f, _, _ in tables}
-    printer = _Printer(table_names)
+    printer = _ScalarPrinter(table_names) if scalar else _ArrayPrinter(table_names)
     flat: list[sp.Expr] = []
     slots: list[tuple[int, tuple[int, ...]]] = []
     shapes: list[tuple[int, ...]] = []
@@ -105,24 +130,29 @@ def generate_function(
     lines = [f"def {name}({', '.join(g for g, _ in args)}):"]
     for group, symbols in args:
         if isinstance(symbols, sp.Symbol):
-            if symbols in used and symbols.name != group:
-                lines.append(f"    {symbols.name} = {group}")
+            if symbols in used and (symbols.name != group or scalar):
+                lines.append(f"    {symbols.name} = {'float(' + group + ')' if scalar else group}")
+            continue
+        if scalar:
+            if any(sym in used for sym in symbols):
+                targets = ", ".join(sym.name if sym in used else "_" for sym in symbols)
+                lines.append(f"    {targets}{',' if len(symbols) == 1 else ''} = {group}.tolist()")
             continue
         for idx, sym in enumerate(symbols):
             if sym in used:
                 lines.append(f"    {sym.name} = {group}[..., {idx}]")
-    lines.append(f"    _batch = numpy.shape({batch_arg})")
+    lines.append("    _batch = ()" if scalar else f"    _batch = numpy.shape({batch_arg})")
     for sym, expr in replacements:
         lines.append(f"    {sym.name} = {printer.doprint(expr)}")
     for k, shape in enumerate(shapes):
         lines.append(f"    _out{k} = numpy.zeros(_batch + {shape!r})")
     for (k, pos), expr in zip(slots, reduced):
         index = ", ".join(str(i) for i in pos)
-        lines.append(f"    _out{k}[..., {index}] = {printer.doprint(expr)}")
+        lines.append(f"    _out{k}[{'' if scalar else '..., '}{index}] = {printer.doprint(expr)}")
     lines.append(f"    return ({''.join(f'_out{k}, ' for k in range(len(shapes)))})")
     source = "\n".join(lines) + "\n"
 
-    namespace: dict[str, object] = {"numpy": np}
+    namespace: dict[str, object] = {"numpy": np, "math": math}
     for func, times, values in tables:
         namespace[str(func)] = _interpolator(times, values)
     code = compile(source, f"<fmi_adjoint generated {name} #{next(_counter)}>", "exec")

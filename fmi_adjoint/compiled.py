@@ -13,7 +13,12 @@ notation of Lauss et al. 2018, eqs. (15)-(20), with ``F = C_q^T lambda - Q``:
 ``output_jacobians``   ``dy/dq``, ``dy/dv``, ``dy/da``, ``dy/dlambda``, ``dy/dp``
 ``init_residual``      ``G(z)`` of the consistent initialization (see below)
 ``init_jacobians``     ``dG/dz``, ``dG/dp``
+``step_residual``      scalar variant of ``residual_terms`` (one state, Python floats)
+``step_newton``        scalar ``residual_terms`` and ``jacobian_terms`` in one call
 =====================  ==========================================================
+
+The vectorized functions accept a leading batch axis (a whole trajectory); the scalar
+ones serve the sequential Newton loop of the integrator, where per-call overhead counts.
 
 Consistent initialization solves ``G(z, p) = 0`` for ``z = (q, mu, v, nu, a, lambda)``:
 positions closest (least squares) to the given values subject to ``C = 0`` with fixed
@@ -73,6 +78,8 @@ class CompiledModel:
     output_jacobians: Function
     init_residual: Function
     init_jacobians: Function
+    step_residual: Function
+    step_newton: Function
 
     def parameter_vector(self, values: dict[str, float] | None = None) -> np.ndarray:
         """Defaults with some values replaced (unknown names raise ModelError)."""
@@ -132,14 +139,16 @@ def compile_model(model: Model | SymbolicModel) -> CompiledModel:
     state = [("q", q), ("v", v), ("a", a), ("lam", lam), ("t", t), ("p", p)]
     tables = sym.tables
 
-    def gen(name, outputs, args=state):
-        return generate_function(name, args, outputs, tables=tables)
+    def gen(name, outputs, args=state, scalar=False):
+        return generate_function(name, args, outputs, tables=tables, scalar=scalar)
 
     residual_terms = gen("residual_terms", [list(Ma), list(F), list(sym.C)])
     JM = _jac(Ma, q)
     K = _jac(F, q)  # J_C - J_Q
     JV = _jac(sym.Q, v)
     jacobian_terms = gen("jacobian_terms", [sym.M, JM, K, JV, Cq])
+    step_residual = gen("step_residual", [list(Ma), list(F), list(sym.C)], scalar=True)
+    step_newton = gen("step_newton", [list(Ma), list(F), list(sym.C), sym.M, JM, K, JV, Cq], scalar=True)
     parameter_terms = gen("parameter_terms", [_jac(Ma, p), _jac(F, p), _jac(sym.C, p)])
     outputs = gen("outputs", [list(sym.Y)])
     output_jacobians = gen(
@@ -187,4 +196,6 @@ def compile_model(model: Model | SymbolicModel) -> CompiledModel:
         output_jacobians=output_jacobians,
         init_residual=init_residual,
         init_jacobians=init_jacobians,
+        step_residual=step_residual,
+        step_newton=step_newton,
     )

@@ -47,6 +47,8 @@ def run_demo(output_dir: str, method: str = "least_squares") -> int:
         ratio = f"{abs(ident - true) / s:9.2f}" if s else "        -"
         s_text = f"{s:11.3e}" if s else "          -"
         lines.append(f"{name:10s} {true:12.5g} {result.initial[k]:12.5g} {ident:14.7g} {s_text} {ratio}")
+    if result.active_bounds:
+        lines.append(f"on a bound (standard error only indicative): {', '.join(result.active_bounds)}")
     table = "\n".join(lines)
     print(table)
     print(f"cost {result.cost_initial:.4e} -> {result.cost:.4e} in {result.iterations} iterations, "

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..data import write_csv
-from ..errors import FmiAdjointError
+from ..errors import FmiAdjointError, ModelError
 from ..examples import EXAMPLES_DIR, example_names
 from ..files import atomic_output
 from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem, identify
@@ -80,7 +80,9 @@ def _check_solver_options(args) -> None:
     if args.alpha is not None:
         HHT(alpha=args.alpha)
     if args.step is not None and not args.step > 0:
-        raise FmiAdjointError(f"--step {args.step}: the step must be positive.")
+        raise ModelError(f"--step {args.step}: the step must be positive.")
+    if args.t_end is not None and not args.t_end > 0:
+        raise ModelError(f"--t-end {args.t_end}: the end time must be positive.")
 
 
 def cmd_examples(args) -> int:

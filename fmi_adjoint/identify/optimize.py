@@ -39,6 +39,9 @@ class IdentificationResult:
     std_errors : list of float or None
     correlation : list of list of float or None
     seconds : float
+    active_bounds : tuple of str
+        Parameters that ended on a bound; their standard errors assume an interior
+        optimum and are only indicative.
     """
 
     names: tuple[str, ...]
@@ -56,6 +59,7 @@ class IdentificationResult:
     std_errors: list | None
     correlation: list | None
     seconds: float
+    active_bounds: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         """JSON-serializable summary (the format written by ``fmi-adjoint identify``)."""
@@ -77,6 +81,7 @@ class IdentificationResult:
             "message": self.message,
             "method": self.method,
             "seconds": self.seconds,
+            "active_bounds": list(self.active_bounds),
         }
 
 
@@ -222,4 +227,9 @@ def identify(
         std_errors=stats["std_errors"],
         correlation=stats["correlation"],
         seconds=time.perf_counter() - started,
+        active_bounds=tuple(
+            name
+            for name, value, lo, hi in zip(problem.names, x, problem.lower, problem.upper)
+            if np.isclose(value, lo, rtol=1e-9, atol=0) or np.isclose(value, hi, rtol=1e-9, atol=0)
+        ),
     )

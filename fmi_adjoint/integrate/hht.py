@@ -148,67 +148,66 @@ def _integrate(model: CompiledModel, p: np.ndarray, solver: HHT, grid: np.ndarra
     n_steps = len(grid) - 1
     Q = np.empty((n_steps + 1, n))
     V = np.empty((n_steps + 1, n))
-    A = np.empty((n_steps + 1, n))
-    L = np.empty((n_steps + 1, m))
+    Z = np.empty((n_steps + 1, n + m))  # (a, lambda) per step
     iterations = np.zeros(n_steps, dtype=np.int32)
     q, v, a, lam = (np.array(x, dtype=float) for x in init.state)
-    Q[0], V[0], A[0], L[0] = q, v, a, lam
-    _, F_old, _ = model.residual_terms(q, v, a, lam, grid[0], p)
-    # Typical magnitudes for the Newton test; they grow with the solution.
-    scale_a = np.max(np.abs(a), initial=0.0)
-    scale_l = np.max(np.abs(lam), initial=0.0)
+    Q[0], V[0], Z[0, :n], Z[0, n:] = q, v, a, lam
+    F_old = model.residual_terms(q, v, a, lam, grid[0], p)[1]
+    # Typical magnitudes of a and lambda for the Newton test; they grow with the solution.
+    scale = np.empty(n + m)
+    scale[:n] = np.abs(a).max()
+    scale[n:] = np.abs(lam).max() if m else 0.0
     matrix = np.zeros((n + m, n + m))
+    rhs = np.empty(n + m)
     rtol = solver.rtol
-    newton = model.jacobian_terms
-    residual = model.residual_terms
+    newton = model.step_newton
+    residual = model.step_residual
+    z = np.concatenate((a, lam))
     for i in range(1, n_steps + 1):
-        t = grid[i]
-        h = t - grid[i - 1]
+        t = float(grid[i])
+        h = t - float(grid[i - 1])
         bh2, gh = beta * h * h, gamma * h
-        q_pred = q + h * v + (0.5 - beta) * h * h * a
-        v_pred = v + (1.0 - gamma) * h * a
-        a_new, lam_new = a.copy(), lam.copy()
+        q_pred = q + h * v + (0.5 - beta) * h * h * z[:n]
+        v_pred = v + (1.0 - gamma) * h * z[:n]
         rhs_old = c_old * F_old
+        z = z.copy()
         error_old = np.inf
-        for iteration in range(1, solver.max_iterations + 1):
-            q_new = q_pred + bh2 * a_new
-            v_new = v_pred + gh * a_new
-            Ma, F, C = residual(q_new, v_new, a_new, lam_new, t, p)
-            M, JM, K, JV, Cq = newton(q_new, v_new, a_new, lam_new, t, p)
-            r3 = c_m * Ma + F - rhs_old
-            r4 = C / bh2
-            matrix[:n, :n] = c_m * M + bh2 * (c_m * JM + K) - gh * JV
-            matrix[:n, n:] = Cq.T
-            matrix[n:, :n] = Cq
-            try:
-                delta = np.linalg.solve(matrix, -np.concatenate((r3, r4)))
-            except np.linalg.LinAlgError:
-                raise _failure(model, i, n_steps, t, h, np.concatenate((r3, r4)), iteration, singular=True) from None
-            if not np.all(np.isfinite(delta)):
-                raise _failure(model, i, n_steps, t, h, np.concatenate((r3, r4)), iteration)
-            a_new += delta[:n]
-            lam_new += delta[n:]
-            scale_a = max(scale_a, np.max(np.abs(a_new), initial=0.0))
-            scale_l = max(scale_l, np.max(np.abs(lam_new), initial=0.0))
-            error = max(
-                np.max(np.abs(delta[:n]) / (rtol * (np.abs(a_new) + scale_a) + 1e-300), initial=0.0),
-                np.max(np.abs(delta[n:]) / (rtol * (np.abs(lam_new) + scale_l) + 1e-300), initial=0.0),
-            )
-            if error <= 1.0:
-                break
-            # Round-off floor: corrections far below 1e-6 relative that no longer contract.
-            if iteration >= 3 and error * rtol <= 1e-7 and error > 0.5 * error_old:
-                break
-            error_old = error
-        else:
-            raise _failure(model, i, n_steps, t, h, np.concatenate((r3, r4)), solver.max_iterations)
-        q = q_pred + bh2 * a_new
-        v = v_pred + gh * a_new
-        a, lam = a_new, lam_new
-        _, F_old, _ = residual(q, v, a, lam, t, p)
-        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(F_old))):
+        try:
+            for iteration in range(1, solver.max_iterations + 1):
+                a_new = z[:n]
+                Ma, F, C, M, JM, K, JV, Cq = newton(q_pred + bh2 * a_new, v_pred + gh * a_new, a_new, z[n:], t, p)
+                rhs[:n] = rhs_old - c_m * Ma - F
+                rhs[n:] = -C / bh2
+                matrix[:n, :n] = c_m * M + bh2 * (c_m * JM + K) - gh * JV
+                matrix[:n, n:] = Cq.T
+                matrix[n:, :n] = Cq
+                delta = np.linalg.solve(matrix, rhs)
+                z += delta
+                np.maximum(scale[:n], np.abs(z[:n]).max(), out=scale[:n])
+                if m:
+                    np.maximum(scale[n:], np.abs(z[n:]).max(), out=scale[n:])
+                error = (np.abs(delta) / (rtol * (np.abs(z) + scale) + 1e-300)).max()
+                if not error < np.inf:  # NaN or inf: diverged
+                    raise _failure(model, i, n_steps, t, h, rhs, iteration)
+                if error <= 1.0:
+                    break
+                # Round-off floor: corrections far below 1e-6 relative that no longer contract.
+                if iteration >= 3 and error * rtol <= 1e-7 and error > 0.5 * error_old:
+                    break
+                error_old = error
+            else:
+                raise _failure(model, i, n_steps, t, h, rhs, solver.max_iterations)
+            q = q_pred + bh2 * z[:n]
+            v = v_pred + gh * z[:n]
+            F_old = residual(q, v, z[:n], z[n:], t, p)[1]
+        except np.linalg.LinAlgError:
+            raise _failure(model, i, n_steps, t, h, rhs, iteration, singular=True) from None
+        except (ValueError, OverflowError, ZeroDivisionError):
+            # Scalar model code raises these where numpy would give NaN or inf.
+            raise _failure(model, i, n_steps, t, h, np.full(1, np.nan), iteration) from None
+        if not (np.isfinite(q).all() and np.isfinite(F_old).all()):
             raise _failure(model, i, n_steps, t, h, F_old, iteration)
-        Q[i], V[i], A[i], L[i] = q, v, a, lam
+        Q[i], V[i], Z[i] = q, v, z
         iterations[i - 1] = iteration
     return Trajectory(
         model=model,
@@ -219,8 +218,8 @@ def _integrate(model: CompiledModel, p: np.ndarray, solver: HHT, grid: np.ndarra
         t=grid,
         q=Q,
         v=V,
-        a=A,
-        lam=L,
+        a=Z[:, :n],
+        lam=Z[:, n:],
         init=init,
         newton_iterations=iterations,
     )
@@ -228,7 +227,12 @@ def _integrate(model: CompiledModel, p: np.ndarray, solver: HHT, grid: np.ndarra
 
 def _failure(model, i, n_steps, t, h, residual, iterations, singular=False) -> ConvergenceError:
     norm = float(np.linalg.norm(residual)) if np.all(np.isfinite(residual)) else float("nan")
-    what = "the iteration matrix is singular" if singular else f"residual norm {norm:.3g} after {iterations} iterations"
+    if singular:
+        what = "the iteration matrix is singular"
+    elif norm != norm:
+        what = f"the solution became NaN or infinite in iteration {iterations}"
+    else:
+        what = f"residual norm {norm:.3g} after {iterations} iterations"
     return ConvergenceError(
         f"model '{model.model.name}': Newton did not converge at t = {t:.9g} s (step {i} of {n_steps}, "
         f"h = {h:.3g} s): {what}. Remedies: a smaller step (--step), parameter values that are physically "

@@ -1,0 +1,93 @@
+"""The packages import downward only (STYLE.md: cli / identify -> adjoint -> integrate -> model
+-> forces -> errors).  Each component has a rank; a module may import only components of a
+strictly lower rank (or its own component)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "fmi_adjoint"
+
+RANK = {
+    "errors": 0,
+    "expressions": 1,
+    "files": 1,
+    "forces": 2,
+    "data": 2,
+    "model": 3,
+    "codegen": 3,
+    "compiled": 4,
+    "model_file": 4,
+    "integrate": 5,
+    "costs": 5,
+    "adjoint": 6,
+    "identify": 7,
+    "examples": 8,
+    "cli": 9,
+    "__init__": 10,
+    "__main__": 10,
+}
+
+
+def component(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return parts[0]
+
+
+def imported_components(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package_parts = path.relative_to(PACKAGE).parts[:-1]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                if node.module and node.module.startswith("fmi_adjoint"):
+                    parts = node.module.split(".")[1:]
+                    found.add(parts[0] if parts else "__init__")
+                continue
+            base = list(package_parts[: len(package_parts) - (node.level - 1)])
+            target = base + (node.module.split(".") if node.module else [])
+            if target:
+                found.add(target[0])
+            else:  # "from . import x" at the top level
+                found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("fmi_adjoint."):
+                    found.add(alias.name.split(".")[1])
+    return found
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_every_component_has_a_rank():
+    assert {component(p) for p in MODULES} <= set(RANK)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_down(path):
+    own = component(path)
+    for other in imported_components(path) - {own}:
+        assert other in RANK, f"{path.name} imports unknown component {other}"
+        assert RANK[other] < RANK[own], f"{path.relative_to(PACKAGE)} ({own}) imports {other}: upward import"
+
+
+def test_no_eval_of_model_content():
+    # The only exec is the generated-code compiler, fed by sympy's printer.
+    offenders = []
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("eval", "exec"):
+                offenders.append(f"{path.name}:{node.lineno}:{node.func.id}")
+    assert offenders == [f"codegen.py:{_exec_line()}:exec"]
+
+
+def _exec_line() -> int:
+    for node in ast.walk(ast.parse((PACKAGE / "codegen.py").read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "exec":
+            return node.lineno
+    return -1
