@@ -246,6 +246,35 @@ class IdentificationProblem:
                 jacs.append((factors[:, :, None] * dY).reshape(-1, len(idx)))
         return np.concatenate(rs), (np.vstack(jacs) if jacobian else None)
 
+    def fisher_information(self, x: np.ndarray, noise_std: Mapping[str, float]) -> np.ndarray:
+        """Fisher information matrix of the identified parameters for Gaussian noise.
+
+        ``F = sum_experiments sum_samples S_s^T diag(1/sigma_c^2) S_s`` with the output
+        sensitivities ``S_s = dY/dp`` at the sample times (forward sensitivities of the
+        discrete scheme) and the noise standard deviation ``sigma_c`` of each channel.
+
+        Parameters
+        ----------
+        x : numpy.ndarray
+            Physical values of the identified parameters.
+        noise_std : mapping of str to float
+            Noise standard deviation per measured channel (output name).
+        """
+        x = np.asarray(x, dtype=float)
+        fisher = np.zeros((len(self.names), len(self.names)))
+        for exp, traj in zip(self.experiments, self.trajectories(x)):
+            channels = channel_indices(exp.model, exp.cost)
+            missing = [c for c in exp.cost.channels if c not in noise_std]
+            if missing:
+                raise IdentificationError(f"noise_std: give a standard deviation for channel(s) {missing}.")
+            sigma = np.array([float(noise_std[c]) for c in exp.cost.channels])
+            if np.any(sigma <= 0) or not np.all(np.isfinite(sigma)):
+                raise IdentificationError(f"noise_std: {sigma.tolist()} must be positive and finite.")
+            idx = np.array([exp.model.parameter_index(n) for n in self.names])
+            dY = output_sensitivities(traj, exp.cost.sample_times, channels, idx)
+            fisher += np.einsum("scp,c,scq->pq", dY, 1.0 / sigma**2, dY)
+        return fisher
+
     def statistics(self, x: np.ndarray) -> dict:
         """Standard errors and correlations from the Gauss-Newton Hessian.
 
