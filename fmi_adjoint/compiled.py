@@ -24,7 +24,9 @@ Consistent initialization solves ``G(z, p) = 0`` for ``z = (q, mu, v, nu, a, lam
 positions closest (least squares) to the given values subject to ``C = 0`` with fixed
 coordinates held, velocities likewise subject to ``C_q v + C_t = 0``, then ``a`` and
 ``lambda`` from the equations of motion and the acceleration constraints
-``C_q a + (C_q v)_q v + 2 C_qt v + C_tt = 0``.  Writing it as one system lets the adjoint
+``C_q a + (C_q v)_q v + 2 C_qt v + C_tt = 0``.  Massless coordinates without a
+constraint (internal nodes of Maxwell elements) satisfy their algebraic force balance
+and its time derivatives instead of the projection (see ``_algebraic_rows``).  Writing it as one system lets the adjoint
 carry parameter dependence of the initial state by one linear solve.
 """
 
@@ -37,6 +39,7 @@ import numpy as np
 import sympy as sp
 
 from .codegen import generate_function
+from .errors import ModelError
 from .model import Model, SymbolicModel, assemble
 
 __all__ = ["CompiledModel", "compile_model"]
@@ -117,6 +120,46 @@ def _jac(matrix: sp.Matrix, symbols) -> sp.Matrix:
     return matrix.jacobian(sp.Matrix(symbols))
 
 
+def _time_derivative(expr: sp.Expr, sym: SymbolicModel) -> sp.Expr:
+    """Total time derivative along (q, v, a)."""
+    return sum(
+        (expr.diff(qk) * vk + expr.diff(vk) * ak for qk, vk, ak in zip(sym.q, sym.v, sym.a)),
+        expr.diff(sym.t),
+    )
+
+
+def _algebraic_rows(sym: SymbolicModel, Cq: sp.Matrix, G1: sp.Matrix, G3: sp.Matrix, G5: sp.Matrix) -> None:
+    """Initialization rows of massless coordinates that no constraint holds.
+
+    Their equation of motion ``Q_k(q, v, t) = 0`` is algebraic (a Maxwell node's force
+    balance).  If ``Q_k`` depends on velocities it fixes the node's velocity, and its
+    time derivative the acceleration; if it depends on positions only, it fixes the
+    position, its first derivative the velocity and its second the acceleration.  The
+    projection rows of that coordinate are replaced accordingly (in place).
+    """
+    n = len(sym.q)
+    for k in range(n):
+        massless = all(sym.M[k, j] == 0 and sym.M[j, k] == 0 for j in range(n))
+        constrained = Cq.rows and any(Cq[r, k] != 0 for r in range(Cq.rows))
+        if not massless or constrained:
+            continue
+        Qk = sym.Q[k]
+        name = sym.model.all_coordinates[k].name
+        if Qk.has(*sym.v):
+            G3[k] = Qk
+            G5[k] = _time_derivative(Qk, sym)
+        elif Qk.has(*sym.q):
+            G1[k] = Qk
+            G3[k] = _time_derivative(Qk, sym)
+            G5[k] = _time_derivative(G3[k], sym)
+        else:
+            raise ModelError(
+                f"model '{sym.model.name}': coordinate '{name}' has no mass, no constraint and no force "
+                "depending on its motion, so the equations do not determine it. Give it a mass, a "
+                "constraint or an element acting on it."
+            )
+
+
 def compile_model(model: Model | SymbolicModel) -> CompiledModel:
     """Differentiate and compile a model.
 
@@ -167,11 +210,12 @@ def compile_model(model: Model | SymbolicModel) -> CompiledModel:
         G2 = sym.C
         G3 = (vvec - sym.v0) + free_v * Cq.T * sp.Matrix(nu)
         G4 = Cq * vvec + Ct
-        G5 = Ma + F
         G6 = Cq * avec + _jac(Cq * vvec, q) * vvec + 2 * _jac(Ct, q) * vvec + Ct.diff(t)
-        G = sp.Matrix.vstack(G1, G2, G3, G4, G5, G6)
     else:
-        G = sp.Matrix.vstack(qvec - sym.q0, vvec - sym.v0, Ma + F)
+        G1, G3 = qvec - sym.q0, vvec - sym.v0
+    G5 = Ma + F
+    _algebraic_rows(sym, Cq, G1, G3, G5)
+    G = sp.Matrix.vstack(G1, G2, G3, G4, G5, G6) if m else sp.Matrix.vstack(G1, G3, G5)
     z = list(q) + list(mu) + list(v) + list(nu) + list(a) + list(lam)
     init_args = [("q", q), ("mu", mu), ("v", v), ("nu", nu), ("a", a), ("lam", lam), ("t", t), ("p", p)]
     init_residual = gen("init_residual", [list(G)], init_args)
@@ -183,11 +227,11 @@ def compile_model(model: Model | SymbolicModel) -> CompiledModel:
         m=m,
         n_p=len(p),
         n_y=sym.Y.rows,
-        coordinate_names=tuple(c.name for c in definition.coordinates),
+        coordinate_names=tuple(c.name for c in definition.all_coordinates),
         constraint_names=sym.constraint_names,
-        parameter_names=tuple(par.name for par in definition.parameters),
+        parameter_names=tuple(par.name for par in definition.all_parameters),
         output_names=tuple(o.name for o in definition.outputs),
-        defaults=np.array([par.value for par in definition.parameters], dtype=float),
+        defaults=np.array([par.value for par in definition.all_parameters], dtype=float),
         mass_depends_on_q=any(sym.M[i, j].has(*q) for i in range(n) for j in range(n)),
         residual_terms=residual_terms,
         jacobian_terms=jacobian_terms,

@@ -232,9 +232,12 @@ class Model:
             raise ModelError(f"model '{self.name}': it has no coordinates; define at least one.")
         if not self.outputs:
             raise ModelError(f"model '{self.name}': it has no outputs; define at least one.")
+        for element in self.forces:
+            if not isinstance(element, AbstractForceElement):
+                raise ModelError(f"model '{self.name}': {element!r} is not a force element.")
         groups = {
-            "coordinate": [c.name for c in self.coordinates],
-            "parameter": [p.name for p in self.parameters],
+            "coordinate": [c.name for c in self.all_coordinates],
+            "parameter": [p.name for p in self.all_parameters],
         }
         seen: dict[str, str] = {}
         for what, names in groups.items():
@@ -250,26 +253,61 @@ class Model:
             duplicates = sorted({n for n in names if names.count(n) > 1})
             if duplicates:
                 raise ModelError(f"model '{self.name}': {what} name(s) {duplicates} used more than once.")
+
+    @property
+    def all_parameters(self) -> tuple[Parameter, ...]:
+        """Declared parameters followed by those created for unbound element properties
+        (named ``<element>_<property>``; a declared parameter of that name takes precedence)."""
+        declared = {p.name for p in self.parameters}
+        extra = []
         for element in self.forces:
-            if not isinstance(element, AbstractForceElement):
-                raise ModelError(f"model '{self.name}': {element!r} is not a force element.")
+            for name, decl in element.automatic_parameters():
+                if name in declared:
+                    continue
+                extra.append(Parameter(name, decl.default, decl.unit, decl.bounds, decl.description))
+                declared.add(name)
+        return self.parameters + tuple(extra)
+
+    @property
+    def all_coordinates(self) -> tuple[Coordinate, ...]:
+        """Declared coordinates followed by the internal massless nodes of elements."""
+        by_name = {c.name: c for c in self.coordinates}
+        extra = []
+        for element in self.forces:
+            for name, guess in element.internal_coordinates():
+                if name in by_name:
+                    raise ModelError(f"{element.where()}: its internal node '{name}' clashes with a coordinate name.")
+                ends = getattr(element, "coordinates", ())
+                if not ends or ends[0] not in by_name:
+                    raise ModelError(f"{element.where('coordinates')}: unknown coordinate in {ends!r}.")
+                start = by_name[guess].initial_position if guess in by_name else 0.0
+                node = Coordinate(name, kind=by_name[ends[0]].kind, mass=0.0, initial_position=start)
+                extra.append(node)
+                by_name[name] = node
+        return self.coordinates + tuple(extra)
 
     def parameter(self, name: str) -> Parameter:
         """The parameter called ``name`` (ModelError if there is none)."""
-        for par in self.parameters:
+        for par in self.all_parameters:
             if par.name == name:
                 return par
-        known = ", ".join(p.name for p in self.parameters)
+        known = ", ".join(p.name for p in self.all_parameters)
         raise ModelError(f"model '{self.name}' has no parameter '{name}'. Parameters: {known}.")
 
     def with_values(self, values: Mapping[str, float]) -> Model:
         """A copy with new nominal parameter values (unknown names raise ModelError)."""
         for name in values:
             self.parameter(name)
+        declared = {p.name for p in self.parameters}
         params = tuple(
             dataclasses.replace(p, value=float(values[p.name])) if p.name in values else p for p in self.parameters
         )
-        return dataclasses.replace(self, parameters=params)
+        automatic = tuple(
+            dataclasses.replace(p, value=float(values[p.name]))
+            for p in self.all_parameters
+            if p.name in values and p.name not in declared
+        )
+        return dataclasses.replace(self, parameters=params + automatic)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -302,13 +340,18 @@ class SymbolicModel:
 class _Context:
     """The :class:`~fmi_adjoint.forces.base.ElementContext` handed to force elements."""
 
-    def __init__(self, model: Model, t, q, v, p):
+    def __init__(self, model: Model, coordinates, parameters, t, q, v, p):
         self.model = model
         self.t = t
-        self.q = {c.name: s for c, s in zip(model.coordinates, q)}
-        self.v = {c.name: s for c, s in zip(model.coordinates, v)}
-        self.params = {par.name: s for par, s in zip(model.parameters, p)}
+        self.q = {c.name: s for c, s in zip(coordinates, q)}
+        self.v = {c.name: s for c, s in zip(coordinates, v)}
+        self.params = {par.name: s for par, s in zip(parameters, p)}
         self.tables: list = []
+
+    def parameter(self, name: str) -> sp.Symbol:
+        if name not in self.params:
+            raise ModelError(f"model '{self.model.name}': unknown parameter '{name}'.")
+        return self.params[name]
 
     def _coord(self, table: dict, name: str) -> sp.Symbol:
         if name not in table:
@@ -356,19 +399,21 @@ def assemble(model: Model) -> SymbolicModel:
         For unknown names, invalid expressions, a prescribed coordinate that does not
         exist, or an expression of the wrong kind (e.g. a mass depending on time).
     """
-    n = len(model.coordinates)
+    coordinates = model.all_coordinates
+    parameters = model.all_parameters
+    n = len(coordinates)
     t = sp.Symbol("t", real=True)
     q = tuple(sp.Symbol(f"q_{i}", real=True) for i in range(n))
     v = tuple(sp.Symbol(f"v_{i}", real=True) for i in range(n))
     a = tuple(sp.Symbol(f"a_{i}", real=True) for i in range(n))
-    p = tuple(sp.Symbol(f"p_{i}", real=True) for i in range(len(model.parameters)))
-    ctx = _Context(model, t, q, v, p)
-    index = {c.name: i for i, c in enumerate(model.coordinates)}
+    p = tuple(sp.Symbol(f"p_{i}", real=True) for i in range(len(parameters)))
+    ctx = _Context(model, coordinates, parameters, t, q, v, p)
+    index = {c.name: i for i, c in enumerate(coordinates)}
     name = model.name
 
     # Mass matrix: diagonal from the coordinates, entries may override or add terms.
     M = sp.zeros(n, n)
-    for i, coord in enumerate(model.coordinates):
+    for i, coord in enumerate(coordinates):
         M[i, i] = ctx.parameter_expression(coord.mass, f"model '{name}': coordinate '{coord.name}'.mass")
     for k, entry in enumerate(model.mass_matrix):
         where = f"model '{name}': mass_matrix[{k}]"
@@ -443,15 +488,15 @@ def assemble(model: Model) -> SymbolicModel:
     # Initial values (guesses for free coordinates), expressions of parameters.
     q0 = sp.Matrix(
         [ctx.parameter_expression(c.initial_position, f"model '{name}': coordinate '{c.name}'.initial_position")
-         for c in model.coordinates]
+         for c in coordinates]
     )
     v0 = sp.Matrix(
         [ctx.parameter_expression(c.initial_velocity, f"model '{name}': coordinate '{c.name}'.initial_velocity")
-         for c in model.coordinates]
+         for c in coordinates]
     )
     for i, motion in enumerate(model.prescribed):
         k = index[motion.coordinate]
-        if model.coordinates[k].fixed_position or model.coordinates[k].fixed_velocity:
+        if coordinates[k].fixed_position or coordinates[k].fixed_velocity:
             raise ModelError(
                 f"model '{name}': coordinate '{motion.coordinate}' is prescribed and also marked fixed for the "
                 "initial state; remove 'fixed' (the drive already sets it)."
@@ -470,8 +515,8 @@ def assemble(model: Model) -> SymbolicModel:
         Y=Y,
         q0=q0,
         v0=v0,
-        fixed_q=tuple(c.fixed_position for c in model.coordinates),
-        fixed_v=tuple(c.fixed_velocity for c in model.coordinates),
+        fixed_q=tuple(c.fixed_position for c in coordinates),
+        fixed_v=tuple(c.fixed_velocity for c in coordinates),
         constraint_names=tuple(names),
         tables=tuple(ctx.tables),
     )

@@ -32,11 +32,11 @@ The format (all sections but ``model``, ``coordinates`` and ``outputs`` optional
     value = "m_r*r*l/2*cos(phi - theta)"
 
     [[forces]]
-    type = "linear_spring_damper"    # element type from the catalogue
+    type = "linear_spring_damper"    # element type registered under fmi_adjoint.forces
     name = "spring"
     coordinates = ["x"]              # one (to ground) or two (relative)
-    stiffness = "c"
-    damping = "2*d"
+    stiffness = "c"                  # properties left out become parameters
+    damping = "2*d"                  # named <element>_<property>
 
     [[forces]]
     type = "table_load"              # a load F(t) from a CSV file
@@ -73,8 +73,7 @@ from typing import Any
 from .data import read_csv
 from .errors import DataError, ExpressionError, ModelError
 from .expressions import parse_expression
-from .forces.catalog import element_type
-from .forces.library import TableLoad
+from .forces import TableLoad, element_type
 from .model import (
     Constraint,
     Coordinate,

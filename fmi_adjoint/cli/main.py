@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from ..data import write_csv
 from ..errors import FmiAdjointError, ModelError
 from ..examples import EXAMPLES_DIR, example_names
 from ..files import atomic_output
+from ..forces import element_type
 from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem, identify
 from ..integrate import HHT, simulate
 from .loading import load_experiments, parse_assignments, parse_bounds, parse_names, resolve_model
@@ -69,6 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     ident.add_argument("--max-iter", type=int, default=200)
     ident.add_argument("-o", "--output", metavar="RESULT.json", help="result file (default: stdout)")
     ident.add_argument("--json", action="store_true", help="print the result JSON to stdout")
+
+    plugins = sub.add_parser("plugins", help="list or check the registered force elements")
+    plugin_sub = plugins.add_subparsers(dest="plugins_command", required=True, metavar="ACTION")
+    plugin_sub.add_parser("list", help="name, distribution and parameters of every element")
+    check = plugin_sub.add_parser("check", help="Jacobians, C code, rest and passivity checks")
+    check.add_argument("name", nargs="?", metavar="NAME", help="element type name")
+    check.add_argument("--all", action="store_true", help="check every registered element")
+    check.add_argument("--seed", type=int, default=0, help="random states and parameters")
 
     demo = sub.add_parser("demo", help="identify the engine-mount parameters from the bundled measurement")
     demo.add_argument("-o", "--output-dir", default="fmi-adjoint-demo", help="folder for result JSON and plot")
@@ -163,6 +173,39 @@ def cmd_identify(args) -> int:
     return 0 if result.success else 1
 
 
+def cmd_plugins(args) -> int:
+    from ..forces import default_registry
+
+    registry = default_registry()
+    if args.plugins_command == "list":
+        for name in registry.names():
+            cls = registry.get(name)
+            print(f"{name}  ({registry.distribution(name)}; {cls.__module__}.{cls.__qualname__})")
+            for decl in cls.parameters:
+                bounds = f"[{decl.bounds[0]:g}, {decl.bounds[1]:g}]"
+                default = "list" if decl.vector else f"{decl.default:g}"
+                print(f"    {decl.name:20s} {default:>10s} {decl.unit:10s} {bounds:22s} {decl.description}")
+        return 0
+    from ..elementcheck import check_element
+
+    if args.all == bool(args.name):
+        raise ModelError("plugins check: give either an element NAME or --all.")
+    names = registry.names() if args.all else [args.name]
+    failed = []
+    for name in names:
+        report = check_element(element_type(name, "plugins check", registry), seed=args.seed)
+        print(f"{name}: {'ok' if report.passed else 'FAILED'}")
+        for result in report.results:
+            print(f"    {'ok  ' if result.passed else 'FAIL'} {result.name:13s} {result.detail}")
+        if not report.passed:
+            failed.append(name)
+    if failed:
+        print(f"fmi-adjoint: error: element check failed for {', '.join(failed)}; see the lines marked FAIL.",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
@@ -175,6 +218,7 @@ _COMMANDS = {
     "gradient": cmd_gradient,
     "identify": cmd_identify,
     "demo": cmd_demo,
+    "plugins": cmd_plugins,
 }
 
 
@@ -190,6 +234,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fmi-adjoint: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of stdout went away (e.g. `| head`); stop quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except MemoryError:
         print("fmi-adjoint: error: out of memory; use a larger step or a shorter time span.", file=sys.stderr)
         return 2

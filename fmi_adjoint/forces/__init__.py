@@ -1,17 +1,50 @@
-"""Force elements: the contract, the built-in elements and their catalogue."""
+"""Force elements: the contract, the registry and the built-in library."""
 
-from .base import AbstractForceElement, AbstractTwoPointElement, ElementContext
-from .catalog import element_type, element_types
-from .library import ExpressionLoad, LinearSpringDamper, PolynomialSpringDamper, TableLoad
+from .base import (
+    AbstractForceElement,
+    AbstractLocalElement,
+    AbstractTwoPointElement,
+    ElementContext,
+    ElementParameter,
+)
+from .library import (
+    DualMassFlywheelSpring,
+    ElastoBacklash,
+    ExpressionLoad,
+    LinearSpringDamper,
+    MagicFormula,
+    MaxwellElement,
+    PacejkaFriction,
+    PolynomialSpringDamper,
+    SplineCharacteristic,
+    StribeckFriction,
+    TableLoad,
+    TorsionalVibrationDamper,
+)
+from .registry import GROUP, PluginError, Registry, default_registry, element_type, element_types
 
 __all__ = [
+    "GROUP",
     "AbstractForceElement",
+    "AbstractLocalElement",
     "AbstractTwoPointElement",
+    "DualMassFlywheelSpring",
+    "ElastoBacklash",
     "ElementContext",
+    "ElementParameter",
     "ExpressionLoad",
     "LinearSpringDamper",
+    "MagicFormula",
+    "MaxwellElement",
+    "PacejkaFriction",
+    "PluginError",
     "PolynomialSpringDamper",
+    "Registry",
+    "SplineCharacteristic",
+    "StribeckFriction",
     "TableLoad",
+    "TorsionalVibrationDamper",
+    "default_registry",
     "element_type",
     "element_types",
 ]

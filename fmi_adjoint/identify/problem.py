@@ -111,7 +111,7 @@ class IdentificationProblem:
         self.experiments = tuple(experiments)
         self.names = names
         first = experiments[0]
-        declared = {p.name: p for p in first.model.model.parameters}
+        declared = {p.name: p for p in first.model.model.all_parameters}
         self.lower = np.array([(bounds or {}).get(n, declared[n].bounds)[0] for n in names], dtype=float)
         self.upper = np.array([(bounds or {}).get(n, declared[n].bounds)[1] for n in names], dtype=float)
         base = first.parameters((), np.array([]))
