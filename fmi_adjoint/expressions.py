@@ -176,16 +176,21 @@ class _Walker:
         left = self.visit(node.left, depth + 1)
         right = self.visit(node.right, depth + 1)
         if isinstance(node.op, ast.Add):
-            return left + right
-        if isinstance(node.op, ast.Sub):
-            return left - right
-        if isinstance(node.op, ast.Mult):
-            return left * right
-        if isinstance(node.op, ast.Div):
+            result = left + right
+        elif isinstance(node.op, ast.Sub):
+            result = left - right
+        elif isinstance(node.op, ast.Mult):
+            result = left * right
+        elif isinstance(node.op, ast.Div):
             if right.is_zero:
                 raise self.fail(node, "division by zero", "Check the divisor.")
-            return left / right
-        return self.power(node, left, right)
+            result = left / right
+        else:
+            result = self.power(node, left, right)
+        # Constant folding may leave the range of doubles (1e308*10).
+        if result.is_Number and not math.isfinite(float(result)):
+            raise self.fail(node, "the constant is not a finite double", "Check the constants.")
+        return result
 
     def power(self, node: ast.BinOp, base: sp.Expr, exponent: sp.Expr) -> sp.Expr:
         # sympy evaluates number**number exactly; a hostile 10**10**10 would never return.

@@ -75,6 +75,7 @@ from .errors import DataError, ExpressionError, ModelError
 from .expressions import parse_expression
 from .forces import TableLoad, element_type
 from .model import (
+    assemble,
     Constraint,
     Coordinate,
     MassEntry,
@@ -128,7 +129,16 @@ def parse_model(text: str, source: str = "<model>", directory: Path | None = Non
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ModelError(f"{source}: malformed TOML: {exc}. Fix the syntax at that line.") from None
-    return _Reader(doc, text, source, directory or Path(".")).model()
+    reader = _Reader(doc, text, source, directory or Path("."))
+    model = reader.model()
+    # Expressions are parsed with the model's names when the equations are assembled;
+    # doing it here reports them against the file instead of later from compile_model.
+    try:
+        assemble(model)
+    except ModelError as exc:
+        text_of = str(exc)
+        raise type(exc)(f"{source} ({reader.line_for_message(text_of)}): {text_of}") from None
+    return model
 
 
 class _Reader:
@@ -139,6 +149,15 @@ class _Reader:
         self.directory = directory
 
     # -- locating entries in the text for messages ---------------------------------
+    def line_for_message(self, message: str) -> str:
+        """Line of the first quoted name of ``message`` that a ``name = ...`` key defines."""
+        for name in re.findall(r"'([A-Za-z_][A-Za-z0-9_]*)'", message):
+            pattern = re.compile(rf"^\s*(name|coordinate)\s*=\s*[\"']{re.escape(name)}[\"']")
+            for number, line in enumerate(self.lines, start=1):
+                if pattern.match(line):
+                    return f"line {number}"
+        return "unknown line"
+
     def line_of(self, section: str, index: int | None = None, key: str | None = None) -> str:
         header = re.compile(rf"^\s*\[\[\s*{re.escape(section)}\s*\]\]")
         table = re.compile(rf"^\s*\[\s*{re.escape(section)}(\.|\s*\])")

@@ -23,6 +23,7 @@ RANK = {
     "model_file": 4,
     "integrate": 5,
     "costs": 5,
+    "elementcheck": 5,
     "adjoint": 6,
     "identify": 7,
     "examples": 8,

@@ -53,6 +53,8 @@ class LeastSquaresCost(AbstractCost):
     def __post_init__(self) -> None:
         ts = np.asarray(self.sample_times, dtype=float)
         data = np.asarray(self.data, dtype=float)
+        if ts.ndim != 1:
+            raise DataError(f"sample_times must be one-dimensional, got shape {ts.shape}.")
         if data.ndim == 1:
             data = data[:, None]
         channels = tuple(self.channels)
@@ -65,8 +67,12 @@ class LeastSquaresCost(AbstractCost):
         if np.any(np.diff(ts) <= 0):
             raise DataError("the sample times are not strictly increasing; sort the data and drop duplicates.")
         nc = len(channels)
-        weights = np.ones(nc) if self.weights is None else np.asarray(self.weights, dtype=float).reshape(nc)
-        scales = np.ones(nc) if self.scales is None else np.asarray(self.scales, dtype=float).reshape(nc)
+        weights = np.ones(nc) if self.weights is None else np.asarray(self.weights, dtype=float).ravel()
+        scales = np.ones(nc) if self.scales is None else np.asarray(self.scales, dtype=float).ravel()
+        for what, values in (("weights", weights), ("scales", scales)):
+            if values.size != nc:
+                raise DataError(f"{what}: {values.size} value(s) given for {nc} channel(s) {list(channels)}; "
+                                "give one per channel.")
         if np.any(weights < 0) or not np.all(np.isfinite(weights)):
             raise DataError(f"channel weights {weights.tolist()} must be finite and non-negative.")
         if np.any(scales <= 0) or not np.all(np.isfinite(scales)):

@@ -30,9 +30,11 @@ class Sampler:
         ts = np.asarray(sample_times, dtype=float)
         span = grid[-1] - grid[0]
         slack = 1e-9 * max(span, 1e-300)
-        if ts.size and (ts[0] < grid[0] - slack or ts[-1] > grid[-1] + slack):
+        if ts.ndim != 1 or not np.all(np.isfinite(ts)):
+            raise DataError("sample times must be a one-dimensional array of finite numbers.")
+        if ts.size and (ts.min() < grid[0] - slack or ts.max() > grid[-1] + slack):
             raise DataError(
-                f"sample times span [{ts[0]:.6g}, {ts[-1]:.6g}] s but the simulation covers "
+                f"sample times span [{ts.min():.6g}, {ts.max():.6g}] s but the simulation covers "
                 f"[{grid[0]:.6g}, {grid[-1]:.6g}] s; simulate longer (--t-end) or trim the data."
             )
         ts = np.clip(ts, grid[0], grid[-1])
