@@ -73,7 +73,7 @@ from typing import Any
 from .data import read_csv
 from .errors import DataError, ExpressionError, ModelError
 from .expressions import parse_expression
-from .forces import TableLoad, element_type
+from .forces import Registry, TableLoad, element_type
 from .model import (
     assemble,
     Constraint,
@@ -102,8 +102,10 @@ _SECTIONS = {
 }
 
 
-def load_model(path: str | os.PathLike) -> Model:
+def load_model(path: str | os.PathLike, registry: Registry | None = None) -> Model:
     """Read a TOML model file.
+
+    ``registry`` resolves element types (default: the installed entry points).
 
     Raises
     ------
@@ -120,16 +122,18 @@ def load_model(path: str | os.PathLike) -> Model:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise ModelError(f"{path}: not a UTF-8 text file; save the model file as UTF-8 TOML.") from None
-    return parse_model(text, source=str(path), directory=path.parent)
+    return parse_model(text, source=str(path), directory=path.parent, registry=registry)
 
 
-def parse_model(text: str, source: str = "<model>", directory: Path | None = None) -> Model:
+def parse_model(
+    text: str, source: str = "<model>", directory: Path | None = None, registry: Registry | None = None
+) -> Model:
     """Build a :class:`Model` from the text of a TOML model file."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ModelError(f"{source}: malformed TOML: {exc}. Fix the syntax at that line.") from None
-    reader = _Reader(doc, text, source, directory or Path("."))
+    reader = _Reader(doc, text, source, directory or Path("."), registry)
     model = reader.model()
     # Expressions are parsed with the model's names when the equations are assembled;
     # doing it here reports them against the file instead of later from compile_model.
@@ -142,7 +146,8 @@ def parse_model(text: str, source: str = "<model>", directory: Path | None = Non
 
 
 class _Reader:
-    def __init__(self, doc: dict, text: str, source: str, directory: Path):
+    def __init__(self, doc: dict, text: str, source: str, directory: Path, registry: Registry | None):
+        self.registry = registry
         self.doc = doc
         self.lines = text.splitlines()
         self.source = source
@@ -320,7 +325,7 @@ class _Reader:
             where = self.where("forces", k)
             if not isinstance(spec, dict) or "type" not in spec or "name" not in spec:
                 raise ModelError(f"{where}: every force element needs 'type' and 'name'.")
-            cls = element_type(self.text(spec["type"], f"{where}.type"), where)
+            cls = element_type(self.text(spec["type"], f"{where}.type"), where, self.registry)
             fields = {key: value for key, value in spec.items() if key != "type"}
             if cls is TableLoad:
                 fields = self.table_fields(fields, where)

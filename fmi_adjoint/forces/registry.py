@@ -61,7 +61,10 @@ def validate_element_class(cls: object, entry_name: str, where: str) -> type[Abs
         raise PluginError(
             f"{where}: rule 'not abstract' broken: {cls.__name__} does not implement {missing}. Implement them."
         )
-    if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+    # The class itself must be decorated: a subclass without the decorator inherits the
+    # base's dataclass machinery but its own attributes are neither fields nor frozen.
+    own = cls.__dict__.get("__dataclass_params__")
+    if own is None or not own.frozen:
         raise PluginError(
             f"{where}: rule 'immutable value' broken: {cls.__name__} is not a frozen dataclass. "
             "Decorate it with @dataclasses.dataclass(frozen=True)."
