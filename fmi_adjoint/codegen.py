@@ -23,6 +23,9 @@ import sympy as sp
 from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.pycode import PythonCodePrinter
 
+from .errors import ModelError
+from .forces.numeric import NUMERIC_FUNCTIONS
+
 __all__ = ["ArgumentGroup", "generate_function"]
 
 ArgumentGroup = tuple[str, Sequence[sp.Symbol] | sp.Symbol]
@@ -40,7 +43,7 @@ class _TablesAndDelta:
 
     def _print_Function(self, expr):  # noqa: N802 (sympy printer protocol)
         name = type(expr).__name__
-        if name in self._table_names:
+        if name in self._table_names or name in NUMERIC_FUNCTIONS:
             return f"{name}({', '.join(self._print(arg) for arg in expr.args)})"
         return super()._print_Function(expr)
 
@@ -124,6 +127,13 @@ def generate_function(
                 if expr != 0:
                     flat.append(expr)
                     slots.append((k, (i,) if vector else (i, j)))
+    for expr in flat:
+        if expr.has(sp.Derivative):
+            raise ModelError(
+                f"{name}: an expression needs a derivative that no element supplies "
+                f"({next(iter(expr.atoms(sp.Derivative)))}); numeric elements give first derivatives "
+                "only, so they cannot act on a massless coordinate without a constraint."
+            )
     replacements, reduced = sp.cse(flat, symbols=sp.numbered_symbols("_c"), optimizations="basic")
     used = set().union(*(e.free_symbols for e in reduced), *(e.free_symbols for _, e in replacements)) if flat else set()
 
@@ -155,6 +165,11 @@ def generate_function(
     namespace: dict[str, object] = {"numpy": np, "math": math}
     for func, times, values in tables:
         namespace[str(func)] = _interpolator(times, values)
+    for expr in flat:
+        for call in expr.atoms(sp.Function):
+            fname = type(call).__name__
+            if fname in NUMERIC_FUNCTIONS:
+                namespace[fname] = NUMERIC_FUNCTIONS[fname]
     code = compile(source, f"<fmi_adjoint generated {name} #{next(_counter)}>", "exec")
     exec(code, namespace)  # noqa: S102 -- source printed by sympy from validated trees, see module docstring
     function = namespace[name]

@@ -53,9 +53,16 @@ def read_csv(path: str | os.PathLike, *, time_column: str = "time") -> Measureme
         raise DataError(f"{where}: the file is larger than {_MAX_BYTES // 2**20} MiB; split or decimate it.")
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
-            rows = [row for row in csv.reader(handle) if row and any(cell.strip() for cell in row)]
+            # Keep the file's line numbers for messages; blank lines are skipped.
+            numbered = [
+                (number, row)
+                for number, row in enumerate(csv.reader(handle), start=1)
+                if row and any(cell.strip() for cell in row)
+            ]
     except (UnicodeDecodeError, csv.Error) as exc:
         raise DataError(f"{where}: not a readable CSV text file ({exc}); save it as UTF-8 CSV.") from None
+    rows = [row for _, row in numbered]
+    lines = [number for number, _ in numbered]
     if not rows:
         raise DataError(f"{where}: the file is empty; it needs a header row with '{time_column}' and data rows.")
     header = [cell.strip() for cell in rows[0]]
@@ -67,7 +74,8 @@ def read_csv(path: str | os.PathLike, *, time_column: str = "time") -> Measureme
     if len(rows) < 3:
         raise DataError(f"{where}: at least two data rows are needed, found {len(rows) - 1}.")
     values = np.empty((len(rows) - 1, len(header)))
-    for r, row in enumerate(rows[1:], start=2):
+    for index, row in enumerate(rows[1:], start=1):
+        r = lines[index]
         if len(row) != len(header):
             raise DataError(f"{where}, line {r}: {len(row)} cells but the header has {len(header)}; fix the row.")
         for c, cell in enumerate(row):
@@ -82,14 +90,15 @@ def read_csv(path: str | os.PathLike, *, time_column: str = "time") -> Measureme
                     f"{where}, line {r}, column '{header[c]}': the value {cell.strip()!r} is not finite; "
                     "remove the row or fill the gap."
                 )
-            values[r - 2, c] = value
+            values[index - 1, c] = value
     k = header.index(time_column)
     times = values[:, k]
     bad = np.flatnonzero(np.diff(times) <= 0)
     if bad.size:
-        r = int(bad[0]) + 3
+        r = lines[int(bad[0]) + 2]
         raise DataError(
-            f"{where}, line {r}: time {times[bad[0] + 1]!r} does not increase (previous {times[bad[0]]!r}); "
+            f"{where}, line {r}: time {float(times[bad[0] + 1])!r} does not increase "
+            f"(previous {float(times[bad[0]])!r}); "
             "sort the rows by time and drop duplicate times."
         )
     columns = tuple(h for j, h in enumerate(header) if j != k)

@@ -10,11 +10,23 @@ from pathlib import Path
 
 from .errors import FmiAdjointError
 
-__all__ = ["OutputFileError", "atomic_output"]
+__all__ = ["OutputFileError", "atomic_output", "check_writable"]
 
 
 class OutputFileError(FmiAdjointError, OSError):
     """An output file cannot be written."""
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Fail early (before long computations) if ``path`` cannot be written."""
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise OutputFileError(f"cannot write {str(target)!r}: the folder {str(folder)!r} does not exist; create it first.")
+    if not os.access(folder, os.W_OK):
+        raise OutputFileError(f"cannot write {str(target)!r}: the folder {str(folder)!r} is not writable.")
+    if target.is_dir():
+        raise OutputFileError(f"cannot write {str(target)!r}: it is a folder; give a file name.")
 
 
 def _umask() -> int:

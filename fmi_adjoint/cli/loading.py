@@ -94,6 +94,7 @@ def load_experiments(
     t_end: float | None,
     step: float | None,
     alpha: float | None,
+    identified: list[str] = (),
     weights: dict[str, float],
     scales: dict[str, float],
 ) -> list[Experiment]:
@@ -107,7 +108,14 @@ def load_experiments(
     for spec in data_specs:
         file, _, local = spec.partition("@")
         values = dict(settings)
-        values.update(parse_assignments([s for s in local.split(",") if s], option=f"--data {spec}"))
+        local_values = parse_assignments([s for s in local.split(",") if s], option=f"--data {spec}")
+        clash = sorted(set(local_values) & set(identified))
+        if clash:
+            raise ModelError(
+                f"--data {spec}: {clash} are identified (shared by all experiments) and also set for this "
+                "experiment only; remove them from --params or from the '@' settings."
+            )
+        values.update(local_values)
         for name in values:
             model.parameter_index(name)
         measurement = read_csv(file)

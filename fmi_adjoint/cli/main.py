@@ -14,7 +14,7 @@ import numpy as np
 from ..data import write_csv
 from ..errors import FmiAdjointError, ModelError
 from ..examples import EXAMPLES_DIR, example_names
-from ..files import atomic_output
+from ..files import atomic_output, check_writable
 from ..forces import element_type
 from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem, identify
 from ..integrate import HHT, simulate
@@ -106,6 +106,8 @@ def cmd_examples(args) -> int:
 
 def cmd_simulate(args) -> int:
     _check_solver_options(args)
+    if args.output:
+        check_writable(args.output)
     model = resolve_model(args.model, parse_assignments(args.set))
     solver = HHT(alpha=args.alpha) if args.alpha is not None else None
     traj = simulate(model, t_end=args.t_end, step=args.step, solver=solver)
@@ -130,6 +132,7 @@ def _problem(args, bounds=None) -> IdentificationProblem:
         t_end=args.t_end,
         step=args.step,
         alpha=args.alpha,
+        identified=parse_names(args.params),
         weights=parse_assignments(args.weight, "--weight"),
         scales=parse_assignments(args.scale, "--scale"),
     )
@@ -157,6 +160,8 @@ def cmd_gradient(args) -> int:
 
 
 def cmd_identify(args) -> int:
+    if args.output:
+        check_writable(args.output)
     problem = _problem(args, parse_bounds(args.bounds))
     result = identify(problem, args.method, scaling=args.scaling, max_iterations=args.max_iter)
     payload = result.to_json()

@@ -111,8 +111,12 @@ def _c_body(outputs: list[tuple[str, sp.Matrix]]) -> list[str]:
 
 def element_c_source(element: AbstractLocalElement, prefix: str | None = None) -> str:
     """C99 source of the element's force and Jacobian functions (see module docstring)."""
-    law = local_law(element)
+    from .numeric import AbstractNumericElement
+
     prefix = prefix or f"fa_{element.type_name}_{element.name}"
+    if isinstance(element, AbstractNumericElement):
+        return element.c_source(prefix)
+    law = local_law(element)
     signature = "const double *q, const double *v, const double *p"
     header = (
         f"/* force element '{element.name}' ({element.type_name}): {len(law.q)} local coordinates, "

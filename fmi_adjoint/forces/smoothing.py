@@ -2,7 +2,8 @@
 
 Every function takes a regularization width ``eps`` (same unit as ``x``) and converges
 to its non-smooth counterpart as ``eps -> 0``; the difference is below ``eps`` in value.
-The algebraic forms (``sqrt`` rather than ``tanh``) keep C code and derivatives simple.
+The algebraic forms (``sqrt``) keep C code and derivatives simple; :func:`blend` uses
+``tanh`` because its weight must decay fast.
 Gradients computed by fmi-adjoint are exact for the *smoothed* model; choose ``eps`` well
 below the velocities or gaps that matter in the measurement.
 """
@@ -35,6 +36,11 @@ def smooth_ramp(x: sp.Expr, eps: sp.Expr) -> sp.Expr:
 
 
 def blend(x: sp.Expr, positive: sp.Expr, negative: sp.Expr, eps: sp.Expr) -> sp.Expr:
-    """``positive`` for ``x >> eps``, ``negative`` for ``x << -eps``, smooth in between."""
-    w = smooth_step(x, eps)
+    """``positive`` for ``x >> eps``, ``negative`` for ``x << -eps``, smooth in between.
+
+    The weight ``(1 + tanh(x/eps))/2`` decays exponentially, so a steep branch does not
+    leak into the other side beyond a few ``eps`` (an algebraic weight would leak as
+    ``(eps/x)^2``).
+    """
+    w = (1 + sp.tanh(x / eps)) / 2
     return w * positive + (1 - w) * negative

@@ -11,13 +11,14 @@ from typing import TextIO
 import numpy as np
 from scipy import optimize
 
-from ..errors import FmiAdjointError, IdentificationError
+from ..errors import ConvergenceError, FmiAdjointError, IdentificationError
 from .problem import IdentificationProblem
 from .scaling import ParameterScaling
 
 __all__ = ["IdentificationResult", "identify", "OPTIMIZERS"]
 
 OPTIMIZERS = ("lbfgsb", "least_squares")
+_FAILED_COST_FACTOR = 1e6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,9 @@ class IdentificationResult:
     active_bounds : tuple of str
         Parameters that ended on a bound; their standard errors assume an interior
         optimum and are only indicative.
+    failed_simulations : int
+        Trial points the integrator could not simulate (Newton failure); the optimizer
+        was steered away from them by a large cost.
     """
 
     names: tuple[str, ...]
@@ -60,6 +64,7 @@ class IdentificationResult:
     correlation: list | None
     seconds: float
     active_bounds: tuple[str, ...] = ()
+    failed_simulations: int = 0
 
     def to_json(self) -> dict:
         """JSON-serializable summary (the format written by ``fmi-adjoint identify``)."""
@@ -82,6 +87,7 @@ class IdentificationResult:
             "method": self.method,
             "seconds": self.seconds,
             "active_bounds": list(self.active_bounds),
+            "failed_simulations": self.failed_simulations,
         }
 
 
@@ -105,7 +111,7 @@ def identify(
     scaling: str = "auto",
     max_iterations: int = 200,
     tolerance: float = 1e-12,
-    progress: TextIO | None = sys.stderr,
+    progress: TextIO | str | None = "stderr",
     statistics: bool = True,
 ) -> IdentificationResult:
     """Identify the parameters of ``problem``.
@@ -122,8 +128,9 @@ def identify(
     max_iterations : int
     tolerance : float
         Relative tolerance on the cost decrease (and on the step for least squares).
-    progress : text stream or None
-        One line per iteration is written here (stderr by default).
+    progress : text stream, "stderr" or None
+        One line per iteration is written here; ``"stderr"`` (the default) means the
+        ``sys.stderr`` current at the call.
     statistics : bool
         Compute standard errors and correlations (needs least-squares costs).
 
@@ -137,20 +144,30 @@ def identify(
     sims0 = problem.simulations
     scale = ParameterScaling.create(problem.names, problem.start, problem.lower, problem.upper, scaling)
     u0 = scale.to_scaled(problem.start)
-    progress_log = _Progress(problem.names, progress)
+    progress_log = _Progress(problem.names, sys.stderr if progress == "stderr" else progress)
     cost_history: list[float] = []
     gnorm_history: list[float] = []
+    failed = [0]
     if method == "lbfgsb":
         first = problem.evaluate(problem.start, "adjoint")
         J0 = first.J if first.J > 0 else 1.0
         cache: dict[bytes, tuple[float, np.ndarray]] = {u0.tobytes(): (first.J, first.gradient)}
+        last_good = [first.J, first.gradient]
 
         def fun(u):
             key = u.tobytes()
             if key not in cache:
-                ev = problem.evaluate(scale.to_physical(u), "adjoint")
+                try:
+                    ev = problem.evaluate(scale.to_physical(u), "adjoint")
+                    value = (ev.J, ev.gradient)
+                    last_good[:] = value
+                except ConvergenceError:
+                    # A trial point the integrator cannot simulate: a large cost makes the
+                    # line search step back towards the last good point.
+                    failed[0] += 1
+                    value = (_FAILED_COST_FACTOR * max(last_good[0], J0), -np.asarray(last_good[1]))
                 cache.clear()
-                cache[key] = (ev.J, ev.gradient)
+                cache[key] = value
             J, g = cache[key]
             return J / J0, g * scale.derivative(u) / J0
 
@@ -174,10 +191,21 @@ def identify(
     else:
         cache_r: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
 
+        last_r: list[np.ndarray] = []
+
         def evaluate(u):
             key = u.tobytes()
             if key not in cache_r:
-                r, Jr = problem.residuals(scale.to_physical(u))
+                try:
+                    r, Jr = problem.residuals(scale.to_physical(u))
+                    last_r[:] = [r]
+                except ConvergenceError:
+                    if not last_r:
+                        raise
+                    # Unsimulatable trial point: much larger residuals make the trust
+                    # region shrink; the Jacobian is never requested at a rejected point.
+                    failed[0] += 1
+                    r, Jr = np.sqrt(_FAILED_COST_FACTOR) * last_r[0], np.zeros((last_r[0].size, len(u)))
                 cache_r.clear()
                 cache_r[key] = (r, Jr * scale.derivative(u)[None, :])
             return cache_r[key]
@@ -227,6 +255,7 @@ def identify(
         std_errors=stats["std_errors"],
         correlation=stats["correlation"],
         seconds=time.perf_counter() - started,
+        failed_simulations=failed[0],
         active_bounds=tuple(
             name
             for name, value, lo, hi in zip(problem.names, x, problem.lower, problem.upper)

@@ -289,14 +289,14 @@ class IdentificationProblem:
         scale = np.sqrt(np.diag(H))
         scale[scale == 0] = 1.0
         Hs = H / np.outer(scale, scale)
-        cond = np.linalg.cond(Hs)
+        cond = float(np.linalg.cond(Hs))
         if not math.isfinite(cond) or cond > 1e14:
-            std = [None] * n_par
-            corr = None
+            std, corr = [None] * n_par, None
         else:
             cov = s2 * np.linalg.inv(Hs) / np.outer(scale, scale)
             sd = np.sqrt(np.abs(np.diag(cov)))
             std = [float(v) for v in sd]
-            corr = (cov / np.outer(sd, sd)).tolist()
+            # At an exact fit (zero residual) the covariance vanishes and has no correlation.
+            corr = (cov / np.outer(sd, sd)).tolist() if np.all(sd > 0) else None
         return {"std_errors": std, "correlation": corr, "residual_variance": s2, "n_residuals": n_res,
                 "hessian_condition": float(cond)}

@@ -1,0 +1,33 @@
+"""Named tolerance tiers of the test suite.
+
+Every numerical assertion in the suite uses one of these names, so that a tolerance is
+chosen once, for a stated reason, and never loosened locally to make a test pass.
+"""
+
+from __future__ import annotations
+
+#: Identities that hold up to floating-point round-off (same algorithm written twice,
+#: transposes, exact quadrature), relative to the magnitude of the compared values.
+EXACT = 1e-12
+
+#: Discrete adjoint against forward sensitivities of the same discrete scheme (both exact
+#: derivatives; they differ only by round-off amplified by the 1/(beta h^2) scaling of the
+#: index-3 iteration matrix), relative, per gradient component.
+ADJOINT_VS_FORWARD = 1e-9
+
+#: Gradient against fourth-order central finite differences (rel. step 1e-3) of the same
+#: discrete cost, relative, per gradient component.
+GRADIENT_VS_FD = 1e-6
+
+#: Discretized result (h = 1e-4) against a closed-form continuous solution, relative.
+CLOSED_FORM = 2e-4
+
+#: Absolute tolerance on a measured convergence order (slope of a log-log fit).
+ORDER = 0.2
+
+#: Newton tolerance level of the integrator: position-constraint residuals relative to
+#: (coordinate scale x constraint-gradient scale).
+NEWTON_LEVEL = 1e-10
+
+#: Half a unit in the last place of a value printed with 8 decimals (absolute).
+PRINTED_8_DECIMALS = 5e-9
