@@ -19,6 +19,11 @@ __all__ = ["IdentificationResult", "identify", "OPTIMIZERS"]
 
 OPTIMIZERS = ("lbfgsb", "least_squares")
 _FAILED_COST_FACTOR = 1e6
+# scipy's L-BFGS-B stops when (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol.  The cost is
+# normalized to 1 at the start, so that test is absolute; it must sit near round-off of
+# the normalized cost, otherwise the run stops while the parameters still move.
+_LBFGSB_FTOL = 1e-16
+_LBFGSB_GTOL = 1e-12
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,7 +132,9 @@ def identify(
         See :class:`~fmi_adjoint.identify.scaling.ParameterScaling`.
     max_iterations : int
     tolerance : float
-        Relative tolerance on the cost decrease (and on the step for least squares).
+        ``ftol`` and ``xtol`` of least squares (relative cost decrease and step).  L-BFGS-B
+        runs until its projected gradient or cost decrease reaches round-off of the
+        normalized cost, or ``max_iterations``.
     progress : text stream, "stderr" or None
         One line per iteration is written here; ``"stderr"`` (the default) means the
         ``sys.stderr`` current at the call.
@@ -184,7 +191,7 @@ def identify(
         progress_log.line(first.J, gnorm_history[-1], problem.start)
         res = optimize.minimize(
             fun, u0, jac=True, method="L-BFGS-B", bounds=scale.scaled_bounds(), callback=callback,
-            options={"maxiter": max_iterations, "ftol": tolerance, "gtol": 1e-10, "maxcor": 20},
+            options={"maxiter": max_iterations, "ftol": _LBFGSB_FTOL, "gtol": _LBFGSB_GTOL, "maxcor": 20},
         )
         u_best, iterations, success, message = res.x, int(res.nit), bool(res.success), str(res.message)
         J_final = fun(u_best)[0] * J0
