@@ -7,22 +7,13 @@ the ratios to one forward run, and the agreement of the three gradients.  Run: .
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
 from fmi_adjoint import Experiment, IdentificationProblem, LeastSquaresCost, compile_model, load_model, simulate
 from fmi_adjoint.examples import example_path
 from fmi_adjoint.examples.engine_mount_data import clean_measurement
-
-
-def best_of(repeats, func):
-    times, value = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        value = func()
-        times.append(time.perf_counter() - start)
-    return min(times), value
+from _timing import best_of  # benchmarks/_timing.py (the script folder is on sys.path)
 
 
 def main() -> None:

@@ -22,7 +22,6 @@ Run: ./run bench  (or .venv/bin/python benchmarks/strut_table1.py)
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
@@ -37,15 +36,7 @@ from fmi_adjoint import (
 )
 from fmi_adjoint.examples import example_path
 from fmi_adjoint.examples.strut_data import NAMES, OUTPUT, TRUE_VALUES, clean_measurement
-
-
-def best_of(repeats, func):
-    times, value = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        value = func()
-        times.append(time.perf_counter() - start)
-    return min(times), value
+from _timing import best_of  # benchmarks/_timing.py (the script folder is on sys.path)
 
 
 def main() -> None:

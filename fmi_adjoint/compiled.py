@@ -93,24 +93,18 @@ class CompiledModel:
 
     def parameter_index(self, name: str) -> int:
         """Position of parameter ``name`` in the parameter vector."""
-        try:
-            return self.parameter_names.index(name)
-        except ValueError:
-            from .errors import ModelError
-
-            raise ModelError(
-                f"model '{self.model.name}' has no parameter '{name}'. Parameters: {', '.join(self.parameter_names)}."
-            ) from None
+        return self._index(self.parameter_names, name, "parameter")
 
     def output_index(self, name: str) -> int:
         """Position of output ``name``."""
-        try:
-            return self.output_names.index(name)
-        except ValueError:
-            from .errors import ModelError
+        return self._index(self.output_names, name, "output")
 
+    def _index(self, names: tuple[str, ...], name: str, what: str) -> int:
+        try:
+            return names.index(name)
+        except ValueError:
             raise ModelError(
-                f"model '{self.model.name}' has no output '{name}'. Outputs: {', '.join(self.output_names)}."
+                f"model '{self.model.name}' has no {what} '{name}'. {what.capitalize()}s: {', '.join(names)}."
             ) from None
 
 

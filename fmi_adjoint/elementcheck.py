@@ -185,6 +185,19 @@ def _vector_defaults(element, law) -> np.ndarray:
     return np.array(values, dtype=float)
 
 
+def _random_local_state(element, law, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random local ``(q, v, p)``: states at the element's typical scales, scalar
+    properties inside their bounds, vector properties at the example's values."""
+    n = len(law.q)
+    q_scale, v_scale = getattr(type(element), "typical_state", (0.1, 1.0))
+    q = rng.uniform(-1, 1, n) * q_scale
+    v = rng.uniform(-1, 1, n) * v_scale
+    p = _vector_defaults(element, law)
+    scalars = [i for i, (_, k) in enumerate(law.layout) if k is None]
+    p[scalars] = _local_parameters(law, rng)[scalars]
+    return q, v, p
+
+
 def _check_c_code(element, law, func, rng, n_states, compiler) -> CheckResult:
     if compiler is None:
         return CheckResult("c_code", False, "no C compiler found: install gcc (or clang) or set CC")
@@ -201,13 +214,8 @@ def _check_c_code(element, law, func, rng, n_states, compiler) -> CheckResult:
         n, n_p = len(law.q), len(law.p)
         ptr = ctypes.POINTER(ctypes.c_double)
         worst = 0.0
-        q_scale, v_scale = getattr(type(element), "typical_state", (0.1, 1.0))
         for _ in range(n_states):
-            q = rng.uniform(-1, 1, n) * q_scale
-            v = rng.uniform(-1, 1, n) * v_scale
-            p = _vector_defaults(element, law)
-            scalars = [i for i, (_, k) in enumerate(law.layout) if k is None]
-            p[scalars] = _local_parameters(law, rng)[scalars]
+            q, v, p = _random_local_state(element, law, rng)
             f_ref, dq_ref, dv_ref, dp_ref = func(q, v, p, 0.0)
             out = [np.zeros(n), np.zeros(n * n), np.zeros(n * n), np.zeros(max(n * n_p, 1))]
             args = [np.ascontiguousarray(x).ctypes.data_as(ptr) for x in (q, v, p)]
@@ -242,7 +250,6 @@ def _check_passivity(element, law, func, rng, n_states) -> CheckResult:
             p_syms[decl.name] = law.p[idx]
             idx += 1
     energy = element.potential_energy(law.q, p_syms)
-    q_scale, v_scale = getattr(type(element), "typical_state", (0.1, 1.0))
     power_func = None
     if energy is not None:
         dV = sp.Matrix([energy]).jacobian(sp.Matrix(law.q))
@@ -251,11 +258,7 @@ def _check_passivity(element, law, func, rng, n_states) -> CheckResult:
         return CheckResult("passivity", True, "not checked: the element gives no potential energy")
     worst = math.inf
     for _ in range(n_states):
-        q = rng.uniform(-1, 1, n) * q_scale
-        v = rng.uniform(-1, 1, n) * v_scale
-        p = _vector_defaults(element, law)
-        scalars = [i for i, (_, k) in enumerate(law.layout) if k is None]
-        p[scalars] = _local_parameters(law, rng)[scalars]
+        q, v, p = _random_local_state(element, law, rng)
         f = func(q, v, p, 0.0)[0]
         if power_func is not None:
             dissipated = -float(f @ v) - float(power_func(q, p, 0.0)[0][0] @ v)
