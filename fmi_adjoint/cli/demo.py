@@ -54,12 +54,7 @@ def run_demo(output_dir: str, method: str = "least_squares") -> int:
     print(f"cost {result.cost_initial:.4e} -> {result.cost:.4e} in {result.iterations} iterations, "
           f"{result.simulations} simulations, {result.seconds:.1f} s ({method})")
 
-    # Result JSON and plot.
-    payload = result.to_json()
-    payload.update({"model": "engine_mount", "data": str(data_file), "true_values": TRUE_VALUES})
-    json_path = folder / "engine_mount_result.json"
-    with atomic_output(json_path) as handle:
-        handle.write(json.dumps(payload, indent=2) + "\n")
+    # Plot first, then the result JSON: a failure leaves neither file half-written.
     exp = experiments[0]
     measured = read_csv(data_file)
     channel = exp.model.output_index("a1")
@@ -73,5 +68,10 @@ def run_demo(output_dir: str, method: str = "least_squares") -> int:
         png_path, measured.times, measured.column("a1"), a1_at(result.initial), a1_at(result.parameters),
         result.cost_history, "a1", "m/s^2",
     )
+    payload = result.to_json()
+    payload.update({"model": "engine_mount", "data": str(data_file), "true_values": TRUE_VALUES})
+    json_path = folder / "engine_mount_result.json"
+    with atomic_output(json_path) as handle:
+        handle.write(json.dumps(payload, indent=2) + "\n")
     print(f"wrote {json_path} and {png_path}")
     return 0 if result.success else 1
