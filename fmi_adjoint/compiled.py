@@ -42,7 +42,7 @@ from .codegen import generate_function
 from .errors import ModelError
 from .model import Model, SymbolicModel, assemble
 
-__all__ = ["CompiledModel", "compile_model"]
+__all__ = ["CompiledModel", "ModelDerivatives", "compile_model", "differentiate"]
 
 Function = Callable[..., tuple[np.ndarray, ...]]
 
@@ -154,43 +154,49 @@ def _algebraic_rows(sym: SymbolicModel, Cq: sp.Matrix, G1: sp.Matrix, G3: sp.Mat
             )
 
 
-def compile_model(model: Model | SymbolicModel) -> CompiledModel:
-    """Differentiate and compile a model.
+@dataclasses.dataclass(frozen=True, eq=False)
+class ModelDerivatives:
+    """Every symbolic matrix the engine evaluates, derived once from the equations.
 
-    Parameters
-    ----------
-    model : Model or SymbolicModel
-
-    Returns
-    -------
-    CompiledModel
+    The numpy functions of :class:`CompiledModel` and the C code of exported FMUs are
+    both printed from these expressions, so the two engines compute the same thing.
+    ``G`` is the consistent-initialization system in ``z = (q, mu, v, nu, a, lambda)``.
     """
+
+    sym: SymbolicModel
+    mu: tuple[sp.Symbol, ...]
+    nu: tuple[sp.Symbol, ...]
+    Ma: sp.Matrix
+    F: sp.Matrix
+    C: sp.Matrix
+    M: sp.Matrix
+    JM: sp.Matrix
+    K: sp.Matrix
+    JV: sp.Matrix
+    Cq: sp.Matrix
+    Ma_p: sp.Matrix
+    F_p: sp.Matrix
+    C_p: sp.Matrix
+    Y: sp.Matrix
+    Y_q: sp.Matrix
+    Y_v: sp.Matrix
+    Y_a: sp.Matrix
+    Y_lam: sp.Matrix
+    Y_p: sp.Matrix
+    G: sp.Matrix
+    G_z: sp.Matrix
+    G_p: sp.Matrix
+
+
+def differentiate(model: Model | SymbolicModel) -> ModelDerivatives:
+    """Assemble (if needed) and differentiate a model symbolically."""
     sym = model if isinstance(model, SymbolicModel) else assemble(model)
-    definition = sym.model
     n, m = len(sym.q), len(sym.lam)
     q, v, a, lam, p, t = sym.q, sym.v, sym.a, sym.lam, sym.p, sym.t
     avec, lamvec = sp.Matrix(a), sp.Matrix(lam)
     Cq = _jac(sym.C, q)
     Ma = sym.M * avec
     F = (Cq.T * lamvec if m else sp.zeros(n, 1)) - sym.Q
-    state = [("q", q), ("v", v), ("a", a), ("lam", lam), ("t", t), ("p", p)]
-    tables = sym.tables
-
-    def gen(name, outputs, args=state, scalar=False):
-        return generate_function(name, args, outputs, tables=tables, scalar=scalar)
-
-    residual_terms = gen("residual_terms", [list(Ma), list(F), list(sym.C)])
-    JM = _jac(Ma, q)
-    K = _jac(F, q)  # J_C - J_Q
-    JV = _jac(sym.Q, v)
-    jacobian_terms = gen("jacobian_terms", [sym.M, JM, K, JV, Cq])
-    step_residual = gen("step_residual", [list(Ma), list(F), list(sym.C)], scalar=True)
-    step_newton = gen("step_newton", [list(Ma), list(F), list(sym.C), sym.M, JM, K, JV, Cq], scalar=True)
-    parameter_terms = gen("parameter_terms", [_jac(Ma, p), _jac(F, p), _jac(sym.C, p)])
-    outputs = gen("outputs", [list(sym.Y)])
-    output_jacobians = gen(
-        "output_jacobians", [_jac(sym.Y, q), _jac(sym.Y, v), _jac(sym.Y, a), _jac(sym.Y, lam), _jac(sym.Y, p)]
-    )
 
     # Consistent initialization, one system G(z) = 0 (see module docstring).
     mu = tuple(sp.Symbol(f"mu_{k}", real=True) for k in range(m))
@@ -211,14 +217,41 @@ def compile_model(model: Model | SymbolicModel) -> CompiledModel:
     _algebraic_rows(sym, Cq, G1, G3, G5)
     G = sp.Matrix.vstack(G1, G2, G3, G4, G5, G6) if m else sp.Matrix.vstack(G1, G3, G5)
     z = list(q) + list(mu) + list(v) + list(nu) + list(a) + list(lam)
-    init_args = [("q", q), ("mu", mu), ("v", v), ("nu", nu), ("a", a), ("lam", lam), ("t", t), ("p", p)]
-    init_residual = gen("init_residual", [list(G)], init_args)
-    init_jacobians = gen("init_jacobians", [_jac(G, z), _jac(G, p)], init_args)
+    return ModelDerivatives(
+        sym=sym, mu=mu, nu=nu, Ma=Ma, F=F, C=sym.C, M=sym.M,
+        JM=_jac(Ma, q), K=_jac(F, q), JV=_jac(sym.Q, v), Cq=Cq,
+        Ma_p=_jac(Ma, p), F_p=_jac(F, p), C_p=_jac(sym.C, p),
+        Y=sym.Y, Y_q=_jac(sym.Y, q), Y_v=_jac(sym.Y, v), Y_a=_jac(sym.Y, a), Y_lam=_jac(sym.Y, lam),
+        Y_p=_jac(sym.Y, p), G=G, G_z=_jac(G, z), G_p=_jac(G, p),
+    )
 
+
+def compile_model(model: Model | SymbolicModel) -> CompiledModel:
+    """Differentiate and compile a model.
+
+    Parameters
+    ----------
+    model : Model or SymbolicModel
+
+    Returns
+    -------
+    CompiledModel
+    """
+    d = differentiate(model)
+    sym = d.sym
+    definition = sym.model
+    q, v, a, lam, p, t = sym.q, sym.v, sym.a, sym.lam, sym.p, sym.t
+    state = [("q", q), ("v", v), ("a", a), ("lam", lam), ("t", t), ("p", p)]
+    init_args = [("q", q), ("mu", d.mu), ("v", v), ("nu", d.nu), ("a", a), ("lam", lam), ("t", t), ("p", p)]
+
+    def gen(name, outputs, args=state, scalar=False):
+        return generate_function(name, args, outputs, tables=sym.tables, scalar=scalar)
+
+    residual = [list(d.Ma), list(d.F), list(d.C)]
     return CompiledModel(
         model=definition,
-        n=n,
-        m=m,
+        n=len(q),
+        m=len(lam),
         n_p=len(p),
         n_y=sym.Y.rows,
         coordinate_names=tuple(c.name for c in definition.all_coordinates),
@@ -226,14 +259,14 @@ def compile_model(model: Model | SymbolicModel) -> CompiledModel:
         parameter_names=tuple(par.name for par in definition.all_parameters),
         output_names=tuple(o.name for o in definition.outputs),
         defaults=np.array([par.value for par in definition.all_parameters], dtype=float),
-        mass_depends_on_q=any(sym.M[i, j].has(*q) for i in range(n) for j in range(n)),
-        residual_terms=residual_terms,
-        jacobian_terms=jacobian_terms,
-        parameter_terms=parameter_terms,
-        outputs=outputs,
-        output_jacobians=output_jacobians,
-        init_residual=init_residual,
-        init_jacobians=init_jacobians,
-        step_residual=step_residual,
-        step_newton=step_newton,
+        mass_depends_on_q=any(sym.M[i, j].has(*q) for i in range(len(q)) for j in range(len(q))),
+        residual_terms=gen("residual_terms", residual),
+        jacobian_terms=gen("jacobian_terms", [d.M, d.JM, d.K, d.JV, d.Cq]),
+        parameter_terms=gen("parameter_terms", [d.Ma_p, d.F_p, d.C_p]),
+        outputs=gen("outputs", [list(d.Y)]),
+        output_jacobians=gen("output_jacobians", [d.Y_q, d.Y_v, d.Y_a, d.Y_lam, d.Y_p]),
+        init_residual=gen("init_residual", [list(d.G)], init_args),
+        init_jacobians=gen("init_jacobians", [d.G_z, d.G_p], init_args),
+        step_residual=gen("step_residual", residual, scalar=True),
+        step_newton=gen("step_newton", residual + [d.M, d.JM, d.K, d.JV, d.Cq], scalar=True),
     )
