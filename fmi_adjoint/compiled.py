@@ -13,6 +13,7 @@ notation of Lauss et al. 2018, eqs. (15)-(20), with ``F = C_q^T lambda - Q``:
 ``output_jacobians``   ``dy/dq``, ``dy/dv``, ``dy/da``, ``dy/dlambda``, ``dy/dp``
 ``init_residual``      ``G(z)`` of the consistent initialization (see below)
 ``init_jacobians``     ``dG/dz``, ``dG/dp``
+``init_guess``         the given initial positions and velocities (Newton's start)
 ``step_residual``      scalar variant of ``residual_terms`` (one state, Python floats)
 ``step_newton``        scalar ``residual_terms`` and ``jacobian_terms`` in one call
 =====================  ==========================================================
@@ -83,6 +84,7 @@ class CompiledModel:
     init_jacobians: Function
     step_residual: Function
     step_newton: Function
+    init_guess: Function
 
     def parameter_vector(self, values: dict[str, float] | None = None) -> np.ndarray:
         """Defaults with some values replaced (unknown names raise ModelError)."""
@@ -186,6 +188,8 @@ class ModelDerivatives:
     G: sp.Matrix
     G_z: sp.Matrix
     G_p: sp.Matrix
+    q0: sp.Matrix
+    v0: sp.Matrix
 
 
 def differentiate(model: Model | SymbolicModel) -> ModelDerivatives:
@@ -222,7 +226,7 @@ def differentiate(model: Model | SymbolicModel) -> ModelDerivatives:
         JM=_jac(Ma, q), K=_jac(F, q), JV=_jac(sym.Q, v), Cq=Cq,
         Ma_p=_jac(Ma, p), F_p=_jac(F, p), C_p=_jac(sym.C, p),
         Y=sym.Y, Y_q=_jac(sym.Y, q), Y_v=_jac(sym.Y, v), Y_a=_jac(sym.Y, a), Y_lam=_jac(sym.Y, lam),
-        Y_p=_jac(sym.Y, p), G=G, G_z=_jac(G, z), G_p=_jac(G, p),
+        Y_p=_jac(sym.Y, p), G=G, G_z=_jac(G, z), G_p=_jac(G, p), q0=sym.q0, v0=sym.v0,
     )
 
 
@@ -267,6 +271,7 @@ def compile_model(model: Model | SymbolicModel) -> CompiledModel:
         output_jacobians=gen("output_jacobians", [d.Y_q, d.Y_v, d.Y_a, d.Y_lam, d.Y_p]),
         init_residual=gen("init_residual", [list(d.G)], init_args),
         init_jacobians=gen("init_jacobians", [d.G_z, d.G_p], init_args),
+        init_guess=gen("init_guess", [list(d.q0), list(d.v0)], [("t", t), ("p", p)]),
         step_residual=gen("step_residual", residual, scalar=True),
         step_newton=gen("step_newton", residual + [d.M, d.JM, d.K, d.JV, d.Cq], scalar=True),
     )

@@ -14,6 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fmi_adjoint"
 RANK = {
     "errors": 0,
     "expressions": 1,
+    "cprint": 1,
     "files": 1,
     "forces": 2,
     "data": 2,
@@ -27,6 +28,7 @@ RANK = {
     "adjoint": 6,
     "identify": 7,
     "examples": 8,
+    "fmu": 8,
     "cli": 9,
     "__init__": 10,
     "__main__": 10,

@@ -53,8 +53,8 @@ def initial_state(model: CompiledModel, p: np.ndarray, t0: float = 0.0, *, tol: 
                   max_iterations: int = 50) -> InitialState:
     """Solve the consistent-initialization system by Newton's method.
 
-    The start point is the model's initial values with zero multipliers and
-    accelerations; the system is linear in everything but the positions.
+    The start point is the model's given initial positions and velocities with zero
+    multipliers and accelerations; the system is linear in everything but the positions.
 
     Raises
     ------
@@ -64,10 +64,7 @@ def initial_state(model: CompiledModel, p: np.ndarray, t0: float = 0.0, *, tol: 
     """
     n, m = model.n, model.m
     z = np.zeros(3 * n + 3 * m)
-    # Start from the given values: G at z = 0 is (-q0s, ...); q - q0s = 0 at q = q0s.
-    guess = model.init_residual(*_args(z, n, m), t0, p)[0]
-    z[:n] = -guess[:n]
-    z[n + m : 2 * n + m] = -guess[n + m : 2 * n + m]
+    z[:n], z[n + m : 2 * n + m] = model.init_guess(t0, p)
     name = model.model.name
     for iteration in range(1, max_iterations + 1):
         G = model.init_residual(*_args(z, n, m), t0, p)[0]

@@ -1,0 +1,69 @@
+"""Printing sympy expressions as C99 code (shared by element and model code generation)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import sympy as sp
+from sympy.printing.c import C99CodePrinter
+
+__all__ = ["CPrinter", "c_assignments"]
+
+
+class CPrinter(C99CodePrinter):
+    """C99 printer with a symbol map, table functions, and DiracDelta as 0.
+
+    Parameters
+    ----------
+    symbol_map : callable
+        ``symbol name -> C text`` (e.g. ``"q_3" -> "q[3]"``), or None to keep the name.
+    table_names : set of str
+        Functions of time printed as calls of a C function of the same name.
+    """
+
+    def __init__(self, symbol_map: Callable[[str], str | None], table_names: set[str] = frozenset()):
+        super().__init__()
+        self._symbol_map = symbol_map
+        self._table_names = set(table_names)
+
+    def _print_Symbol(self, expr):  # noqa: N802 (sympy printer protocol)
+        mapped = self._symbol_map(expr.name)
+        return mapped if mapped is not None else super()._print_Symbol(expr)
+
+    def _print_DiracDelta(self, expr):  # noqa: N802
+        # Appears in derivatives of sign/Heaviside; the derivative almost everywhere is 0.
+        return "0.0"
+
+    def _print_Function(self, expr):  # noqa: N802
+        name = type(expr).__name__
+        if name in self._table_names:
+            return f"{name}({', '.join(self._print(arg) for arg in expr.args)})"
+        return super()._print_Function(expr)
+
+
+def c_assignments(outputs: Sequence[tuple[str, sp.Matrix]], printer: CPrinter) -> list[str]:
+    """Statements assigning every entry of each matrix to ``name[row*cols + col]``,
+    sharing common subexpressions; zero entries are assigned too (outputs are not
+    assumed to be cleared)."""
+    flat, slots = [], []
+    for name, mat in outputs:
+        for i in range(mat.rows):
+            for j in range(mat.cols):
+                slots.append((name, i * mat.cols + j))
+                flat.append(mat[i, j])
+    replacements, reduced = sp.cse(flat, symbols=sp.numbered_symbols("t_"), optimizations="basic")
+    lines = [f"    const double {sym} = {printer.doprint(expr)};" for sym, expr in replacements]
+    lines += [f"    {name}[{index}] = {printer.doprint(expr)};" for (name, index), expr in zip(slots, reduced)]
+    return lines
+
+
+def indexed(groups: Mapping[str, str]) -> Callable[[str], str | None]:
+    """Symbol map for names ``<prefix>_<k>``: ``groups = {"q": "q"}`` maps ``q_3 -> q[3]``."""
+
+    def mapping(name: str) -> str | None:
+        head, _, tail = name.rpartition("_")
+        if head in groups and tail.isdigit():
+            return f"{groups[head]}[{tail}]"
+        return None
+
+    return mapping

@@ -1,0 +1,1 @@
+"""FMU export: C code of the model and the HHT runtime (FMU issues)."""

@@ -1,0 +1,117 @@
+"""The C engine of exported FMUs, built as a shared library and driven in-process.
+
+:func:`build_native` writes the model's generated C code next to the runtime sources,
+compiles them with the system C compiler and returns a :class:`NativeModel` whose
+:meth:`~NativeModel.simulate` runs the C HHT engine.  Tests and benchmarks compare it
+with :func:`fmi_adjoint.integrate.simulate`: both print the same derivatives and run the
+same algorithm.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import shutil
+import subprocess
+import tempfile
+import weakref
+from pathlib import Path
+
+import numpy as np
+
+from ..compiled import differentiate
+from ..errors import ConvergenceError, FmiAdjointError
+from ..model import Model
+from .model_code import model_c_sources
+
+__all__ = ["RUNTIME_DIR", "CompilerError", "NativeModel", "build_native", "write_sources", "find_c_compiler"]
+
+RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
+
+
+class CompilerError(FmiAdjointError, RuntimeError):
+    """No C compiler, or the generated code does not compile."""
+
+
+def find_c_compiler() -> str:
+    """``$CC``, else ``cc``, ``gcc`` or ``clang`` from the PATH (CompilerError if none)."""
+    import os
+
+    for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if candidate and shutil.which(candidate):
+            return shutil.which(candidate)
+    raise CompilerError("no C compiler found (tried $CC, cc, gcc, clang); install gcc or set CC.")
+
+
+def write_sources(model: Model, folder: Path) -> list[Path]:
+    """Write ``model.h``, ``model.c`` and the runtime sources into ``folder``."""
+    header, source = model_c_sources(differentiate(model))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "model.h").write_text(header)
+    (folder / "model.c").write_text(source)
+    files = [folder / "model.c"]
+    for name in ("fa_engine.h", "fa_engine.c", "fa_driver.c"):
+        shutil.copy(RUNTIME_DIR / name, folder / name)
+        if name.endswith(".c"):
+            files.append(folder / name)
+    return files
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NativeModel:
+    """A compiled C engine for one model; its build folder is removed with the object."""
+
+    model: Model
+    library: ctypes.CDLL
+    folder: Path
+    n: int
+    m: int
+    n_p: int
+    n_y: int
+
+    def simulate(self, p: np.ndarray | None = None, *, t_end: float, step: float, alpha: float,
+                 t0: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """Run the C engine; returns step times and outputs ``(N+1, n_y)``.
+
+        ``t_end - t0`` must be a whole number of steps (the FMU's communication grid).
+        """
+        n_steps = int(round((t_end - t0) / step))
+        if n_steps < 1 or abs(n_steps * step - (t_end - t0)) > 1e-9 * step * n_steps:
+            raise FmiAdjointError(f"t_end - t0 = {t_end - t0} is not a whole number of steps h = {step}.")
+        y = np.zeros((n_steps + 1, self.n_y))
+        message = ctypes.create_string_buffer(512)
+        ptr = ctypes.POINTER(ctypes.c_double)
+        params = None if p is None else np.ascontiguousarray(p, dtype=float).ctypes.data_as(ptr)
+        status = self.library.fa_simulate(
+            ctypes.c_double(t0), ctypes.c_double(step), ctypes.c_double(alpha), ctypes.c_long(n_steps), params,
+            y.ctypes.data_as(ptr), message, ctypes.c_int(512),
+        )
+        if status != 0:
+            raise ConvergenceError(message.value.decode() or "the C engine failed")
+        return t0 + step * np.arange(n_steps + 1, dtype=float), y
+
+
+def build_native(model: Model, optimize: str = "-O2") -> NativeModel:
+    """Generate, compile and load the C engine of ``model``.
+
+    Raises
+    ------
+    CompilerError
+        If no C compiler is found or compilation fails (the compiler's message is included).
+    """
+    compiler = find_c_compiler()
+    path = Path(tempfile.mkdtemp(prefix="fmi_adjoint_native_"))
+    sources = write_sources(model, path)
+    library = path / "fa_native.so"
+    command = [compiler, "-std=c99", optimize, "-shared", "-fPIC", "-o", str(library), *map(str, sources), "-lm"]
+    proc = subprocess.run(command, capture_output=True, text=True)
+    if proc.returncode != 0:
+        shutil.rmtree(path, ignore_errors=True)
+        raise CompilerError(f"compiling the C engine of '{model.name}' failed: {proc.stderr.strip()[:800]}")
+    dll = ctypes.CDLL(str(library))
+    sizes = (ctypes.c_int * 4)()
+    dll.fa_sizes(sizes)
+    native = NativeModel(model, dll, path, *sizes)
+    # The loaded library stays mapped after its file is removed (POSIX).
+    weakref.finalize(native, shutil.rmtree, path, True)
+    return native

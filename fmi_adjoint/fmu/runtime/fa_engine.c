@@ -1,0 +1,261 @@
+/* fmi-adjoint HHT runtime, see fa_engine.h.  Equation numbers: Lauss et al. 2018, (15). */
+#include "fa_engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+#define NK (FA_N + FA_M)
+#define ONE(x) ((x) > 0 ? (x) : 1)
+
+struct fa_engine {
+    fa_settings settings;
+    double t0;
+    long step;                  /* i: t = t0 + i h */
+    double p[ONE(FA_NP)];
+    double q[FA_N], v[FA_N], z[NK]; /* z = (a, lambda) */
+    double F_old[FA_N];
+    double scale[NK];
+    int initialized;
+    char message[512];
+    /* work arrays */
+    double Ma[FA_N], F[FA_N], C[ONE(FA_M)], M[FA_N * FA_N], JM[FA_N * FA_N], K[FA_N * FA_N], JV[FA_N * FA_N];
+    double Cq[ONE(FA_M * FA_N)];
+    double matrix[NK * NK], rhs[NK], qn[FA_N], vn[FA_N];
+    int pivots[FA_NZ > NK ? FA_NZ : NK];
+    double Gz[FA_NZ * FA_NZ], G[FA_NZ], zinit[FA_NZ];
+};
+
+void fa_engine_settings_default(fa_settings *s)
+{
+    s->alpha = FA_DEFAULT_ALPHA;
+    s->step = FA_DEFAULT_STEP;
+    s->rtol = 1e-10;
+    s->max_iterations = 25;
+}
+
+fa_engine *fa_engine_new(void)
+{
+    fa_engine *e = (fa_engine *)calloc(1, sizeof(fa_engine));
+    if (!e) return NULL;
+    memcpy(e->p, fa_default_parameters, sizeof(double) * ONE(FA_NP));
+    fa_engine_settings_default(&e->settings);
+    return e;
+}
+
+void fa_engine_free(fa_engine *e) { free(e); }
+double *fa_engine_parameters(fa_engine *e) { return e->p; }
+double fa_engine_time(const fa_engine *e) { return e->t0 + e->settings.step * (double)e->step; }
+long fa_engine_step_count(const fa_engine *e) { return e->step; }
+const char *fa_engine_message(const fa_engine *e) { return e->message; }
+
+/* LU with partial pivoting, in place (row-major n x n); solves A x = b, b overwritten. */
+static int lu_solve(double *A, double *b, int n, int *piv)
+{
+    for (int k = 0; k < n; ++k) {
+        int p = k;
+        double big = fabs(A[k * n + k]);
+        for (int i = k + 1; i < n; ++i)
+            if (fabs(A[i * n + k]) > big) { big = fabs(A[i * n + k]); p = i; }
+        if (!(big > 0.0)) return -1;
+        piv[k] = p;
+        if (p != k) {
+            for (int j = 0; j < n; ++j) { double tmp = A[k * n + j]; A[k * n + j] = A[p * n + j]; A[p * n + j] = tmp; }
+            double tmp = b[k]; b[k] = b[p]; b[p] = tmp;
+        }
+        for (int i = k + 1; i < n; ++i) {
+            double f = A[i * n + k] / A[k * n + k];
+            A[i * n + k] = f;
+            for (int j = k + 1; j < n; ++j) A[i * n + j] -= f * A[k * n + j];
+            b[i] -= f * b[k];
+        }
+    }
+    for (int i = n - 1; i >= 0; --i) {
+        double s = b[i];
+        for (int j = i + 1; j < n; ++j) s -= A[i * n + j] * b[j];
+        b[i] = s / A[i * n + i];
+    }
+    return 0;
+}
+
+static int all_finite(const double *x, int n)
+{
+    for (int i = 0; i < n; ++i) if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
+int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
+{
+    if (settings) e->settings = *settings;
+    const fa_settings *s = &e->settings;
+    if (!(s->alpha >= -1.0 / 3.0 && s->alpha <= 0.0) || !(s->step > 0.0) || !isfinite(s->step)) {
+        snprintf(e->message, sizeof e->message, "invalid settings: alpha = %g must lie in [-1/3, 0] and step = %g "
+                 "must be positive", s->alpha, s->step);
+        return -1;
+    }
+    if (!all_finite(e->p, FA_NP)) {
+        snprintf(e->message, sizeof e->message, "a parameter is NaN or infinite; set finite values");
+        return -1;
+    }
+    /* Newton on G(z) = 0 from the given positions and velocities (initialization.py). */
+    double *z = e->zinit;
+    memset(z, 0, sizeof(double) * FA_NZ);
+    fa_init_guess(t0, e->p, z, z + FA_N + FA_M);
+    int converged = 0;
+    for (int it = 1; it <= 50 && !converged; ++it) {
+        fa_init_residual(z, t0, e->p, e->G);
+        fa_init_jacobian(z, t0, e->p, e->Gz);
+        if (!all_finite(e->G, FA_NZ) || !all_finite(e->Gz, FA_NZ * FA_NZ)) {
+            snprintf(e->message, sizeof e->message, "the initial state gives non-finite values; check the initial "
+                     "positions and the parameter values");
+            return -1;
+        }
+        for (int i = 0; i < FA_NZ; ++i) e->G[i] = -e->G[i];
+        if (lu_solve(e->Gz, e->G, FA_NZ, e->pivots) != 0) {
+            snprintf(e->message, sizeof e->message, "the initialization system is singular (too many coordinates "
+                     "fixed, redundant constraints, or a massless coordinate without stiffness)");
+            return -1;
+        }
+        converged = 1;
+        for (int i = 0; i < FA_NZ; ++i) {
+            z[i] += e->G[i];
+            if (!(fabs(e->G[i]) <= 1e-12 * (1.0 + fabs(z[i])))) converged = 0;
+        }
+    }
+    if (!converged) {
+        snprintf(e->message, sizeof e->message, "the initial positions could not be made consistent with the "
+                 "constraints in 50 Newton iterations; give positions closer to an assembled configuration");
+        return -1;
+    }
+    memcpy(e->q, z, sizeof(double) * FA_N);
+    memcpy(e->v, z + FA_N + FA_M, sizeof(double) * FA_N);
+    memcpy(e->z, z + 2 * FA_N + 2 * FA_M, sizeof(double) * FA_N);       /* a */
+    memcpy(e->z + FA_N, z + 3 * FA_N + 2 * FA_M, sizeof(double) * FA_M); /* lambda */
+    fa_residual(e->q, e->v, e->z, e->z + FA_N, t0, e->p, e->Ma, e->F_old, e->C);
+    double sa = 0.0, sl = 0.0;
+    for (int i = 0; i < FA_N; ++i) sa = fmax(sa, fabs(e->z[i]));
+    for (int k = 0; k < FA_M; ++k) sl = fmax(sl, fabs(e->z[FA_N + k]));
+    for (int i = 0; i < FA_N; ++i) e->scale[i] = sa;
+    for (int k = 0; k < FA_M; ++k) e->scale[FA_N + k] = sl;
+    e->t0 = t0;
+    e->step = 0;
+    e->initialized = 1;
+    e->message[0] = '\0';
+    return 0;
+}
+
+static int failure(fa_engine *e, double t, double h, const char *what, int iterations)
+{
+    snprintf(e->message, sizeof e->message, "model '%s': Newton did not converge at t = %.9g s (step %ld, "
+             "h = %.3g s): %s after %d iterations. Remedies: a smaller step, physically meaningful parameter "
+             "values, or more numerical damping (alpha towards -1/3).", FA_MODEL_NAME, t, e->step + 1, h, what,
+             iterations);
+    return -1;
+}
+
+int fa_engine_step(fa_engine *e)
+{
+    if (!e->initialized) {
+        snprintf(e->message, sizeof e->message, "the engine is not initialized");
+        return -1;
+    }
+    const double alpha = e->settings.alpha, h0 = e->settings.step;
+    const double beta = (1.0 - alpha) * (1.0 - alpha) / 4.0, gamma = (1.0 - 2.0 * alpha) / 2.0;
+    const double c_m = 1.0 / (1.0 + alpha), c_old = alpha / (1.0 + alpha);
+    /* Step times as in time_grid(): t_i = t0 + h i (products, not sums). */
+    const double t_prev = e->t0 + h0 * (double)e->step;
+    const double t = e->t0 + h0 * (double)(e->step + 1);
+    const double h = t - t_prev, bh2 = beta * h * h, gh = gamma * h;
+    double q_pred[FA_N], v_pred[FA_N], rhs_old[FA_N], z[NK];
+    for (int i = 0; i < FA_N; ++i) {
+        q_pred[i] = e->q[i] + h * e->v[i] + (0.5 - beta) * h * h * e->z[i];
+        v_pred[i] = e->v[i] + (1.0 - gamma) * h * e->z[i];
+        rhs_old[i] = c_old * e->F_old[i];
+    }
+    memcpy(z, e->z, sizeof z);
+    double error_old = INFINITY;
+    int iteration, done = 0;
+    for (iteration = 1; iteration <= e->settings.max_iterations; ++iteration) {
+        for (int i = 0; i < FA_N; ++i) { e->qn[i] = q_pred[i] + bh2 * z[i]; e->vn[i] = v_pred[i] + gh * z[i]; }
+        fa_newton(e->qn, e->vn, z, z + FA_N, t, e->p, e->Ma, e->F, e->C, e->M, e->JM, e->K, e->JV, e->Cq);
+        for (int i = 0; i < FA_N; ++i) e->rhs[i] = rhs_old[i] - c_m * e->Ma[i] - e->F[i];
+        for (int k = 0; k < FA_M; ++k) e->rhs[FA_N + k] = -e->C[k] / bh2;
+        for (int i = 0; i < FA_N; ++i) {
+            for (int j = 0; j < FA_N; ++j)
+                e->matrix[i * NK + j] = c_m * e->M[i * FA_N + j] + bh2 * (c_m * e->JM[i * FA_N + j] + e->K[i * FA_N + j])
+                                        - gh * e->JV[i * FA_N + j];
+            for (int k = 0; k < FA_M; ++k) e->matrix[i * NK + FA_N + k] = e->Cq[k * FA_N + i];
+        }
+        for (int k = 0; k < FA_M; ++k) {
+            for (int j = 0; j < FA_N; ++j) e->matrix[(FA_N + k) * NK + j] = e->Cq[k * FA_N + j];
+            for (int l = 0; l < FA_M; ++l) e->matrix[(FA_N + k) * NK + FA_N + l] = 0.0;
+        }
+        if (lu_solve(e->matrix, e->rhs, NK, e->pivots) != 0)
+            return failure(e, t, h, "the iteration matrix is singular", iteration);
+        for (int i = 0; i < NK; ++i) z[i] += e->rhs[i];
+        double sa = e->scale[0], sl = FA_M ? e->scale[FA_N] : 0.0;
+        for (int i = 0; i < FA_N; ++i) sa = fmax(sa, fabs(z[i]));
+        for (int k = 0; k < FA_M; ++k) sl = fmax(sl, fabs(z[FA_N + k]));
+        for (int i = 0; i < FA_N; ++i) e->scale[i] = sa;
+        for (int k = 0; k < FA_M; ++k) e->scale[FA_N + k] = sl;
+        double error = 0.0;
+        for (int i = 0; i < NK; ++i) {
+            double r = fabs(e->rhs[i]) / (e->settings.rtol * (fabs(z[i]) + e->scale[i]) + 1e-300);
+            if (!(r <= error)) error = r; /* also catches NaN */
+        }
+        if (!(error < INFINITY)) return failure(e, t, h, "the solution became NaN or infinite", iteration);
+        if (error <= 1.0) { done = 1; break; }
+        /* Round-off floor: corrections far below 1e-6 relative that no longer contract. */
+        if (iteration >= 3 && error * e->settings.rtol <= 1e-7 && error > 0.5 * error_old) { done = 1; break; }
+        error_old = error;
+    }
+    if (!done) return failure(e, t, h, "no convergence", e->settings.max_iterations);
+    for (int i = 0; i < FA_N; ++i) { e->q[i] = q_pred[i] + bh2 * z[i]; e->v[i] = v_pred[i] + gh * z[i]; }
+    memcpy(e->z, z, sizeof z);
+    fa_residual(e->q, e->v, e->z, e->z + FA_N, t, e->p, e->Ma, e->F_old, e->C);
+    if (!all_finite(e->q, FA_N) || !all_finite(e->F_old, FA_N))
+        return failure(e, t, h, "the solution became NaN or infinite", iteration);
+    e->step += 1;
+    return 0;
+}
+
+void fa_engine_outputs(const fa_engine *e, double *y)
+{
+    fa_outputs(e->q, e->v, e->z, e->z + FA_N, fa_engine_time(e), e->p, y);
+}
+
+/* State layout: t0, step, alpha, step size, rtol, max_iterations, initialized, q, v, z, F_old, scale, p */
+#define FA_STATE_SIZE (7 + 2 * FA_N + 2 * NK + FA_N + ONE(FA_NP))
+
+size_t fa_engine_state_size(void) { return FA_STATE_SIZE; }
+
+void fa_engine_get_state(const fa_engine *e, double *b)
+{
+    b[0] = e->t0; b[1] = (double)e->step; b[2] = e->settings.alpha; b[3] = e->settings.step;
+    b[4] = e->settings.rtol; b[5] = (double)e->settings.max_iterations; b[6] = (double)e->initialized;
+    double *w = b + 7;
+    memcpy(w, e->q, sizeof e->q); w += FA_N;
+    memcpy(w, e->v, sizeof e->v); w += FA_N;
+    memcpy(w, e->z, sizeof e->z); w += NK;
+    memcpy(w, e->F_old, sizeof e->F_old); w += FA_N;
+    memcpy(w, e->scale, sizeof e->scale); w += NK;
+    memcpy(w, e->p, sizeof e->p);
+}
+
+int fa_engine_set_state(fa_engine *e, const double *b)
+{
+    if (!all_finite(b, (int)FA_STATE_SIZE)) return -1;
+    e->t0 = b[0]; e->step = (long)b[1]; e->settings.alpha = b[2]; e->settings.step = b[3];
+    e->settings.rtol = b[4]; e->settings.max_iterations = (int)b[5]; e->initialized = (int)b[6];
+    const double *w = b + 7;
+    memcpy(e->q, w, sizeof e->q); w += FA_N;
+    memcpy(e->v, w, sizeof e->v); w += FA_N;
+    memcpy(e->z, w, sizeof e->z); w += NK;
+    memcpy(e->F_old, w, sizeof e->F_old); w += FA_N;
+    memcpy(e->scale, w, sizeof e->scale); w += NK;
+    memcpy(e->p, w, sizeof e->p);
+    return 0;
+}
