@@ -64,6 +64,10 @@ class Parameter:
     bounds : tuple of float
         Lower and upper bound used by identification (``-inf``/``inf`` if open).
     description : str
+    causality : {"parameter", "input"}
+        ``input``: an excitation an FMU user may connect (its value is used while it is
+        unconnected, and in-process).  Inputs are parameters to the engine and can be
+        differentiated and identified like them.
     """
 
     name: str
@@ -71,9 +75,12 @@ class Parameter:
     unit: str = ""
     bounds: tuple[float, float] = (-math.inf, math.inf)
     description: str = ""
+    causality: str = "parameter"
 
     def __post_init__(self) -> None:
         _check_name(self.name, "parameter")
+        if self.causality not in ("parameter", "input"):
+            raise ModelError(f"parameter '{self.name}': causality {self.causality!r} is not 'parameter' or 'input'.")
         try:
             value = float(self.value)
             lo, hi = (float(b) for b in self.bounds)

@@ -18,6 +18,9 @@ The format (all sections but ``model``, ``coordinates`` and ``outputs`` optional
     m = 1.0                                                  # value only
     c = { value = 1.0, unit = "N/m", bounds = [0.1, 10.0], description = "stiffness" }
 
+    [inputs]                     # excitations an FMU exposes as inputs; the value is
+    F_ext = { value = 0.0, unit = "N" }   # used while unconnected; usable like parameters
+
     [[coordinates]]
     name = "x"
     kind = "translational"       # or "rotational"
@@ -93,6 +96,7 @@ _SECTIONS = {
     "model",
     "simulation",
     "parameters",
+    "inputs",
     "coordinates",
     "mass_matrix",
     "forces",
@@ -266,10 +270,13 @@ class _Reader:
         return SimulationSettings(**values)
 
     def parameters(self) -> tuple[Parameter, ...]:
-        params = self.table(self.doc.get("parameters", {}), self.where("parameters"), set(self.doc.get("parameters", {})))
+        return self.parameter_section("parameters", "parameter") + self.parameter_section("inputs", "input")
+
+    def parameter_section(self, section: str, causality: str) -> tuple[Parameter, ...]:
+        params = self.table(self.doc.get(section, {}), self.where(section), set(self.doc.get(section, {})))
         result = []
         for name, spec in params.items():
-            where = self.where("parameters", key=name)
+            where = self.where(section, key=name)
             if not isinstance(spec, dict):
                 spec = {"value": spec}
             spec = self.table(spec, where, {"value", "unit", "bounds", "description"}, {"value"})
@@ -284,6 +291,7 @@ class _Reader:
                         unit=self.text(spec.get("unit", ""), f"{where}.unit"),
                         bounds=tuple(self.bound(b, f"{where}.bounds") for b in bounds),
                         description=self.text(spec.get("description", ""), f"{where}.description"),
+                        causality=causality,
                     )
                 )
             except ExpressionError:

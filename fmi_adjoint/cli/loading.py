@@ -14,20 +14,24 @@ from ..identify import Experiment
 from ..integrate import HHT
 from ..model_file import load_model
 
-__all__ = ["resolve_model", "parse_assignments", "parse_bounds", "load_experiments"]
+__all__ = ["model_path", "resolve_model", "parse_assignments", "parse_bounds", "load_experiments"]
+
+
+def model_path(spec: str) -> Path:
+    """The TOML file of MODEL: a path, or the name of a bundled example."""
+    path = Path(spec)
+    if path.suffix == ".toml" or path.exists():
+        return path
+    if spec in example_names():
+        return example_path(spec)
+    raise ModelError(
+        f"MODEL {spec!r} is neither a TOML file nor a bundled example. Examples: {', '.join(example_names())}."
+    )
 
 
 def resolve_model(spec: str, values: dict[str, float] | None = None) -> CompiledModel:
     """Compile MODEL: a TOML file path or the name of a bundled example."""
-    path = Path(spec)
-    if path.suffix == ".toml" or path.exists():
-        source = path
-    elif spec in example_names():
-        source = example_path(spec)
-    else:
-        raise ModelError(
-            f"MODEL {spec!r} is neither a TOML file nor a bundled example. Examples: {', '.join(example_names())}."
-        )
+    source = model_path(spec)
     model = load_model(source)
     try:
         model = model.with_values(values or {})

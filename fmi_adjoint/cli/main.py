@@ -18,7 +18,7 @@ from ..files import atomic_output, check_writable
 from ..forces import element_type
 from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem, identify
 from ..integrate import HHT, simulate
-from .loading import load_experiments, parse_assignments, parse_bounds, parse_names, resolve_model
+from .loading import load_experiments, model_path, parse_assignments, parse_bounds, parse_names, resolve_model
 
 __all__ = ["main", "build_parser"]
 
@@ -79,6 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("name", nargs="?", metavar="NAME", help="element type name")
     check.add_argument("--all", action="store_true", help="check every registered element")
     check.add_argument("--seed", type=int, default=0, help="random states and parameters")
+
+    export = sub.add_parser("export", help="export a model as a standalone Co-Simulation FMU")
+    export.add_argument("model", metavar="MODEL", help="TOML model file or bundled example name")
+    export.add_argument("--fmi", type=int, choices=(2, 3), default=2, help="FMI version")
+    export.add_argument("--set", action="append", metavar="NAME=VALUE", help="parameter start value (repeatable)")
+    export.add_argument("--step", type=float, help="internal HHT step [s] (default: the model's)")
+    export.add_argument("--alpha", type=float, help="HHT alpha (default: the model's)")
+    export.add_argument("-o", "--output", required=True, metavar="OUT.fmu")
 
     demo = sub.add_parser("demo", help="identify the engine-mount parameters from the bundled measurement")
     demo.add_argument("-o", "--output-dir", default="fmi-adjoint-demo", help="folder for result JSON and plot")
@@ -211,6 +219,15 @@ def cmd_plugins(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from ..fmu.export import export_fmu
+
+    path = export_fmu(model_path(args.model), args.output, fmi_version=args.fmi, values=parse_assignments(args.set),
+                      step=args.step, alpha=args.alpha)
+    print(f"wrote {path} (FMI {args.fmi}.0 Co-Simulation)", file=sys.stderr)
+    return 0
+
+
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
@@ -224,6 +241,7 @@ _COMMANDS = {
     "identify": cmd_identify,
     "demo": cmd_demo,
     "plugins": cmd_plugins,
+    "export": cmd_export,
 }
 
 

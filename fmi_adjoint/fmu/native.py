@@ -70,7 +70,7 @@ class NativeModel:
     n_y: int
 
     def simulate(self, p: np.ndarray | None = None, *, t_end: float, step: float, alpha: float,
-                 t0: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+                 t0: float = 0.0, rtol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
         """Run the C engine; returns step times and outputs ``(N+1, n_y)``.
 
         ``t_end - t0`` must be a whole number of steps (the FMU's communication grid).
@@ -83,7 +83,8 @@ class NativeModel:
         ptr = ctypes.POINTER(ctypes.c_double)
         params = None if p is None else np.ascontiguousarray(p, dtype=float).ctypes.data_as(ptr)
         status = self.library.fa_simulate(
-            ctypes.c_double(t0), ctypes.c_double(step), ctypes.c_double(alpha), ctypes.c_long(n_steps), params,
+            ctypes.c_double(t0), ctypes.c_double(step), ctypes.c_double(alpha), ctypes.c_double(rtol),
+            ctypes.c_long(n_steps), params,
             y.ctypes.data_as(ptr), message, ctypes.c_int(512),
         )
         if status != 0:

@@ -7,8 +7,8 @@
 /* Simulate n_steps steps from t0 with parameters p (NULL: defaults); write the outputs at
  * the n_steps + 1 step times into y (row-major).  Returns 0, or -1 with the engine's
  * message copied into message (capacity message_size). */
-int fa_simulate(double t0, double step, double alpha, long n_steps, const double *p, double *y, char *message,
-                int message_size)
+int fa_simulate(double t0, double step, double alpha, double rtol, long n_steps, const double *p, double *y,
+                char *message, int message_size)
 {
     fa_engine *e = fa_engine_new();
     if (!e) return -1;
@@ -16,6 +16,7 @@ int fa_simulate(double t0, double step, double alpha, long n_steps, const double
     fa_engine_settings_default(&s);
     s.step = step;
     s.alpha = alpha;
+    if (rtol > 0) s.rtol = rtol;
     if (p) memcpy(fa_engine_parameters(e), p, sizeof(double) * (FA_NP > 0 ? FA_NP : 1));
     int status = fa_engine_initialize(e, t0, &s);
     if (status == 0) fa_engine_outputs(e, y);

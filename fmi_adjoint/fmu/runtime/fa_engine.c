@@ -248,6 +248,12 @@ void fa_engine_get_state(const fa_engine *e, double *b)
 int fa_engine_set_state(fa_engine *e, const double *b)
 {
     if (!all_finite(b, (int)FA_STATE_SIZE)) return -1;
+    /* Integers stored as doubles: convert only values in range (crafted data must not
+     * reach an undefined conversion). */
+    if (!(b[1] >= 0.0 && b[1] <= 9.0e15 && b[1] == floor(b[1]))) return -1;
+    if (!(b[5] >= 1.0 && b[5] <= 1000.0 && b[5] == floor(b[5]))) return -1;
+    if (!(b[6] == 0.0 || b[6] == 1.0)) return -1;
+    if (!(b[3] > 0.0) || !(b[2] >= -1.0 / 3.0 && b[2] <= 0.0) || !(b[4] > 0.0)) return -1;
     e->t0 = b[0]; e->step = (long)b[1]; e->settings.alpha = b[2]; e->settings.step = b[3];
     e->settings.rtol = b[4]; e->settings.max_iterations = (int)b[5]; e->initialized = (int)b[6];
     const double *w = b + 7;

@@ -1,0 +1,278 @@
+"""Export a model as a standalone FMI 2.0 or FMI 3.0 Co-Simulation FMU.
+
+The FMU runs the C HHT engine (``runtime/fa_engine.c``) on the model's generated C code
+(:mod:`fmi_adjoint.fmu.model_code`); no Python is needed on the target.  Contents::
+
+    modelDescription.xml        written with lxml, validated against fmpy's FMI schema
+    sources/                    model.c/.h, the runtime, the FMI API layer, fmu_config.h
+                                (and buildDescription.xml for FMI 3): everything to rebuild
+    binaries/linux64/ or binaries/x86_64-linux/<modelIdentifier>.so
+    resources/model.toml        the model file; resources/export.json the export settings
+
+Value references: ``0`` time (FMI 3 only), ``1 + k`` parameter or input ``k`` (model
+order), ``1 + n_p + j`` output ``j``.  Parameters are tunable between communication
+steps; communication steps must be multiples of the internal step.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import uuid
+import zipfile
+from pathlib import Path
+
+from lxml import etree
+
+from ..compiled import differentiate
+from ..errors import FmiAdjointError, ModelError
+from ..files import check_writable
+from ..integrate.hht import HHT
+from ..model import Model
+from ..model_file import load_model
+from .model_code import model_c_sources
+from .native import RUNTIME_DIR, CompilerError, find_c_compiler
+
+__all__ = ["ExportError", "export_fmu", "FMI_VERSIONS"]
+
+FMI_VERSIONS = (2, 3)
+_VERSION = "0.1.0"
+
+
+class ExportError(FmiAdjointError, RuntimeError):
+    """The FMU could not be produced (the message says why and what to do)."""
+
+
+def _fmpy_dir() -> Path:
+    import fmpy
+
+    return Path(fmpy.__file__).resolve().parent
+
+
+def _identifier(name: str) -> str:
+    ident = re.sub(r"\W", "_", name)
+    return ident if ident and not ident[0].isdigit() else f"fmu_{ident}"
+
+
+def _sub(parent, tag: str, **attrs) -> etree._Element:
+    return etree.SubElement(parent, tag, {k: str(v) for k, v in attrs.items() if v is not None and v != ""})
+
+
+def _units(model: Model) -> list[str]:
+    units = [p.unit for p in model.all_parameters] + [o.unit for o in model.outputs]
+    return sorted({u for u in units if u})
+
+
+def _model_description(model: Model, version: int, identifier: str, token: str, step: float, sources: list[str]):
+    params = model.all_parameters
+    n_p = len(params)
+    root = etree.Element("fmiModelDescription")
+    attrs = {
+        "fmiVersion": "2.0" if version == 2 else "3.0",
+        "modelName": model.name,
+        ("guid" if version == 2 else "instantiationToken"): token,
+        "description": model.description,
+        "generationTool": f"fmi-adjoint {_VERSION}",
+        "generationDateAndTime": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "variableNamingConvention": "flat",
+    }
+    if version == 2:
+        attrs["numberOfEventIndicators"] = "0"
+    for key, value in attrs.items():
+        if value:
+            root.set(key, value)
+    cs = _sub(root, "CoSimulation", modelIdentifier=identifier, canHandleVariableCommunicationStepSize="true")
+    if version == 2:
+        cs.set("canGetAndSetFMUstate", "true")
+        cs.set("canSerializeFMUstate", "true")
+        files = _sub(cs, "SourceFiles")
+        for name in sources:
+            _sub(files, "File", name=name)
+    else:
+        cs.set("canGetAndSetFMUState", "true")
+        cs.set("canSerializeFMUState", "true")
+        cs.set("fixedInternalStepSize", repr(step))
+    units = _units(model)
+    if units:
+        definitions = _sub(root, "UnitDefinitions")
+        for unit in units:
+            _sub(definitions, "Unit", name=unit)
+    settings = model.simulation
+    _sub(root, "DefaultExperiment", startTime="0.0", stopTime=repr(settings.t_end), stepSize=repr(step))
+    variables = _sub(root, "ModelVariables")
+    output_refs = []
+    if version == 3:
+        _sub(variables, "Float64", name="time", valueReference=0, causality="independent", variability="continuous",
+             description="simulation time")
+    for k, par in enumerate(params):
+        causality = par.causality
+        variability = "tunable" if causality == "parameter" else "continuous"
+        if version == 2:
+            var = _sub(variables, "ScalarVariable", name=par.name, valueReference=1 + k, causality=causality,
+                       variability=variability, description=par.description)
+            _sub(var, "Real", start=repr(float(par.value)), unit=par.unit or None)
+        else:
+            _sub(variables, "Float64", name=par.name, valueReference=1 + k, causality=causality,
+                 variability=variability, description=par.description, start=repr(float(par.value)),
+                 unit=par.unit or None)
+    for j, out in enumerate(model.outputs):
+        vr = 1 + n_p + j
+        if version == 2:
+            var = _sub(variables, "ScalarVariable", name=out.name, valueReference=vr, causality="output",
+                       variability="continuous", initial="calculated", description=out.description)
+            _sub(var, "Real", unit=out.unit or None)
+            output_refs.append(n_p + j + 1)  # FMI 2 indexes ScalarVariables from 1
+        else:
+            _sub(variables, "Float64", name=out.name, valueReference=vr, causality="output",
+                 variability="continuous", initial="calculated", description=out.description, unit=out.unit or None)
+            output_refs.append(vr)
+    structure = _sub(root, "ModelStructure")
+    if version == 2:
+        outputs = _sub(structure, "Outputs")
+        for index in output_refs:
+            _sub(outputs, "Unknown", index=index)
+        initial = _sub(structure, "InitialUnknowns")
+        for index in output_refs:
+            _sub(initial, "Unknown", index=index)
+    else:
+        for vr in output_refs:
+            _sub(structure, "Output", valueReference=vr)
+        for vr in output_refs:
+            _sub(structure, "InitialUnknown", valueReference=vr)
+    return root
+
+
+def _build_description(identifier: str, sources: list[str]):
+    root = etree.Element("fmiBuildDescription", fmiVersion="3.0")
+    config = _sub(root, "BuildConfiguration", modelIdentifier=identifier)
+    files = _sub(config, "SourceFileSet", language="C99")
+    for name in sources:
+        _sub(files, "SourceFile", name=name)
+    return root
+
+
+def validate_against_schema(xml: bytes, version: int, schema: str = "fmi{v}ModelDescription.xsd") -> list[str]:
+    """Problems of an FMI XML document against the XSD shipped with fmpy (empty if valid)."""
+    path = _fmpy_dir() / "schema" / f"fmi{version}" / schema.format(v=version)
+    validator = etree.XMLSchema(etree.parse(str(path)))
+    document = etree.fromstring(xml)
+    return [] if validator.validate(document) else [str(e) for e in validator.error_log]
+
+
+def _write_xml(root, path: Path) -> bytes:
+    data = etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8")
+    path.write_bytes(data)
+    return data
+
+
+def export_fmu(
+    source: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    fmi_version: int = 2,
+    values: dict[str, float] | None = None,
+    step: float | None = None,
+    alpha: float | None = None,
+) -> Path:
+    """Export the model file ``source`` as a Co-Simulation FMU ``output``.
+
+    Parameters
+    ----------
+    source : path
+        TOML model file (it is embedded in ``resources/``).
+    output : path
+        The ``.fmu`` to write; it appears only when everything succeeded.
+    fmi_version : {2, 3}
+    values : dict, optional
+        Parameter start values (``--set``).
+    step, alpha : float, optional
+        Internal HHT step and alpha (default: the model's simulation settings).
+
+    Raises
+    ------
+    ModelError
+        Invalid model, unknown parameter, or an element without C code.
+    CompilerError
+        No C compiler, or the generated code does not compile.
+    OutputFileError
+        The output cannot be written.
+    """
+    if fmi_version not in FMI_VERSIONS:
+        raise ModelError(f"--fmi {fmi_version!r}: choose 2 or 3.")
+    source = Path(source)
+    output = Path(output)
+    check_writable(output)
+    model = load_model(source).with_values(values or {})
+    settings = model.simulation
+    step = settings.step if step is None else float(step)
+    alpha = settings.alpha if alpha is None else float(alpha)
+    HHT(alpha=alpha)  # validates alpha
+    if not step > 0:
+        raise ModelError(f"--step {step}: the step must be positive.")
+    header, code = model_c_sources(differentiate(model))
+    compiler = find_c_compiler()
+    identifier = _identifier(model.name)
+    layer = f"fa_fmi{fmi_version}.c"
+    runtime = ["fa_engine.h", "fa_engine.c", layer] + sorted(
+        p.name for p in RUNTIME_DIR.glob("fa_fmu_common.*")
+    )
+    if not (RUNTIME_DIR / layer).exists():
+        raise ExportError(f"the FMI {fmi_version} layer {layer} is missing from {RUNTIME_DIR}; reinstall fmi-adjoint.")
+    digest = hashlib.sha256((source.read_text(encoding="utf-8") + repr((values, step, alpha, fmi_version))).encode())
+    token = "{" + str(uuid.UUID(bytes=digest.digest()[:16], version=4)) + "}"
+    c_sources = ["model.c", "fa_engine.c", layer] + [n for n in runtime if n.endswith(".c") and n.startswith("fa_fmu")]
+
+    with tempfile.TemporaryDirectory(prefix="fmi_adjoint_export_") as tmp:
+        root = Path(tmp) / "fmu"
+        src = root / "sources"
+        src.mkdir(parents=True)
+        (src / "model.h").write_text(header)
+        (src / "model.c").write_text(code)
+        for name in runtime:
+            shutil.copy(RUNTIME_DIR / name, src / name)
+        (src / "fmu_config.h").write_text(
+            "/* export settings of this FMU (fmi-adjoint) */\n#ifndef FMU_CONFIG_H\n#define FMU_CONFIG_H\n"
+            f'#define FA_INSTANTIATION_TOKEN "{token}"\n#define FA_STEP {step!r}\n#define FA_ALPHA {alpha!r}\n'
+            f'#define FA_MODEL_IDENTIFIER "{identifier}"\n#endif\n'
+        )
+        description = _model_description(model, fmi_version, identifier, token, step, c_sources)
+        xml = _write_xml(description, root / "modelDescription.xml")
+        problems = validate_against_schema(xml, fmi_version)
+        if problems:
+            raise ExportError(f"internal error: the model description does not validate: {problems[:3]}")
+        if fmi_version == 3:
+            _write_xml(_build_description(identifier, c_sources), src / "buildDescription.xml")
+        resources = root / "resources"
+        resources.mkdir()
+        shutil.copy(source, resources / "model.toml")
+        (resources / "export.json").write_text(json.dumps(
+            {"generator": f"fmi-adjoint {_VERSION}", "fmi_version": fmi_version, "step": step, "alpha": alpha,
+             "values": values or {}, "model_file": source.name}, indent=2) + "\n")
+        platform = "linux64" if fmi_version == 2 else "x86_64-linux"
+        binary = root / "binaries" / platform / f"{identifier}.so"
+        binary.parent.mkdir(parents=True)
+        command = [compiler, "-std=c99", "-O2", "-shared", "-fPIC", "-fvisibility=default",
+                   f"-I{_fmpy_dir() / 'c-code'}", f"-I{src}", "-o", str(binary),
+                   *[str(src / name) for name in c_sources], "-lm"]
+        proc = subprocess.run(command, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CompilerError(f"compiling the FMU binary failed: {proc.stderr.strip()[:800]}")
+        # Zip next to the target, then rename: no partial .fmu on any failure.
+        fd, partial = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".part", dir=output.parent or ".")
+        os.close(fd)
+        try:
+            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+                for path in sorted(root.rglob("*")):
+                    if path.is_file():
+                        archive.write(path, path.relative_to(root).as_posix())
+            os.replace(partial, output)
+        except BaseException:
+            Path(partial).unlink(missing_ok=True)
+            raise
+    return output

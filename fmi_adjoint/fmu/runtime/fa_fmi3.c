@@ -1,0 +1,562 @@
+/* fmi-adjoint FMU runtime: FMI 3.0 Co-Simulation interface over the HHT engine.
+ *
+ * Value references: 0 = time (independent), 1 + k = parameter/input k, 1 + FA_NP + j =
+ * output j (fa_fmu_common.h).  Log categories: "logEvents", "logStatusError".  No Event
+ * Mode, clocks, Model Exchange, Scheduled Execution or variable types other than Float64.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fmi3Functions.h"
+
+#include "fa_fmu_common.h"
+#include "fmu_config.h"
+#include "model.h"
+
+#ifndef FA_INSTANTIATION_TOKEN
+#error "fmu_config.h must define FA_INSTANTIATION_TOKEN"
+#endif
+
+/* The common code takes value references as unsigned int. */
+typedef char fa_fmi3_vr_is_unsigned_int[sizeof(fmi3ValueReference) == sizeof(unsigned int) ? 1 : -1];
+#define FA_VRS(v) ((const unsigned int *)(v))
+
+typedef struct {
+    fa_fmu base; /* first member: an fa_fmi3 * is an fa_fmu * */
+    fmi3LogMessageCallback log_message;
+    fmi3InstanceEnvironment environment;
+} fa_fmi3;
+
+static void fa_fmi3_send(fmi3LogMessageCallback log_message, fmi3InstanceEnvironment environment, fa_status status,
+                         const char *category, const char *message)
+{
+    if (log_message) log_message(environment, (fmi3Status)status, category, message);
+}
+
+static void fa_fmi3_emit(const fa_fmu *f, fa_status status, const char *category, const char *message)
+{
+    const fa_fmi3 *instance = (const fa_fmi3 *)f;
+    fa_fmi3_send(instance->log_message, instance->environment, status, category, message);
+}
+
+#define FA_GET(instance) \
+    fa_fmu *f = fa_fmu_check(instance); \
+    if (!f) return fmi3Error
+#define FA_RET(expr) return (fmi3Status)(expr)
+#define FA_UNSUPPORTED(name, why) FA_RET(fa_fmu_unsupported(f, name, why))
+#define FA_NONE(type, name) FA_RET(fa_fmu_no_variables(f, FA_VRS(valueReferences), nValueReferences, type, name))
+
+static const char fa_no_me[] = "this FMU implements Co-Simulation only";
+static const char fa_no_events[] = "the FMU has no Event Mode (hasEventMode = false)";
+static const char fa_no_clocks[] = "the FMU has no clocks";
+
+/* ---------------------------------------------------------------- common functions -- */
+
+const char *fmi3GetVersion(void) { return fmi3Version; }
+
+fmi3Status fmi3SetDebugLogging(fmi3Instance instance, fmi3Boolean loggingOn, size_t nCategories,
+                               const fmi3String categories[])
+{
+    FA_GET(instance);
+    FA_RET(fa_fmu_set_debug_logging(f, loggingOn, nCategories, categories, "fmi3SetDebugLogging"));
+}
+
+fmi3Instance fmi3InstantiateModelExchange(fmi3String instanceName, fmi3String instantiationToken,
+                                          fmi3String resourcePath, fmi3Boolean visible, fmi3Boolean loggingOn,
+                                          fmi3InstanceEnvironment instanceEnvironment,
+                                          fmi3LogMessageCallback logMessage)
+{
+    (void)instanceName; (void)instantiationToken; (void)resourcePath; (void)visible; (void)loggingOn;
+    fa_fmi3_send(logMessage, instanceEnvironment, FA_ERROR, FA_CATEGORY_ERROR,
+                 "fmi3InstantiateModelExchange: not supported: this FMU implements Co-Simulation only");
+    return NULL;
+}
+
+fmi3Instance fmi3InstantiateCoSimulation(fmi3String instanceName, fmi3String instantiationToken,
+                                         fmi3String resourcePath, fmi3Boolean visible, fmi3Boolean loggingOn,
+                                         fmi3Boolean eventModeUsed, fmi3Boolean earlyReturnAllowed,
+                                         const fmi3ValueReference requiredIntermediateVariables[],
+                                         size_t nRequiredIntermediateVariables,
+                                         fmi3InstanceEnvironment instanceEnvironment,
+                                         fmi3LogMessageCallback logMessage,
+                                         fmi3IntermediateUpdateCallback intermediateUpdate)
+{
+    (void)resourcePath; (void)visible; (void)earlyReturnAllowed; (void)requiredIntermediateVariables;
+    (void)nRequiredIntermediateVariables; (void)intermediateUpdate;
+    if (!instanceName) {
+        fa_fmi3_send(logMessage, instanceEnvironment, FA_ERROR, FA_CATEGORY_ERROR,
+                     "fmi3InstantiateCoSimulation: instanceName is NULL");
+        return NULL;
+    }
+    if (!instantiationToken || strcmp(instantiationToken, FA_INSTANTIATION_TOKEN) != 0) {
+        char message[512];
+        snprintf(message, sizeof message, "fmi3InstantiateCoSimulation: instantiation token mismatch: the FMU's "
+                 "binary has %s but instantiationToken is %.200s (modelDescription.xml and binary differ)",
+                 FA_INSTANTIATION_TOKEN, instantiationToken ? instantiationToken : "NULL");
+        fa_fmi3_send(logMessage, instanceEnvironment, FA_ERROR, FA_CATEGORY_ERROR, message);
+        return NULL;
+    }
+    fa_fmi3 *instance = (fa_fmi3 *)calloc(1, sizeof(fa_fmi3));
+    if (!instance || fa_fmu_setup(&instance->base, instanceName, 1, loggingOn, fa_fmi3_emit) != 0) {
+        free(instance);
+        fa_fmi3_send(logMessage, instanceEnvironment, FA_ERROR, FA_CATEGORY_ERROR,
+                     "fmi3InstantiateCoSimulation: out of memory");
+        return NULL;
+    }
+    instance->log_message = logMessage;
+    instance->environment = instanceEnvironment;
+    if (eventModeUsed)
+        fa_log(&instance->base, FA_WARNING, FA_CATEGORY_ERROR, "fmi3InstantiateCoSimulation: eventModeUsed is "
+               "ignored: the FMU has no events and stays in Step Mode");
+    fa_log(&instance->base, FA_OK, FA_CATEGORY_EVENTS, "fmi3InstantiateCoSimulation: model '%s' (%d "
+           "parameters/inputs, %d outputs)", FA_MODEL_NAME, FA_NP, FA_NY);
+    return instance;
+}
+
+fmi3Instance fmi3InstantiateScheduledExecution(fmi3String instanceName, fmi3String instantiationToken,
+                                               fmi3String resourcePath, fmi3Boolean visible, fmi3Boolean loggingOn,
+                                               fmi3InstanceEnvironment instanceEnvironment,
+                                               fmi3LogMessageCallback logMessage, fmi3ClockUpdateCallback clockUpdate,
+                                               fmi3LockPreemptionCallback lockPreemption,
+                                               fmi3UnlockPreemptionCallback unlockPreemption)
+{
+    (void)instanceName; (void)instantiationToken; (void)resourcePath; (void)visible; (void)loggingOn;
+    (void)clockUpdate; (void)lockPreemption; (void)unlockPreemption;
+    fa_fmi3_send(logMessage, instanceEnvironment, FA_ERROR, FA_CATEGORY_ERROR,
+                 "fmi3InstantiateScheduledExecution: not supported: this FMU implements Co-Simulation only");
+    return NULL;
+}
+
+void fmi3FreeInstance(fmi3Instance instance)
+{
+    fa_fmu *f = fa_fmu_check(instance);
+    if (!f) return;
+    fa_fmu_release(f);
+    free(instance);
+}
+
+fmi3Status fmi3EnterInitializationMode(fmi3Instance instance, fmi3Boolean toleranceDefined, fmi3Float64 tolerance,
+                                       fmi3Float64 startTime, fmi3Boolean stopTimeDefined, fmi3Float64 stopTime)
+{
+    FA_GET(instance);
+    (void)toleranceDefined;
+    (void)tolerance; /* the engine runs with its own Newton tolerance */
+    if (fa_fmu_require(f, FA_MASK(FA_MODE_INSTANTIATED), "fmi3EnterInitializationMode")) return fmi3Error;
+    if (stopTimeDefined && !(stopTime >= startTime))
+        FA_RET(fa_fmu_error(f, "fmi3EnterInitializationMode", "stopTime = %g is before startTime = %g", stopTime,
+                            startTime));
+    fa_status status = fa_fmu_set_start_time(f, startTime, "fmi3EnterInitializationMode");
+    if (status != FA_OK) FA_RET(status);
+    FA_RET(fa_fmu_enter_initialization(f, "fmi3EnterInitializationMode"));
+}
+
+fmi3Status fmi3ExitInitializationMode(fmi3Instance instance)
+{
+    FA_GET(instance);
+    FA_RET(fa_fmu_exit_initialization(f, "fmi3ExitInitializationMode"));
+}
+
+fmi3Status fmi3EnterEventMode(fmi3Instance instance)
+{
+    FA_GET(instance);
+    FA_UNSUPPORTED("fmi3EnterEventMode", fa_no_events);
+}
+
+fmi3Status fmi3Terminate(fmi3Instance instance)
+{
+    FA_GET(instance);
+    FA_RET(fa_fmu_terminate(f, "fmi3Terminate"));
+}
+
+fmi3Status fmi3Reset(fmi3Instance instance)
+{
+    FA_GET(instance);
+    FA_RET(fa_fmu_reset(f, "fmi3Reset"));
+}
+
+/* ------------------------------------------------------------------------ variables -- */
+
+fmi3Status fmi3GetFloat64(fmi3Instance instance, const fmi3ValueReference valueReferences[], size_t nValueReferences,
+                          fmi3Float64 values[], size_t nValues)
+{
+    FA_GET(instance);
+    if (nValues != nValueReferences)
+        FA_RET(fa_fmu_error(f, "fmi3GetFloat64", "nValues = %lu differs from nValueReferences = %lu (all variables "
+                            "are scalars)", (unsigned long)nValues, (unsigned long)nValueReferences));
+    FA_RET(fa_fmu_get_reals(f, FA_VRS(valueReferences), nValueReferences, values, "fmi3GetFloat64"));
+}
+
+fmi3Status fmi3SetFloat64(fmi3Instance instance, const fmi3ValueReference valueReferences[], size_t nValueReferences,
+                          const fmi3Float64 values[], size_t nValues)
+{
+    FA_GET(instance);
+    if (nValues != nValueReferences)
+        FA_RET(fa_fmu_error(f, "fmi3SetFloat64", "nValues = %lu differs from nValueReferences = %lu (all variables "
+                            "are scalars)", (unsigned long)nValues, (unsigned long)nValueReferences));
+    FA_RET(fa_fmu_set_reals(f, FA_VRS(valueReferences), nValueReferences, values, "fmi3SetFloat64"));
+}
+
+/* Types the FMU has no variables of: OK for nValueReferences == 0, else an error. */
+#define FA_NO_GET(Type, CType) \
+    fmi3Status fmi3Get##Type(fmi3Instance instance, const fmi3ValueReference valueReferences[], \
+                             size_t nValueReferences, CType values[], size_t nValues) \
+    { \
+        FA_GET(instance); \
+        (void)values; (void)nValues; \
+        FA_NONE(#Type, "fmi3Get" #Type); \
+    }
+#define FA_NO_SET(Type, CType) \
+    fmi3Status fmi3Set##Type(fmi3Instance instance, const fmi3ValueReference valueReferences[], \
+                             size_t nValueReferences, const CType values[], size_t nValues) \
+    { \
+        FA_GET(instance); \
+        (void)values; (void)nValues; \
+        FA_NONE(#Type, "fmi3Set" #Type); \
+    }
+
+FA_NO_GET(Float32, fmi3Float32)
+FA_NO_GET(Int8, fmi3Int8)
+FA_NO_GET(UInt8, fmi3UInt8)
+FA_NO_GET(Int16, fmi3Int16)
+FA_NO_GET(UInt16, fmi3UInt16)
+FA_NO_GET(Int32, fmi3Int32)
+FA_NO_GET(UInt32, fmi3UInt32)
+FA_NO_GET(Int64, fmi3Int64)
+FA_NO_GET(UInt64, fmi3UInt64)
+FA_NO_GET(Boolean, fmi3Boolean)
+FA_NO_GET(String, fmi3String)
+FA_NO_SET(Float32, fmi3Float32)
+FA_NO_SET(Int8, fmi3Int8)
+FA_NO_SET(UInt8, fmi3UInt8)
+FA_NO_SET(Int16, fmi3Int16)
+FA_NO_SET(UInt16, fmi3UInt16)
+FA_NO_SET(Int32, fmi3Int32)
+FA_NO_SET(UInt32, fmi3UInt32)
+FA_NO_SET(Int64, fmi3Int64)
+FA_NO_SET(UInt64, fmi3UInt64)
+FA_NO_SET(Boolean, fmi3Boolean)
+FA_NO_SET(String, fmi3String)
+
+fmi3Status fmi3GetBinary(fmi3Instance instance, const fmi3ValueReference valueReferences[], size_t nValueReferences,
+                         size_t valueSizes[], fmi3Binary values[], size_t nValues)
+{
+    FA_GET(instance);
+    (void)valueSizes; (void)values; (void)nValues;
+    FA_NONE("Binary", "fmi3GetBinary");
+}
+
+fmi3Status fmi3SetBinary(fmi3Instance instance, const fmi3ValueReference valueReferences[], size_t nValueReferences,
+                         const size_t valueSizes[], const fmi3Binary values[], size_t nValues)
+{
+    FA_GET(instance);
+    (void)valueSizes; (void)values; (void)nValues;
+    FA_NONE("Binary", "fmi3SetBinary");
+}
+
+fmi3Status fmi3GetClock(fmi3Instance instance, const fmi3ValueReference valueReferences[], size_t nValueReferences,
+                        fmi3Clock values[])
+{
+    FA_GET(instance);
+    (void)values;
+    FA_NONE("Clock", "fmi3GetClock");
+}
+
+fmi3Status fmi3SetClock(fmi3Instance instance, const fmi3ValueReference valueReferences[], size_t nValueReferences,
+                        const fmi3Clock values[])
+{
+    FA_GET(instance);
+    (void)values;
+    FA_NONE("Clock", "fmi3SetClock");
+}
+
+fmi3Status fmi3GetNumberOfVariableDependencies(fmi3Instance instance, fmi3ValueReference valueReference,
+                                               size_t *nDependencies)
+{
+    FA_GET(instance);
+    (void)valueReference; (void)nDependencies;
+    FA_UNSUPPORTED("fmi3GetNumberOfVariableDependencies", "the dependencies are in modelDescription.xml");
+}
+
+fmi3Status fmi3GetVariableDependencies(fmi3Instance instance, fmi3ValueReference dependent,
+                                       size_t elementIndicesOfDependent[], fmi3ValueReference independents[],
+                                       size_t elementIndicesOfIndependents[], fmi3DependencyKind dependencyKinds[],
+                                       size_t nDependencies)
+{
+    FA_GET(instance);
+    (void)dependent; (void)elementIndicesOfDependent; (void)independents; (void)elementIndicesOfIndependents;
+    (void)dependencyKinds; (void)nDependencies;
+    FA_UNSUPPORTED("fmi3GetVariableDependencies", "the dependencies are in modelDescription.xml");
+}
+
+/* ----------------------------------------------------------------------- FMU state -- */
+
+fmi3Status fmi3GetFMUState(fmi3Instance instance, fmi3FMUState *FMUState)
+{
+    FA_GET(instance);
+    FA_RET(fa_fmu_get_state(f, FMUState, "fmi3GetFMUState"));
+}
+
+fmi3Status fmi3SetFMUState(fmi3Instance instance, fmi3FMUState FMUState)
+{
+    FA_GET(instance);
+    FA_RET(fa_fmu_set_state(f, FMUState, "fmi3SetFMUState"));
+}
+
+fmi3Status fmi3FreeFMUState(fmi3Instance instance, fmi3FMUState *FMUState)
+{
+    FA_GET(instance);
+    FA_RET(fa_fmu_free_state(f, FMUState, "fmi3FreeFMUState"));
+}
+
+fmi3Status fmi3SerializedFMUStateSize(fmi3Instance instance, fmi3FMUState FMUState, size_t *size)
+{
+    FA_GET(instance);
+    FA_RET(fa_fmu_serialized_size(f, FMUState, size, "fmi3SerializedFMUStateSize"));
+}
+
+fmi3Status fmi3SerializeFMUState(fmi3Instance instance, fmi3FMUState FMUState, fmi3Byte serializedState[],
+                                 size_t size)
+{
+    FA_GET(instance);
+    FA_RET(fa_fmu_serialize(f, FMUState, serializedState, size, "fmi3SerializeFMUState"));
+}
+
+fmi3Status fmi3DeserializeFMUState(fmi3Instance instance, const fmi3Byte serializedState[], size_t size,
+                                   fmi3FMUState *FMUState)
+{
+    FA_GET(instance);
+    FA_RET(fa_fmu_deserialize(f, serializedState, size, FMUState, "fmi3DeserializeFMUState"));
+}
+
+/* ------------------------------------------------------------------ derivatives ----- */
+
+fmi3Status fmi3GetDirectionalDerivative(fmi3Instance instance, const fmi3ValueReference unknowns[], size_t nUnknowns,
+                                        const fmi3ValueReference knowns[], size_t nKnowns, const fmi3Float64 seed[],
+                                        size_t nSeed, fmi3Float64 sensitivity[], size_t nSensitivity)
+{
+    FA_GET(instance);
+    (void)unknowns; (void)nUnknowns; (void)knowns; (void)nKnowns; (void)seed; (void)nSeed; (void)sensitivity;
+    (void)nSensitivity;
+    FA_UNSUPPORTED("fmi3GetDirectionalDerivative", "directional derivatives (providesDirectionalDerivative = false)");
+}
+
+fmi3Status fmi3GetAdjointDerivative(fmi3Instance instance, const fmi3ValueReference unknowns[], size_t nUnknowns,
+                                    const fmi3ValueReference knowns[], size_t nKnowns, const fmi3Float64 seed[],
+                                    size_t nSeed, fmi3Float64 sensitivity[], size_t nSensitivity)
+{
+    FA_GET(instance);
+    (void)unknowns; (void)nUnknowns; (void)knowns; (void)nKnowns; (void)seed; (void)nSeed; (void)sensitivity;
+    (void)nSensitivity;
+    FA_UNSUPPORTED("fmi3GetAdjointDerivative", "adjoint derivatives (providesAdjointDerivatives = false)");
+}
+
+/* ------------------------------------------------- configuration, clocks, events ----- */
+
+fmi3Status fmi3EnterConfigurationMode(fmi3Instance instance)
+{
+    FA_GET(instance);
+    FA_UNSUPPORTED("fmi3EnterConfigurationMode", "the FMU has no structural parameters");
+}
+
+fmi3Status fmi3ExitConfigurationMode(fmi3Instance instance)
+{
+    FA_GET(instance);
+    FA_UNSUPPORTED("fmi3ExitConfigurationMode", "the FMU has no structural parameters");
+}
+
+fmi3Status fmi3GetIntervalDecimal(fmi3Instance instance, const fmi3ValueReference valueReferences[],
+                                  size_t nValueReferences, fmi3Float64 intervals[], fmi3IntervalQualifier qualifiers[])
+{
+    FA_GET(instance);
+    (void)intervals; (void)qualifiers;
+    FA_NONE("Clock", "fmi3GetIntervalDecimal");
+}
+
+fmi3Status fmi3GetIntervalFraction(fmi3Instance instance, const fmi3ValueReference valueReferences[],
+                                   size_t nValueReferences, fmi3UInt64 counters[], fmi3UInt64 resolutions[],
+                                   fmi3IntervalQualifier qualifiers[])
+{
+    FA_GET(instance);
+    (void)counters; (void)resolutions; (void)qualifiers;
+    FA_NONE("Clock", "fmi3GetIntervalFraction");
+}
+
+fmi3Status fmi3GetShiftDecimal(fmi3Instance instance, const fmi3ValueReference valueReferences[],
+                               size_t nValueReferences, fmi3Float64 shifts[])
+{
+    FA_GET(instance);
+    (void)shifts;
+    FA_NONE("Clock", "fmi3GetShiftDecimal");
+}
+
+fmi3Status fmi3GetShiftFraction(fmi3Instance instance, const fmi3ValueReference valueReferences[],
+                                size_t nValueReferences, fmi3UInt64 counters[], fmi3UInt64 resolutions[])
+{
+    FA_GET(instance);
+    (void)counters; (void)resolutions;
+    FA_NONE("Clock", "fmi3GetShiftFraction");
+}
+
+fmi3Status fmi3SetIntervalDecimal(fmi3Instance instance, const fmi3ValueReference valueReferences[],
+                                  size_t nValueReferences, const fmi3Float64 intervals[])
+{
+    FA_GET(instance);
+    (void)intervals;
+    FA_NONE("Clock", "fmi3SetIntervalDecimal");
+}
+
+fmi3Status fmi3SetIntervalFraction(fmi3Instance instance, const fmi3ValueReference valueReferences[],
+                                   size_t nValueReferences, const fmi3UInt64 counters[],
+                                   const fmi3UInt64 resolutions[])
+{
+    FA_GET(instance);
+    (void)counters; (void)resolutions;
+    FA_NONE("Clock", "fmi3SetIntervalFraction");
+}
+
+fmi3Status fmi3SetShiftDecimal(fmi3Instance instance, const fmi3ValueReference valueReferences[],
+                               size_t nValueReferences, const fmi3Float64 shifts[])
+{
+    FA_GET(instance);
+    (void)shifts;
+    FA_NONE("Clock", "fmi3SetShiftDecimal");
+}
+
+fmi3Status fmi3SetShiftFraction(fmi3Instance instance, const fmi3ValueReference valueReferences[],
+                                size_t nValueReferences, const fmi3UInt64 counters[], const fmi3UInt64 resolutions[])
+{
+    FA_GET(instance);
+    (void)counters; (void)resolutions;
+    FA_NONE("Clock", "fmi3SetShiftFraction");
+}
+
+fmi3Status fmi3EvaluateDiscreteStates(fmi3Instance instance)
+{
+    FA_GET(instance);
+    FA_UNSUPPORTED("fmi3EvaluateDiscreteStates", fa_no_events);
+}
+
+fmi3Status fmi3UpdateDiscreteStates(fmi3Instance instance, fmi3Boolean *discreteStatesNeedUpdate,
+                                    fmi3Boolean *terminateSimulation, fmi3Boolean *nominalsOfContinuousStatesChanged,
+                                    fmi3Boolean *valuesOfContinuousStatesChanged, fmi3Boolean *nextEventTimeDefined,
+                                    fmi3Float64 *nextEventTime)
+{
+    FA_GET(instance);
+    (void)discreteStatesNeedUpdate; (void)terminateSimulation; (void)nominalsOfContinuousStatesChanged;
+    (void)valuesOfContinuousStatesChanged; (void)nextEventTimeDefined; (void)nextEventTime;
+    FA_UNSUPPORTED("fmi3UpdateDiscreteStates", fa_no_events);
+}
+
+/* ------------------------------------------------------- Model Exchange: unsupported -- */
+
+fmi3Status fmi3EnterContinuousTimeMode(fmi3Instance instance)
+{
+    FA_GET(instance);
+    FA_UNSUPPORTED("fmi3EnterContinuousTimeMode", fa_no_me);
+}
+
+fmi3Status fmi3CompletedIntegratorStep(fmi3Instance instance, fmi3Boolean noSetFMUStatePriorToCurrentPoint,
+                                       fmi3Boolean *enterEventMode, fmi3Boolean *terminateSimulation)
+{
+    FA_GET(instance);
+    (void)noSetFMUStatePriorToCurrentPoint; (void)enterEventMode; (void)terminateSimulation;
+    FA_UNSUPPORTED("fmi3CompletedIntegratorStep", fa_no_me);
+}
+
+fmi3Status fmi3SetTime(fmi3Instance instance, fmi3Float64 time)
+{
+    FA_GET(instance);
+    (void)time;
+    FA_UNSUPPORTED("fmi3SetTime", fa_no_me);
+}
+
+fmi3Status fmi3SetContinuousStates(fmi3Instance instance, const fmi3Float64 continuousStates[],
+                                   size_t nContinuousStates)
+{
+    FA_GET(instance);
+    (void)continuousStates; (void)nContinuousStates;
+    FA_UNSUPPORTED("fmi3SetContinuousStates", fa_no_me);
+}
+
+fmi3Status fmi3GetContinuousStateDerivatives(fmi3Instance instance, fmi3Float64 derivatives[],
+                                             size_t nContinuousStates)
+{
+    FA_GET(instance);
+    (void)derivatives; (void)nContinuousStates;
+    FA_UNSUPPORTED("fmi3GetContinuousStateDerivatives", fa_no_me);
+}
+
+fmi3Status fmi3GetEventIndicators(fmi3Instance instance, fmi3Float64 eventIndicators[], size_t nEventIndicators)
+{
+    FA_GET(instance);
+    (void)eventIndicators; (void)nEventIndicators;
+    FA_UNSUPPORTED("fmi3GetEventIndicators", fa_no_me);
+}
+
+fmi3Status fmi3GetContinuousStates(fmi3Instance instance, fmi3Float64 continuousStates[], size_t nContinuousStates)
+{
+    FA_GET(instance);
+    (void)continuousStates; (void)nContinuousStates;
+    FA_UNSUPPORTED("fmi3GetContinuousStates", fa_no_me);
+}
+
+fmi3Status fmi3GetNominalsOfContinuousStates(fmi3Instance instance, fmi3Float64 nominals[], size_t nContinuousStates)
+{
+    FA_GET(instance);
+    (void)nominals; (void)nContinuousStates;
+    FA_UNSUPPORTED("fmi3GetNominalsOfContinuousStates", fa_no_me);
+}
+
+fmi3Status fmi3GetNumberOfEventIndicators(fmi3Instance instance, size_t *nEventIndicators)
+{
+    FA_GET(instance);
+    (void)nEventIndicators;
+    FA_UNSUPPORTED("fmi3GetNumberOfEventIndicators", fa_no_me);
+}
+
+fmi3Status fmi3GetNumberOfContinuousStates(fmi3Instance instance, size_t *nContinuousStates)
+{
+    FA_GET(instance);
+    (void)nContinuousStates;
+    FA_UNSUPPORTED("fmi3GetNumberOfContinuousStates", fa_no_me);
+}
+
+/* -------------------------------------------------------------------- Co-Simulation -- */
+
+fmi3Status fmi3EnterStepMode(fmi3Instance instance)
+{
+    FA_GET(instance);
+    FA_UNSUPPORTED("fmi3EnterStepMode", "the FMU has no Event Mode; it is in Step Mode after "
+                   "fmi3ExitInitializationMode");
+}
+
+fmi3Status fmi3GetOutputDerivatives(fmi3Instance instance, const fmi3ValueReference valueReferences[],
+                                    size_t nValueReferences, const fmi3Int32 orders[], fmi3Float64 values[],
+                                    size_t nValues)
+{
+    FA_GET(instance);
+    (void)valueReferences; (void)orders; (void)values; (void)nValues;
+    if (nValueReferences == 0) return fmi3OK;
+    FA_UNSUPPORTED("fmi3GetOutputDerivatives", "output derivatives (maxOutputDerivativeOrder = 0)");
+}
+
+fmi3Status fmi3DoStep(fmi3Instance instance, fmi3Float64 currentCommunicationPoint, fmi3Float64 communicationStepSize,
+                      fmi3Boolean noSetFMUStatePriorToCurrentPoint, fmi3Boolean *eventHandlingNeeded,
+                      fmi3Boolean *terminateSimulation, fmi3Boolean *earlyReturn, fmi3Float64 *lastSuccessfulTime)
+{
+    (void)noSetFMUStatePriorToCurrentPoint;
+    if (eventHandlingNeeded) *eventHandlingNeeded = fmi3False;
+    if (terminateSimulation) *terminateSimulation = fmi3False;
+    if (earlyReturn) *earlyReturn = fmi3False;
+    FA_GET(instance);
+    FA_RET(fa_fmu_do_step(f, currentCommunicationPoint, communicationStepSize, lastSuccessfulTime, "fmi3DoStep"));
+}
+
+fmi3Status fmi3ActivateModelPartition(fmi3Instance instance, fmi3ValueReference clockReference,
+                                      fmi3Float64 activationTime)
+{
+    FA_GET(instance);
+    (void)clockReference; (void)activationTime;
+    FA_UNSUPPORTED("fmi3ActivateModelPartition", fa_no_clocks);
+}

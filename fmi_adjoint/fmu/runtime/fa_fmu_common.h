@@ -1,0 +1,109 @@
+/* fmi-adjoint FMU runtime: the FMI-version independent part of the Co-Simulation layers
+ * (fa_fmi2.c, fa_fmi3.c).
+ *
+ * One fa_fmu per instance (no globals): mode, engine, logging, value references and FMU
+ * states.  Each layer embeds an fa_fmu as the FIRST member of its own instance struct,
+ * which adds the version's logging callback, and passes an emit function that forwards a
+ * finished message to that callback.
+ *
+ * Value references: 0 = time (only where has_time_vr is set, FMI 3), 1 + k = parameter or
+ * input k (entry k of the engine's parameter array), 1 + FA_NP + j = output j.
+ */
+#ifndef FA_FMU_COMMON_H
+#define FA_FMU_COMMON_H
+
+#include <stddef.h>
+
+#include "fa_engine.h"
+
+/* Numerically equal to fmi2Status and fmi3Status (OK, Warning, Discard, Error, Fatal). */
+typedef enum { FA_OK = 0, FA_WARNING = 1, FA_DISCARD = 2, FA_ERROR = 3, FA_FATAL = 4 } fa_status;
+
+typedef enum {
+    FA_MODE_INSTANTIATED = 0,
+    FA_MODE_INITIALIZATION = 1,
+    FA_MODE_STEP = 2,
+    FA_MODE_TERMINATED = 3,
+    FA_MODE_ERROR = 4
+} fa_mode;
+
+#define FA_MASK(mode) (1u << (mode))
+#define FA_MASK_SETUP (FA_MASK(FA_MODE_INSTANTIATED) | FA_MASK(FA_MODE_INITIALIZATION))
+#define FA_MASK_ALIVE (FA_MASK_SETUP | FA_MASK(FA_MODE_STEP) | FA_MASK(FA_MODE_TERMINATED))
+
+/* Log categories (declare both in modelDescription.xml <LogCategories>). */
+#define FA_CATEGORY_EVENTS "logEvents"      /* informational: initialized, reset, terminated, state restored */
+#define FA_CATEGORY_ERROR "logStatusError"  /* every error and warning; always emitted */
+
+typedef struct fa_fmu fa_fmu;
+typedef void (*fa_emit_fn)(const fa_fmu *fmu, fa_status status, const char *category, const char *message);
+
+struct fa_fmu {
+    unsigned magic;
+    char *name;            /* instance name (own copy) */
+    fa_engine *engine;
+    fa_mode mode;
+    double start_time;
+    int preview_valid;     /* before ExitInitializationMode: engine holds the initial state */
+    int has_time_vr;       /* FMI 3: vr 0 is time */
+    int logging_on;
+    unsigned categories;   /* bit 0: logEvents, bit 1: logStatusError */
+    fa_emit_fn emit;
+};
+
+/* Instance set-up / tear-down (the layer owns the memory of the struct itself). */
+int fa_fmu_setup(fa_fmu *fmu, const char *name, int has_time_vr, int logging_on, fa_emit_fn emit);
+void fa_fmu_release(fa_fmu *fmu);
+
+/* The fa_fmu of an instance handle, or NULL (the handle is NULL or not a live instance). */
+fa_fmu *fa_fmu_check(void *instance);
+
+/* Logging: errors/warnings always reach the callback; OK-status messages only with
+ * logging on and their category enabled. */
+void fa_log(const fa_fmu *fmu, fa_status status, const char *category, const char *format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+fa_status fa_fmu_error(const fa_fmu *fmu, const char *function, const char *format, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+const char *fa_mode_name(fa_mode mode);
+/* 0 if fmu->mode is in the mask, else logs "<function> is not allowed in ..." and -1. */
+int fa_fmu_require(const fa_fmu *fmu, unsigned mask, const char *function);
+
+fa_status fa_fmu_set_debug_logging(fa_fmu *fmu, int logging_on, size_t n, const char *const categories[],
+                                   const char *function);
+
+/* Life cycle. */
+fa_status fa_fmu_set_start_time(fa_fmu *fmu, double start_time, const char *function);
+fa_status fa_fmu_enter_initialization(fa_fmu *fmu, const char *function);
+fa_status fa_fmu_exit_initialization(fa_fmu *fmu, const char *function);
+fa_status fa_fmu_terminate(fa_fmu *fmu, const char *function);
+fa_status fa_fmu_reset(fa_fmu *fmu, const char *function);
+/* Advance from t_c by h (a positive multiple of FA_STEP); *reached (may be NULL) gets
+ * the time reached, also on failure. */
+fa_status fa_fmu_do_step(fa_fmu *fmu, double t_c, double h, double *reached, const char *function);
+double fa_fmu_time(const fa_fmu *fmu);
+
+/* Real / Float64 variables. */
+fa_status fa_fmu_get_reals(fa_fmu *fmu, const unsigned int vr[], size_t nvr, double value[], const char *function);
+fa_status fa_fmu_set_reals(fa_fmu *fmu, const unsigned int vr[], size_t nvr, const double value[],
+                           const char *function);
+/* A variable type the FMU has none of: OK for nvr == 0, else an error naming vr[0]. */
+fa_status fa_fmu_no_variables(const fa_fmu *fmu, const unsigned int vr[], size_t nvr, const char *type,
+                              const char *function);
+fa_status fa_fmu_unsupported(const fa_fmu *fmu, const char *function, const char *why);
+
+/* FMU states: heap copies of the engine state plus the FMI-level mode. */
+fa_status fa_fmu_get_state(fa_fmu *fmu, void **state, const char *function);
+fa_status fa_fmu_set_state(fa_fmu *fmu, void *state, const char *function);
+fa_status fa_fmu_free_state(fa_fmu *fmu, void **state, const char *function);
+fa_status fa_fmu_serialized_size(fa_fmu *fmu, void *state, size_t *size, const char *function);
+fa_status fa_fmu_serialize(fa_fmu *fmu, void *state, unsigned char *buffer, size_t size, const char *function);
+fa_status fa_fmu_deserialize(fa_fmu *fmu, const unsigned char *buffer, size_t size, void **state,
+                             const char *function);
+
+#endif
