@@ -9,9 +9,9 @@
    (trust-region least squares on forward sensitivities), started from their start values:
    identified values, cost reduction and iterations.  Only L + y0 is identifiable in the
    one-coordinate model (see strut.toml), so L and y0 are compared through their sum.
-   (L-BFGS-B is not used: its first step goes to corners of the Table 1 box, where the
-   Pacejka friction is so steep that the HHT Newton iteration fails at h = 1e-3 s and the
-   identification aborts.)
+   (Least squares converges to round-off; L-BFGS-B with adjoint gradients also runs, steered
+   away from trial points in box corners where the steep friction makes Newton fail, but
+   stops near a 99.9 % cost reduction: measured 60-80 iterations.)
 3. The cost of a gradient, all measured in this run, as ratios to one forward simulation:
    adjoint for 13 parameters and for 1 parameter (nearly equal: one backward sweep either
    way; their Sec. 5.4 reports about 3 forward runs per iteration), forward sensitivities

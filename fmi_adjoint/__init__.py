@@ -18,6 +18,7 @@ from .errors import (
     FmiAdjointError,
     IdentificationError,
     ModelError,
+    OutputFileError,
 )
 from .forces import (
     AbstractForceElement,
@@ -67,6 +68,7 @@ __all__ = [
     "Model",
     "ModelError",
     "Output",
+    "OutputFileError",
     "Parameter",
     "ParameterScaling",
     "PolynomialSpringDamper",

@@ -14,6 +14,7 @@ model file reaches the generated source.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable, Sequence
@@ -162,7 +163,8 @@ def generate_function(
     lines.append(f"    return ({''.join(f'_out{k}, ' for k in range(len(shapes)))})")
     source = "\n".join(lines) + "\n"
 
-    namespace: dict[str, object] = {"numpy": np, "math": math}
+    # NumPyPrinter prints Min/Max as functools.reduce(numpy.minimum, ...).
+    namespace: dict[str, object] = {"numpy": np, "math": math, "functools": functools}
     for func, times, values in tables:
         namespace[str(func)] = _interpolator(times, values)
     for expr in flat:

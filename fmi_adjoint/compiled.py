@@ -85,6 +85,7 @@ class CompiledModel:
     step_residual: Function
     step_newton: Function
     init_guess: Function
+    table_spans: tuple[tuple[str, float, float], ...] = ()
 
     def parameter_vector(self, values: dict[str, float] | None = None) -> np.ndarray:
         """Defaults with some values replaced (unknown names raise ModelError)."""
@@ -272,6 +273,7 @@ def compile_model(model: Model | SymbolicModel) -> CompiledModel:
         init_residual=gen("init_residual", [list(d.G)], init_args),
         init_jacobians=gen("init_jacobians", [d.G_z, d.G_p], init_args),
         init_guess=gen("init_guess", [list(d.q0), list(d.v0)], [("t", t), ("p", p)]),
+        table_spans=tuple((where, times[0], times[-1]) for where, (_, times, _) in zip(sym.table_sources, sym.tables)),
         step_residual=gen("step_residual", residual, scalar=True),
         step_newton=gen("step_newton", residual + [d.M, d.JM, d.K, d.JV, d.Cq], scalar=True),
     )

@@ -14,6 +14,7 @@ __all__ = [
     "DataError",
     "ConvergenceError",
     "IdentificationError",
+    "OutputFileError",
 ]
 
 
@@ -39,3 +40,7 @@ class ConvergenceError(FmiAdjointError, RuntimeError):
 
 class IdentificationError(FmiAdjointError, ValueError):
     """An identification problem is set up inconsistently."""
+
+
+class OutputFileError(FmiAdjointError, OSError):
+    """An output file cannot be written."""

@@ -8,14 +8,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import FmiAdjointError
+from .errors import OutputFileError
 
 __all__ = ["OutputFileError", "atomic_output", "check_writable"]
-
-
-class OutputFileError(FmiAdjointError, OSError):
-    """An output file cannot be written."""
-
 
 def check_writable(path: str | os.PathLike) -> None:
     """Fail early (before long computations) if ``path`` cannot be written."""
@@ -45,19 +40,24 @@ def atomic_output(path: str | os.PathLike, mode: str = "w") -> Iterator:
         If the folder does not exist or is not writable.
     """
     target = Path(path)
+    check_writable(target)
     folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise OutputFileError(f"cannot write {str(target)!r}: the folder {str(folder)!r} does not exist; create it first.")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=folder)
     except OSError as exc:
-        raise OutputFileError(f"cannot write {str(target)!r}: {exc.strerror}; choose a writable folder.") from None
+        raise OutputFileError(
+            f"cannot write {str(target)!r}: {exc.strerror or exc}; choose a writable folder."
+        ) from None
     try:
         os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})) as handle:
             yield handle
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, OutputFileError):
+            raise OutputFileError(
+                f"cannot write {str(target)!r}: {exc.strerror or exc}; free disk space or choose another folder."
+            ) from None
         raise

@@ -342,6 +342,7 @@ class SymbolicModel:
     fixed_v: tuple[bool, ...]
     constraint_names: tuple[str, ...]
     tables: tuple[tuple[sp.Function, tuple[float, ...], tuple[float, ...]], ...]
+    table_sources: tuple[str, ...] = ()
 
 
 class _Context:
@@ -354,6 +355,7 @@ class _Context:
         self.v = {c.name: s for c, s in zip(coordinates, v)}
         self.params = {par.name: s for par, s in zip(parameters, p)}
         self.tables: list = []
+        self.table_sources: list[str] = []
 
     def parameter(self, name: str) -> sp.Symbol:
         if name not in self.params:
@@ -394,6 +396,7 @@ class _Context:
     def table(self, times: tuple[float, ...], values: tuple[float, ...], where: str) -> sp.Expr:
         func = sp.Function(f"tbl_{len(self.tables)}", real=True)
         self.tables.append((func, times, values))
+        self.table_sources.append(where)
         return func(self.t)
 
 
@@ -526,4 +529,5 @@ def assemble(model: Model) -> SymbolicModel:
         fixed_v=tuple(c.fixed_velocity for c in coordinates),
         constraint_names=tuple(names),
         tables=tuple(ctx.tables),
+        table_sources=tuple(ctx.table_sources),
     )

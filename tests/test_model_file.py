@@ -430,7 +430,7 @@ def test_mass_driven_by_a_table_load_follows_the_analytic_integral(tmp_path):
     int (t_i - s) a(s) ds with weights h^2/4, h^2/4 instead of h^2/3, h^2/6)."""
     compiled = load_and_compile(write_table_model(tmp_path))
     h = 2.0**-6
-    traj = simulate(compiled, t_end=1.5, step=h, solver=HHT(alpha=0.0))
+    traj = simulate(compiled, t_end=1.25, step=h, solver=HHT(alpha=0.0))
     x_exact, v_exact = exact_motion(traj.t)
     a_exact = table_force(traj.t) / MASS
     np.testing.assert_allclose(traj.a[:, 0], a_exact, rtol=0, atol=EXACT * np.max(np.abs(a_exact)))
@@ -439,6 +439,12 @@ def test_mass_driven_by_a_table_load_follows_the_analytic_integral(tmp_path):
     np.testing.assert_allclose(traj.q[:, 0], x_exact + defect, rtol=0, atol=EXACT * np.max(np.abs(x_exact)))
     # The defect is not negligible, so the check above can tell the two apart.
     assert np.max(np.abs(defect)) > 1e3 * EXACT * np.max(np.abs(x_exact))
+
+
+def test_simulating_beyond_the_table_is_refused(tmp_path):
+    compiled = load_and_compile(write_table_model(tmp_path))
+    with pytest.raises(ModelError, match=r"covers \[0, 1.25\] s.*extend the table"):
+        simulate(compiled, t_end=1.5, step=2.0**-6)
 
 
 def test_table_load_with_an_unknown_column_names_it(tmp_path):

@@ -12,8 +12,11 @@ outputs', and the last term carries parameter-dependent initial conditions throu
 consistent initialization (one linear solve with ``(dG/dz)^T``).
 
 Because ``f1`` and ``f2`` are explicit Newmark formulas, each backward step reduces to
-one solve with the *transposed Newton matrix* of that step (derivation in
-``docs``-style comments below), so the sweep costs less than the forward run.
+one solve with the *transposed Newton matrix* of that step: from the rows of
+``(df_i/dx_i)^T`` for ``q`` and ``v``, ``mu1 = r_q - K3q^T mu3 - C_q^T mu4/(beta h^2)`` and
+``mu2 = r_v + J_V^T mu3`` (``K3q = J_M/(1+alpha) + J_C - J_Q``); substituted into the ``a``
+row this leaves ``[[S^T, C_q^T], [C_q, 0]] (mu3, mu4) = (r_a + beta h^2 r_q + gamma h r_v, r_lambda)``
+with ``S`` the Newton matrix block.  So the sweep costs less than the forward run.
 The sweep only reads the trajectory; it never calls the integrator.
 """
 

@@ -123,6 +123,11 @@ def load_experiments(
         for name in values:
             model.parameter_index(name)
         measurement = read_csv(file)
+        if not measurement.columns:
+            raise DataError(
+                f"{file}: no measured column besides 'time'; add columns named like the model's outputs "
+                f"({', '.join(model.output_names)})."
+            )
         for name in measurement.columns:
             if name not in model.output_names:
                 raise DataError(

@@ -58,6 +58,9 @@ class LeastSquaresCost(AbstractCost):
         if data.ndim == 1:
             data = data[:, None]
         channels = tuple(self.channels)
+        if not channels:
+            raise DataError("the data have no measured channel (only a time column); add at least one column "
+                            "named like a model output.")
         if data.shape != (ts.size, len(channels)):
             raise DataError(
                 f"data has shape {data.shape}; expected ({ts.size} samples, {len(channels)} channels)."

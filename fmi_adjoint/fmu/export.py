@@ -32,7 +32,7 @@ from lxml import etree
 
 from ..compiled import differentiate
 from ..errors import FmiAdjointError, ModelError
-from ..files import check_writable
+from ..files import atomic_output, check_writable
 from ..integrate.hht import HHT
 from ..model import Model
 from ..model_file import load_model
@@ -103,8 +103,12 @@ def _model_description(model: Model, version: int, identifier: str, token: str, 
         definitions = _sub(root, "UnitDefinitions")
         for unit in units:
             _sub(definitions, "Unit", name=unit)
-    settings = model.simulation
-    _sub(root, "DefaultExperiment", startTime="0.0", stopTime=repr(settings.t_end), stepSize=repr(step))
+    categories = _sub(root, "LogCategories")
+    _sub(categories, "Category", name="logEvents", description="information and warnings")
+    _sub(categories, "Category", name="logStatusError", description="errors")
+    # The default experiment must be runnable: its stop time is a whole number of steps.
+    stop = max(1, round(model.simulation.t_end / step)) * step
+    _sub(root, "DefaultExperiment", startTime="0.0", stopTime=repr(stop), stepSize=repr(step))
     variables = _sub(root, "ModelVariables")
     output_refs = []
     if version == 3:
@@ -257,22 +261,18 @@ def export_fmu(
         platform = "linux64" if fmi_version == 2 else "x86_64-linux"
         binary = root / "binaries" / platform / f"{identifier}.so"
         binary.parent.mkdir(parents=True)
-        command = [compiler, "-std=c99", "-O2", "-shared", "-fPIC", "-fvisibility=default",
+        # Only the FMI functions are exported (the headers mark them); internal symbols of two
+        # fmi-adjoint FMUs in one process must never bind to each other.
+        command = [compiler, "-std=c99", "-O2", "-shared", "-fPIC", "-fvisibility=hidden",
                    f"-I{_fmpy_dir() / 'c-code'}", f"-I{src}", "-o", str(binary),
                    *[str(src / name) for name in c_sources], "-lm"]
         proc = subprocess.run(command, capture_output=True, text=True)
         if proc.returncode != 0:
             raise CompilerError(f"compiling the FMU binary failed: {proc.stderr.strip()[:800]}")
         # Zip next to the target, then rename: no partial .fmu on any failure.
-        fd, partial = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".part", dir=output.parent or ".")
-        os.close(fd)
-        try:
-            with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+        with atomic_output(output, "wb") as handle:
+            with zipfile.ZipFile(handle, "w", zipfile.ZIP_DEFLATED) as archive:
                 for path in sorted(root.rglob("*")):
                     if path.is_file():
                         archive.write(path, path.relative_to(root).as_posix())
-            os.replace(partial, output)
-        except BaseException:
-            Path(partial).unlink(missing_ok=True)
-            raise
     return output

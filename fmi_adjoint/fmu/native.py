@@ -104,7 +104,9 @@ def build_native(model: Model, optimize: str = "-O2") -> NativeModel:
     path = Path(tempfile.mkdtemp(prefix="fmi_adjoint_native_"))
     sources = write_sources(model, path)
     library = path / "fa_native.so"
-    command = [compiler, "-std=c99", optimize, "-shared", "-fPIC", "-o", str(library), *map(str, sources), "-lm"]
+    # FA_EXPORT_ALL keeps the engine's functions visible so tests can drive them directly.
+    command = [compiler, "-std=c99", optimize, "-shared", "-fPIC", "-DFA_EXPORT_ALL", "-o", str(library),
+               *map(str, sources), "-lm"]
     proc = subprocess.run(command, capture_output=True, text=True)
     if proc.returncode != 0:
         shutil.rmtree(path, ignore_errors=True)

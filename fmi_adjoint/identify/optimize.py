@@ -11,7 +11,7 @@ from typing import TextIO
 import numpy as np
 from scipy import optimize
 
-from ..errors import ConvergenceError, FmiAdjointError, IdentificationError
+from ..errors import ConvergenceError, IdentificationError
 from .problem import IdentificationProblem
 from .scaling import ParameterScaling
 
@@ -242,10 +242,8 @@ def identify(
     if statistics:
         try:
             stats = problem.statistics(x)
-        except IdentificationError:
+        except IdentificationError:  # a cost that is not a sum of squares has no statistics
             pass
-        except FmiAdjointError:
-            raise
     return IdentificationResult(
         names=problem.names,
         initial=problem.start.copy(),

@@ -164,9 +164,8 @@ class IdentificationProblem:
                 result = adjoint_gradient(traj, exp.cost)
             elif method == "forward":
                 result = sensitivity_gradient(traj, exp.cost, idx)
-            else:
+            else:  # finite differences: the cost here, the gradient below
                 _, _, Y = sampled_outputs(traj, exp.cost)
-                result = None
                 J += exp.cost.evaluate(Y, traj.p).J
                 continue
             J += result.J

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from ..compiled import CompiledModel
-from ..errors import ConvergenceError
+from ..errors import ConvergenceError, ModelError
 
 __all__ = ["InitialState", "initial_state"]
 
@@ -65,6 +65,13 @@ def initial_state(model: CompiledModel, p: np.ndarray, t0: float = 0.0, *, tol: 
     n, m = model.n, model.m
     z = np.zeros(3 * n + 3 * m)
     z[:n], z[n + m : 2 * n + m] = model.init_guess(t0, p)
+    M = model.jacobian_terms(z[:n], z[n + m : 2 * n + m], np.zeros(n), np.zeros(m), t0, p)[0]
+    negative = [model.coordinate_names[k] for k in range(n) if M[k, k] < 0]
+    if negative:
+        raise ModelError(
+            f"model '{model.model.name}': the mass matrix has negative diagonal entries for {negative} at the "
+            "initial state; masses and inertias must be >= 0 (check the parameter values)."
+        )
     name = model.model.name
     for iteration in range(1, max_iterations + 1):
         G = model.init_residual(*_args(z, n, m), t0, p)[0]

@@ -18,7 +18,8 @@ struct fa_engine {
     double p[ONE(FA_NP)];
     double q[FA_N], v[FA_N], z[NK]; /* z = (a, lambda) */
     double F_old[FA_N];
-    double scale[NK];
+    double force_scale;    /* largest force-term magnitude seen (Newton test floor) */
+    double position_scale; /* largest |q| seen */
     int initialized;
     char message[512];
     /* work arrays */
@@ -135,11 +136,9 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
     memcpy(e->z, z + 2 * FA_N + 2 * FA_M, sizeof(double) * FA_N);       /* a */
     memcpy(e->z + FA_N, z + 3 * FA_N + 2 * FA_M, sizeof(double) * FA_M); /* lambda */
     fa_residual(e->q, e->v, e->z, e->z + FA_N, t0, e->p, e->Ma, e->F_old, e->C);
-    double sa = 0.0, sl = 0.0;
-    for (int i = 0; i < FA_N; ++i) sa = fmax(sa, fabs(e->z[i]));
-    for (int k = 0; k < FA_M; ++k) sl = fmax(sl, fabs(e->z[FA_N + k]));
-    for (int i = 0; i < FA_N; ++i) e->scale[i] = sa;
-    for (int k = 0; k < FA_M; ++k) e->scale[FA_N + k] = sl;
+    e->force_scale = 0.0;
+    e->position_scale = 0.0;
+    for (int i = 0; i < FA_N; ++i) e->position_scale = fmax(e->position_scale, fabs(e->q[i]));
     e->t0 = t0;
     e->step = 0;
     e->initialized = 1;
@@ -176,13 +175,32 @@ int fa_engine_step(fa_engine *e)
         rhs_old[i] = c_old * e->F_old[i];
     }
     memcpy(z, e->z, sizeof z);
-    double error_old = INFINITY;
     int iteration, done = 0;
     for (iteration = 1; iteration <= e->settings.max_iterations; ++iteration) {
         for (int i = 0; i < FA_N; ++i) { e->qn[i] = q_pred[i] + bh2 * z[i]; e->vn[i] = v_pred[i] + gh * z[i]; }
         fa_newton(e->qn, e->vn, z, z + FA_N, t, e->p, e->Ma, e->F, e->C, e->M, e->JM, e->K, e->JV, e->Cq);
-        for (int i = 0; i < FA_N; ++i) e->rhs[i] = rhs_old[i] - c_m * e->Ma[i] - e->F[i];
+        /* Residual test scaled by the magnitude of each equation's terms (hht.py). */
+        /* Floors: magnitudes of the predictor and of accepted steps, never of later
+         * iterates (hht.py). */
+        double terms[FA_N];
+        for (int i = 0; i < FA_N; ++i) {
+            double inertia = c_m * e->Ma[i];
+            e->rhs[i] = rhs_old[i] - inertia - e->F[i];
+            terms[i] = fabs(rhs_old[i]) + fabs(inertia) + fabs(e->F[i]);
+            if (iteration == 1) {
+                e->force_scale = fmax(e->force_scale, terms[i]);
+                e->position_scale = fmax(e->position_scale, fabs(e->qn[i]));
+            }
+        }
         for (int k = 0; k < FA_M; ++k) e->rhs[FA_N + k] = -e->C[k] / bh2;
+        int converged = 1;
+        for (int i = 0; i < FA_N; ++i)
+            if (!(fabs(e->rhs[i]) <= e->settings.rtol * (terms[i] + e->force_scale))) converged = 0;
+        for (int k = 0; k < FA_M; ++k) {
+            double c_terms = 0.0;
+            for (int j = 0; j < FA_N; ++j) c_terms += fabs(e->Cq[k * FA_N + j]) * (fabs(e->qn[j]) + e->position_scale);
+            if (!(fabs(e->C[k]) <= e->settings.rtol * c_terms)) converged = 0;
+        }
         for (int i = 0; i < FA_N; ++i) {
             for (int j = 0; j < FA_N; ++j)
                 e->matrix[i * NK + j] = c_m * e->M[i * FA_N + j] + bh2 * (c_m * e->JM[i * FA_N + j] + e->K[i * FA_N + j])
@@ -195,22 +213,17 @@ int fa_engine_step(fa_engine *e)
         }
         if (lu_solve(e->matrix, e->rhs, NK, e->pivots) != 0)
             return failure(e, t, h, "the iteration matrix is singular", iteration);
+        if (!all_finite(e->rhs, NK)) return failure(e, t, h, "the solution became NaN or infinite", iteration);
         for (int i = 0; i < NK; ++i) z[i] += e->rhs[i];
-        double sa = e->scale[0], sl = FA_M ? e->scale[FA_N] : 0.0;
-        for (int i = 0; i < FA_N; ++i) sa = fmax(sa, fabs(z[i]));
-        for (int k = 0; k < FA_M; ++k) sl = fmax(sl, fabs(z[FA_N + k]));
-        for (int i = 0; i < FA_N; ++i) e->scale[i] = sa;
-        for (int k = 0; k < FA_M; ++k) e->scale[FA_N + k] = sl;
-        double error = 0.0;
-        for (int i = 0; i < NK; ++i) {
-            double r = fabs(e->rhs[i]) / (e->settings.rtol * (fabs(z[i]) + e->scale[i]) + 1e-300);
-            if (!(r <= error)) error = r; /* also catches NaN */
+        /* The update after a converged residual polishes the iterate to round-off. */
+        if (converged) {
+            for (int i = 0; i < FA_N; ++i) {
+                e->force_scale = fmax(e->force_scale, terms[i]);
+                e->position_scale = fmax(e->position_scale, fabs(e->qn[i]));
+            }
+            done = 1;
+            break;
         }
-        if (!(error < INFINITY)) return failure(e, t, h, "the solution became NaN or infinite", iteration);
-        if (error <= 1.0) { done = 1; break; }
-        /* Round-off floor: corrections far below 1e-6 relative that no longer contract. */
-        if (iteration >= 3 && error * e->settings.rtol <= 1e-7 && error > 0.5 * error_old) { done = 1; break; }
-        error_old = error;
     }
     if (!done) return failure(e, t, h, "no convergence", e->settings.max_iterations);
     for (int i = 0; i < FA_N; ++i) { e->q[i] = q_pred[i] + bh2 * z[i]; e->v[i] = v_pred[i] + gh * z[i]; }
@@ -227,8 +240,9 @@ void fa_engine_outputs(const fa_engine *e, double *y)
     fa_outputs(e->q, e->v, e->z, e->z + FA_N, fa_engine_time(e), e->p, y);
 }
 
-/* State layout: t0, step, alpha, step size, rtol, max_iterations, initialized, q, v, z, F_old, scale, p */
-#define FA_STATE_SIZE (7 + 2 * FA_N + 2 * NK + FA_N + ONE(FA_NP))
+/* State layout: t0, step, alpha, step size, rtol, max_iterations, initialized, force_scale,
+ * position_scale, q, v, z, F_old, p */
+#define FA_STATE_SIZE (9 + 2 * FA_N + NK + FA_N + ONE(FA_NP))
 
 size_t fa_engine_state_size(void) { return FA_STATE_SIZE; }
 
@@ -236,12 +250,12 @@ void fa_engine_get_state(const fa_engine *e, double *b)
 {
     b[0] = e->t0; b[1] = (double)e->step; b[2] = e->settings.alpha; b[3] = e->settings.step;
     b[4] = e->settings.rtol; b[5] = (double)e->settings.max_iterations; b[6] = (double)e->initialized;
-    double *w = b + 7;
+    b[7] = e->force_scale; b[8] = e->position_scale;
+    double *w = b + 9;
     memcpy(w, e->q, sizeof e->q); w += FA_N;
     memcpy(w, e->v, sizeof e->v); w += FA_N;
     memcpy(w, e->z, sizeof e->z); w += NK;
     memcpy(w, e->F_old, sizeof e->F_old); w += FA_N;
-    memcpy(w, e->scale, sizeof e->scale); w += NK;
     memcpy(w, e->p, sizeof e->p);
 }
 
@@ -255,13 +269,14 @@ int fa_engine_set_state(fa_engine *e, const double *b)
     if (!(b[6] == 0.0 || b[6] == 1.0)) return -1;
     if (!(b[3] > 0.0) || !(b[2] >= -1.0 / 3.0 && b[2] <= 0.0) || !(b[4] > 0.0)) return -1;
     e->t0 = b[0]; e->step = (long)b[1]; e->settings.alpha = b[2]; e->settings.step = b[3];
+    if (!(b[7] >= 0.0) || !(b[8] >= 0.0)) return -1;
     e->settings.rtol = b[4]; e->settings.max_iterations = (int)b[5]; e->initialized = (int)b[6];
-    const double *w = b + 7;
+    e->force_scale = b[7]; e->position_scale = b[8];
+    const double *w = b + 9;
     memcpy(e->q, w, sizeof e->q); w += FA_N;
     memcpy(e->v, w, sizeof e->v); w += FA_N;
     memcpy(e->z, w, sizeof e->z); w += NK;
     memcpy(e->F_old, w, sizeof e->F_old); w += FA_N;
-    memcpy(e->scale, w, sizeof e->scale); w += NK;
     memcpy(e->p, w, sizeof e->p);
     return 0;
 }

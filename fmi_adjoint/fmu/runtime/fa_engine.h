@@ -10,6 +10,10 @@
 
 #include <stddef.h>
 
+#if defined(__GNUC__) && !defined(FA_EXPORT_ALL)
+#pragma GCC visibility push(hidden) /* internal: an FMU exports only the FMI functions */
+#endif
+
 typedef struct fa_engine fa_engine;
 
 /* Settings of a run; fa_engine_settings_default() fills the model's defaults. */
@@ -46,5 +50,9 @@ const char *fa_engine_message(const fa_engine *engine);
 size_t fa_engine_state_size(void);
 void fa_engine_get_state(const fa_engine *engine, double *buffer);
 int fa_engine_set_state(fa_engine *engine, const double *buffer);
+
+#if defined(__GNUC__) && !defined(FA_EXPORT_ALL)
+#pragma GCC visibility pop
+#endif
 
 #endif

@@ -16,6 +16,10 @@
 
 #include "fa_engine.h"
 
+#if defined(__GNUC__) && !defined(FA_EXPORT_ALL)
+#pragma GCC visibility push(hidden) /* internal: only FMI functions are exported */
+#endif
+
 /* Numerically equal to fmi2Status and fmi3Status (OK, Warning, Discard, Error, Fatal). */
 typedef enum { FA_OK = 0, FA_WARNING = 1, FA_DISCARD = 2, FA_ERROR = 3, FA_FATAL = 4 } fa_status;
 
@@ -105,5 +109,9 @@ fa_status fa_fmu_serialized_size(fa_fmu *fmu, void *state, size_t *size, const c
 fa_status fa_fmu_serialize(fa_fmu *fmu, void *state, unsigned char *buffer, size_t size, const char *function);
 fa_status fa_fmu_deserialize(fa_fmu *fmu, const unsigned char *buffer, size_t size, void **state,
                              const char *function);
+
+#if defined(__GNUC__) && !defined(FA_EXPORT_ALL)
+#pragma GCC visibility pop
+#endif
 
 #endif
