@@ -151,6 +151,12 @@ def identify(
     sims0 = problem.simulations
     scale = ParameterScaling.create(problem.names, problem.start, problem.lower, problem.upper, scaling)
     u0 = scale.to_scaled(problem.start)
+
+    def physical(u: np.ndarray) -> np.ndarray:
+        # The start point is evaluated at exactly the given values (the scaling round trip
+        # may move them by an ulp, which a sensitive cost notices).
+        return problem.start.copy() if np.array_equal(u, u0) else scale.to_physical(u)
+
     progress_log = _Progress(problem.names, sys.stderr if progress == "stderr" else progress)
     cost_history: list[float] = []
     gnorm_history: list[float] = []
@@ -165,7 +171,7 @@ def identify(
             key = u.tobytes()
             if key not in cache:
                 try:
-                    ev = problem.evaluate(scale.to_physical(u), "adjoint")
+                    ev = problem.evaluate(physical(u), "adjoint")
                     value = (ev.J, ev.gradient)
                     last_good[:] = value
                 except ConvergenceError:
@@ -183,7 +189,7 @@ def identify(
             progress_log.iteration += 1
             cost_history.append(J * J0)
             gnorm_history.append(float(np.linalg.norm(g)))
-            progress_log.line(J * J0, gnorm_history[-1], scale.to_physical(u))
+            progress_log.line(J * J0, gnorm_history[-1], physical(u))
 
         g0 = fun(u0)[1]
         cost_history.append(first.J)
@@ -204,7 +210,7 @@ def identify(
             key = u.tobytes()
             if key not in cache_r:
                 try:
-                    r, Jr = problem.residuals(scale.to_physical(u))
+                    r, Jr = problem.residuals(physical(u))
                     last_r[:] = [r]
                 except ConvergenceError:
                     if not last_r:
@@ -223,13 +229,22 @@ def identify(
             gnorm = float(np.linalg.norm(Ju.T @ r))
             cost_history.append(J)
             gnorm_history.append(gnorm)
-            progress_log.line(J, gnorm, scale.to_physical(u))
+            progress_log.line(J, gnorm, physical(u))
             progress_log.iteration += 1
             return Ju
 
         bounds = scale.scaled_bounds()
         lo = np.array([-np.inf if b[0] is None else b[0] for b in bounds])
         hi = np.array([np.inf if b[1] is None else b[1] for b in bounds])
+        # scipy's trust-region method moves a start within 1e-10 (relative) of a bound
+        # slightly inside before its first evaluation; the history starts at the given values
+        # all the same.
+        near = (u0 - lo <= 1e-10 * np.maximum(1, np.abs(lo))) | (hi - u0 <= 1e-10 * np.maximum(1, np.abs(hi)))
+        if np.any(near):
+            r0, jac0 = problem.residuals(problem.start)
+            cost_history.append(0.5 * float(r0 @ r0))
+            gnorm_history.append(float(np.linalg.norm((jac0 * scale.derivative(u0)[None, :]).T @ r0)))
+            progress_log.line(cost_history[-1], gnorm_history[-1], problem.start)
         res = optimize.least_squares(
             lambda u: evaluate(u)[0], u0, jac=jac, bounds=(lo, hi), method="trf",
             ftol=tolerance, xtol=tolerance, gtol=1e-14, max_nfev=max_iterations, x_scale=1.0,
@@ -237,7 +252,7 @@ def identify(
         u_best, success, message = res.x, bool(res.success), str(res.message)
         iterations = int(res.njev or len(cost_history))
         J_final = float(res.cost)
-    x = scale.to_physical(u_best)
+    x = physical(u_best)
     stats = {"std_errors": None, "correlation": None}
     if statistics:
         try:
