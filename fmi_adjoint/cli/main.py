@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="simulate a model and write its outputs as CSV")
     _common_model_options(sim)
     sim.add_argument("-o", "--output", metavar="OUT.csv", help="CSV file (default: stdout)")
+    sim.add_argument(
+        "--engine", choices=("auto", "native", "python"), default="auto",
+        help="native: the C engine of exported FMUs, in-process (needs a C compiler and t_end a whole number of "
+        "steps); python: the reference engine used for gradients; auto (default): native when possible",
+    )
 
     grad = sub.add_parser("gradient", help="cost and gradient of a least-squares fit to data")
     _common_model_options(grad)
@@ -117,18 +122,43 @@ def cmd_simulate(args) -> int:
     if args.output:
         check_writable(args.output)
     model = resolve_model(args.model, parse_assignments(args.set))
-    solver = HHT(alpha=args.alpha) if args.alpha is not None else None
-    traj = simulate(model, t_end=args.t_end, step=args.step, solver=solver)
-    outputs = traj.outputs()
+    times, outputs = _run_simulation(model, args)
     columns = {name: outputs[:, k] for k, name in enumerate(model.output_names)}
     if args.output:
-        write_csv(args.output, traj.t, columns)
-        print(f"wrote {len(traj.t)} rows to {args.output}", file=sys.stderr)
+        write_csv(args.output, times, columns)
+        print(f"wrote {len(times)} rows to {args.output}", file=sys.stderr)
     else:
         print(",".join(["time", *columns]))
-        for row in np.column_stack([traj.t, outputs]):
+        for row in np.column_stack([times, outputs]):
             print(",".join(repr(float(x)) for x in row))
     return 0
+
+
+def _run_simulation(model, args) -> tuple[np.ndarray, np.ndarray]:
+    """Outputs at the step times, from the native C engine or the Python engine."""
+    settings = model.model.simulation
+    t_end = settings.t_end if args.t_end is None else args.t_end
+    step = settings.step if args.step is None else args.step
+    alpha = settings.alpha if args.alpha is None else args.alpha
+    n_steps = round(t_end / step)
+    whole = n_steps >= 1 and abs(n_steps * step - t_end) <= 1e-9 * t_end
+    if args.engine in ("auto", "native"):
+        from ..fmu.native import CompilerError, build_native
+
+        reason = None if whole else f"t_end = {t_end:g} s is not a whole number of steps h = {step:g} s"
+        if reason is None:
+            try:
+                native = build_native(model.model)
+            except (CompilerError, ModelError) as exc:  # no compiler, or no C code for an element
+                reason = str(exc)
+            else:
+                return native.simulate(model.defaults, t_end=n_steps * step, step=step, alpha=alpha)
+        if args.engine == "native":
+            raise ModelError(f"--engine native: {reason}; use --engine python or fix the cause.")
+        print(f"fmi-adjoint: note: using the Python engine ({reason}).", file=sys.stderr)
+    solver = HHT(alpha=args.alpha) if args.alpha is not None else None
+    traj = simulate(model, t_end=args.t_end, step=args.step, solver=solver)
+    return traj.t, traj.outputs()
 
 
 def _problem(args, bounds=None) -> IdentificationProblem:

@@ -18,6 +18,7 @@ int fa_simulate(double t0, double step, double alpha, double rtol, long n_steps,
     s.alpha = alpha;
     if (rtol > 0) s.rtol = rtol;
     if (p) memcpy(fa_engine_parameters(e), p, sizeof(double) * (FA_NP > 0 ? FA_NP : 1));
+    fa_engine_set_planned_steps(e, n_steps);
     int status = fa_engine_initialize(e, t0, &s);
     if (status == 0) fa_engine_outputs(e, y);
     for (long i = 1; status == 0 && i <= n_steps; ++i) {

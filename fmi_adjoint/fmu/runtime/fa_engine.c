@@ -21,6 +21,7 @@ struct fa_engine {
     double force_scale;    /* largest force-term magnitude seen (Newton test floor) */
     double position_scale; /* largest |q| seen */
     int initialized;
+    long planned_steps; /* total steps of a batch run, 0 if unknown (FMU) */
     char message[512];
     /* work arrays */
     double Ma[FA_N], F[FA_N], C[ONE(FA_M)], M[FA_N * FA_N], JM[FA_N * FA_N], K[FA_N * FA_N], JV[FA_N * FA_N];
@@ -148,12 +149,16 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
 
 static int failure(fa_engine *e, double t, double h, const char *what, int iterations)
 {
-    snprintf(e->message, sizeof e->message, "model '%s': Newton did not converge at t = %.9g s (step %ld, "
-             "h = %.3g s): %s after %d iterations. Remedies: a smaller step, physically meaningful parameter "
-             "values, or more numerical damping (alpha towards -1/3).", FA_MODEL_NAME, t, e->step + 1, h, what,
-             iterations);
+    char of[48] = "";
+    if (e->planned_steps > 0) snprintf(of, sizeof of, " of %ld", e->planned_steps);
+    snprintf(e->message, sizeof e->message, "model '%s': Newton did not converge at t = %.9g s (step %ld%s, "
+             "h = %.3g s): %s after %d iterations. Remedies: a different step (--step; smaller where the motion "
+             "is fast), parameter values that are physically meaningful (positive masses and stiffnesses), or "
+             "more numerical damping (alpha towards -1/3).", FA_MODEL_NAME, t, e->step + 1, of, h, what, iterations);
     return -1;
 }
+
+void fa_engine_set_planned_steps(fa_engine *e, long n) { e->planned_steps = n; }
 
 int fa_engine_step(fa_engine *e)
 {

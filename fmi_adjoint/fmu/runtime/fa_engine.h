@@ -39,6 +39,9 @@ int fa_engine_initialize(fa_engine *engine, double t0, const fa_settings *settin
 /* Advance by exactly one step t_i -> t_{i+1} = t0 + (i+1) h.  0 ok, -1 failure. */
 int fa_engine_step(fa_engine *engine);
 
+/* Number of steps of a batch run, used in messages ("step i of N"); 0 if unknown. */
+void fa_engine_set_planned_steps(fa_engine *engine, long n_steps);
+
 /* Current time, step counter, outputs (FA_NY values) and the last error message. */
 double fa_engine_time(const fa_engine *engine);
 long fa_engine_step_count(const fa_engine *engine);
