@@ -19,12 +19,16 @@ class CPrinter(C99CodePrinter):
         ``symbol name -> C text`` (e.g. ``"q_3" -> "q[3]"``), or None to keep the name.
     table_names : set of str
         Functions of time printed as calls of a C function of the same name.
+    function_names : mapping of str to str
+        Other opaque functions printed as calls of the given C function.
     """
 
-    def __init__(self, symbol_map: Callable[[str], str | None], table_names: set[str] = frozenset()):
+    def __init__(self, symbol_map: Callable[[str], str | None], table_names: set[str] = frozenset(),
+                 function_names: Mapping[str, str] | None = None):
         super().__init__()
         self._symbol_map = symbol_map
         self._table_names = set(table_names)
+        self._function_names = dict(function_names or {})
 
     def _print_Symbol(self, expr):  # noqa: N802 (sympy printer protocol)
         mapped = self._symbol_map(expr.name)
@@ -36,8 +40,9 @@ class CPrinter(C99CodePrinter):
 
     def _print_Function(self, expr):  # noqa: N802
         name = type(expr).__name__
-        if name in self._table_names:
-            return f"{name}({', '.join(self._print(arg) for arg in expr.args)})"
+        if name in self._table_names or name in self._function_names:
+            c_name = self._function_names.get(name, name)
+            return f"{c_name}({', '.join(self._print(arg) for arg in expr.args)})"
         return super()._print_Function(expr)
 
 

@@ -957,23 +957,27 @@ def _numeric_plugin(tmp_path: Path) -> Path:
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: numeric-plugin\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(
-        "[fmi_adjoint.forces]\nnumeric_cubic_spring = numeric_plugin:NumericCubicSpring\n")
+        "[fmi_adjoint.forces]\nnumeric_cubic_spring_no_c = numeric_plugin:NoCCodeSpring\n")
     (site / "numeric_plugin.py").write_text(f"import sys\nsys.path.insert(0, {str(TESTS_DIR)!r})\n"
-                                            "from test_numeric_element import NumericCubicSpring\n")
+                                            "from test_numeric_element import NoCCodeSpring\n")
     return site
 
 
 def test_model_code_refuses_an_element_without_c_code():
-    from test_numeric_element import NumericCubicSpring, model_with
+    from test_numeric_element import NoCCodeSpring, model_with
 
-    model = model_with(NumericCubicSpring("numeric_spring", coordinates=("x", "base"), k1="k1", k3="k3", d="d"))
-    with pytest.raises(ModelError, match="are numeric"):
+    model = model_with(NoCCodeSpring("numeric_spring", coordinates=("x", "base"), k1="k1", k3="k3", d="d"))
+    with pytest.raises(ModelError, match="'numeric_spring'.*has no C code"):
         model_c_sources(differentiate(model))
 
 
-def test_cli_refuses_an_element_without_c_code_in_process(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_numeric_element_with_c_code_is_exported(tmp_path, monkeypatch, version):
+    """The hand-written C of a numeric element is linked into the FMU (the element's C code)."""
+    import fmpy
     from importlib import metadata
 
+    from fmi_adjoint import compile_model, load_model, simulate
     from fmi_adjoint.forces import registry
     from test_numeric_element import NumericCubicSpring
     from test_registry import FakeEntryPoint
@@ -983,6 +987,30 @@ def test_cli_refuses_an_element_without_c_code_in_process(tmp_path, monkeypatch,
     monkeypatch.setattr(registry, "_DEFAULT", registry.Registry(entries))
     source = tmp_path / "numeric.toml"
     source.write_text(NUMERIC_MODEL.format(element="numeric_cubic_spring"))
+    fmu = export_fmu(source, tmp_path / "numeric.fmu", fmi_version=version)
+    model = load_model(source)
+    settings = model.simulation
+    n = 200
+    traj = simulate(compile_model(model), t_end=n * settings.step)
+    result = fmpy.simulate_fmu(str(fmu), stop_time=n * settings.step, output_interval=settings.step,
+                               output=[o.name for o in model.outputs])
+    for k, out in enumerate(model.outputs):
+        scale = np.max(np.abs(traj.outputs()[:, k])) or 1.0
+        assert np.max(np.abs(result[out.name] - traj.outputs()[:, k])) / scale <= SAME_ALGORITHM, out.name
+
+
+def test_cli_refuses_an_element_without_c_code_in_process(tmp_path, monkeypatch, capsys):
+    from importlib import metadata
+
+    from fmi_adjoint.forces import registry
+    from test_numeric_element import NoCCodeSpring
+    from test_registry import FakeEntryPoint
+
+    entries = list(metadata.entry_points(group=registry.GROUP))
+    entries.append(FakeEntryPoint("numeric_cubic_spring_no_c", NoCCodeSpring))
+    monkeypatch.setattr(registry, "_DEFAULT", registry.Registry(entries))
+    source = tmp_path / "numeric.toml"
+    source.write_text(NUMERIC_MODEL.format(element="numeric_cubic_spring_no_c"))
     out = tmp_path / "out"
     out.mkdir()
     rc = main(["export", str(source), "-o", str(out / "numeric.fmu")])
@@ -992,7 +1020,7 @@ def test_cli_refuses_an_element_without_c_code_in_process(tmp_path, monkeypatch,
 def test_cli_refuses_an_element_without_c_code_in_a_subprocess(tmp_path):
     site = _numeric_plugin(tmp_path)
     source = tmp_path / "numeric.toml"
-    source.write_text(NUMERIC_MODEL.format(element="numeric_cubic_spring"))
+    source.write_text(NUMERIC_MODEL.format(element="numeric_cubic_spring_no_c"))
     out = tmp_path / "out"
     out.mkdir()
     env = dict(os.environ, PYTHONPATH=str(site))
@@ -1008,7 +1036,7 @@ def test_the_error_names_the_element_without_c_code(tmp_path):
     """A clear error says which element of the model lacks C code."""
     site = _numeric_plugin(tmp_path)
     source = tmp_path / "numeric.toml"
-    source.write_text(NUMERIC_MODEL.format(element="numeric_cubic_spring"))
+    source.write_text(NUMERIC_MODEL.format(element="numeric_cubic_spring_no_c"))
     proc = subprocess.run([sys.executable, "-m", "fmi_adjoint", "export", str(source), "-o",
                            str(tmp_path / "numeric.fmu")], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(site)), timeout=120)

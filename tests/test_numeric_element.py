@@ -93,6 +93,16 @@ class WrongC(NumericCubicSpring):
     c_error: ClassVar[str] = " + 1e-9"
 
 
+@dataclasses.dataclass(frozen=True)
+class NoCCodeSpring(NumericCubicSpring):
+    """The same law without C code: it runs in-process but cannot be exported."""
+
+    type_name: ClassVar[str] = "numeric_cubic_spring_no_c"
+
+    def c_source(self, prefix):
+        raise NotImplementedError("no C code")
+
+
 @pytest.mark.skipif(find_c_compiler() is None, reason="the element check compiles C code")
 def test_a_correct_numeric_element_passes_every_check():
     report = check_element(NumericCubicSpring, seed=2)

@@ -18,12 +18,14 @@ Tables of time become static arrays with the linear interpolation of ``numpy.int
 
 from __future__ import annotations
 
+import re
+
 import sympy as sp
 
 from ..compiled import ModelDerivatives
 from ..cprint import CPrinter, c_assignments, indexed
 from ..errors import ModelError
-from ..forces.numeric import AbstractNumericElement
+from ..forces.numeric import NUMERIC_ELEMENTS
 
 __all__ = ["model_c_sources"]
 
@@ -56,26 +58,71 @@ def _table_code(tables) -> list[str]:
     return lines
 
 
-def _check_exportable(d: ModelDerivatives) -> None:
-    numeric = [e for e in d.sym.model.forces if isinstance(e, AbstractNumericElement)]
-    if numeric:
-        names = ", ".join(f"'{e.name}' ({e.type_name})" for e in numeric)
-        raise ModelError(
-            f"model '{d.sym.model.name}': force element(s) {names} are numeric (hand-written Jacobians), and "
-            "the exporter cannot yet link their C code into the model's equations; state the law "
-            "symbolically (AbstractTwoPointElement / AbstractLocalElement) to export this model."
-        )
+def _numeric_links(d: ModelDerivatives) -> tuple[dict[str, str], list[str]]:
+    """C names of the opaque functions of numeric elements, and the C code linking them.
+
+    Each opaque function (a force component ``_numericN_f<j>`` or a Jacobian entry
+    ``_numericN_d<j>_<k>``) becomes a small C function calling the element's own
+    ``<prefix>_forces`` / ``<prefix>_jacobian`` from its ``c_source``.
+    """
+    used: set[str] = set()
+    for matrix in (d.Ma, d.F, d.C, d.M, d.JM, d.K, d.JV, d.Cq, d.Y, d.G, d.G_z, d.q0, d.v0):
+        used |= {type(call).__name__ for call in matrix.atoms(sp.Function)}
+    names: dict[str, str] = {}
+    lines: list[str] = []
+    for tag in sorted({re.match(r"_numeric\d+", u).group(0) for u in used if u.startswith("_numeric")}):
+        element, n, n_p = NUMERIC_ELEMENTS[tag]
+        prefix = f"fa_{tag.lstrip('_')}_element"
+        try:
+            source = element.c_source(prefix)
+        except NotImplementedError:
+            raise ModelError(
+                f"{element.where()}: the element has no C code (its c_source raises NotImplementedError), so "
+                "the model cannot be exported; give the element C code or state its law symbolically."
+            ) from None
+        lines += [f"/* C code of {element.where()} */", source, ""]
+        n_args = 2 * n + n_p
+        params = ", ".join(f"double x{k}" for k in range(n_args))
+        values = ", ".join(f"x{k}" for k in range(n_args))
+        for j in range(n):
+            c_name = f"fa{tag}_f{j}"
+            names[f"{tag}_f{j}"] = c_name
+            lines += [
+                f"static double {c_name}({params})",
+                "{",
+                f"    const double x[{n_args}] = {{{values}}};",
+                f"    double f[{n}];",
+                f"    {prefix}_forces(x, x + {n}, x + {2 * n}, f);",
+                f"    return f[{j}];",
+                "}",
+            ]
+            for k in range(n_args):
+                c_name = f"fa{tag}_d{j}_{k}"
+                names[f"{tag}_d{j}_{k}"] = c_name
+                block, entry = (("dq", j * n + k) if k < n else ("dv", j * n + k - n) if k < 2 * n
+                                else ("dp", j * n_p + k - 2 * n))
+                lines += [
+                    f"static double {c_name}({params})",
+                    "{",
+                    f"    const double x[{n_args}] = {{{values}}};",
+                    f"    double dq[{n * n}], dv[{n * n}], dp[{max(n * n_p, 1)}];",
+                    f"    {prefix}_jacobian(x, x + {n}, x + {2 * n}, dq, dv, dp);",
+                    f"    return {block}[{entry}];",
+                    "}",
+                ]
+        lines.append("")
+    return names, lines
 
 
 def model_c_sources(d: ModelDerivatives) -> tuple[str, str]:
     """``(model.h, model.c)`` for the derivatives ``d`` of one model."""
-    _check_exportable(d)
+    function_names, links = _numeric_links(d)
     sym = d.sym
     model = sym.model
     n, m = len(sym.q), len(sym.lam)
     params = model.all_parameters
     tables = {str(f) for f, _, _ in sym.tables}
-    state = CPrinter(indexed({"q": "q", "v": "v", "a": "a", "lam": "lam", "p": "p"}), tables)
+    state = CPrinter(indexed({"q": "q", "v": "v", "a": "a", "lam": "lam", "p": "p"}), tables, function_names)
     offsets = {"q": 0, "mu": n, "v": n + m, "nu": 2 * n + m, "a": 2 * n + 2 * m, "lam": 3 * n + 2 * m}
 
     def z_map(name: str) -> str | None:
@@ -86,8 +133,8 @@ def model_c_sources(d: ModelDerivatives) -> tuple[str, str]:
             return f"p[{tail}]"
         return None
 
-    init = CPrinter(z_map, tables)
-    guess = CPrinter(indexed({"p": "p"}), tables)
+    init = CPrinter(z_map, tables, function_names)
+    guess = CPrinter(indexed({"p": "p"}), tables, function_names)
     settings = model.simulation
     header = [
         f"/* model '{model.name}' generated by fmi-adjoint: sizes, defaults and function prototypes */",
@@ -135,6 +182,7 @@ def model_c_sources(d: ModelDerivatives) -> tuple[str, str]:
         f"const char *const fa_output_names[FA_NY] = {{{', '.join(_c_string(o.name) for o in model.outputs)}}};",
         "",
         *_table_code(sym.tables),
+        *links,
         f"void fa_residual({_STATE}, double *Ma, double *F, double *C)",
         "{",
         *c_assignments([("Ma", d.Ma), ("F", d.F), ("C", d.C)], state),

@@ -31,11 +31,14 @@ import sympy as sp
 
 from .base import AbstractLocalElement
 
-__all__ = ["AbstractNumericElement", "NUMERIC_FUNCTIONS"]
+__all__ = ["AbstractNumericElement", "NUMERIC_FUNCTIONS", "NUMERIC_ELEMENTS"]
 
 #: Registry of the numeric callables behind the opaque sympy functions, by function name
 #: (read by the code generator).  Entries are created when a model is assembled.
 NUMERIC_FUNCTIONS: dict[str, object] = {}
+#: The element behind each tag ``_numericN``: ``(element, n_local, n_parameters)`` (read by
+#: the C code generator, which links the element's C functions).
+NUMERIC_ELEMENTS: dict[str, tuple] = {}
 _ids = itertools.count()
 
 
@@ -70,7 +73,11 @@ class AbstractNumericElement(AbstractLocalElement):
 
     @abc.abstractmethod
     def c_source(self, prefix: str) -> str:
-        """C99 source defining ``<prefix>_forces`` and ``<prefix>_jacobian``."""
+        """C99 source defining ``<prefix>_forces`` and ``<prefix>_jacobian``.
+
+        Raise :class:`NotImplementedError` if the element has no C code: it then works
+        in-process but cannot be exported (the exporter says so, naming the element).
+        """
 
     def local_forces(self, q, v, p):
         n = len(q)
@@ -82,6 +89,7 @@ class AbstractNumericElement(AbstractLocalElement):
         n_q, n_p = n, len(flat)
         tag = f"_numeric{next(_ids)}"
         element = self
+        NUMERIC_ELEMENTS[tag] = (self, n_q, n_p)
 
         def split(values):
             qq = _stack(values[:n_q])
