@@ -3,6 +3,7 @@
 from .base import AbstractCost, CostValue
 from .fourier import FourierCoefficients, FourierCost
 from .least_squares import LeastSquaresCost, trapezoidal_weights
+from .pod import PODCost, proper_orthogonal_modes
 from .sampling import Sampler
 
 __all__ = [
@@ -11,6 +12,8 @@ __all__ = [
     "FourierCoefficients",
     "FourierCost",
     "LeastSquaresCost",
+    "PODCost",
     "Sampler",
+    "proper_orthogonal_modes",
     "trapezoidal_weights",
 ]
