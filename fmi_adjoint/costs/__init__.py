@@ -3,16 +3,19 @@
 from .base import AbstractCost, CostValue
 from .fourier import FourierCoefficients, FourierCost
 from .least_squares import LeastSquaresCost, trapezoidal_weights
+from .orders import EngineOrderCost, RunUp
 from .pod import PODCost, proper_orthogonal_modes
 from .sampling import Sampler
 
 __all__ = [
     "AbstractCost",
     "CostValue",
+    "EngineOrderCost",
     "FourierCoefficients",
     "FourierCost",
     "LeastSquaresCost",
     "PODCost",
+    "RunUp",
     "Sampler",
     "proper_orthogonal_modes",
     "trapezoidal_weights",
