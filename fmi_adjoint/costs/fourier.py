@@ -33,11 +33,24 @@ from ..errors import DataError
 from .base import AbstractCost, CostValue
 from .least_squares import trapezoidal_weights
 
-__all__ = ["FourierCoefficients", "FourierCost", "WINDOWS", "KINDS"]
+__all__ = ["FourierCoefficients", "FourierCost", "WINDOWS", "KINDS", "amplitude_misfit"]
 
 WINDOWS = ("rectangular", "hann")
 KINDS = ("power", "amplitude", "complex")
 HANN_AMPLITUDE_CORRECTION = 2.0
+
+
+def amplitude_misfit(A, B, measured_amplitude, weights, kind: str) -> tuple[float, np.ndarray, np.ndarray]:
+    """``(J, dJ/dA, dJ/dB)`` of the ``"power"`` (eq. (4.6)) or ``"amplitude"`` misfit."""
+    amp = np.hypot(A, B)
+    if kind == "power":
+        diff = amp**2 - measured_amplitude**2
+        return 0.25 * float(np.sum(weights * diff**2)), weights * diff * A, weights * diff * B
+    diff = amp - measured_amplitude
+    safe = np.where(amp > 0, amp, 1.0)  # d|C|/dA = A/|C|; taken as 0 where |C| = 0
+    dA = np.where(amp > 0, weights * diff * A / safe, 0.0)
+    dB = np.where(amp > 0, weights * diff * B / safe, 0.0)
+    return 0.5 * float(np.sum(weights * diff**2)), dA, dB
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -168,20 +181,11 @@ class FourierCost(AbstractCost):
         y = Y[:, 0]
         A, B = self.coefficients(y)
         c = self.weights
-        if self.kind == "power":
-            diff = A**2 + B**2 - self.measured_amplitude**2
-            J = 0.25 * float(np.sum(c * diff**2))
-            dA, dB = c * diff * A, c * diff * B
-        elif self.kind == "amplitude":
-            amp = np.hypot(A, B)
-            diff = amp - self.measured_amplitude
-            J = 0.5 * float(np.sum(c * diff**2))
-            safe = np.where(amp > 0, amp, 1.0)
-            dA = np.where(amp > 0, c * diff * A / safe, 0.0)
-            dB = np.where(amp > 0, c * diff * B / safe, 0.0)
-        else:
+        if self.kind == "complex":
             dA, dB = c * (A - self.measured_A), c * (B - self.measured_B)
             J = 0.5 * float(np.sum(dA * (A - self.measured_A) + dB * (B - self.measured_B)))
+        else:
+            J, dA, dB = amplitude_misfit(A, B, self.measured_amplitude, c, self.kind)
         dJ_dy = self.coefficients.cos_matrix.T @ dA + self.coefficients.sin_matrix.T @ dB  # type: ignore[attr-defined]
         return CostValue(J=J, dJ_dY=dJ_dy[:, None])
 

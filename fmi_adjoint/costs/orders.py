@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import DataError
 from .base import AbstractCost, CostValue
-from .fourier import FourierCoefficients
+from .fourier import FourierCoefficients, amplitude_misfit
 
 __all__ = ["RunUp", "EngineOrderCost"]
 
@@ -114,17 +114,6 @@ class EngineOrderCost(AbstractCost):
     def evaluate(self, Y: np.ndarray, p: np.ndarray) -> CostValue:
         y = Y[:, 0]
         A, B = self._cos @ y, self._sin @ y  # type: ignore[attr-defined]
-        amp = np.hypot(A, B)
-        c = self.weights
-        if self.kind == "power":
-            diff = amp**2 - self.measured_amplitude**2
-            J = 0.25 * float(np.sum(c * diff**2))
-            dA, dB = c * diff * A, c * diff * B
-        else:
-            diff = amp - self.measured_amplitude
-            J = 0.5 * float(np.sum(c * diff**2))
-            safe = np.where(amp > 0, amp, 1.0)
-            dA = np.where(amp > 0, c * diff * A / safe, 0.0)
-            dB = np.where(amp > 0, c * diff * B / safe, 0.0)
+        J, dA, dB = amplitude_misfit(A, B, self.measured_amplitude, self.weights, self.kind)
         dJ_dy = self._cos.T @ dA + self._sin.T @ dB  # type: ignore[attr-defined]
         return CostValue(J=J, dJ_dY=dJ_dy[:, None])
