@@ -23,8 +23,6 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import math
-import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -36,6 +34,7 @@ from .compiled import compile_model
 from .forces.base import AbstractForceElement, AbstractLocalElement, AbstractTwoPointElement
 from .forces.ccode import element_c_source, local_law
 from .model import Coordinate, Model, Output, Parameter
+from .toolchain import c_compiler
 
 __all__ = ["CheckResult", "ElementReport", "check_element", "find_c_compiler", "JACOBIAN_RTOL", "C_CODE_RTOL"]
 
@@ -66,11 +65,8 @@ class ElementReport:
 
 
 def find_c_compiler() -> str | None:
-    """The C compiler to use: ``$CC``, else ``cc``, ``gcc`` or ``clang`` on the PATH."""
-    for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if candidate and shutil.which(candidate):
-            return shutil.which(candidate)
-    return None
+    """The C compiler for the C-code check (None if there is none)."""
+    return c_compiler()
 
 
 def _sample_range(lo: float, hi: float, default: float) -> tuple[float, float]:

@@ -15,6 +15,7 @@ RANK = {
     "errors": 0,
     "expressions": 1,
     "cprint": 1,
+    "toolchain": 1,
     "files": 1,
     "forces": 2,
     "data": 2,

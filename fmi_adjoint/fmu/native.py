@@ -22,6 +22,7 @@ import numpy as np
 from ..compiled import differentiate
 from ..errors import ConvergenceError, FmiAdjointError
 from ..model import Model
+from ..toolchain import c_compiler
 from .model_code import model_c_sources
 
 __all__ = ["RUNTIME_DIR", "CompilerError", "NativeModel", "build_native", "write_sources", "find_c_compiler"]
@@ -34,13 +35,11 @@ class CompilerError(FmiAdjointError, RuntimeError):
 
 
 def find_c_compiler() -> str:
-    """``$CC``, else ``cc``, ``gcc`` or ``clang`` from the PATH (CompilerError if none)."""
-    import os
-
-    for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if candidate and shutil.which(candidate):
-            return shutil.which(candidate)
-    raise CompilerError("no C compiler found (tried $CC, cc, gcc, clang); install gcc or set CC.")
+    """The system C compiler (CompilerError naming the fix if there is none)."""
+    compiler = c_compiler()
+    if compiler is None:
+        raise CompilerError("no C compiler found (tried $CC, cc, gcc, clang); install gcc or set CC.")
+    return compiler
 
 
 def write_sources(model: Model, folder: Path) -> list[Path]:
