@@ -7,7 +7,13 @@ sampled outputs (:class:`LeastSquaresCost`) is differentiated by the discrete ad
 :func:`identify` drives scipy's optimizers over one or several :class:`Experiment` s.
 """
 
-from .adjoint import GradientResult, adjoint_gradient, output_sensitivities, sensitivity_gradient
+from .adjoint import (
+    GradientResult,
+    adjoint_gradient,
+    continuous_adjoint_gradient,
+    output_sensitivities,
+    sensitivity_gradient,
+)
 from .compiled import CompiledModel, compile_model
 from .costs import AbstractCost, CostValue, LeastSquaresCost
 from .data import Measurement, read_csv, write_csv
@@ -77,6 +83,7 @@ __all__ = [
     "TableLoad",
     "Trajectory",
     "adjoint_gradient",
+    "continuous_adjoint_gradient",
     "compile_model",
     "identify",
     "initial_state",

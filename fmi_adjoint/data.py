@@ -34,11 +34,14 @@ class Measurement:
         return self.values[:, self.columns.index(name)]
 
 
-def read_csv(path: str | os.PathLike, *, time_column: str = "time") -> Measurement:
+def read_csv(path: str | os.PathLike, *, time_column: str = "time", unit: str = "seconds", min_rows: int = 2
+) -> Measurement:
     """Read and validate a CSV file of samples.
 
-    The first row is the header; it must contain ``time_column``.  Every other cell
-    must be a finite number; times must be strictly increasing.
+    The first row is the header; it must contain ``time_column`` (the abscissa: time by
+    default; spectra use ``frequency``, order spectra ``speed``, with ``unit`` named in
+    messages).  Every other cell must be a finite number; the abscissa must be strictly
+    increasing.
 
     Raises
     ------
@@ -67,12 +70,13 @@ def read_csv(path: str | os.PathLike, *, time_column: str = "time") -> Measureme
         raise DataError(f"{where}: the file is empty; it needs a header row with '{time_column}' and data rows.")
     header = [cell.strip() for cell in rows[0]]
     if time_column not in header:
-        raise DataError(f"{where}: the header {header} has no '{time_column}' column; add one (in seconds).")
+        raise DataError(f"{where}: the header {header} has no '{time_column}' column; add one (in {unit}).")
     dupes = sorted({h for h in header if header.count(h) > 1})
     if dupes or any(not h for h in header):
         raise DataError(f"{where}: header names must be unique and non-empty (problem: {dupes or 'empty name'}).")
-    if len(rows) < 3:
-        raise DataError(f"{where}: at least two data rows are needed, found {len(rows) - 1}.")
+    if len(rows) < min_rows + 1:
+        needed = "one data row is" if min_rows == 1 else f"{'two' if min_rows == 2 else min_rows} data rows are"
+        raise DataError(f"{where}: at least {needed} needed, found {len(rows) - 1}.")
     values = np.empty((len(rows) - 1, len(header)))
     for index, row in enumerate(rows[1:], start=1):
         r = lines[index]
@@ -96,10 +100,11 @@ def read_csv(path: str | os.PathLike, *, time_column: str = "time") -> Measureme
     bad = np.flatnonzero(np.diff(times) <= 0)
     if bad.size:
         r = lines[int(bad[0]) + 2]
+        plural = "frequencies" if time_column == "frequency" else f"{time_column}s"
         raise DataError(
-            f"{where}, line {r}: time {float(times[bad[0] + 1])!r} does not increase "
+            f"{where}, line {r}: {time_column} {float(times[bad[0] + 1])!r} does not increase "
             f"(previous {float(times[bad[0]])!r}); "
-            "sort the rows by time and drop duplicate times."
+            f"sort the rows by {time_column} and drop duplicate {plural}."
         )
     columns = tuple(h for j, h in enumerate(header) if j != k)
     data = np.delete(values, k, axis=1)

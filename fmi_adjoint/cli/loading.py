@@ -6,13 +6,12 @@ import math
 from pathlib import Path
 
 from ..compiled import CompiledModel, compile_model
-from ..costs import LeastSquaresCost
-from ..data import read_csv
-from ..errors import DataError, ExpressionError, ModelError
+from ..errors import ExpressionError, ModelError
 from ..examples import example_names, example_path
 from ..identify import Experiment
 from ..integrate import HHT
 from ..model_file import load_model
+from .cost_options import CostOptions, build_cost
 
 __all__ = ["model_path", "resolve_model", "parse_assignments", "parse_bounds", "load_experiments"]
 
@@ -99,15 +98,18 @@ def load_experiments(
     step: float | None,
     alpha: float | None,
     identified: list[str] = (),
-    weights: dict[str, float],
-    scales: dict[str, float],
+    cost: CostOptions | None = None,
 ) -> list[Experiment]:
     """One experiment per ``--data FILE[@NAME=VALUE,...]``, sharing the model.
 
     The settings after ``@`` apply to that experiment only (excitation, initial state).
-    Without ``--t-end`` each experiment is simulated up to its last sample.
+    ``cost`` chooses what is compared (default: least squares of the time series).
+    Without ``--t-end`` each experiment is simulated up to its last sample (spectra: the
+    model's end time).
     """
     model = resolve_model(model_spec)
+    options = cost or CostOptions()
+    h = step if step is not None else model.model.simulation.step
     experiments = []
     for spec in data_specs:
         file, _, local = spec.partition("@")
@@ -122,31 +124,10 @@ def load_experiments(
         values.update(local_values)
         for name in values:
             model.parameter_index(name)
-        measurement = read_csv(file)
-        if not measurement.columns:
-            raise DataError(
-                f"{file}: no measured column besides 'time'; add columns named like the model's outputs "
-                f"({', '.join(model.output_names)})."
-            )
-        for name in measurement.columns:
-            if name not in model.output_names:
-                raise DataError(
-                    f"{file}: column {name!r} matches no output of model '{model.model.name}'. "
-                    f"Outputs: {', '.join(model.output_names)}. Rename or drop the column."
-                )
-        for name in list(weights) + list(scales):
-            if name not in measurement.columns:
-                raise DataError(f"--weight/--scale {name!r}: no such data column in {file}.")
-        cost = LeastSquaresCost(
-            measurement.times,
-            measurement.values,
-            measurement.columns,
-            weights=[weights.get(c, 1.0) for c in measurement.columns],
-            scales=[scales.get(c, 1.0) for c in measurement.columns],
-        )
-        end = t_end if t_end is not None else float(measurement.times[-1])
+        experiment_cost, end = build_cost(options, model, file, t_end=t_end, step=h)
         solver = HHT(alpha=alpha) if alpha is not None else None
         experiments.append(
-            Experiment(model, cost, values=values, t_end=end, step=step, solver=solver, name=Path(file).stem)
+            Experiment(model, experiment_cost, values=values, t_end=end, step=step, solver=solver,
+                       name=Path(file).stem)
         )
     return experiments

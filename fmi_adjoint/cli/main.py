@@ -18,6 +18,7 @@ from ..files import atomic_output, check_writable
 from ..forces import element_type
 from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem, identify
 from ..integrate import HHT, simulate
+from .cost_options import CostOptions, add_cost_options, cost_options_from_args
 from .loading import load_experiments, model_path, parse_assignments, parse_bounds, parse_names, resolve_model
 
 __all__ = ["main", "build_parser"]
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     _data_options(grad)
     grad.add_argument("--method", choices=GRADIENT_METHODS, default="adjoint")
     grad.add_argument("--json", action="store_true", help="print JSON to stdout")
+    add_cost_options(grad)
 
     ident = sub.add_parser("identify", help="identify parameters from data")
     _common_model_options(ident)
@@ -76,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     ident.add_argument("--max-iter", type=int, default=200)
     ident.add_argument("-o", "--output", metavar="RESULT.json", help="result file (default: stdout)")
     ident.add_argument("--json", action="store_true", help="print the result JSON to stdout")
+    ident.add_argument("--plot", metavar="FIT.png",
+                       help="PNG of measured, initial and identified outputs (spectra, orders, modal coordinates) "
+                       "of the first experiment, and the convergence history")
+    add_cost_options(ident)
 
     plugins = sub.add_parser("plugins", help="list or check the registered force elements")
     plugin_sub = plugins.add_subparsers(dest="plugins_command", required=True, metavar="ACTION")
@@ -161,8 +167,11 @@ def _run_simulation(model, args) -> tuple[np.ndarray, np.ndarray]:
     return traj.t, traj.outputs()
 
 
-def _problem(args, bounds=None) -> IdentificationProblem:
+def _problem(args, bounds=None) -> tuple[IdentificationProblem, CostOptions]:
     _check_solver_options(args)
+    options = cost_options_from_args(
+        args, parse_assignments(args.weight, "--weight"), parse_assignments(args.scale, "--scale")
+    )
     experiments = load_experiments(
         args.model,
         args.data,
@@ -171,14 +180,13 @@ def _problem(args, bounds=None) -> IdentificationProblem:
         step=args.step,
         alpha=args.alpha,
         identified=parse_names(args.params),
-        weights=parse_assignments(args.weight, "--weight"),
-        scales=parse_assignments(args.scale, "--scale"),
+        cost=options,
     )
-    return IdentificationProblem(experiments, parse_names(args.params), bounds=bounds)
+    return IdentificationProblem(experiments, parse_names(args.params), bounds=bounds), options
 
 
 def cmd_gradient(args) -> int:
-    problem = _problem(args)
+    problem, _ = _problem(args)
     ev = problem.evaluate(problem.start, args.method)
     result = {
         "cost": ev.J,
@@ -186,6 +194,7 @@ def cmd_gradient(args) -> int:
         "method": ev.method,
         "forward_seconds": ev.forward_seconds,
         "gradient_seconds": ev.gradient_seconds,
+        "cost_function": args.cost,
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -198,15 +207,28 @@ def cmd_gradient(args) -> int:
 
 
 def cmd_identify(args) -> int:
-    if args.output:
-        check_writable(args.output)
-    problem = _problem(args, parse_bounds(args.bounds))
+    for path in (args.output, args.plot):
+        if path:
+            check_writable(path)
+    problem, options = _problem(args, parse_bounds(args.bounds))
+    if args.method == "least_squares" and args.cost != "time":
+        raise ModelError(
+            f"--method least_squares needs residuals, which --cost {args.cost} does not have; use --method lbfgsb."
+        )
     result = identify(problem, args.method, scaling=args.scaling, max_iterations=args.max_iter)
     payload = result.to_json()
     payload["model"] = args.model
     payload["data"] = args.data
+    payload["cost_function"] = options.describe()
     payload["gradient_method"] = "adjoint" if args.method == "lbfgsb" else "forward sensitivities"
     text = json.dumps(payload, indent=2)
+    if args.plot:
+        # The figure before the result file: a failure leaves neither half-written.
+        from .plotting import plot_fit
+
+        experiment = problem.experiments[0]
+        plot_fit(args.plot, experiment, problem.names, result.initial, result.parameters, result.cost_history)
+        print(f"wrote {args.plot}", file=sys.stderr)
     if args.output:
         with atomic_output(args.output) as handle:
             handle.write(text + "\n")

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..adjoint import adjoint_gradient, output_sensitivities, sampled_outputs, sensitivity_gradient
+from ..adjoint import adjoint_gradient, continuous_adjoint_gradient, output_sensitivities, sampled_outputs, sensitivity_gradient
 from ..adjoint.discrete import channel_indices
 from ..compiled import CompiledModel
 from ..costs.base import AbstractCost
@@ -18,7 +18,7 @@ from ..integrate import HHT, Trajectory, simulate
 
 __all__ = ["Experiment", "IdentificationProblem", "Evaluation", "GRADIENT_METHODS"]
 
-GRADIENT_METHODS = ("adjoint", "forward", "fd")
+GRADIENT_METHODS = ("adjoint", "forward", "fd", "continuous")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -144,9 +144,11 @@ class IdentificationProblem:
         ----------
         x : numpy.ndarray
             Physical values of the identified parameters.
-        method : {"adjoint", "forward", "fd"}
+        method : {"adjoint", "forward", "fd", "continuous"}
             Discrete adjoint, forward sensitivities, or central finite differences of
-            the same discrete cost.
+            the same discrete cost; or the continuous adjoint (BDF, Sec. 3.3.4), which
+            approximates the gradient of the continuous cost and converges to the
+            others as the step goes to zero (least-squares costs only).
         fd_rel_step : float
             Relative step of the (fourth-order central) finite differences.
         """
@@ -164,6 +166,11 @@ class IdentificationProblem:
                 result = adjoint_gradient(traj, exp.cost)
             elif method == "forward":
                 result = sensitivity_gradient(traj, exp.cost, idx)
+            elif method == "continuous":
+                try:
+                    result = continuous_adjoint_gradient(traj, exp.cost)
+                except NotImplementedError as exc:
+                    raise IdentificationError(f"continuous adjoint: {exc}") from None
             else:  # finite differences: the cost here, the gradient below
                 _, _, Y = sampled_outputs(traj, exp.cost)
                 J += exp.cost.evaluate(Y, traj.p).J

@@ -1,0 +1,362 @@
+"""The command line's ``--cost time|fourier|orders|pod`` and the options each cost needs.
+
+What ``--data`` holds depends on the cost:
+
+* ``time``: a time series (``time`` column, one column per measured output);
+  least squares in the time domain.
+* ``fourier``: either a time series, whose Fourier coefficients at the analysed
+  frequencies are the measurement, or a measured spectrum (``frequency`` column in Hz,
+  an ``amplitude`` column, optionally ``A`` and ``B`` coefficient columns and a
+  ``weight`` column).  The frequencies are the spectrum's rows, ``--frequencies``, or
+  the harmonics ``k / T_w`` inside ``--band``.
+* ``orders``: a measured order spectrum (``speed`` column in rpm, ``amplitude``,
+  optionally ``weight``) of engine order ``--order`` over the run-up ``--runup``.
+* ``pod``: a time series; the proper orthogonal modes of its channels define the modal
+  coordinates compared (``--modes``).
+
+Costs without time samples in their data (spectra, order spectra) sample the simulated
+output at every integrator step up to the end time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+
+import numpy as np
+
+from ..compiled import CompiledModel
+from ..costs import (
+    AbstractCost,
+    EngineOrderCost,
+    FourierCoefficients,
+    FourierCost,
+    LeastSquaresCost,
+    PODCost,
+    RunUp,
+)
+from ..costs.fourier import KINDS, WINDOWS
+from ..data import Measurement, read_csv
+from ..errors import DataError, ModelError
+from ..integrate import time_grid
+
+__all__ = ["COSTS", "CostOptions", "add_cost_options", "cost_options_from_args", "build_cost"]
+
+COSTS = ("time", "fourier", "orders", "pod")
+
+
+@dataclasses.dataclass(frozen=True)
+class CostOptions:
+    """The cost chosen on the command line, with its options (see the module docstring).
+
+    Frequencies and bands are in Hz, speeds in rpm, times in s.
+    """
+
+    cost: str = "time"
+    channel: str | None = None
+    frequencies: tuple[float, ...] = ()
+    band: tuple[float, float] | None = None
+    window: str = "rectangular"
+    window_limits: tuple[float, float] | None = None
+    kind: str | None = None
+    order: float | None = None
+    runup: RunUp | None = None
+    speeds: tuple[float, float] | None = None
+    modes: tuple[int, ...] = (1,)
+    weights: dict[str, float] = dataclasses.field(default_factory=dict)
+    scales: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def describe(self) -> dict:
+        """JSON-ready summary for result files."""
+        out: dict = {"cost": self.cost}
+        if self.cost in ("fourier", "orders"):
+            out["channel"] = self.channel
+            out["kind"] = self.spectrum_kind
+        if self.cost == "fourier":
+            out.update(window=self.window, band_hz=self.band, window_limits=self.window_limits,
+                       frequencies_hz=list(self.frequencies) or None)
+        if self.cost == "orders":
+            out.update(order=self.order, runup=dataclasses.asdict(self.runup) if self.runup else None,
+                       speeds_rpm=self.speeds)
+        if self.cost == "pod":
+            out["modes"] = list(self.modes)
+        return out
+
+    @property
+    def spectrum_kind(self) -> str:
+        """Misfit of amplitudes: eq. (4.6) "power" for spectra, "amplitude" for orders by default."""
+        if self.kind is not None:
+            return self.kind
+        return "amplitude" if self.cost == "orders" else "power"
+
+
+def _pair(text: str | None, option: str, example: str) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    parts = text.split(":")
+    try:
+        values = tuple(float(x) for x in parts)
+    except ValueError:
+        values = ()
+    if len(values) != 2 or not all(math.isfinite(v) for v in values) or not values[0] < values[1]:
+        raise ModelError(f"{option} {text!r}: expected LO:HI with finite LO < HI, e.g. {option} {example}.")
+    return values  # type: ignore[return-value]
+
+
+def _floats(text: str | None, option: str, example: str) -> tuple[float, ...]:
+    if text is None:
+        return ()
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        values = ()
+    if not values or not all(math.isfinite(v) for v in values):
+        raise ModelError(f"{option} {text!r}: expected a comma-separated list of numbers, e.g. {option} {example}.")
+    return values
+
+
+def add_cost_options(parser: argparse.ArgumentParser) -> None:
+    """The ``--cost`` option group of ``gradient`` and ``identify``."""
+    group = parser.add_argument_group("cost (default: least squares in the time domain)")
+    group.add_argument("--cost", choices=COSTS, default="time",
+                       help="time: least squares; fourier: Fourier coefficients/spectrum; orders: engine-order "
+                       "amplitudes over a run-up; pod: proper-orthogonal-mode coordinates")
+    group.add_argument("--channel", metavar="OUTPUT", help="fourier/orders: the analysed model output")
+    group.add_argument("--frequencies", metavar="F1,F2,...", help="fourier: analysed frequencies [Hz]")
+    group.add_argument("--band", metavar="LO:HI",
+                       help="fourier: frequency band [Hz] compared (harmonics k/T_w in the band if no frequencies "
+                       "are given)")
+    group.add_argument("--window", choices=WINDOWS, default="rectangular", help="fourier: window (hann: g_c = 2)")
+    group.add_argument("--window-limits", metavar="TL:TU", help="fourier: analysed time window [s] (default: all)")
+    group.add_argument("--spectrum", choices=KINDS, dest="kind",
+                       help="misfit: power = eq. (4.6) (default for fourier), amplitude (default for orders), "
+                       "complex (fourier, phase-aware)")
+    group.add_argument("--order", type=float, help="orders: engine order, e.g. 6")
+    group.add_argument("--runup", metavar="N0:N1:T0:T1", help="orders: linear run-up from N0 rpm at T0 s to N1 at T1")
+    group.add_argument("--speeds", metavar="LO:HI", help="orders: speed band [rpm] compared (default: all rows)")
+    group.add_argument("--modes", metavar="I,J,...", help="pod: 1-based mode numbers (default 1)")
+
+
+def cost_options_from_args(args: argparse.Namespace, weights: dict, scales: dict) -> CostOptions:
+    """Validate the cost options of a parsed command line."""
+    cost = args.cost
+    runup = None
+    if args.runup is not None:
+        numbers = _floats(args.runup.replace(":", ","), "--runup", "1000:5000:1:11")
+        if len(numbers) != 4:
+            raise ModelError(f"--runup {args.runup!r}: expected N0:N1:T0:T1 (rpm, rpm, s, s), e.g. --runup 1000:5000:1:11.")
+        runup = RunUp(*numbers)
+    modes: tuple[int, ...] = (1,)
+    if args.modes is not None:
+        numbers = _floats(args.modes, "--modes", "1,2")
+        if any(m != int(m) or m < 1 for m in numbers):
+            raise ModelError(f"--modes {args.modes!r}: mode numbers are integers from 1.")
+        modes = tuple(int(m) for m in numbers)
+    options = CostOptions(
+        cost=cost, channel=args.channel,
+        frequencies=_floats(args.frequencies, "--frequencies", "1.5,1.6,1.7"),
+        band=_pair(args.band, "--band", "1.4:1.9"),
+        window=args.window,
+        window_limits=_pair(args.window_limits, "--window-limits", "0.5:10"),
+        kind=args.kind, order=args.order, runup=runup,
+        speeds=_pair(args.speeds, "--speeds", "2000:4000"),
+        modes=modes, weights=weights, scales=scales,
+    )
+    specific = {
+        "fourier": ("--frequencies", "--band", "--window-limits"),
+        "orders": ("--order", "--runup", "--speeds"),
+        "pod": ("--modes",),
+    }
+    given = {"--frequencies": args.frequencies, "--band": args.band, "--window-limits": args.window_limits,
+             "--order": args.order, "--runup": args.runup, "--speeds": args.speeds, "--modes": args.modes}
+    for owner, names in specific.items():
+        for name in names:
+            if given[name] is not None and cost != owner:
+                raise ModelError(f"{name} applies to --cost {owner}, not --cost {cost}; remove it or change --cost.")
+    if cost != "time" and (weights or scales):
+        raise ModelError(f"--weight/--scale apply to --cost time only, not --cost {cost}.")
+    if args.window != "rectangular" and cost != "fourier":
+        raise ModelError(f"--window applies to --cost fourier, not --cost {cost}.")
+    if args.channel is not None and cost in ("time", "pod"):
+        raise ModelError(f"--channel applies to --cost fourier|orders; --cost {cost} compares every data column.")
+    if args.kind is not None and cost not in ("fourier", "orders"):
+        raise ModelError(f"--spectrum applies to --cost fourier|orders, not --cost {cost}.")
+    if cost == "orders":
+        if options.order is None or not options.order > 0:
+            raise ModelError("--cost orders needs --order O (a positive engine order, e.g. --order 6).")
+        if runup is None:
+            raise ModelError("--cost orders needs --runup N0:N1:T0:T1 (the run-up of the simulation).")
+        if options.spectrum_kind not in ("amplitude", "power"):
+            raise ModelError("--cost orders compares amplitudes: --spectrum amplitude or power.")
+    return options
+
+
+def _header(path: str) -> list[str]:
+    """The header cells of a CSV file ([] if it cannot be read; read_csv then names the problem)."""
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            for line in handle:
+                if line.strip():
+                    return [cell.strip() for cell in line.split(",")]
+    except (OSError, UnicodeDecodeError):
+        pass
+    return []
+
+
+def _check_channel(options: CostOptions, model: CompiledModel, file: str, columns: tuple[str, ...]) -> str:
+    channel = options.channel
+    if channel is None:
+        if len(columns) == 1 and columns[0] in model.output_names:
+            return columns[0]
+        raise DataError(
+            f"--cost {options.cost}: name the analysed output with --channel (outputs of model "
+            f"'{model.model.name}': {', '.join(model.output_names)})."
+        )
+    if channel not in model.output_names:
+        raise DataError(
+            f"--channel {channel!r} is not an output of model '{model.model.name}'. "
+            f"Outputs: {', '.join(model.output_names)}."
+        )
+    return channel
+
+
+def _check_columns(measurement: Measurement, model: CompiledModel, file: str) -> None:
+    if not measurement.columns:
+        raise DataError(
+            f"{file}: no measured column besides 'time'; add columns named like the model's outputs "
+            f"({', '.join(model.output_names)})."
+        )
+    for name in measurement.columns:
+        if name not in model.output_names:
+            raise DataError(
+                f"{file}: column {name!r} matches no output of model '{model.model.name}'. "
+                f"Outputs: {', '.join(model.output_names)}. Rename or drop the column."
+            )
+
+
+def _spectrum_columns(measurement: Measurement, required: tuple[str, ...], file: str, what: str) -> None:
+    allowed = {"amplitude", "A", "B", "weight"}
+    unknown = [c for c in measurement.columns if c not in allowed]
+    missing = [c for c in required if c not in measurement.columns]
+    if unknown or missing:
+        raise DataError(
+            f"{file}: a {what} has the columns {', '.join(required)} (optional: weight); "
+            f"{'unknown: ' + ', '.join(unknown) if unknown else 'missing: ' + ', '.join(missing)}."
+        )
+
+
+def step_grid(t_end: float, step: float) -> np.ndarray:
+    """The integrator's step times on ``[0, t_end]`` (sample times of spectral data)."""
+    return time_grid(0.0, t_end, step)
+
+
+def build_cost(
+    options: CostOptions, model: CompiledModel, file: str, *, t_end: float | None, step: float
+) -> tuple[AbstractCost, float]:
+    """The cost of one ``--data`` file and the end time of its simulation.
+
+    ``t_end`` is the ``--t-end`` option (None: the last sample of a time series, or the
+    model's end time for spectra).
+    """
+    cost = options.cost
+    header = _header(file)
+    if cost == "orders" or (cost == "fourier" and "frequency" in header):
+        return _spectral_cost(options, model, file, t_end=t_end, step=step)
+    measurement = read_csv(file)
+    _check_columns(measurement, model, file)
+    end = t_end if t_end is not None else float(measurement.times[-1])
+    if cost == "time":
+        for name in list(options.weights) + list(options.scales):
+            if name not in measurement.columns:
+                raise DataError(f"--weight/--scale {name!r}: no such data column in {file}.")
+        columns = measurement.columns
+        return LeastSquaresCost(
+            measurement.times, measurement.values, columns,
+            weights=[options.weights.get(c, 1.0) for c in columns],
+            scales=[options.scales.get(c, 1.0) for c in columns],
+        ), end
+    if cost == "pod":
+        return PODCost(measurement.times, measurement.values, measurement.columns, modes=options.modes), end
+    # Fourier coefficients of a measured time series.
+    channel = _check_channel(options, model, file, measurement.columns)
+    if channel not in measurement.columns:
+        raise DataError(f"{file}: no column {channel!r} for --channel; columns: {', '.join(measurement.columns)}.")
+    times = measurement.times
+    lo, hi = options.window_limits or (float(times[0]), float(times[-1]))
+    omegas = _omegas(options, hi - lo, file)
+    coefficients = FourierCoefficients(times, omegas, window=options.window, t_lower=lo, t_upper=hi)
+    A, B = coefficients(measurement.column(channel))
+    cost_obj = _fourier_cost(options, coefficients, channel, A=A, B=B, amplitude=None, weights=None)
+    return cost_obj, end
+
+
+def _omegas(options: CostOptions, window_length: float, file: str) -> np.ndarray:
+    if options.frequencies:
+        return 2 * np.pi * np.asarray(options.frequencies)
+    if options.band is None:
+        raise DataError(
+            f"{file}: a time series needs the analysed frequencies: --frequencies F1,F2,... or --band LO:HI (Hz)."
+        )
+    df = 1.0 / window_length
+    k = np.arange(math.ceil(options.band[0] / df - 1e-9), math.floor(options.band[1] / df + 1e-9) + 1)
+    k = k[k >= 1]
+    if k.size == 0:
+        raise DataError(
+            f"--band {options.band[0]:g}:{options.band[1]:g} Hz holds no harmonic k/T_w of the {window_length:g} s "
+            "window; widen the band or give --frequencies."
+        )
+    return 2 * np.pi * k * df
+
+
+def _fourier_cost(options, coefficients, channel, *, A, B, amplitude, weights) -> FourierCost:
+    kind = options.spectrum_kind
+    band = options.band
+    select = np.ones(coefficients.omegas.size) if weights is None else weights
+    if band is not None:
+        hz = coefficients.omegas / (2 * np.pi)
+        inside = (hz >= band[0] * (1 - 1e-12)) & (hz <= band[1] * (1 + 1e-12))
+        if not inside.any():
+            raise DataError(f"--band {band[0]:g}:{band[1]:g} Hz holds none of the spectrum's frequencies.")
+        select = select * inside
+    if kind == "complex" and (A is None or B is None):
+        raise DataError("--spectrum complex needs the measured coefficients: a time series, or A and B columns.")
+    return FourierCost(coefficients, channel, measured_A=A, measured_B=B, measured_amplitude=amplitude,
+                       kind=kind, weights=select)
+
+
+def _spectral_cost(options, model, file, *, t_end, step) -> tuple[AbstractCost, float]:
+    """A cost on a measured spectrum or order spectrum (no time samples in the data)."""
+    end = t_end if t_end is not None else model.model.simulation.t_end
+    grid = step_grid(end, step)
+    channel = _check_channel(options, model, file, ())
+    if options.cost == "orders":
+        spectrum = read_csv(file, time_column="speed", unit="rpm", min_rows=1)
+        _spectrum_columns(spectrum, ("amplitude",), file, "measured order spectrum")
+        speeds = spectrum.times
+        amplitude = spectrum.column("amplitude")
+        weights = spectrum.column("weight") if "weight" in spectrum.columns else np.ones(speeds.size)
+        if options.speeds is not None:
+            inside = (speeds >= options.speeds[0]) & (speeds <= options.speeds[1])
+            if not inside.any():
+                raise DataError(f"--speeds {options.speeds[0]:g}:{options.speeds[1]:g} holds no row of {file}.")
+            speeds, amplitude, weights = speeds[inside], amplitude[inside], weights[inside]
+        return EngineOrderCost(grid, channel, options.order, speeds, amplitude, options.runup,
+                               kind=options.spectrum_kind, weights=weights), end
+    if options.frequencies:
+        raise DataError(f"{file} is a spectrum: its 'frequency' rows are the analysed frequencies; drop --frequencies.")
+    spectrum = read_csv(file, time_column="frequency", unit="Hz", min_rows=1)
+    complex_kind = options.spectrum_kind == "complex"
+    _spectrum_columns(spectrum, ("A", "B") if complex_kind else ("amplitude",), file, "measured spectrum")
+    lo, hi = options.window_limits or (0.0, end)
+    if hi > end * (1 + 1e-12):
+        raise DataError(f"--window-limits end at {hi:g} s, after the simulation end {end:g} s; use --t-end.")
+    coefficients = FourierCoefficients(grid, 2 * np.pi * spectrum.times, window=options.window, t_lower=lo, t_upper=hi)
+    A = spectrum.column("A") if "A" in spectrum.columns else None
+    B = spectrum.column("B") if "B" in spectrum.columns else None
+    amplitude = spectrum.column("amplitude") if "amplitude" in spectrum.columns else None
+    weights = spectrum.column("weight") if "weight" in spectrum.columns else None
+    if weights is not None and np.any(weights < 0):
+        raise DataError(f"{file}: the weight column must be >= 0.")
+    return _fourier_cost(options, coefficients, channel, A=A, B=B, amplitude=amplitude, weights=weights), end
+
