@@ -26,7 +26,6 @@ import math
 
 import numpy as np
 
-from ..compiled import CompiledModel
 from ..costs import (
     AbstractCost,
     EngineOrderCost,
@@ -41,7 +40,7 @@ from ..data import Measurement, read_csv
 from ..errors import DataError, ModelError
 from ..integrate import time_grid
 
-__all__ = ["COSTS", "CostOptions", "add_cost_options", "cost_options_from_args", "build_cost"]
+__all__ = ["COSTS", "CostOptions", "Target", "add_cost_options", "cost_options_from_args", "build_cost"]
 
 COSTS = ("time", "fourier", "orders", "pod")
 
@@ -89,6 +88,20 @@ class CostOptions:
         if self.kind is not None:
             return self.kind
         return "amplitude" if self.cost == "orders" else "power"
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What the data are compared with: a model or an FMU, by its output names."""
+
+    name: str
+    output_names: tuple[str, ...]
+    t_end: float
+
+    @classmethod
+    def of_model(cls, model) -> Target:
+        """The target of a compiled model."""
+        return cls(model.model.name, tuple(model.output_names), float(model.model.simulation.t_end))
 
 
 def _pair(text: str | None, option: str, example: str) -> tuple[float, float] | None:
@@ -204,24 +217,24 @@ def _header(path: str) -> list[str]:
     return []
 
 
-def _check_channel(options: CostOptions, model: CompiledModel, file: str, columns: tuple[str, ...]) -> str:
+def _check_channel(options: CostOptions, model: Target, file: str, columns: tuple[str, ...]) -> str:
     channel = options.channel
     if channel is None:
         if len(columns) == 1 and columns[0] in model.output_names:
             return columns[0]
         raise DataError(
             f"--cost {options.cost}: name the analysed output with --channel (outputs of model "
-            f"'{model.model.name}': {', '.join(model.output_names)})."
+            f"'{model.name}': {', '.join(model.output_names)})."
         )
     if channel not in model.output_names:
         raise DataError(
-            f"--channel {channel!r} is not an output of model '{model.model.name}'. "
+            f"--channel {channel!r} is not an output of '{model.name}'. "
             f"Outputs: {', '.join(model.output_names)}."
         )
     return channel
 
 
-def _check_columns(measurement: Measurement, model: CompiledModel, file: str) -> None:
+def _check_columns(measurement: Measurement, model: Target, file: str) -> None:
     if not measurement.columns:
         raise DataError(
             f"{file}: no measured column besides 'time'; add columns named like the model's outputs "
@@ -230,7 +243,7 @@ def _check_columns(measurement: Measurement, model: CompiledModel, file: str) ->
     for name in measurement.columns:
         if name not in model.output_names:
             raise DataError(
-                f"{file}: column {name!r} matches no output of model '{model.model.name}'. "
+                f"{file}: column {name!r} matches no output of '{model.name}'. "
                 f"Outputs: {', '.join(model.output_names)}. Rename or drop the column."
             )
 
@@ -252,7 +265,7 @@ def step_grid(t_end: float, step: float) -> np.ndarray:
 
 
 def build_cost(
-    options: CostOptions, model: CompiledModel, file: str, *, t_end: float | None, step: float
+    options: CostOptions, model: Target, file: str, *, t_end: float | None, step: float
 ) -> tuple[AbstractCost, float]:
     """The cost of one ``--data`` file and the end time of its simulation.
 
@@ -327,7 +340,7 @@ def _fourier_cost(options, coefficients, channel, *, A, B, amplitude, weights) -
 
 def _spectral_cost(options, model, file, *, t_end, step) -> tuple[AbstractCost, float]:
     """A cost on a measured spectrum or order spectrum (no time samples in the data)."""
-    end = t_end if t_end is not None else model.model.simulation.t_end
+    end = t_end if t_end is not None else model.t_end
     grid = step_grid(end, step)
     channel = _check_channel(options, model, file, ())
     if options.cost == "orders":

@@ -11,7 +11,7 @@ from ..examples import example_names, example_path
 from ..identify import Experiment
 from ..integrate import HHT
 from ..model_file import load_model
-from .cost_options import CostOptions, build_cost
+from .cost_options import CostOptions, Target, build_cost
 
 __all__ = ["model_path", "resolve_model", "parse_assignments", "parse_bounds", "load_experiments"]
 
@@ -124,7 +124,7 @@ def load_experiments(
         values.update(local_values)
         for name in values:
             model.parameter_index(name)
-        experiment_cost, end = build_cost(options, model, file, t_end=t_end, step=h)
+        experiment_cost, end = build_cost(options, Target.of_model(model), file, t_end=t_end, step=h)
         solver = HHT(alpha=alpha) if alpha is not None else None
         experiments.append(
             Experiment(model, experiment_cost, values=values, t_end=end, step=step, solver=solver,

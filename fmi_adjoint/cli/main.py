@@ -24,8 +24,19 @@ from .loading import load_experiments, model_path, parse_assignments, parse_boun
 __all__ = ["main", "build_parser"]
 
 
-def _common_model_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", metavar="MODEL", help="TOML model file or bundled example name")
+def _common_model_options(parser: argparse.ArgumentParser, fmu: bool = False) -> None:
+    if fmu:
+        parser.add_argument("model", metavar="MODEL", nargs="?", help="TOML model file or bundled example name "
+                            "(or --fmu)")
+        group = parser.add_argument_group("FMU (instead of MODEL; through fmpy)")
+        group.add_argument("--fmu", metavar="MODEL.fmu", help="any FMI 2/3 Model Exchange or Co-Simulation FMU")
+        group.add_argument("--inputs", metavar="INPUTS.csv", help="input signals: 'time' and one column per FMU input")
+        group.add_argument("--gradient", choices=("auto", "adjoint", "sensitivity", "fd"), default="auto",
+                           help="auto (default): adjoint for FMUs exported by fmi-adjoint, sensitivity for Model "
+                           "Exchange FMUs with directional derivatives, else fd (parallel finite differences)")
+        group.add_argument("--workers", type=int, help="processes for finite differences (default: CPU count)")
+    else:
+        parser.add_argument("model", metavar="MODEL", help="TOML model file or bundled example name")
     parser.add_argument("--set", action="append", metavar="NAME=VALUE", help="parameter value (repeatable)")
     parser.add_argument("--step", type=float, help="HHT step h [s] (default: the model's)")
     parser.add_argument("--alpha", type=float, help="HHT alpha in [-1/3, 0] (default: the model's)")
@@ -62,15 +73,15 @@ def build_parser() -> argparse.ArgumentParser:
         "steps); python: the reference engine used for gradients; auto (default): native when possible",
     )
 
-    grad = sub.add_parser("gradient", help="cost and gradient of a least-squares fit to data")
-    _common_model_options(grad)
+    grad = sub.add_parser("gradient", help="cost and gradient of a fit to data")
+    _common_model_options(grad, fmu=True)
     _data_options(grad)
     grad.add_argument("--method", choices=GRADIENT_METHODS, default="adjoint")
     grad.add_argument("--json", action="store_true", help="print JSON to stdout")
     add_cost_options(grad)
 
     ident = sub.add_parser("identify", help="identify parameters from data")
-    _common_model_options(ident)
+    _common_model_options(ident, fmu=True)
     _data_options(ident)
     ident.add_argument("--bounds", action="append", metavar="P=LO:HI", help="bounds (default: the model's)")
     ident.add_argument("--method", choices=OPTIMIZERS, default="lbfgsb")
@@ -167,35 +178,98 @@ def _run_simulation(model, args) -> tuple[np.ndarray, np.ndarray]:
     return traj.t, traj.outputs()
 
 
-def _problem(args, bounds=None) -> tuple[IdentificationProblem, CostOptions]:
+class _Setup:
+    """The problem of ``gradient``/``identify`` and what must be released afterwards."""
+
+    def __init__(self, problem, options: CostOptions, choice=None, archive=None):
+        self.problem, self.options, self.choice, self.archive = problem, options, choice, archive
+
+    def sampled(self, x: np.ndarray) -> np.ndarray:
+        """Sampled outputs of the first experiment at the identified values ``x``."""
+        from ..adjoint import sampled_outputs
+
+        problem = self.problem
+        if hasattr(problem, "sampled_outputs"):
+            return problem.sampled_outputs(0, x)
+        exp = problem.experiments[0]
+        return sampled_outputs(exp.simulate(exp.parameters(problem.names, x)), exp.cost)[2]
+
+    def close(self) -> None:
+        if hasattr(self.problem, "close"):
+            self.problem.close()
+        if self.archive is not None:
+            self.archive.close()
+
+
+def _problem(args, bounds=None) -> _Setup:
     _check_solver_options(args)
     options = cost_options_from_args(
         args, parse_assignments(args.weight, "--weight"), parse_assignments(args.scale, "--scale")
     )
+    names = parse_names(args.params)
+    if args.fmu is not None:
+        return _fmu_problem(args, options, names, bounds)
+    if args.model is None:
+        raise ModelError("give MODEL (a TOML file or example name) or --fmu MODEL.fmu.")
+    for option in ("inputs", "workers"):
+        if getattr(args, option) is not None:
+            raise ModelError(f"--{option} applies to --fmu; remove it or give --fmu.")
+    if args.gradient != "auto":
+        raise ModelError("--gradient applies to --fmu; for a model file use --method.")
     experiments = load_experiments(
-        args.model,
-        args.data,
-        parse_assignments(args.set),
-        t_end=args.t_end,
-        step=args.step,
-        alpha=args.alpha,
-        identified=parse_names(args.params),
-        cost=options,
+        args.model, args.data, parse_assignments(args.set), t_end=args.t_end, step=args.step, alpha=args.alpha,
+        identified=names, cost=options,
     )
-    return IdentificationProblem(experiments, parse_names(args.params), bounds=bounds), options
+    return _Setup(IdentificationProblem(experiments, names, bounds=bounds), options)
+
+
+def _fmu_problem(args, options, names, bounds) -> _Setup:
+    from ..fmu.archive import open_fmu
+    from ..fmu.fmu_problem import fmu_problem
+    from .fmu_loading import load_fmu_experiments
+
+    if args.model is not None:
+        raise ModelError(f"give either MODEL ({args.model}) or --fmu, not both.")
+    if args.alpha is not None:
+        raise ModelError("--alpha applies to model files; an FMU brings its own solver settings.")
+    if args.workers is not None and args.workers < 1:
+        raise ModelError(f"--workers {args.workers}: give at least 1.")
+    archive = open_fmu(args.fmu)
+    try:
+        experiments = load_fmu_experiments(
+            archive, args.data, parse_assignments(args.set), inputs_file=args.inputs, t_end=args.t_end,
+            step=args.step, identified=names, cost=options,
+        )
+        problem, choice = fmu_problem(archive, experiments, names, bounds=bounds, gradient=args.gradient,
+                                      workers=args.workers)
+    except BaseException:
+        archive.close()
+        raise
+    return _Setup(problem, options, choice, archive)
 
 
 def cmd_gradient(args) -> int:
-    problem, _ = _problem(args)
-    ev = problem.evaluate(problem.start, args.method)
-    result = {
-        "cost": ev.J,
-        "gradient": dict(zip(problem.names, map(float, ev.gradient))),
-        "method": ev.method,
-        "forward_seconds": ev.forward_seconds,
-        "gradient_seconds": ev.gradient_seconds,
-        "cost_function": args.cost,
-    }
+    setup = _problem(args)
+    try:
+        problem = setup.problem
+        method = args.method
+        if setup.choice is not None:
+            if method not in ("adjoint", "fd"):
+                raise ModelError(f"--method {method} applies to model files; with --fmu choose --gradient.")
+            method = "fd" if method == "fd" else problem.gradient_method
+        ev = problem.evaluate(problem.start, method)
+        result = {
+            "cost": ev.J,
+            "gradient": dict(zip(problem.names, map(float, ev.gradient))),
+            "method": ev.method,
+            "forward_seconds": ev.forward_seconds,
+            "gradient_seconds": ev.gradient_seconds,
+            "cost_function": args.cost,
+        }
+        if setup.choice is not None:
+            result["gradient_path"] = _gradient_path(setup)
+    finally:
+        setup.close()
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -206,29 +280,48 @@ def cmd_gradient(args) -> int:
     return 0
 
 
+def _gradient_path(setup: _Setup) -> dict:
+    info = setup.choice.to_json()
+    columns = getattr(setup.problem, "columns", None)
+    if columns:
+        info["columns"] = dict(columns)
+    return info
+
+
 def cmd_identify(args) -> int:
     for path in (args.output, args.plot):
         if path:
             check_writable(path)
-    problem, options = _problem(args, parse_bounds(args.bounds))
-    if args.method == "least_squares" and args.cost != "time":
-        raise ModelError(
-            f"--method least_squares needs residuals, which --cost {args.cost} does not have; use --method lbfgsb."
-        )
-    result = identify(problem, args.method, scaling=args.scaling, max_iterations=args.max_iter)
-    payload = result.to_json()
-    payload["model"] = args.model
-    payload["data"] = args.data
-    payload["cost_function"] = options.describe()
-    payload["gradient_method"] = "adjoint" if args.method == "lbfgsb" else "forward sensitivities"
-    text = json.dumps(payload, indent=2)
-    if args.plot:
-        # The figure before the result file: a failure leaves neither half-written.
-        from .plotting import plot_fit
+    setup = _problem(args, parse_bounds(args.bounds))
+    try:
+        problem, options = setup.problem, setup.options
+        if args.method == "least_squares" and args.cost != "time":
+            raise ModelError(
+                f"--method least_squares needs residuals, which --cost {args.cost} does not have; use --method lbfgsb."
+            )
+        result = identify(problem, args.method, scaling=args.scaling, max_iterations=args.max_iter)
+        payload = result.to_json()
+        payload["model"] = args.model if args.fmu is None else None
+        if args.fmu is not None:
+            payload["fmu"] = args.fmu
+            payload["inputs"] = args.inputs
+        payload["data"] = args.data
+        payload["cost_function"] = options.describe()
+        if setup.choice is not None:
+            payload["gradient_method"] = _gradient_path(setup)
+        else:
+            payload["gradient_method"] = "adjoint" if args.method == "lbfgsb" else "forward sensitivities"
+        text = json.dumps(payload, indent=2)
+        if args.plot:
+            # The figure before the result file: a failure leaves neither half-written.
+            from .plotting import plot_fit
 
-        experiment = problem.experiments[0]
-        plot_fit(args.plot, experiment, problem.names, result.initial, result.parameters, result.cost_history)
-        print(f"wrote {args.plot}", file=sys.stderr)
+            cost = problem.experiments[0].cost
+            plot_fit(args.plot, cost, setup.sampled(result.initial), setup.sampled(result.parameters),
+                     result.cost_history)
+            print(f"wrote {args.plot}", file=sys.stderr)
+    finally:
+        setup.close()
     if args.output:
         with atomic_output(args.output) as handle:
             handle.write(text + "\n")

@@ -6,7 +6,6 @@ import os
 
 import numpy as np
 
-from ..adjoint import sampled_outputs
 from ..costs import EngineOrderCost, FourierCost, LeastSquaresCost, PODCost
 from ..files import atomic_output
 
@@ -37,20 +36,14 @@ def _convergence(ax, cost_history) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
-def plot_fit(path, experiment, names, initial, identified, cost_history) -> None:
-    """Measured, initial and identified quantities compared by the experiment's cost.
+def plot_fit(path, cost, Y0: np.ndarray, Y1: np.ndarray, cost_history) -> None:
+    """Measured, initial and identified quantities compared by a cost.
 
-    Time series for least squares, amplitude spectra (compared band shaded) for Fourier
-    costs, order amplitudes over speed for engine-order costs, modal coordinates for
-    POD costs; below, the cost per iteration.
+    ``Y0`` and ``Y1`` are the sampled outputs at the initial and identified values.  Time
+    series for least squares, amplitude spectra (compared band shaded) for Fourier costs,
+    order amplitudes over speed for engine-order costs, modal coordinates for POD costs;
+    below, the cost per iteration.
     """
-    cost = experiment.cost
-
-    def sampled(values):
-        traj = experiment.simulate(experiment.parameters(names, np.asarray(values, dtype=float)))
-        return sampled_outputs(traj, cost)[2]
-
-    Y0, Y1 = sampled(initial), sampled(identified)
     plt = _pyplot()
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 7), constrained_layout=True)
     style = {"measured": dict(color="0.45", lw=1.2), "initial": dict(color="tab:red", lw=0.9, alpha=0.8),

@@ -162,7 +162,7 @@ def identify(
     gnorm_history: list[float] = []
     failed = [0]
     if method == "lbfgsb":
-        first = problem.evaluate(problem.start, "adjoint")
+        first = problem.evaluate(problem.start, problem.gradient_method)
         J0 = first.J if first.J > 0 else 1.0
         cache: dict[bytes, tuple[float, np.ndarray]] = {u0.tobytes(): (first.J, first.gradient)}
         last_good = [first.J, first.gradient]
@@ -171,7 +171,7 @@ def identify(
             key = u.tobytes()
             if key not in cache:
                 try:
-                    ev = problem.evaluate(physical(u), "adjoint")
+                    ev = problem.evaluate(physical(u), problem.gradient_method)
                     value = (ev.J, ev.gradient)
                     last_good[:] = value
                 except ConvergenceError:

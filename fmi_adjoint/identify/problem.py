@@ -16,7 +16,7 @@ from ..costs.base import AbstractCost
 from ..errors import IdentificationError
 from ..integrate import HHT, Trajectory, simulate
 
-__all__ = ["Experiment", "IdentificationProblem", "Evaluation", "GRADIENT_METHODS"]
+__all__ = ["Experiment", "IdentificationProblem", "Evaluation", "GRADIENT_METHODS", "gauss_newton_statistics"]
 
 GRADIENT_METHODS = ("adjoint", "forward", "fd", "continuous")
 
@@ -119,6 +119,8 @@ class IdentificationProblem:
             [(start or {}).get(n, base[first.model.parameter_index(n)]) for n in names], dtype=float
         )
         self.simulations = 0
+        #: The gradient method :func:`~fmi_adjoint.identify.identify` uses with L-BFGS-B.
+        self.gradient_method = "adjoint"
 
     # -- evaluation -------------------------------------------------------------------
     def trajectories(self, x: np.ndarray) -> list[Trajectory]:
@@ -282,27 +284,33 @@ class IdentificationProblem:
         return fisher
 
     def statistics(self, x: np.ndarray) -> dict:
-        """Standard errors and correlations from the Gauss-Newton Hessian.
-
-        ``Cov = s^2 (J_r^T J_r)^{-1}`` with the residual variance ``s^2 = r.r/(N_r - n_p)``.
-        Parameters that the data cannot determine (singular Hessian) get ``None``.
-        """
+        """Standard errors and correlations from the Gauss-Newton Hessian (see
+        :func:`gauss_newton_statistics`)."""
         r, Jr = self.residuals(x)
-        n_res, n_par = Jr.shape
-        dof = max(n_res - n_par, 1)
-        s2 = float(r @ r) / dof
-        H = Jr.T @ Jr
-        scale = np.sqrt(np.diag(H))
-        scale[scale == 0] = 1.0
-        Hs = H / np.outer(scale, scale)
-        cond = float(np.linalg.cond(Hs))
-        if not math.isfinite(cond) or cond > 1e14:
-            std, corr = [None] * n_par, None
-        else:
-            cov = s2 * np.linalg.inv(Hs) / np.outer(scale, scale)
-            sd = np.sqrt(np.abs(np.diag(cov)))
-            std = [float(v) for v in sd]
-            # At an exact fit (zero residual) the covariance vanishes and has no correlation.
-            corr = (cov / np.outer(sd, sd)).tolist() if np.all(sd > 0) else None
-        return {"std_errors": std, "correlation": corr, "residual_variance": s2, "n_residuals": n_res,
-                "hessian_condition": float(cond)}
+        return gauss_newton_statistics(r, Jr)
+
+
+def gauss_newton_statistics(r: np.ndarray, Jr: np.ndarray) -> dict:
+    """Standard errors and correlations of a least-squares fit.
+
+    ``Cov = s^2 (J_r^T J_r)^{-1}`` with the residual variance ``s^2 = r.r/(N_r - n_p)``.
+    Parameters that the data cannot determine (singular Hessian) get ``None``.
+    """
+    n_res, n_par = Jr.shape
+    dof = max(n_res - n_par, 1)
+    s2 = float(r @ r) / dof
+    H = Jr.T @ Jr
+    scale = np.sqrt(np.diag(H))
+    scale[scale == 0] = 1.0
+    Hs = H / np.outer(scale, scale)
+    cond = float(np.linalg.cond(Hs))
+    if not math.isfinite(cond) or cond > 1e14:
+        std, corr = [None] * n_par, None
+    else:
+        cov = s2 * np.linalg.inv(Hs) / np.outer(scale, scale)
+        sd = np.sqrt(np.abs(np.diag(cov)))
+        std = [float(v) for v in sd]
+        # At an exact fit (zero residual) the covariance vanishes and has no correlation.
+        corr = (cov / np.outer(sd, sd)).tolist() if np.all(sd > 0) else None
+    return {"std_errors": std, "correlation": corr, "residual_variance": s2, "n_residuals": n_res,
+            "hessian_condition": float(cond)}

@@ -1,0 +1,594 @@
+"""Identification problems on FMUs through fmpy, with the gradient path chosen from what
+the FMU offers (issue 6).
+
+* ``adjoint``: an FMU exported by fmi-adjoint (``resources/model.toml`` and
+  ``resources/export.json``) is identified on its embedded model with the native
+  discrete adjoint: an ordinary :class:`~fmi_adjoint.identify.IdentificationProblem`,
+  so the numbers are those of in-process identification.
+* ``sensitivity``: a Model Exchange FMU with directional derivatives is integrated by
+  the project's trapezoidal rule (:mod:`fmi_adjoint.integrate.ode`) and differentiated
+  by forward sensitivities built from the FMU's Jacobian columns ``d(f, g)/d(x, p)``.
+  Each column is probed against central finite differences at three points of the
+  first trajectory; a column the FMU cannot give or gets wrong is replaced by finite
+  differences of the right-hand side (per column, reported in the result).
+* ``fd``: any other FMU: central finite differences of whole simulations (Co-Simulation
+  through ``doStep``; Model Exchange through the trapezoidal rule), steps scaled by the
+  nominal values, kept inside the bounds, evaluated in parallel over the parameters by a
+  local process pool.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..costs import LeastSquaresCost, Sampler
+from ..costs.base import AbstractCost
+from ..data import Measurement
+from ..errors import ConvergenceError, IdentificationError
+from ..identify import Evaluation, Experiment, IdentificationProblem
+from ..identify.problem import gauss_newton_statistics
+from ..integrate import HHT
+from ..integrate.ode import integrate_trapezoidal, trapezoidal_sensitivities
+from .archive import FmuArchive, FmuError, open_fmu
+from .session import FmuSession
+
+__all__ = ["GRADIENT_PATHS", "FmuExperiment", "FmuProblem", "GradientChoice", "fmu_problem"]
+
+GRADIENT_PATHS = ("auto", "adjoint", "sensitivity", "fd")
+
+#: A Jacobian column of the FMU agrees with central differences when the difference is
+#: below this, relative to the column's magnitude (the FD truncation of a smooth model is
+#: ~1e-9 at the probe step; a wrong column is off by far more).
+PROBE_TOLERANCE = 1e-6
+_PROBE_STEP = 1e-6
+_FD_REL_STEP = 1e-4
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FmuExperiment:
+    """One measurement of an FMU: the cost with its data, inputs and settings.
+
+    Attributes
+    ----------
+    cost : AbstractCost
+        Its channels are FMU output names.
+    t_end : float
+    step : float
+        Communication step (Co-Simulation) or integration step (Model Exchange).
+    inputs : Measurement, optional
+        Input signals by FMU input name, interpolated linearly in time.
+    values : mapping of str to float
+        Parameter values of this experiment (identified parameters override them).
+    name : str
+    """
+
+    cost: AbstractCost
+    t_end: float
+    step: float
+    inputs: Measurement | None = None
+    values: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    name: str = "experiment"
+
+    def grid(self) -> np.ndarray:
+        n = max(int(round(self.t_end / self.step)), 1)
+        grid = np.linspace(0.0, n * self.step, n + 1)
+        grid[-1] = self.t_end
+        return grid
+
+    def input_values(self, t: float) -> dict[str, float]:
+        if self.inputs is None:
+            return {}
+        return {c: float(np.interp(t, self.inputs.times, self.inputs.column(c))) for c in self.inputs.columns}
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientChoice:
+    """Which gradient path is used, and why (written to RESULT.json)."""
+
+    method: str
+    reason: str
+    columns: dict = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        out = {"method": self.method, "reason": self.reason}
+        if self.columns:
+            out["columns"] = dict(self.columns)
+        return out
+
+
+def _check_names(archive: FmuArchive, names: Sequence[str], experiments: Sequence[FmuExperiment]) -> None:
+    params = {v.name for v in archive.variables.values() if v.causality == "parameter" and v.is_real}
+    for name in names:
+        if name not in params:
+            raise FmuError(
+                f"{archive.path.name}: no real parameter named {name!r}. Parameters: {', '.join(sorted(params))}."
+            )
+        if archive.variables[name].variability not in ("fixed", "tunable"):
+            raise FmuError(f"{archive.path.name}: parameter {name!r} has variability "
+                           f"{archive.variables[name].variability!r}; only fixed or tunable ones can be identified.")
+    outputs = set(archive.names("output"))
+    inputs = set(archive.names("input"))
+    for exp in experiments:
+        for channel in exp.cost.channels:
+            if channel not in outputs:
+                raise FmuError(
+                    f"data column {channel!r} of '{exp.name}' matches no output of {archive.path.name}. "
+                    f"Outputs: {', '.join(sorted(outputs)) or 'none'}. Rename or drop the column."
+                )
+        for name in exp.values:
+            if name not in params:
+                raise FmuError(f"'{exp.name}': {name!r} is not a parameter of {archive.path.name}.")
+        if exp.inputs is not None:
+            for column in exp.inputs.columns:
+                if column not in inputs:
+                    raise FmuError(
+                        f"input column {column!r} of '{exp.name}' matches no input of {archive.path.name}. "
+                        f"Inputs: {', '.join(sorted(inputs)) or 'none'}."
+                    )
+
+
+def _choose(archive: FmuArchive, requested: str, experiments) -> GradientChoice:
+    has_inputs = any(exp.inputs is not None for exp in experiments)
+    native_ok = archive.native is not None and not has_inputs
+    sens_ok = archive.provides_directional_derivatives and archive.number_of_event_indicators == 0
+    if requested == "adjoint":
+        if archive.native is None:
+            raise FmuError(f"{archive.path.name}: --gradient adjoint needs an FMU exported by fmi-adjoint "
+                           "(with resources/model.toml); use --gradient auto, sensitivity or fd.")
+        if has_inputs:
+            raise FmuError("--gradient adjoint: the embedded model treats inputs as constants and cannot follow "
+                           "time-varying --inputs; use --gradient fd.")
+        return GradientChoice("adjoint", "requested: native discrete adjoint of the model embedded in the FMU")
+    if requested == "sensitivity":
+        if not archive.model_exchange:
+            raise FmuError(f"{archive.path.name}: --gradient sensitivity needs a Model Exchange interface; "
+                           "use --gradient fd.")
+        if archive.number_of_event_indicators:
+            raise FmuError(f"{archive.path.name}: has {archive.number_of_event_indicators} event indicators; the "
+                           "sensitivity path integrates without events. Use --gradient fd.")
+        return GradientChoice("sensitivity", "requested: forward sensitivities from the FMU's Jacobian columns")
+    if requested == "fd":
+        return GradientChoice("fd", "requested: central finite differences of simulations")
+    if native_ok:
+        return GradientChoice("adjoint", f"exported by {archive.native.get('generator')} (resources/model.toml): "
+                              "native discrete adjoint of the embedded model, exact and as in-process")
+    if sens_ok:
+        return GradientChoice("sensitivity", "Model Exchange FMU with directional derivatives: forward "
+                              "sensitivities of the trapezoidal rule from the FMU's Jacobian columns (probed)")
+    why = ("inputs vary in time, which the embedded model cannot follow" if archive.native is not None else
+           "state events (event indicators)" if archive.number_of_event_indicators and archive.model_exchange else
+           "no Model Exchange interface with directional derivatives")
+    return GradientChoice("fd", f"{why}: central finite differences of simulations in parallel")
+
+
+def fmu_problem(
+    archive: FmuArchive,
+    experiments: Sequence[FmuExperiment],
+    names: Sequence[str],
+    *,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    start: Mapping[str, float] | None = None,
+    gradient: str = "auto",
+    workers: int | None = None,
+):
+    """The identification problem of an FMU, and the gradient path chosen.
+
+    Parameters
+    ----------
+    archive : FmuArchive
+        From :func:`~fmi_adjoint.fmu.archive.open_fmu`; the caller closes it.
+
+    Returns
+    -------
+    (problem, choice)
+        ``problem`` is an :class:`IdentificationProblem` on the embedded model for the
+        adjoint path, else an :class:`FmuProblem` (close it when done).
+    """
+    if gradient not in GRADIENT_PATHS:
+        raise FmuError(f"--gradient {gradient!r} is not one of {', '.join(GRADIENT_PATHS)}.")
+    if not experiments:
+        raise IdentificationError("give at least one experiment (--data).")
+    _check_names(archive, names, experiments)
+    choice = _choose(archive, gradient, experiments)
+    if choice.method == "adjoint":
+        return _native_problem(archive, experiments, names, bounds, start), choice
+    problem = FmuProblem(archive, experiments, names, choice.method, bounds=bounds, start=start, workers=workers)
+    return problem, choice
+
+
+def _native_problem(archive, experiments, names, bounds, start) -> IdentificationProblem:
+    """The in-process problem on the embedded model, with the FMU's start values."""
+    from ..compiled import compile_model
+    from ..model_file import load_model
+
+    settings = archive.native
+    model = compile_model(load_model(archive.model_file).with_values(settings.get("values") or {}))
+    declared = {p.name for p in model.model.all_parameters}
+    fmu_values = {v.name: v.start for v in archive.variables.values()
+                  if v.causality == "parameter" and v.name in declared and v.start is not None}
+    solver = HHT(alpha=float(settings.get("alpha", model.model.simulation.alpha)))
+    step = float(settings.get("step", model.model.simulation.step))
+    runs = [Experiment(model, exp.cost, values={**fmu_values, **exp.values}, t_end=exp.t_end, step=step,
+                       solver=solver, name=exp.name) for exp in experiments]
+    return IdentificationProblem(runs, names, bounds=bounds, start=start)
+
+
+# -- the worker side of the parallel finite differences ---------------------------------
+_WORKER: dict = {}
+
+
+def _worker_init(path: str, experiments, names, interface: str) -> None:
+    archive = open_fmu(path)
+    _WORKER["problem"] = FmuProblem(archive, experiments, names, "fd", workers=1, interface=interface)
+
+
+def _worker_cost(x: np.ndarray) -> float:
+    return _WORKER["problem"].cost(x)
+
+
+class FmuProblem:
+    """Experiments on one FMU sharing the identified parameters ``names``.
+
+    The interface of :class:`~fmi_adjoint.identify.IdentificationProblem` (``evaluate``,
+    ``cost``, ``residuals``, ``statistics``), so :func:`~fmi_adjoint.identify.identify`
+    runs on it; ``gradient_method`` is the path it uses.
+    """
+
+    def __init__(self, archive: FmuArchive, experiments, names, method: str, *, bounds=None, start=None,
+                 workers: int | None = None, interface: str | None = None):
+        self.archive = archive
+        self.experiments = tuple(experiments)
+        self.names = tuple(names)
+        if len(set(self.names)) != len(self.names) or not self.names:
+            raise IdentificationError(f"parameters {list(self.names)}: give distinct names (--params).")
+        self.gradient_method = method
+        variables = [archive.variables[n] for n in self.names]
+        for name in bounds or {}:
+            if name not in self.names:
+                raise IdentificationError(f"bounds given for '{name}', which is not identified; add it to --params.")
+        self.lower = np.array([(bounds or {}).get(v.name, (v.min, v.max))[0] for v in variables], dtype=float)
+        self.upper = np.array([(bounds or {}).get(v.name, (v.min, v.max))[1] for v in variables], dtype=float)
+        self.start = np.array([(start or {}).get(v.name, v.start if v.start is not None else 0.0) for v in variables],
+                              dtype=float)
+        self.nominal = np.array([abs(v.nominal) if v.nominal else max(abs(v.start or 0.0), 1e-3) for v in variables])
+        if interface is None:
+            interface = "ModelExchange" if (method == "sensitivity" or not archive.co_simulation) else "CoSimulation"
+        self.interface = interface
+        self.session = FmuSession(archive, interface)
+        self._aux: FmuSession | None = None
+        self.workers = workers if workers is not None else (os.cpu_count() or 1)
+        self._pool = None
+        self.simulations = 0
+        self.columns: dict[str, str] = {}
+        self._state_sources = ["fmu" if archive.provides_directional_derivatives else "fd"] * self.session.n_states
+        self._probed = False
+
+    # -- simulation ----------------------------------------------------------------------
+    def _values(self, exp: FmuExperiment, x: np.ndarray) -> dict[str, float]:
+        return {**exp.values, **dict(zip(self.names, map(float, x)))}
+
+    def _aux_session(self) -> FmuSession:
+        if self._aux is None:
+            self._aux = FmuSession(self.archive, self.interface)
+        return self._aux
+
+    def _me_functions(self, session: FmuSession, exp: FmuExperiment):
+        input_names = list(exp.inputs.columns) if exp.inputs is not None else []
+        input_refs = session.refs(input_names)
+
+        def at(t, x):
+            u = exp.input_values(t)
+            session.set_point(t, x, input_refs, [u[n] for n in input_names])
+
+        def f(t, x):
+            at(t, x)
+            return session.derivatives()
+
+        def jacobian(t, x):
+            return self._state_jacobian(session, at, t, x)[: session.n_states]
+
+        return at, f, jacobian
+
+    def _state_jacobian(self, session, at, t, x, outputs: Sequence[int] = (), sources=None) -> np.ndarray:
+        """``d(f, g)/dx`` at (t, x): FMU columns where trusted (``sources[j] == "fmu"``), else
+        central differences of the right-hand side."""
+        sources = self._state_sources if sources is None else sources
+        unknowns = list(session.derivative_refs) + list(outputs)
+        cols = np.empty((len(unknowns), session.n_states))
+        at(t, x)
+        for j, ref in enumerate(session.state_refs):
+            if sources[j] == "fmu":
+                try:
+                    cols[:, j] = session.directional(unknowns, ref)
+                    continue
+                except Exception:
+                    sources[j] = "fd"  # refused: central differences from now on
+            d = _PROBE_STEP * (abs(x[j]) + 1.0)
+            xp, xm = x.copy(), x.copy()
+            xp[j] += d
+            xm[j] -= d
+            at(t, xp)
+            plus = np.concatenate([session.derivatives(), session.get_real(outputs)])
+            at(t, xm)
+            minus = np.concatenate([session.derivatives(), session.get_real(outputs)])
+            cols[:, j] = (plus - minus) / (2 * d)
+            at(t, x)
+        return cols
+
+    def _run(self, exp: FmuExperiment, x: np.ndarray):
+        """(grid, outputs at the grid, ME trajectory or None)."""
+        grid = exp.grid()
+        values = self._values(exp, x)
+        self.simulations += 1
+        session = self.session
+        if self.interface == "CoSimulation":
+            inputs = exp.input_values if exp.inputs is not None else None
+            return grid, session.run_cs(values, grid, exp.cost.channels, inputs), None
+        session.start(values, exp.input_values(0.0), 0.0, float(grid[-1]))
+        x0 = session.initial_states()
+        at, f, jacobian = self._me_functions(session, exp)
+        traj = integrate_trapezoidal(f, jacobian, x0, grid)
+        refs = session.refs(exp.cost.channels)
+        Y = np.empty((grid.size, len(refs)))
+        for k, t in enumerate(grid):
+            at(float(t), traj.x[k])
+            Y[k] = session.get_real(refs)
+        return grid, Y, traj
+
+    def _sampled(self, exp, grid, Y) -> tuple[Sampler, np.ndarray]:
+        sampler = Sampler.from_grid(grid, exp.cost.sample_times)
+        return sampler, sampler.sample(Y)
+
+    def sampled_outputs(self, index: int, x: np.ndarray) -> np.ndarray:
+        """Outputs of experiment ``index`` at its sample times, at identified values ``x``."""
+        exp = self.experiments[index]
+        grid, Y, _ = self._run(exp, np.asarray(x, dtype=float))
+        return self._sampled(exp, grid, Y)[1]
+
+    def cost(self, x: np.ndarray) -> float:
+        """Total cost at the identified values ``x``."""
+        total = 0.0
+        for exp in self.experiments:
+            grid, Y, _ = self._run(exp, np.asarray(x, dtype=float))
+            total += exp.cost.evaluate(self._sampled(exp, grid, Y)[1], np.zeros(0)).J
+        return total
+
+    # -- gradients -----------------------------------------------------------------------
+    def evaluate(self, x: np.ndarray, method: str = "adjoint", fd_rel_step: float = _FD_REL_STEP) -> Evaluation:
+        """Cost and gradient; ``method`` "fd" forces finite differences, anything else uses the
+        problem's own path (``gradient_method``)."""
+        x = np.asarray(x, dtype=float)
+        sims0 = self.simulations
+        started = time.perf_counter()
+        path = "fd" if method == "fd" else self.gradient_method
+        if path == "sensitivity":
+            J, gradient, forward = 0.0, np.zeros(len(self.names)), 0.0
+            for exp in self.experiments:
+                t0 = time.perf_counter()
+                grid, Y, traj = self._run(exp, x)
+                forward += time.perf_counter() - t0
+                sampler, Ys = self._sampled(exp, grid, Y)
+                value = exp.cost.evaluate(Ys, np.zeros(0))
+                dY = self._output_sensitivities(exp, x, traj)
+                J += value.J
+                gradient += np.einsum("gc,gcp->p", sampler.scatter(value.dJ_dY), dY)
+            return Evaluation(J=J, gradient=gradient, method="sensitivity", forward_seconds=forward / len(self.experiments),
+                              gradient_seconds=time.perf_counter() - started, simulations=self.simulations - sims0)
+        t0 = time.perf_counter()
+        J = self.cost(x)
+        forward = (time.perf_counter() - t0) / len(self.experiments)
+        gradient = self.finite_differences(x, fd_rel_step)
+        return Evaluation(J=J, gradient=gradient, method="fd", forward_seconds=forward,
+                          gradient_seconds=time.perf_counter() - started, simulations=self.simulations - sims0)
+
+    def fd_steps(self, x: np.ndarray, rel: float) -> np.ndarray:
+        """Steps scaled by the nominal values (or the magnitude of the value)."""
+        return rel * np.maximum(np.abs(x), self.nominal)
+
+    def _stencil(self, x: np.ndarray, rel: float) -> tuple[list[np.ndarray], list[tuple]]:
+        """Trial points of the central differences and how to combine them, inside the bounds."""
+        steps = self.fd_steps(x, rel)
+        points, recipes = [], []
+        for k in range(len(x)):
+            d = steps[k]
+            if x[k] - d >= self.lower[k] and x[k] + d <= self.upper[k]:
+                offsets, weights = (d, -d), (1 / (2 * d), -1 / (2 * d))
+            elif x[k] + 2 * d <= self.upper[k]:
+                offsets, weights = (0.0, d, 2 * d), (-3 / (2 * d), 4 / (2 * d), -1 / (2 * d))
+            else:
+                offsets, weights = (0.0, -d, -2 * d), (3 / (2 * d), -4 / (2 * d), 1 / (2 * d))
+            first = len(points)
+            for off in offsets:
+                xk = x.copy()
+                xk[k] += off
+                points.append(xk)
+            recipes.append((first, weights))
+        return points, recipes
+
+    def _parallel_costs(self, points: list[np.ndarray]) -> list[float]:
+        if self.workers <= 1 or len(points) <= 1:
+            return [self.cost(p) for p in points]
+        if self._pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._pool = ProcessPoolExecutor(
+                max_workers=min(self.workers, len(points)), mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_init,
+                initargs=(str(self.archive.path), self.experiments, self.names, self.interface),
+            )
+        try:
+            values = list(self._pool.map(_worker_cost, points))
+        except (ConvergenceError, FmuError):
+            raise
+        except Exception as exc:  # a worker died (e.g. the FMU crashed the process)
+            raise FmuError(f"{self.archive.path.name}: a finite-difference worker failed ({exc}); "
+                           "rerun with --workers 1 to see the FMU's error.") from None
+        self.simulations += len(points) * len(self.experiments)
+        return values
+
+    def finite_differences(self, x: np.ndarray, rel: float = _FD_REL_STEP, order: int = 2) -> np.ndarray:
+        """Central differences of the cost (one-sided next to a bound), in parallel."""
+        points, recipes = self._stencil(np.asarray(x, dtype=float), rel)
+        values = self._parallel_costs(points)
+        return np.array([sum(w * values[first + i] for i, w in enumerate(weights)) for first, weights in recipes])
+
+    def _perturbed_rhs(self, exp, x, k, d, traj, refs) -> np.ndarray:
+        """Central differences of (f, g) along the trajectory for parameter ``k`` (re-initialized
+        instances, so fixed parameters work too)."""
+        aux = self._aux_session()
+        out = []
+        for sign in (1.0, -1.0):
+            xs = x.copy()
+            xs[k] += sign * d
+            aux.start(self._values(exp, xs), exp.input_values(0.0), 0.0, float(traj.t[-1]))
+            at, _, _ = self._me_functions(aux, exp)
+            rows = []
+            for i, t in enumerate(traj.t):
+                at(float(t), traj.x[i])
+                rows.append(np.concatenate([aux.derivatives(), aux.get_real(refs)]))
+            out.append(np.array(rows))
+        return (out[0] - out[1]) / (2 * d)
+
+    def _initial_sensitivity(self, exp, x) -> np.ndarray:
+        """``dx0/dp`` by central differences of the initialization."""
+        aux = self._aux_session()
+        n = self.session.n_states
+        S0 = np.zeros((n, len(x)))
+        steps = self.fd_steps(x, _PROBE_STEP)
+        for k in range(len(x)):
+            states = []
+            for sign in (1.0, -1.0):
+                xs = x.copy()
+                xs[k] += sign * steps[k]
+                aux.start(self._values(exp, xs), exp.input_values(0.0), 0.0, exp.t_end)
+                states.append(aux.initial_states())
+            S0[:, k] = (states[0] - states[1]) / (2 * steps[k])
+        return S0
+
+    def _probe(self, exp, x, traj, refs) -> None:
+        """Compare every FMU Jacobian column with central differences at three points."""
+        session = self.session
+        n = session.n_states
+        points = [traj.t.size // 4, traj.t.size // 2, (3 * traj.t.size) // 4]
+        at, _, _ = self._me_functions(session, exp)
+        unknowns = list(session.derivative_refs) + list(refs)
+        steps = self.fd_steps(x, _PROBE_STEP)
+        fd_cols = {k: self._perturbed_rhs(exp, x, k, steps[k], _Sub(traj, points), refs) for k in range(len(x))}
+        for k, name in enumerate(self.names):
+            ref = self.archive.variables[name].valueReference
+            worst, refused = 0.0, False
+            for i, p in enumerate(points):
+                at(float(traj.t[p]), traj.x[p])
+                try:
+                    got = session.directional(unknowns, ref)
+                except Exception:
+                    refused = True
+                    break
+                expected = fd_cols[k][i]
+                worst = max(worst, float(np.max(np.abs(got - expected))) / max(float(np.max(np.abs(expected))), 1e-300))
+            if refused:
+                self.columns[name] = "finite differences of the right-hand side (the FMU refused the column)"
+            elif worst > PROBE_TOLERANCE:
+                self.columns[name] = (f"finite differences of the right-hand side (the FMU's column differs from "
+                                      f"finite differences by {worst:.2e} relative)")
+            else:
+                self.columns[name] = f"directional derivative (agrees with finite differences to {worst:.1e})"
+        # State columns: the same probe on states (set directly, no re-initialization).
+        if self.archive.provides_directional_derivatives:
+            for p in points:
+                got = self._state_jacobian(session, at, float(traj.t[p]), traj.x[p], refs, ["fmu"] * n)
+                fd = self._state_jacobian(session, at, float(traj.t[p]), traj.x[p], refs, ["fd"] * n)
+                for j in range(n):
+                    scale = max(float(np.max(np.abs(fd[:, j]))), 1e-300)
+                    if float(np.max(np.abs(got[:, j] - fd[:, j]))) > PROBE_TOLERANCE * scale:
+                        self._state_sources[j] = "fd"
+        for j in range(n):
+            self.columns[f"state {j}"] = ("directional derivative" if self._state_sources[j] == "fmu"
+                                          else "finite differences of the right-hand side")
+        self._probed = True
+
+    def _output_sensitivities(self, exp: FmuExperiment, x: np.ndarray, traj) -> np.ndarray:
+        """``dY/dp`` at the grid points, shape (n_grid, n_channels, n_params)."""
+        session = self.session
+        n = session.n_states
+        refs = session.refs(exp.cost.channels)
+        if not self._probed:
+            self._probe(exp, x, traj, refs)
+        at, _, _ = self._me_functions(session, exp)
+        unknowns = list(session.derivative_refs) + list(refs)
+        m = len(unknowns)
+        G = np.empty((traj.t.size, m, n))
+        P = np.empty((traj.t.size, m, len(x)))
+        fmu_params = [k for k, name in enumerate(self.names) if self.columns[name].startswith("directional")]
+        for i, t in enumerate(traj.t):
+            G[i] = self._state_jacobian(session, at, float(t), traj.x[i], refs)
+            at(float(t), traj.x[i])
+            for k in fmu_params:
+                P[i, :, k] = session.directional(unknowns, self.archive.variables[self.names[k]].valueReference)
+        steps = self.fd_steps(x, _PROBE_STEP)
+        for k in range(len(x)):
+            if k not in fmu_params:
+                P[:, :, k] = self._perturbed_rhs(exp, x, k, steps[k], traj, refs)
+        S = trapezoidal_sensitivities(traj.t, G[:, :n, :], P[:, :n, :], self._initial_sensitivity(exp, x))
+        return np.einsum("gcn,gnp->gcp", G[:, n:, :], S) + P[:, n:, :]
+
+    # -- least squares and statistics ----------------------------------------------------------
+    def residuals(self, x: np.ndarray, jacobian: bool = True):
+        """Stacked least-squares residuals and their Jacobian (sensitivities or finite differences)."""
+        x = np.asarray(x, dtype=float)
+        rs, jacs = [], []
+        for exp in self.experiments:
+            if not isinstance(exp.cost, LeastSquaresCost):
+                raise IdentificationError(f"experiment '{exp.name}': {type(exp.cost).__name__} is not a sum of "
+                                          "squares; use the lbfgsb method.")
+            grid, Y, traj = self._run(exp, x)
+            sampler, Ys = self._sampled(exp, grid, Y)
+            r, factors = exp.cost.residuals(Ys)
+            rs.append(r)
+            if not jacobian:
+                continue
+            if self.gradient_method == "sensitivity":
+                dY = sampler.sample(self._output_sensitivities(exp, x, traj))
+            else:
+                points, recipes = self._stencil(x, _FD_REL_STEP)
+                samples = []
+                for point in points:
+                    g, Yp, _ = self._run(exp, point)
+                    samples.append(self._sampled(exp, g, Yp)[1])
+                dY = np.stack([sum(w * samples[first + i] for i, w in enumerate(weights))
+                               for first, weights in recipes], axis=-1)
+            jacs.append((factors[:, :, None] * dY).reshape(-1, len(x)))
+        return np.concatenate(rs), (np.vstack(jacs) if jacobian else None)
+
+    def statistics(self, x: np.ndarray) -> dict:
+        """Standard errors and correlations from the Gauss-Newton Hessian."""
+        r, Jr = self.residuals(x)
+        return gauss_newton_statistics(r, Jr)
+
+    def close(self) -> None:
+        """Free the instances and stop the worker pool."""
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+        self.session.close()
+        if self._aux is not None:
+            self._aux.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sub:
+    """A few points of an ODE trajectory (for probing)."""
+
+    t: np.ndarray
+    x: np.ndarray
+
+    def __init__(self, traj, points):
+        object.__setattr__(self, "t", traj.t[points])
+        object.__setattr__(self, "x", traj.x[points])
