@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -109,6 +110,18 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--step", type=float, help="internal HHT step [s] (default: the model's)")
     export.add_argument("--alpha", type=float, help="HHT alpha (default: the model's)")
     export.add_argument("-o", "--output", required=True, metavar="OUT.fmu")
+
+    apply = sub.add_parser("apply", help="hand identified parameters back: a re-parameterized FMU and/or an SSV file")
+    apply.add_argument("result", metavar="RESULT.json", help="written by `fmi-adjoint identify -o`")
+    apply.add_argument("--fmu", required=True, metavar="MODEL.fmu", help="the FMU the parameters belong to")
+    apply.add_argument("-o", "--output", metavar="IDENTIFIED.fmu", help="copy of the FMU with the identified start values")
+    apply.add_argument("--ssv", metavar="OUT.ssv", help="SSP 1.0 parameter-values file")
+
+    check = sub.add_parser("validate", help="re-simulate an FMU through fmpy and compare it with data")
+    check.add_argument("fmu", metavar="IDENTIFIED.fmu")
+    check.add_argument("--data", required=True, metavar="DATA.csv", help="'time' and one column per FMU output")
+    check.add_argument("--inputs", metavar="INPUTS.csv", help="input signals: 'time' and one column per FMU input")
+    check.add_argument("-o", "--output", required=True, metavar="REPORT", help="folder for report.json and report.png")
 
     demo = sub.add_parser("demo", help="identify the engine-mount parameters from the bundled measurement")
     demo.add_argument("-o", "--output-dir", default="fmi-adjoint-demo", help="folder for result JSON and plot")
@@ -373,6 +386,43 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_apply(args) -> int:
+    from ..fmu.archive import open_fmu
+    from ..fmu.handback import read_result_parameters, write_reparameterized_fmu, write_ssv
+
+    if not args.output and not args.ssv:
+        raise ModelError("apply: give -o IDENTIFIED.fmu and/or --ssv OUT.ssv.")
+    for path in (args.output, args.ssv):
+        if path:
+            check_writable(path)
+    values = read_result_parameters(args.result)
+    with open_fmu(args.fmu) as archive:
+        if args.ssv:
+            write_ssv(archive, values, args.ssv, name=Path(args.result).stem)
+            print(f"wrote {args.ssv} ({len(values)} parameters)", file=sys.stderr)
+        if args.output:
+            write_reparameterized_fmu(archive, values, args.output)
+            print(f"wrote {args.output} (start values of {', '.join(values)})", file=sys.stderr)
+    return 0
+
+
+def cmd_validate(args) -> int:
+    from ..data import read_csv
+    from ..fmu.archive import open_fmu
+    from ..fmu.handback import validate_fmu_against_data
+
+    data = read_csv(args.data)
+    inputs = read_csv(args.inputs) if args.inputs else None
+    with open_fmu(args.fmu) as archive:
+        summary = validate_fmu_against_data(archive, data, args.output, inputs)
+    for name, stats in summary["outputs"].items():
+        rel = stats["relative_rms_error"]
+        print(f"{name:16s} RMS error {stats['rms_error']:.6g}   max {stats['max_abs_error']:.6g}"
+              + (f"   ({100 * rel:.3g} % of the signal RMS)" if rel is not None else ""))
+    print(f"wrote {Path(args.output) / 'report.json'} and {Path(args.output) / 'report.png'}", file=sys.stderr)
+    return 0
+
+
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
@@ -387,6 +437,8 @@ _COMMANDS = {
     "demo": cmd_demo,
     "plugins": cmd_plugins,
     "export": cmd_export,
+    "apply": cmd_apply,
+    "validate": cmd_validate,
 }
 
 

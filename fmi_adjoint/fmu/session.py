@@ -13,6 +13,7 @@ function and the FMU.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -117,13 +118,9 @@ class FmuSession:
 
     def _event_iteration(self) -> None:
         for _ in range(1000):
-            if self.fmi3:
-                result = self._call("fmi3UpdateDiscreteStates", self.fmu.updateDiscreteStates)
-                done = not result[0]  # discreteStatesNeedUpdate
-            else:
-                info = self._call("fmi2NewDiscreteStates", self.fmu.newDiscreteStates)
-                done = not info.newDiscreteStatesNeeded
-            if done:
+            # fmpy returns (discrete states need update, terminate, ...) for FMI 2 and 3 alike.
+            update = self.fmu.updateDiscreteStates if self.fmi3 else self.fmu.newDiscreteStates
+            if not self._call("the event iteration", update)[0]:
                 return
         raise FmuError(f"{self.archive.path.name}: the event iteration at initialization did not settle.")
 
@@ -162,17 +159,23 @@ class FmuSession:
     # -- Model Exchange evaluation -------------------------------------------------------
     def initial_states(self) -> np.ndarray:
         """Continuous states after initialization."""
-        return self.get_real(self.state_refs)
+        buffer = (ctypes.c_double * self.n_states)()
+        self._call("getting the continuous states", self.fmu.getContinuousStates, buffer, self.n_states)
+        return np.array(buffer[:], dtype=float)
 
     def set_point(self, t: float, x: np.ndarray, input_refs: Sequence[int] = (), u: Sequence[float] = ()) -> None:
         """Set time, states and inputs of a Model Exchange instance."""
         self._call("setting the time", self.fmu.setTime, float(t))
-        self.set_real(self.state_refs, x)
+        states = (ctypes.c_double * self.n_states)(*map(float, x))
+        self._call("setting the continuous states", self.fmu.setContinuousStates, states, self.n_states)
         self.set_real(input_refs, u)
 
     def derivatives(self) -> np.ndarray:
         """State derivatives at the current point."""
-        return self.get_real(self.derivative_refs)
+        buffer = (ctypes.c_double * self.n_states)()
+        getter = self.fmu.getContinuousStateDerivatives if self.fmi3 else self.fmu.getDerivatives
+        self._call("getting the state derivatives", getter, buffer, self.n_states)
+        return np.array(buffer[:], dtype=float)
 
     def directional(self, unknowns: Sequence[int], known: int, seed: float = 1.0) -> np.ndarray:
         """Directional derivative of ``unknowns`` with respect to one known (a Jacobian column)."""

@@ -1,0 +1,230 @@
+"""The way back into FMI toolchains: SSV parameter sets, re-parameterized FMUs, and the
+validation of an identified FMU by re-simulation through fmpy.
+
+* :func:`write_ssv`: an SSP 1.0 System Structure Parameter Values file (``.ssv``) with one
+  ``ssv:Real`` per identified parameter, valid against the schema shipped with fmpy.
+  Units are written only where the FMU defines them (``UnitDefinitions``), because an
+  SSV unit must be defined in the file with its SI base-unit exponents.
+* :func:`write_reparameterized_fmu`: a copy of the FMU whose ``modelDescription.xml``
+  carries the identified values as ``start`` attributes; every other entry is copied
+  byte for byte.  Importers that set the parameters to their start values (as
+  :func:`simulate_with_fmpy` and the common simulation tools do) simulate the identified
+  model; the FMU binary's compiled-in defaults are not changed.
+* :func:`validate_fmu_against_data`: re-simulation and a report (per-output RMS and
+  maximum error, PNG, JSON).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+from lxml import etree
+
+from ..data import Measurement
+from ..files import atomic_output, check_writable
+from .archive import FmuArchive, FmuError, _parse_description, _schema_problems
+
+__all__ = ["SSV_NAMESPACE", "write_ssv", "write_reparameterized_fmu", "simulate_with_fmpy",
+           "validate_fmu_against_data", "read_result_parameters"]
+
+SSV_NAMESPACE = "http://ssp-standard.org/SSP1/SystemStructureParameterValues"
+SSC_NAMESPACE = "http://ssp-standard.org/SSP1/SystemStructureCommon"
+_BASE_UNITS = ("kg", "m", "s", "A", "K", "mol", "cd", "rad", "factor", "offset")
+
+
+def read_result_parameters(path) -> dict[str, float]:
+    """The identified ``parameters`` of a RESULT.json written by ``fmi-adjoint identify``."""
+    path = Path(path)
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FmuError(f"{path}: file not found; give the RESULT.json written by `fmi-adjoint identify -o`.") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise FmuError(f"{path}: not a readable JSON file ({exc}).") from None
+    params = payload.get("parameters") if isinstance(payload, dict) else None
+    if not isinstance(params, dict) or not params:
+        raise FmuError(f"{path}: no 'parameters' object; give the RESULT.json written by `fmi-adjoint identify -o`.")
+    out = {}
+    for name, value in params.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise FmuError(f"{path}: parameter {name!r} has the value {value!r}; expected a finite number.")
+        out[str(name)] = float(value)
+    return out
+
+
+def _check_parameters(archive: FmuArchive, values: Mapping[str, float]) -> None:
+    for name in values:
+        variable = archive.variable(name, "parameter")
+        if variable.causality != "parameter" or not variable.is_real:
+            raise FmuError(f"{archive.path.name}: {name!r} is a {variable.causality} ({variable.type}), not a real "
+                           "parameter; only real parameters can be handed back.")
+
+
+def _unit_definitions(archive: FmuArchive) -> dict[str, dict[str, str]]:
+    units = {}
+    for unit in archive.root.iter("Unit"):
+        base = unit.find("BaseUnit")
+        if unit.get("name") and base is not None:
+            units[unit.get("name")] = {k: v for k, v in base.attrib.items() if k in _BASE_UNITS}
+    return units
+
+
+def write_ssv(archive: FmuArchive, values: Mapping[str, float], path, *, name: str = "identified") -> Path:
+    """Write the parameter values as an SSV 1.0 file (validated against fmpy's schema)."""
+    _check_parameters(archive, values)
+    path = Path(path)
+    check_writable(path)
+    ssv, ssc = SSV_NAMESPACE, SSC_NAMESPACE
+    root = etree.Element(f"{{{ssv}}}ParameterSet", nsmap={"ssv": ssv, "ssc": ssc}, version="1.0", name=name)
+    parameters = etree.SubElement(root, f"{{{ssv}}}Parameters")
+    defined = _unit_definitions(archive)
+    used = []
+    for key, value in values.items():
+        parameter = etree.SubElement(parameters, f"{{{ssv}}}Parameter", name=key)
+        real = etree.SubElement(parameter, f"{{{ssv}}}Real", value=repr(float(value)))
+        unit = archive.variables[key].unit
+        if unit and unit in defined:
+            real.set("unit", unit)
+            if unit not in used:
+                used.append(unit)
+    if used:
+        units = etree.SubElement(root, f"{{{ssv}}}Units")
+        for unit in used:
+            element = etree.SubElement(units, f"{{{ssc}}}Unit", name=unit)
+            etree.SubElement(element, f"{{{ssc}}}BaseUnit", **defined[unit])
+    import fmpy
+
+    schema = Path(fmpy.__file__).resolve().parent / "ssp" / "schema" / "SystemStructureParameterValues.xsd"
+    validator = etree.XMLSchema(etree.parse(str(schema)))
+    if not validator.validate(root):
+        raise FmuError(f"internal error: the SSV file does not validate: {validator.error_log}")
+    data = etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8")
+    with atomic_output(path, "wb") as handle:
+        handle.write(data)
+    return path
+
+
+def write_reparameterized_fmu(archive: FmuArchive, values: Mapping[str, float], output) -> Path:
+    """Copy the FMU with new ``start`` values of parameters; nothing else changes."""
+    _check_parameters(archive, values)
+    output = Path(output)
+    if output.resolve() == archive.path.resolve():
+        raise FmuError(f"-o {output}: refusing to overwrite the input FMU; give another file name.")
+    check_writable(output)
+    with zipfile.ZipFile(archive.path) as source:
+        root = _parse_description(archive.path, source.read("modelDescription.xml"))
+        found = set()
+        for element in root.iter():
+            name = element.get("name")
+            if name not in values:
+                continue
+            if element.tag == "ScalarVariable":  # FMI 2: the start sits on the type child
+                target = element.find("Real")
+            elif archive.fmi_version == 3 and element.tag in ("Float64", "Float32"):
+                target = element
+            else:
+                continue
+            if target is None:
+                continue
+            target.set("start", repr(float(values[name])))
+            found.add(name)
+        missing = sorted(set(values) - found)
+        if missing:
+            raise FmuError(f"{archive.path.name}: could not find the start attribute of {missing}.")
+        problems = _schema_problems(root, archive.fmi_version)
+        if problems:
+            raise FmuError(f"internal error: the changed model description does not validate: {problems}")
+        xml = etree.tostring(root, xml_declaration=True, encoding="UTF-8")
+        with atomic_output(output, "wb") as handle, zipfile.ZipFile(handle, "w") as target_zip:
+            for info in source.infolist():
+                data = xml if info.filename == "modelDescription.xml" else source.read(info)
+                target_zip.writestr(info, data, compress_type=info.compress_type)
+    return output
+
+
+def simulate_with_fmpy(archive: FmuArchive, times: np.ndarray, outputs, inputs: Measurement | None = None,
+                       start_values: Mapping[str, float] | None = None) -> np.ndarray:
+    """Re-simulate through fmpy's own drivers (CVode for Model Exchange) with the FMU's start
+    values applied; outputs at ``times`` (linear interpolation of the recorded result)."""
+    from fmpy import simulate_fmu
+
+    interface = "CoSimulation" if archive.co_simulation else "ModelExchange"
+    # The start values of the model description are applied explicitly, as an importer
+    # should (the FMU's compiled-in defaults may differ after a re-parameterization).
+    values = {v.name: v.start for v in archive.variables.values()
+              if v.causality == "parameter" and v.variability in ("fixed", "tunable") and v.is_real
+              and v.start is not None}
+    values.update(start_values or {})
+    interval = float(np.min(np.diff(times))) if times.size > 1 else None
+    signal = None
+    if inputs is not None:
+        dtype = [("time", np.float64)] + [(c, np.float64) for c in inputs.columns]
+        signal = np.array([tuple(row) for row in np.column_stack([inputs.times, inputs.values])], dtype=dtype)
+    try:
+        result = simulate_fmu(
+            str(archive.directory), validate=False, start_time=0.0, stop_time=float(times[-1]), fmi_type=interface,
+            output_interval=interval, relative_tolerance=1e-10, start_values=values, input=signal, output=list(outputs),
+            model_description=archive.description,
+        )
+    except Exception as exc:  # fmpy raises bare Exceptions
+        raise FmuError(f"{archive.path.name}: re-simulation through fmpy failed ({exc}).") from None
+    return np.column_stack([np.interp(times, result["time"], result[name]) for name in outputs])
+
+
+def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, inputs: Measurement | None = None) -> dict:
+    """Re-simulate and write ``report.json`` and ``report.png`` into ``folder``.
+
+    Returns the summary: per output, RMS and maximum absolute error and the RMS relative
+    to the RMS of the measurement.
+    """
+    folder = Path(folder)
+    outputs = list(data.columns)
+    known = set(archive.names("output"))
+    for name in outputs:
+        if name not in known:
+            raise FmuError(f"{data.source}: column {name!r} matches no output of {archive.path.name}. "
+                           f"Outputs: {', '.join(sorted(known))}.")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FmuError(f"cannot create the report folder {str(folder)!r}: {exc.strerror}.") from None
+    check_writable(folder / "report.json")
+    simulated = simulate_with_fmpy(archive, data.times, outputs, inputs)
+    summary = {"fmu": str(archive.path), "data": data.source, "samples": int(data.times.size), "outputs": {}}
+    for k, name in enumerate(outputs):
+        error = simulated[:, k] - data.values[:, k]
+        rms = float(np.sqrt(np.mean(error**2)))
+        scale = float(np.sqrt(np.mean(data.values[:, k] ** 2)))
+        summary["outputs"][name] = {"rms_error": rms, "max_abs_error": float(np.max(np.abs(error))),
+                                    "relative_rms_error": rms / scale if scale > 0 else None}
+    _plot(folder / "report.png", data, simulated, summary)
+    with atomic_output(folder / "report.json") as handle:
+        handle.write(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def _plot(path: Path, data: Measurement, simulated: np.ndarray, summary: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    n = len(data.columns)
+    fig, axes = plt.subplots(n, 1, figsize=(9, 2.8 * n + 0.6), squeeze=False, constrained_layout=True)
+    for k, name in enumerate(data.columns):
+        ax = axes[k, 0]
+        stats = summary["outputs"][name]
+        ax.plot(data.times, data.values[:, k], color="0.45", lw=1.2, label="measured")
+        ax.plot(data.times, simulated[:, k], color="tab:blue", lw=1.0, ls="--", label="re-simulated (fmpy)")
+        ax.set_title(f"{name}: RMS error {stats['rms_error']:.3g}, max {stats['max_abs_error']:.3g}")
+        ax.set_xlabel("time [s]")
+        ax.legend(loc="best", fontsize=8)
+        ax.grid(True, alpha=0.3)
+    with atomic_output(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=110)
+    plt.close(fig)
