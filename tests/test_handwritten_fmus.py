@@ -34,15 +34,11 @@ from scipy.integrate import solve_ivp
 
 from fmi_adjoint.toolchain import c_compiler
 from handwritten_fmus import FMUS_DIR, build_fmu, fmi_headers_dir
-from tolerances import EXACT, GRADIENT_VS_FD, ORDER
+from tolerances import CROSS_IMPLEMENTATION, EXACT, GRADIENT_VS_FD, ORDER
 
 if c_compiler() is None:
     pytest.skip("no C compiler: the hand-written FMUs cannot be built", allow_module_level=True)
 
-#: fmpy/CVode (rtol 1e-10) against scipy DOP853 (rtol 1e-12) on the same ODE: two independent
-#: adaptive integrators; relative to the maximum magnitude of the compared signal.
-#: (Proposed tier for tests/tolerances.py, kept here until the lead adds it.)
-CROSS_IMPLEMENTATION = 1e-6
 
 WRONG_MU = "FA_WRONG_DERIVATIVE_MU"
 

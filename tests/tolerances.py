@@ -31,3 +31,8 @@ NEWTON_LEVEL = 1e-10
 
 #: Half a unit in the last place of a value printed with 8 decimals (absolute).
 PRINTED_8_DECIMALS = 5e-9
+
+#: One model simulated by two independent implementations with their own adaptive solvers
+#: at tight tolerances (fmpy's CVode at rtol 1e-10 against scipy at rtol 1e-12), relative to
+#: the signal magnitude.
+CROSS_IMPLEMENTATION = 1e-6
