@@ -26,7 +26,7 @@ RECOVERY = 1e-6
 STD_ERRORS = 3.0
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "fmi-adjoint"
-GRADIENT_KEYS = {"cost", "gradient", "method", "forward_seconds", "gradient_seconds"}
+GRADIENT_KEYS = {"cost", "gradient", "method", "forward_seconds", "gradient_seconds", "cost_function"}
 RESULT_KEYS = {"parameters", "initial", "cost_history", "iterations", "simulations", "success", "std_errors"}
 
 

@@ -395,14 +395,24 @@ def cmd_apply(args) -> int:
     for path in (args.output, args.ssv):
         if path:
             check_writable(path)
+    if args.output and Path(args.output).resolve() == Path(args.fmu).resolve():
+        raise ModelError(f"-o {args.output}: refusing to overwrite the input FMU; give another file name.")
     values = read_result_parameters(args.result)
     with open_fmu(args.fmu) as archive:
-        if args.ssv:
-            write_ssv(archive, values, args.ssv, name=Path(args.result).stem)
-            print(f"wrote {args.ssv} ({len(values)} parameters)", file=sys.stderr)
+        # The FMU first: if it fails, no SSV is left behind either.
         if args.output:
             write_reparameterized_fmu(archive, values, args.output)
-            print(f"wrote {args.output} (start values of {', '.join(values)})", file=sys.stderr)
+        if args.ssv:
+            try:
+                write_ssv(archive, values, args.ssv, name=Path(args.result).stem)
+            except BaseException:
+                if args.output:
+                    Path(args.output).unlink(missing_ok=True)
+                raise
+    if args.output:
+        print(f"wrote {args.output} (start values of {', '.join(values)})", file=sys.stderr)
+    if args.ssv:
+        print(f"wrote {args.ssv} ({len(values)} parameters)", file=sys.stderr)
     return 0
 
 

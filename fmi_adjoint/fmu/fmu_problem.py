@@ -396,12 +396,19 @@ class FmuProblem:
         steps = self.fd_steps(x, rel)
         points, recipes = [], []
         for k in range(len(x)):
-            d = steps[k]
+            # An interval narrower than the stencil shrinks the step so that every point
+            # stays inside the bounds (the FMU may reject values outside them).
+            d = min(steps[k], (self.upper[k] - self.lower[k]) / 2)
+            if not d > 0:
+                raise IdentificationError(f"parameter {self.names[k]!r}: its bounds leave no room for finite "
+                                          "differences; widen them.")
             if x[k] - d >= self.lower[k] and x[k] + d <= self.upper[k]:
                 offsets, weights = (d, -d), (1 / (2 * d), -1 / (2 * d))
-            elif x[k] + 2 * d <= self.upper[k]:
+            elif x[k] + 2 * d <= self.upper[k] or x[k] - self.lower[k] < self.upper[k] - x[k]:
+                d = min(d, (self.upper[k] - x[k]) / 2)
                 offsets, weights = (0.0, d, 2 * d), (-3 / (2 * d), 4 / (2 * d), -1 / (2 * d))
             else:
+                d = min(d, (x[k] - self.lower[k]) / 2)
                 offsets, weights = (0.0, -d, -2 * d), (3 / (2 * d), -4 / (2 * d), 1 / (2 * d))
             first = len(points)
             for off in offsets:
