@@ -122,15 +122,19 @@ def em_identified_in_process(work, em_data) -> dict:
     return _identify(["engine_mount", "--data", em_data, "--params", EM_PARAMS_IDENTIFY], work / "em_in_process.json")
 
 
+def _simulated_csv(path: Path, fmu: Path, times: np.ndarray, outputs: list[str], values: dict) -> Path:
+    """Outputs of ``fmu`` at ``values`` re-simulated through fmpy, written as a data CSV."""
+    with open_fmu(fmu) as archive:
+        Y = simulate_with_fmpy(archive, times, outputs, start_values=values)
+    write_csv(path, times, {name: Y[:, k] for k, name in enumerate(outputs)})
+    return path
+
+
 @pytest.fixture(scope="module")
 def vdp_data(work, fmus) -> Path:
     """Van der Pol at VDP_TRUE through fmpy's CVode (rtol 1e-10)."""
     times = np.linspace(0.0, VDP_T_END, VDP_SAMPLES)
-    with open_fmu(fmus["vdp"]) as archive:
-        Y = simulate_with_fmpy(archive, times, ["x0", "x1"], start_values=VDP_TRUE)
-    path = work / "vdp.csv"
-    write_csv(path, times, {"x0": Y[:, 0], "x1": Y[:, 1]})
-    return path
+    return _simulated_csv(work / "vdp.csv", fmus["vdp"], times, ["x0", "x1"], VDP_TRUE)
 
 
 @pytest.fixture(scope="module")
@@ -147,11 +151,7 @@ def vdp_identified(work, fmus, vdp_data) -> dict[float, tuple[Path, dict]]:
 def duffing_data(work, fmus) -> Path:
     """Duffing at DUFFING_TRUE, made by the FMU itself (through fmpy's CS driver)."""
     times = np.linspace(0.0, DUFFING_T_END, DUFFING_SAMPLES)
-    with open_fmu(fmus["duffing"]) as archive:
-        Y = simulate_with_fmpy(archive, times, ["x", "v"], start_values=DUFFING_TRUE)
-    path = work / "duffing.csv"
-    write_csv(path, times, {"x": Y[:, 0], "v": Y[:, 1]})
-    return path
+    return _simulated_csv(work / "duffing.csv", fmus["duffing"], times, ["x", "v"], DUFFING_TRUE)
 
 
 @pytest.fixture(scope="module")
