@@ -48,16 +48,21 @@ class CPrinter(C99CodePrinter):
 
 def c_assignments(outputs: Sequence[tuple[str, sp.Matrix]], printer: CPrinter) -> list[str]:
     """Statements assigning every entry of each matrix to ``name[row*cols + col]``,
-    sharing common subexpressions; zero entries are assigned too (outputs are not
-    assumed to be cleared)."""
-    flat, slots = [], []
+    sharing common subexpressions.  Outputs are not assumed to be cleared: each array is
+    zeroed by a loop, then only its non-zero entries are assigned (a dense statement per
+    zero made large sparse Jacobians slow to compile)."""
+    flat, slots, lines = [], [], []
     for name, mat in outputs:
+        size = mat.rows * mat.cols
+        if size:
+            lines.append(f"    for (int k_ = 0; k_ < {size}; ++k_) {name}[k_] = 0.0;")
         for i in range(mat.rows):
             for j in range(mat.cols):
-                slots.append((name, i * mat.cols + j))
-                flat.append(mat[i, j])
+                if mat[i, j] != 0:
+                    slots.append((name, i * mat.cols + j))
+                    flat.append(mat[i, j])
     replacements, reduced = sp.cse(flat, symbols=sp.numbered_symbols("t_"), optimizations="basic")
-    lines = [f"    const double {sym} = {printer.doprint(expr)};" for sym, expr in replacements]
+    lines += [f"    const double {sym} = {printer.doprint(expr)};" for sym, expr in replacements]
     lines += [f"    {name}[{index}] = {printer.doprint(expr)};" for (name, index), expr in zip(slots, reduced)]
     return lines
 
