@@ -9,6 +9,11 @@
   (tunable) and alpha (fixed) from data made by the FMU itself;
 * the sensitivity path equals finite differences; a wrong Jacobian column is detected by the
   probe and replaced (and would give a wrong gradient without the replacement);
+* the FMI 3 Model Exchange Van der Pol (fmus/van_der_pol_me3, the same equations) goes through
+  the FMI 3 ME calls of the session: its sensitivity gradient equals finite differences and
+  its identified values equal those of the FMI 2 FMU at the same step (the same trapezoidal
+  integrator), and ``--gradient auto`` chooses that path (the FMI 3 spelling of
+  providesDirectionalDerivatives, which fmpy drops, is read from the XML);
 * parallel finite differences equal serial ones; FD stencils next to a bound stay inside;
 * ``apply``: SSV files valid against fmpy's schema that read back exactly and re-simulate
   like the re-parameterized FMU, whose archive differs from the input only in the start
@@ -103,6 +108,7 @@ def fmus(work) -> dict[str, Path]:
     built = {f"em{v}": export_fmu(example_path("engine_mount"), work / f"em{v}.fmu", fmi_version=v) for v in (2, 3)}
     built["vdp"] = build_fmu("van_der_pol_me", work)
     built["vdp_wrong"] = build_fmu("van_der_pol_me", work, ("FA_WRONG_DERIVATIVE_MU",))
+    built["vdp3"] = build_fmu("van_der_pol_me3", work)
     built["duffing"] = build_fmu("duffing_cs", work)
     return {k: Path(v) for k, v in built.items()}
 
@@ -312,6 +318,77 @@ def test_wrong_derivative_column_is_replaced(fmus, vdp_data, capsys, monkeypatch
     assert error > 1e3 * FMU_GRADIENT_VS_FD, error
     for name in ("x0_start", "x1_start"):  # the other columns are right
         assert _rel(trusted["gradient"][name], fd["gradient"][name]) <= FMU_GRADIENT_VS_FD, name
+
+
+# ------------------------------------------ 3b. FMI 3 Model Exchange (fmus/van_der_pol_me3) --
+
+def _same_parameters(a: dict, b: dict) -> None:
+    assert list(a) == list(b)
+    for name in a:
+        assert _rel(a[name], b[name]) <= EXACT, (name, a[name], b[name])
+
+
+def test_fmi3_model_exchange_sensitivity_gradient_equals_finite_differences(fmus, vdp_data, capsys):
+    """``--gradient sensitivity`` on the FMI 3 ME FMU: parameter columns from
+    fmi3GetDirectionalDerivative (probed), states and outputs through the FMI 3 ME calls."""
+    sens, fd = _vdp_gradients(fmus["vdp3"], vdp_data, capsys, "--gradient", "sensitivity")
+    assert sens["method"] == "sensitivity" and sens["gradient_path"]["method"] == "sensitivity"
+    columns = sens["gradient_path"]["columns"]
+    for name in VDP_GRADIENT_PARAMS.split(","):
+        assert columns[name].startswith("directional derivative"), columns[name]
+        assert _rel(sens["gradient"][name], fd["gradient"][name]) <= FMU_GRADIENT_VS_FD, name
+    # The same equations as the FMI 2 FMU through the same trapezoidal rule: the same cost.
+    fmi2 = gradient_json(["--fmu", fmus["vdp"], "--data", vdp_data, "--params", VDP_GRADIENT_PARAMS,
+                          "--step", VDP_STEPS[0]], capsys)
+    assert _rel(sens["cost"], fmi2["cost"]) <= EXACT
+    for name in VDP_GRADIENT_PARAMS.split(","):
+        assert _rel(sens["gradient"][name], fmi2["gradient"][name]) <= FMU_GRADIENT_VS_FD, name
+
+
+def test_fmi3_model_exchange_gradient_picks_the_sensitivity_path(fmus, vdp_data, capsys):
+    """``gradient --fmu`` (auto) on the FMI 3 ME FMU with directional derivatives: the
+    sensitivity path with every column from the FMU, the numbers of the FMI 2 FMU.  fmpy 0.3.32
+    drops the FMI 3 attribute providesDirectionalDerivatives (it knows only the FMI 2 spelling),
+    so the importer must read it from the XML; otherwise auto falls back to finite differences."""
+    # --workers 1: should the path wrongly be fd, this stays serial (and fails fast).
+    sens, fd = _vdp_gradients(fmus["vdp3"], vdp_data, capsys, "--workers", 1)
+    assert sens["gradient_path"]["method"] == "sensitivity", sens["gradient_path"]
+    assert sens["method"] == "sensitivity"
+    columns = sens["gradient_path"]["columns"]
+    assert columns["state 0"] == columns["state 1"] == "directional derivative"
+    fmi2 = gradient_json(["--fmu", fmus["vdp"], "--data", vdp_data, "--params", VDP_GRADIENT_PARAMS,
+                          "--step", VDP_STEPS[0]], capsys)
+    for name in VDP_GRADIENT_PARAMS.split(","):
+        assert columns[name].startswith("directional derivative"), columns[name]
+        assert _rel(sens["gradient"][name], fd["gradient"][name]) <= FMU_GRADIENT_VS_FD, name
+        assert _rel(sens["gradient"][name], fmi2["gradient"][name]) <= EXACT, name
+
+
+def test_fmi3_model_exchange_identify_equals_fmi2(fmus, vdp_data, vdp_identified, work):
+    """``identify --fmu`` with ``--gradient sensitivity`` on the FMI 3 ME FMU recovers mu and
+    x0_start as the FMI 2 FMU does at the same step (same data, start, integrator)."""
+    h = VDP_STEPS[0]
+    _, fmi2 = vdp_identified[h]
+    payload = _identify(["--fmu", fmus["vdp3"], "--data", vdp_data, "--params", "mu,x0_start", "--step", h,
+                         "--gradient", "sensitivity"], work / "vdp3_result_sensitivity.json")
+    assert payload["success"] and payload["gradient_method"]["method"] == "sensitivity"
+    _same_parameters(payload["parameters"], fmi2["parameters"])
+    assert payload["iterations"] == fmi2["iterations"]
+    for name, true in VDP_TRUE.items():  # moved from the start value to the truth (up to O(h^2))
+        assert abs(payload["parameters"][name] - true) < 1e-2 * abs(payload["initial"][name] - true), name
+
+
+def test_fmi3_model_exchange_identify_auto_equals_fmi2(fmus, vdp_data, vdp_identified, work):
+    """``identify --fmu`` (auto) on the FMI 3 ME FMU takes the sensitivity path and gives the
+    FMI 2 result bit for bit (every Jacobian column from the FMU, as for the FMI 2 FMU)."""
+    h = VDP_STEPS[0]
+    _, fmi2 = vdp_identified[h]
+    payload = _identify(["--fmu", fmus["vdp3"], "--data", vdp_data, "--params", "mu,x0_start", "--step", h,
+                         "--workers", 1], work / "vdp3_result_auto.json")
+    assert payload["gradient_method"]["method"] == "sensitivity", payload["gradient_method"]
+    assert payload["success"]
+    _same_parameters(payload["parameters"], fmi2["parameters"])
+    assert payload["iterations"] == fmi2["iterations"]
 
 
 # ------------------------------------------------ 4. parallel FD, stencils next to bounds --

@@ -6,6 +6,9 @@
 * its directional derivatives (states, u, mu; x0_start and x1_start in Initialization
   Mode) equal central finite differences, and ``-DFA_WRONG_DERIVATIVE_MU`` makes the mu
   column 10 % wrong and nothing else;
+* the Van der Pol FMI 3.0 Model Exchange FMU (the same model; fmus/van_der_pol_me3) exports
+  every FMI 3.0 function, equals scipy like the FMI 2.0 one, and its directional derivatives
+  (Continuous-Time and Initialization Mode) equal central finite differences;
 * the Duffing FMI 3.0 Co-Simulation FMU shows the fourth order of its RK4 solver against
   scipy, its doStep takes whole internal steps and one partial step (equal to RK4 written
   again in Python), a tunable parameter set in Step Mode changes the trajectory from the
@@ -20,8 +23,11 @@ from __future__ import annotations
 
 import ctypes
 import math
+import re
 import shutil
 import subprocess
+import xml.etree.ElementTree as ET
+import zipfile
 
 import fmpy
 import fmpy.validation
@@ -29,7 +35,7 @@ import numpy as np
 import pytest
 from fmpy.fmi1 import FMICallException
 from fmpy.fmi2 import FMU2Model
-from fmpy.fmi3 import FMU3Slave
+from fmpy.fmi3 import FMU3Model, FMU3Slave
 from scipy.integrate import solve_ivp
 
 from fmi_adjoint.toolchain import c_compiler
@@ -44,6 +50,7 @@ WRONG_MU = "FA_WRONG_DERIVATIVE_MU"
 
 # value references (see fmus/README.md)
 VDP = {"x0": 0, "der(x0)": 1, "x1": 2, "der(x1)": 3, "mu": 4, "x0_start": 5, "x1_start": 6, "u": 7}
+VDP3 = {**VDP, "time": 8}  # the FMI 3.0 version: the same references plus the independent variable
 DUFFING = {"time": 0, "x": 1, "v": 2, "F": 3, "delta": 4, "alpha": 5, "beta": 6, "gamma": 7, "omega": 8,
            "x_start": 9, "v_start": 10, "h_internal": 11}
 DUFFING_DEFAULTS = {"delta": 0.2, "alpha": 1.0, "beta": 5.0, "gamma": 0.5, "omega": 1.2, "x_start": 1.0,
@@ -66,6 +73,11 @@ def vdp_wrong(fmu_dir):
 
 
 @pytest.fixture(scope="module")
+def vdp3(fmu_dir):
+    return build_fmu("van_der_pol_me3", fmu_dir)
+
+
+@pytest.fixture(scope="module")
 def duffing(fmu_dir):
     return build_fmu("duffing_cs", fmu_dir)
 
@@ -82,6 +94,9 @@ class _Opened:
         if self.md.fmiVersion == "2.0":
             self.fmu = FMU2Model(guid=self.md.guid, unzipDirectory=self.unzip,
                                  modelIdentifier=self.md.modelExchange.modelIdentifier, instanceName="vdp")
+        elif self.md.modelExchange is not None:
+            self.fmu = FMU3Model(guid=self.md.guid, unzipDirectory=self.unzip,
+                                 modelIdentifier=self.md.modelExchange.modelIdentifier, instanceName="vdp3")
         else:
             self.fmu = FMU3Slave(guid=self.md.guid, unzipDirectory=self.unzip,
                                  modelIdentifier=self.md.coSimulation.modelIdentifier, instanceName="duffing")
@@ -94,6 +109,38 @@ class _Opened:
         self.fmu.freeInstance()
         self.fmu.freeLibrary()
         shutil.rmtree(self.unzip, ignore_errors=True)
+
+
+class _Fmi2Calls:
+    """The FMI 2.0 calls of the Van der Pol helpers below, mapped onto an FMI 3.0 Model Exchange
+    instance, so that both FMUs go through the same checks.  Calls named alike in FMI 2.0 and
+    3.0 (exitInitializationMode, enterEventMode, enterContinuousTimeMode, setContinuousStates,
+    getDirectionalDerivative, terminate) pass through."""
+
+    def __init__(self, fmu: FMU3Model):
+        self.fmu = fmu
+        self._start_time = 0.0
+
+    def setupExperiment(self, startTime=0.0):
+        self._start_time = startTime  # FMI 3.0 passes it to fmi3EnterInitializationMode
+
+    def enterInitializationMode(self):
+        self.fmu.enterInitializationMode(startTime=self._start_time)
+
+    def setReal(self, vr, values):
+        self.fmu.setFloat64(vr, values)
+
+    def getReal(self, vr):
+        return self.fmu.getFloat64(vr)
+
+    def getDerivatives(self, derivatives, n):
+        self.fmu.getContinuousStateDerivatives(derivatives, n)
+
+    def newDiscreteStates(self):
+        return self.fmu.updateDiscreteStates()
+
+    def __getattr__(self, name):
+        return getattr(self.fmu, name)
 
 
 def _vdp_rhs(x, mu, u):
@@ -230,7 +277,8 @@ def _simulate_duffing(path, h_internal, step):
 
 
 def test_sources_compile_without_warnings(tmp_path):
-    for name, defines in (("van_der_pol_me", ()), ("van_der_pol_me", (WRONG_MU,)), ("duffing_cs", ())):
+    for name, defines in (("van_der_pol_me", ()), ("van_der_pol_me", (WRONG_MU,)), ("van_der_pol_me3", ()),
+                          ("duffing_cs", ())):
         for source in (FMUS_DIR / name).glob("*.c"):
             command = [c_compiler(), "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-fsyntax-only",
                        f"-I{fmi_headers_dir()}", *(f"-D{d}" for d in defines), str(source)]
@@ -272,12 +320,13 @@ def test_fmpy_validates_and_reads_both(vdp, vdp_wrong, duffing):
 # ------------------------------------------------------------------ Van der Pol (FMI 2.0 ME)
 
 
-def test_van_der_pol_equals_scipy_with_an_input(vdp):
+def _van_der_pol_against_scipy(path, label):
+    """fmpy/CVode (rtol 1e-10) against scipy DOP853 (rtol 1e-12) with a piecewise-constant u."""
     mu, x0, x1 = 1.3, 1.5, -0.5
     pieces = [(0.0, 3.0, 0.0), (3.0, 6.0, 0.5), (6.0, 10.0, -0.5)]
     signal = np.array([(0.0, 0.0), (3.0, 0.0), (3.0, 0.5), (6.0, 0.5), (6.0, -0.5), (10.0, -0.5)],
                       dtype=[("time", np.float64), ("u", np.float64)])
-    result = fmpy.simulate_fmu(str(vdp), solver="CVode", stop_time=10.0, relative_tolerance=1e-10,
+    result = fmpy.simulate_fmu(str(path), solver="CVode", stop_time=10.0, relative_tolerance=1e-10,
                                output_interval=0.05, input=signal, output=["x0", "x1"], record_events=False,
                                start_values={"mu": mu, "x0_start": x0, "x1_start": x1})
     t = result["time"]
@@ -286,11 +335,16 @@ def test_van_der_pol_equals_scipy_with_an_input(vdp):
     reference = _piecewise_reference(lambda u: (lambda _, y: _vdp_rhs(y, mu, u)), pieces, [x0, x1], t).T
     for i, name in enumerate(("x0", "x1")):
         error = _relative_error(result[name], reference[i])
-        print(f"\nvan der Pol {name}: fmpy/CVode vs scipy DOP853 relative error {error:.2e}")
+        print(f"\n{label} {name}: fmpy/CVode vs scipy DOP853 relative error {error:.2e}")
         assert error < CROSS_IMPLEMENTATION, name
     # the input matters: without it the end point is elsewhere
     free = solve_ivp(lambda _, y: _vdp_rhs(y, mu, 0.0), (0, 10), [x0, x1], method="DOP853", rtol=1e-12, atol=1e-12)
     assert abs(free.y[0, -1] - result["x0"][-1]) > 1e3 * CROSS_IMPLEMENTATION
+    return result
+
+
+def test_van_der_pol_equals_scipy_with_an_input(vdp):
+    _van_der_pol_against_scipy(vdp, "van der Pol")
 
 
 def test_van_der_pol_directional_derivatives_equal_finite_differences(vdp, vdp_wrong, tmp_path):
@@ -388,6 +442,186 @@ def test_van_der_pol_parameter_rules_and_fmu_state(vdp, tmp_path):
         fmu.terminate()
         with pytest.raises(FMICallException):
             _set_states(fmu, [0.0, 0.0])
+
+
+# ------------------------------------------------------------------ Van der Pol (FMI 3.0 ME)
+
+
+def _fmi3_exported_functions() -> list[str]:
+    """The names of all functions that fmi3Functions.h declares for export."""
+    header = (fmi_headers_dir() / "fmi3Functions.h").read_text(encoding="utf-8")
+    names = re.findall(r"^FMI3_Export\s+\w+TYPE\s+(fmi3\w+);", header, flags=re.MULTILINE)
+    assert len(names) > 70, names  # the whole API, not a parsing accident
+    return names
+
+
+def test_van_der_pol_fmi3_validates_reads_and_exports_every_function(vdp3, tmp_path):
+    assert fmpy.validation.validate_fmu(str(vdp3)) == []
+    md = fmpy.read_model_description(str(vdp3))
+    assert md.fmiVersion == "3.0" and md.modelExchange.modelIdentifier == "van_der_pol3" and md.coSimulation is None
+    assert md.numberOfEventIndicators == 0 and md.eventIndicators == []
+    found = {v.name: (v.valueReference, v.causality, v.variability, v.type, v.start) for v in md.modelVariables}
+    assert found == {
+        "time": (8, "independent", "continuous", "Float64", None),
+        "x0": (0, "output", "continuous", "Float64", None), "der(x0)": (1, "local", "continuous", "Float64", None),
+        "x1": (2, "output", "continuous", "Float64", None), "der(x1)": (3, "local", "continuous", "Float64", None),
+        "mu": (4, "parameter", "tunable", "Float64", "1.0"), "x0_start": (5, "parameter", "fixed", "Float64", "2.0"),
+        "x1_start": (6, "parameter", "fixed", "Float64", "0.0"), "u": (7, "input", "continuous", "Float64", "0.0"),
+    }
+    assert {name: VDP3[name] for name in found} == {name: value[0] for name, value in found.items()}
+    derivatives = [(d.variable.name, d.variable.derivative.name) for d in md.derivatives]
+    assert derivatives == [("der(x0)", "x0"), ("der(x1)", "x1")]
+    assert [o.variable.name for o in md.outputs] == ["x0", "x1"]
+
+    with zipfile.ZipFile(vdp3) as archive:
+        assert "binaries/x86_64-linux/van_der_pol3.so" in archive.namelist()
+        me = ET.fromstring(archive.read("modelDescription.xml")).find("ModelExchange")
+        archive.extract("binaries/x86_64-linux/van_der_pol3.so", tmp_path)
+    # fmpy 0.3.32 keeps only the FMI 2.0 spelling providesDirectionalDerivative on its interface
+    # objects and drops the FMI 3.0 attribute, so the flag is read from the XML here.
+    assert me.get("providesDirectionalDerivatives") == "true"
+    assert me.get("providesAdjointDerivatives") == "false"
+    assert me.get("canGetAndSetFMUState") == me.get("canSerializeFMUState") == "true"
+
+    library = ctypes.CDLL(str(tmp_path / "binaries" / "x86_64-linux" / "van_der_pol3.so"))
+    missing = [name for name in _fmi3_exported_functions() if not hasattr(library, name)]
+    assert missing == []
+
+
+def test_van_der_pol_fmi3_equals_scipy_with_an_input(vdp3, vdp):
+    fmi3 = _van_der_pol_against_scipy(vdp3, "van der Pol FMI 3.0")
+    # fmpy drives the FMI 2.0 and the FMI 3.0 FMU with the same CVode settings on the same equations
+    fmi2 = _van_der_pol_against_scipy(vdp, "van der Pol FMI 2.0")
+    for name in ("x0", "x1"):
+        assert _relative_error(fmi3[name], fmi2[name]) < CROSS_IMPLEMENTATION, name
+
+
+def test_van_der_pol_fmi3_directional_derivatives_equal_finite_differences(vdp3, tmp_path):
+    rng = np.random.default_rng(7)
+    points = [(rng.uniform(-2.5, 2.5, 2), rng.uniform(0.3, 3.0), rng.uniform(-1.0, 1.0)) for _ in range(4)]
+    with _Opened(vdp3, tmp_path / "vdp3") as raw:
+        fmu = _Fmi2Calls(raw)
+        _vdp_in_continuous_time_mode(fmu)
+        for x, mu, u in points:
+            _set_mu(fmu, mu)
+            raw.setTime(3.0)
+            _set_states(fmu, x)
+            raw.setFloat64([VDP3["u"]], [u])
+            fd = _vdp_columns_fd(fmu, x, mu, u)
+            ad = _vdp_columns_ad(fmu)
+            exact = {"x0": [0.0, -2 * mu * x[0] * x[1] - 1.0], "x1": [1.0, mu * (1 - x[0] ** 2)],
+                     "u": [0.0, 1.0], "mu": [0.0, (1 - x[0] ** 2) * x[1]]}
+            for name in ("x0", "x1", "u", "mu"):
+                assert _relative_error(fd[name], exact[name]) < GRADIENT_VS_FD, name
+                assert _relative_error(ad[name], fd[name]) < GRADIENT_VS_FD, name
+            states = [VDP3["x0"], VDP3["x1"]]
+            assert raw.getDirectionalDerivative(states, states, [0.3, -0.7]) == [0.3, -0.7]
+            # x0_start and x1_start do not enter once the states are free; the model is autonomous
+            unknowns = [VDP3["der(x0)"], VDP3["der(x1)"], VDP3["x0"]]
+            for known in ("x0_start", "x1_start", "time"):
+                assert raw.getDirectionalDerivative(unknowns, [VDP3[known]], [1.0]) == [0.0, 0.0, 0.0], known
+            knowns = [VDP3["x0"], VDP3["x1"], VDP3["u"], VDP3["mu"]]
+            combined = raw.getDirectionalDerivative([VDP3["der(x0)"], VDP3["der(x1)"]], knowns, [0.5, -2.0, 3.0, 0.25])
+            expected = 0.5 * ad["x0"] - 2.0 * ad["x1"] + 3.0 * ad["u"] + 0.25 * ad["mu"]
+            assert _relative_error(combined, expected) < EXACT
+        for unknowns, knowns in (([VDP3["der(x1)"]], [VDP3["der(x0)"]]), ([VDP3["mu"]], [VDP3["x0"]]),
+                                 ([VDP3["time"]], [VDP3["x0"]])):
+            with pytest.raises(FMICallException):
+                raw.getDirectionalDerivative(unknowns, knowns, [1.0])
+        # fmi3GetDirectionalDerivative checks nSeed = nKnowns (fmpy always passes them equal)
+        vr = (ctypes.c_uint32 * 1)(VDP3["der(x1)"])
+        seed, sensitivity = (ctypes.c_double * 2)(1.0, 1.0), (ctypes.c_double * 1)()
+        with pytest.raises(FMICallException):
+            raw.fmi3GetDirectionalDerivative(raw.component, vr, 1, vr, 1, seed, 2, sensitivity, 1)
+        # fmpy reports it as not provided (see above), but the FMU has no adjoint derivatives indeed
+        with pytest.raises(FMICallException):
+            raw.getAdjointDerivative([VDP3["der(x1)"]], [VDP3["x0"]], [1.0])
+
+
+def test_van_der_pol_fmi3_initialization_derivatives_wrt_start_values(vdp3, tmp_path):
+    unknowns = [VDP3["x0"], VDP3["x1"], VDP3["der(x0)"], VDP3["der(x1)"]]
+    with _Opened(vdp3, tmp_path / "vdp3") as fmu:
+        fmu.enterInitializationMode(startTime=0.5)
+        start = {"mu": 0.8, "x0_start": 1.2, "x1_start": -0.4, "u": 0.3}
+        fmu.setFloat64([VDP3[k] for k in start], list(start.values()))
+        eps = 1e-6
+        for name in ("x0_start", "x1_start", "mu", "u"):
+            ad = fmu.getDirectionalDerivative(unknowns, [VDP3[name]], [1.0])
+            fmu.setFloat64([VDP3[name]], [start[name] + eps])
+            plus = np.array(fmu.getFloat64(unknowns))
+            fmu.setFloat64([VDP3[name]], [start[name] - eps])
+            minus = np.array(fmu.getFloat64(unknowns))
+            fmu.setFloat64([VDP3[name]], [start[name]])
+            fd = (plus - minus) / (2 * eps)
+            assert np.max(np.abs(np.array(ad) - fd)) < GRADIENT_VS_FD * max(1.0, np.max(np.abs(fd))), name
+        with pytest.raises(FMICallException):  # the states are unknowns during initialization
+            fmu.getDirectionalDerivative(unknowns, [VDP3["x0"]], [1.0])
+        fmu.exitInitializationMode()
+        assert fmu.getFloat64([VDP3["x0"], VDP3["x1"], VDP3["time"]]) == [1.2, -0.4, 0.5]
+
+
+def test_van_der_pol_fmi3_modes_parameters_fmu_state_and_unsupported_functions(vdp3, tmp_path):
+    with _Opened(vdp3, tmp_path / "vdp3") as fmu:
+        assert fmu.getNumberOfContinuousStates() == 2 and fmu.getNumberOfEventIndicators() == 0
+        fmu.enterInitializationMode(startTime=0.0)
+        fmu.exitInitializationMode()  # Model Exchange: now in Event Mode
+        assert fmu.updateDiscreteStates() == (False, False, False, False, False, 0.0)
+        fmu.enterContinuousTimeMode()
+        assert fmu.completedIntegratorStep() == (False, False)
+        fmu.getEventIndicators((ctypes.c_double * 1)(), 0)
+        nominals = (ctypes.c_double * 2)()
+        fmu.getNominalsOfContinuousStates(nominals, 2)
+        assert nominals[:] == [1.0, 1.0]
+        # fixed parameters after initialization, tunable mu outside Event Mode, calculated and independent
+        for vr in (VDP3["x0_start"], VDP3["x1_start"], VDP3["mu"], VDP3["x0"], VDP3["der(x1)"], VDP3["time"], 99):
+            with pytest.raises(FMICallException):
+                fmu.setFloat64([vr], [0.5])
+        assert fmu.getFloat64([VDP3["mu"], VDP3["x0_start"]]) == [1.0, 2.0]
+        fmu.enterEventMode()
+        fmu.setFloat64([VDP3["mu"]], [0.5])
+        fmu.updateDiscreteStates()
+        fmu.enterContinuousTimeMode()
+
+        fmu.setTime(1.25)
+        _set_states(fmu, [0.7, -0.2])
+        fmu.setFloat64([VDP3["u"]], [0.1])
+        before = fmu.getFloat64([VDP3["der(x0)"], VDP3["der(x1)"], VDP3["time"]])
+        assert before == [-0.2, 0.5 * (1 - 0.49) * -0.2 - 0.7 + 0.1, 1.25]
+        state = fmu.getFMUState()
+        serialized = fmu.serializeFMUState(state)
+        fmu.setTime(2.0)
+        _set_states(fmu, [-1.0, 1.0])
+        fmu.setFloat64([VDP3["u"]], [-3.0])
+        assert fmu.getFloat64([VDP3["der(x0)"], VDP3["der(x1)"], VDP3["time"]]) != before
+        fmu.setFMUState(state)
+        assert fmu.getFloat64([VDP3["der(x0)"], VDP3["der(x1)"], VDP3["time"]]) == before
+        _set_states(fmu, [-1.0, 1.0])
+        restored = fmu.deserializeFMUState(serialized)
+        fmu.setFMUState(restored)
+        assert fmu.getFloat64([VDP3["der(x0)"], VDP3["der(x1)"], VDP3["time"]]) == before
+        fmu.freeFMUState(restored)
+        fmu.freeFMUState(state)
+
+        # functions that do not apply to this FMU return fmi3Error
+        c = fmu.component
+        for call in (lambda: fmu.fmi3EnterStepMode(c), lambda: fmu.fmi3EvaluateDiscreteStates(c),
+                     lambda: fmu.fmi3EnterConfigurationMode(c), lambda: fmu.getInt32([0]),
+                     # (fmpy's getNumberOfVariableDependencies wrapper is broken: call the function)
+                     lambda: fmu.fmi3GetNumberOfVariableDependencies(c, VDP3["der(x1)"], ctypes.byref(ctypes.c_size_t()))):
+            with pytest.raises(FMICallException):
+                call()
+        fmu.terminate()
+        with pytest.raises(FMICallException):
+            _set_states(fmu, [0.0, 0.0])
+        fmu.reset()  # back to Instantiated: start values again
+        assert fmu.getFloat64([VDP3["mu"], VDP3["x0"], VDP3["x1"]]) == [1.0, 2.0, 0.0]
+    # Co-Simulation is refused at instantiation
+    md = fmpy.read_model_description(str(vdp3))
+    unzip = fmpy.extract(str(vdp3), unzipdir=str(tmp_path / "cs"))
+    slave = FMU3Slave(guid=md.guid, unzipDirectory=unzip, modelIdentifier="van_der_pol3", instanceName="cs")
+    with pytest.raises(Exception, match="instantiate"):
+        slave.instantiate()
+    slave.freeLibrary()
 
 
 # ------------------------------------------------------------------ Duffing (FMI 3.0 CS)

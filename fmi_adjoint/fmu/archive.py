@@ -12,13 +12,16 @@ removes; nothing is written anywhere else.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import re
 import shutil
 import stat
 import tempfile
+import uuid
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 
 from lxml import etree
@@ -33,7 +36,7 @@ PLATFORM_DIRS = {2: "linux64", 3: "x86_64-linux"}
 _MAX_ENTRIES = 20_000
 _MAX_TOTAL_BYTES = 2 * 1024**3
 _MAX_XML_BYTES = 64 * 1024**2
-_REAL_TYPES = ("Real", "Float64", "Float32")
+_REAL_TYPES = ("Real", "Float64")  # Float32 would need fmi3SetFloat32; not handled
 
 
 class FmuError(FmiAdjointError, ValueError):
@@ -106,6 +109,12 @@ def _parse_description(path: Path, data: bytes) -> etree._Element:
         root = etree.fromstring(data, parser)
     except etree.XMLSyntaxError as exc:
         raise FmuError(f"{path}: modelDescription.xml is malformed XML ({exc}); fix or re-export the FMU.") from None
+    docinfo = root.getroottree().docinfo
+    if docinfo.doctype or docinfo.internalDTD is not None:
+        raise FmuError(f"{path}: modelDescription.xml declares a DOCTYPE (external entities are an attack vector "
+                       "and FMI never uses them); the FMU is refused. Remove the declaration.")
+    if (docinfo.encoding or "UTF-8").upper().replace("_", "-") not in ("UTF-8", "UTF8"):
+        raise FmuError(f"{path}: modelDescription.xml is encoded as {docinfo.encoding}; FMI requires UTF-8.")
     if root.tag != "fmiModelDescription":
         raise FmuError(f"{path}: the root element of modelDescription.xml is <{root.tag}>, not <fmiModelDescription>.")
     return root
@@ -168,9 +177,16 @@ class FmuArchive:
                 f"<modelIdentifier>.so); it holds {', '.join(found) or 'no binaries at all'}. Export or "
                 "compile the FMU for Linux x86-64 (e.g. `fmpy compile` if it ships sources)."
             )
-        me = description.modelExchange
+        # Read from the XML: fmpy 0.3 keeps only the FMI 2 spelling of the flag.
         flag = "providesDirectionalDerivative" if self.fmi_version == 2 else "providesDirectionalDerivatives"
-        self.provides_directional_derivatives = bool(self.model_exchange and getattr(me, flag, False))
+        element = root.find("ModelExchange")
+        self.provides_directional_derivatives = bool(
+            self.model_exchange and element is not None and element.get(flag, "false") in ("true", "1")
+        )
+        self.single_instance = any(
+            e is not None and e.get("canBeInstantiatedOnlyOncePerProcess", "false") in ("true", "1")
+            for e in (root.find("ModelExchange"), root.find("CoSimulation"))
+        )
         self.number_of_event_indicators = int(description.numberOfEventIndicators or 0)
         self.native = self._native_settings()
 
@@ -190,7 +206,21 @@ class FmuArchive:
             return None
         if not isinstance(data, dict) or not str(data.get("generator", "")).startswith("fmi-adjoint"):
             return None
-        return data
+        # The exporter derives the instantiation token from the model file and the export
+        # settings; an FMU whose embedded model does not match its binary is not trusted.
+        try:
+            text = model.read_text(encoding="utf-8")
+            settings = (data["values"] or None, float(data["step"]), float(data["alpha"]), int(data["fmi_version"]))
+        except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError):
+            return None
+        token = self.description.guid or getattr(self.description, "instantiationToken", None)
+        # export_fmu hashes the values it was given: None or a dict (stored as {} or the dict).
+        for values in (settings[0], {} if settings[0] is None else settings[0]):
+            step, alpha, version = settings[1:]
+            digest = hashlib.sha256((text + repr((values, step, alpha, version))).encode()).digest()
+            if token == "{" + str(uuid.UUID(bytes=digest[:16], version=4)) + "}":
+                return data
+        return None
 
     @property
     def model_file(self) -> Path:
@@ -241,32 +271,13 @@ def open_fmu(path) -> FmuArchive:
     tmp = tempfile.TemporaryDirectory(prefix="fmi_adjoint_fmu_")
     try:
         directory = Path(tmp.name)
-        with zipfile.ZipFile(path) as archive:
-            infos = _check_entries(path, archive)
-            names = {i.filename.replace("\\", "/") for i in infos}
-            if "modelDescription.xml" not in names:
-                raise FmuError(f"{path}: no modelDescription.xml at the root of the archive; this is not an FMU.")
-            root = _parse_description(path, archive.read("modelDescription.xml"))
-            version_text = root.get("fmiVersion", "")
-            if not re.match(r"^(2\.0|3\.\d)", version_text):
-                raise FmuError(f"{path}: fmiVersion {version_text!r} is not supported; FMI 2.0 and 3.x FMUs are.")
-            version = 3 if version_text.startswith("3") else 2
-            problems = _schema_problems(root, version)
-            if problems:
-                raise FmuError(
-                    f"{path}: modelDescription.xml violates the FMI {version} schema: {'; '.join(problems)}."
-                )
-            base = directory.resolve()
-            for info in infos:
-                target = (base / info.filename.replace("\\", "/")).resolve()
-                if base not in target.parents and target != base:
-                    raise FmuError(f"{path}: the entry {info.filename!r} leaves the extraction folder; refused.")
-                if info.is_dir():
-                    target.mkdir(parents=True, exist_ok=True)
-                    continue
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with archive.open(info) as source, open(target, "wb") as sink:
-                    shutil.copyfileobj(source, sink)
+        try:
+            root, infos = _extract(path, directory)
+        except FmuError:
+            raise
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, RuntimeError, NotImplementedError, EOFError,
+                OSError) as exc:
+            raise FmuError(f"{path}: the archive cannot be extracted ({exc}); obtain an intact FMU.") from None
         from fmpy import read_model_description
 
         try:
@@ -277,3 +288,34 @@ def open_fmu(path) -> FmuArchive:
     except BaseException:
         tmp.cleanup()
         raise
+
+
+def _extract(path: Path, directory: Path):
+    """Check the archive and the model description, then extract into ``directory``."""
+    with zipfile.ZipFile(path) as archive:
+        infos = _check_entries(path, archive)
+        by_name = {i.filename.replace("\\", "/"): i for i in infos}
+        if "modelDescription.xml" not in by_name:
+            raise FmuError(f"{path}: no modelDescription.xml at the root of the archive; this is not an FMU.")
+        if by_name["modelDescription.xml"].file_size > _MAX_XML_BYTES:
+            raise FmuError(f"{path}: modelDescription.xml is larger than {_MAX_XML_BYTES // 1024**2} MiB; refused.")
+        root = _parse_description(path, archive.read("modelDescription.xml"))
+        version_text = root.get("fmiVersion", "")
+        if not re.match(r"^(2\.0|3\.\d)", version_text):
+            raise FmuError(f"{path}: fmiVersion {version_text!r} is not supported; FMI 2.0 and 3.x FMUs are.")
+        version = 3 if version_text.startswith("3") else 2
+        problems = _schema_problems(root, version)
+        if problems:
+            raise FmuError(f"{path}: modelDescription.xml violates the FMI {version} schema: {'; '.join(problems)}.")
+        base = directory.resolve()
+        for info in infos:
+            target = (base / info.filename.replace("\\", "/")).resolve()
+            if base not in target.parents and target != base:
+                raise FmuError(f"{path}: the entry {info.filename!r} leaves the extraction folder; refused.")
+            if info.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with archive.open(info) as source, open(target, "wb") as sink:
+                shutil.copyfileobj(source, sink)
+    return root, infos

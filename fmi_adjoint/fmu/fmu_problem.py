@@ -8,9 +8,10 @@ the FMU offers (issue 6).
 * ``sensitivity``: a Model Exchange FMU with directional derivatives is integrated by
   the project's trapezoidal rule (:mod:`fmi_adjoint.integrate.ode`) and differentiated
   by forward sensitivities built from the FMU's Jacobian columns ``d(f, g)/d(x, p)``.
-  Each column is probed against central finite differences at three points of the
-  first trajectory; a column the FMU cannot give or gets wrong is replaced by finite
-  differences of the right-hand side (per column, reported in the result).
+  On the first evaluation each parameter column is compared with differences of the
+  right-hand side along the whole trajectory (state columns at up to 64 points); a column
+  the FMU cannot give or gets wrong is replaced by those differences (per column, reported
+  in the result).
 * ``fd``: any other FMU: central finite differences of whole simulations (Co-Simulation
   through ``doStep``; Model Exchange through the trapezoidal rule), steps scaled by the
   nominal values, kept inside the bounds, evaluated in parallel over the parameters by a
@@ -33,7 +34,7 @@ from ..data import Measurement
 from ..errors import ConvergenceError, IdentificationError
 from ..identify import Evaluation, Experiment, IdentificationProblem
 from ..identify.problem import gauss_newton_statistics
-from ..integrate import HHT
+from ..integrate import HHT, time_grid
 from ..integrate.ode import integrate_trapezoidal, trapezoidal_sensitivities
 from .archive import FmuArchive, FmuError, open_fmu
 from .session import FmuSession
@@ -62,7 +63,8 @@ class FmuExperiment:
     step : float
         Communication step (Co-Simulation) or integration step (Model Exchange).
     inputs : Measurement, optional
-        Input signals by FMU input name, interpolated linearly in time.
+        Input signals by FMU input name, interpolated linearly in time (Co-Simulation: the
+        value at the start of each communication step, held over the step).
     values : mapping of str to float
         Parameter values of this experiment (identified parameters override them).
     name : str
@@ -76,10 +78,8 @@ class FmuExperiment:
     name: str = "experiment"
 
     def grid(self) -> np.ndarray:
-        n = max(int(round(self.t_end / self.step)), 1)
-        grid = np.linspace(0.0, n * self.step, n + 1)
-        grid[-1] = self.t_end
-        return grid
+        """Communication points / integration steps on ``[0, t_end]`` (the last may be uneven)."""
+        return time_grid(0.0, self.t_end, self.step)
 
     def input_values(self, t: float) -> dict[str, float]:
         if self.inputs is None:
@@ -93,13 +93,9 @@ class GradientChoice:
 
     method: str
     reason: str
-    columns: dict = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict:
-        out = {"method": self.method, "reason": self.reason}
-        if self.columns:
-            out["columns"] = dict(self.columns)
-        return out
+        return {"method": self.method, "reason": self.reason}
 
 
 def _check_names(archive: FmuArchive, names: Sequence[str], experiments: Sequence[FmuExperiment]) -> None:
@@ -153,6 +149,9 @@ def _choose(archive: FmuArchive, requested: str, experiments) -> GradientChoice:
             raise FmuError(f"{archive.path.name}: has {archive.number_of_event_indicators} event indicators; the "
                            "sensitivity path integrates without events. Use --gradient fd.")
         return GradientChoice("sensitivity", "requested: forward sensitivities from the FMU's Jacobian columns")
+    if not archive.co_simulation and archive.number_of_event_indicators:
+        raise FmuError(f"{archive.path.name}: a Model Exchange FMU with {archive.number_of_event_indicators} event "
+                       "indicators; the project's integrator handles no state events. Use a Co-Simulation FMU.")
     if requested == "fd":
         return GradientChoice("fd", "requested: central finite differences of simulations")
     if native_ok:
@@ -254,9 +253,13 @@ class FmuProblem:
                 raise IdentificationError(f"bounds given for '{name}', which is not identified; add it to --params.")
         self.lower = np.array([(bounds or {}).get(v.name, (v.min, v.max))[0] for v in variables], dtype=float)
         self.upper = np.array([(bounds or {}).get(v.name, (v.min, v.max))[1] for v in variables], dtype=float)
-        self.start = np.array([(start or {}).get(v.name, v.start if v.start is not None else 0.0) for v in variables],
-                              dtype=float)
-        self.nominal = np.array([abs(v.nominal) if v.nominal else max(abs(v.start or 0.0), 1e-3) for v in variables])
+        # Start: explicit start values, else the first experiment's settings (--set), else the FMU's.
+        shared = self.experiments[0].values if self.experiments else {}
+        self.start = np.array([(start or {}).get(v.name, shared.get(v.name, v.start if v.start is not None else 0.0))
+                               for v in variables], dtype=float)
+        # Finite-difference scale: the nominal value, else |start|, else FMI's default nominal 1.
+        self.nominal = np.array([abs(v.nominal) if v.nominal else (abs(v.start) if v.start else 1.0)
+                                 for v in variables])
         if interface is None:
             interface = "ModelExchange" if (method == "sensitivity" or not archive.co_simulation) else "CoSimulation"
         self.interface = interface
@@ -267,6 +270,9 @@ class FmuProblem:
         self.simulations = 0
         self.columns: dict[str, str] = {}
         self._state_sources = ["fmu" if archive.provides_directional_derivatives else "fd"] * self.session.n_states
+        if archive.number_of_event_indicators and interface == "ModelExchange":
+            raise FmuError(f"{archive.path.name}: the Model Exchange interface has event indicators, which the "
+                           "project's integrator does not handle; use the Co-Simulation interface.")
         self._probed = False
 
     # -- simulation ----------------------------------------------------------------------
@@ -275,6 +281,9 @@ class FmuProblem:
 
     def _aux_session(self) -> FmuSession:
         if self._aux is None:
+            if self.archive.single_instance:
+                raise FmuError(f"{self.archive.path.name} can be instantiated only once per process, and the "
+                               "sensitivity path needs a second instance; use --gradient fd.")
             self._aux = FmuSession(self.archive, self.interface)
         return self._aux
 
@@ -307,7 +316,7 @@ class FmuProblem:
                 try:
                     cols[:, j] = session.directional(unknowns, ref)
                     continue
-                except Exception:
+                except FmuError:
                     sources[j] = "fd"  # refused: central differences from now on
             d = _PROBE_STEP * (abs(x[j]) + 1.0)
             xp, xm = x.copy(), x.copy()
@@ -329,17 +338,34 @@ class FmuProblem:
         session = self.session
         if self.interface == "CoSimulation":
             inputs = exp.input_values if exp.inputs is not None else None
-            return grid, session.run_cs(values, grid, exp.cost.channels, inputs), None
+            return grid, self._finite(session.run_cs(values, grid, exp.cost.channels, inputs), grid, exp), None
         session.start(values, exp.input_values(0.0), 0.0, float(grid[-1]))
+        if session.next_event_time is not None and session.next_event_time <= grid[-1]:
+            raise FmuError(f"{self.archive.path.name}: the FMU has a time event at t = {session.next_event_time:g} s; "
+                           "the project's integrator handles no events. Use a Co-Simulation FMU.")
         x0 = session.initial_states()
         at, f, jacobian = self._me_functions(session, exp)
-        traj = integrate_trapezoidal(f, jacobian, x0, grid)
+
+        def completed(t, x):
+            at(t, x)
+            session.completed_step(t)
+
+        traj = integrate_trapezoidal(f, jacobian, x0, grid, step_done=completed)
         refs = session.refs(exp.cost.channels)
         Y = np.empty((grid.size, len(refs)))
         for k, t in enumerate(grid):
             at(float(t), traj.x[k])
             Y[k] = session.get_real(refs)
-        return grid, Y, traj
+        return grid, self._finite(Y, grid, exp), traj
+
+    def _finite(self, Y: np.ndarray, grid: np.ndarray, exp: FmuExperiment) -> np.ndarray:
+        """``Y`` if finite, else a ConvergenceError naming the output and time (the optimizer steps back)."""
+        bad = np.argwhere(~np.isfinite(Y))
+        if bad.size:
+            k, c = bad[0]
+            raise ConvergenceError(f"{self.archive.path.name}: output {exp.cost.channels[c]!r} is not finite at "
+                                   f"t = {grid[k]:g} s; check the parameter values.")
+        return Y
 
     def _sampled(self, exp, grid, Y) -> tuple[Sampler, np.ndarray]:
         sampler = Sampler.from_grid(grid, exp.cost.sample_times)
@@ -440,20 +466,27 @@ class FmuProblem:
         self.simulations += len(points) * len(self.experiments)
         return values
 
-    def finite_differences(self, x: np.ndarray, rel: float = _FD_REL_STEP, order: int = 2) -> np.ndarray:
+    def finite_differences(self, x: np.ndarray, rel: float = _FD_REL_STEP) -> np.ndarray:
         """Central differences of the cost (one-sided next to a bound), in parallel."""
         points, recipes = self._stencil(np.asarray(x, dtype=float), rel)
         values = self._parallel_costs(points)
         return np.array([sum(w * values[first + i] for i, w in enumerate(weights)) for first, weights in recipes])
 
+    def _offsets(self, x: np.ndarray, k: int, d: float) -> tuple[float, float]:
+        """Offsets of a difference quotient for parameter ``k``: central, or one-sided at a bound."""
+        if x[k] - d >= self.lower[k] and x[k] + d <= self.upper[k]:
+            return d, -d
+        return (d, 0.0) if x[k] + d <= self.upper[k] else (0.0, -d)
+
     def _perturbed_rhs(self, exp, x, k, d, traj, refs) -> np.ndarray:
-        """Central differences of (f, g) along the trajectory for parameter ``k`` (re-initialized
-        instances, so fixed parameters work too)."""
+        """Differences of (f, g) along the trajectory for parameter ``k`` (re-initialized
+        instances, so fixed parameters work too; one-sided at a bound)."""
         aux = self._aux_session()
         out = []
-        for sign in (1.0, -1.0):
+        offsets = self._offsets(x, k, d)
+        for offset in offsets:
             xs = x.copy()
-            xs[k] += sign * d
+            xs[k] += offset
             aux.start(self._values(exp, xs), exp.input_values(0.0), 0.0, float(traj.t[-1]))
             at, _, _ = self._me_functions(aux, exp)
             rows = []
@@ -461,7 +494,7 @@ class FmuProblem:
                 at(float(t), traj.x[i])
                 rows.append(np.concatenate([aux.derivatives(), aux.get_real(refs)]))
             out.append(np.array(rows))
-        return (out[0] - out[1]) / (2 * d)
+        return (out[0] - out[1]) / (offsets[0] - offsets[1])
 
     def _initial_sensitivity(self, exp, x) -> np.ndarray:
         """``dx0/dp`` by central differences of the initialization."""
@@ -471,51 +504,69 @@ class FmuProblem:
         steps = self.fd_steps(x, _PROBE_STEP)
         for k in range(len(x)):
             states = []
-            for sign in (1.0, -1.0):
+            offsets = self._offsets(x, k, steps[k])
+            for offset in offsets:
                 xs = x.copy()
-                xs[k] += sign * steps[k]
+                xs[k] += offset
                 aux.start(self._values(exp, xs), exp.input_values(0.0), 0.0, exp.t_end)
                 states.append(aux.initial_states())
-            S0[:, k] = (states[0] - states[1]) / (2 * steps[k])
+            S0[:, k] = (states[0] - states[1]) / (offsets[0] - offsets[1])
         return S0
 
+    @staticmethod
+    def _mismatch(got: np.ndarray, expected: np.ndarray) -> float:
+        """Largest row-wise relative difference of two column histories (points x rows).
+
+        Each row is compared with its own largest magnitude (floored at 1e-6 of the whole
+        column's, where finite differences carry only noise); a column that is zero in both
+        agrees."""
+        scale = np.maximum(np.abs(expected).max(axis=0), np.abs(got).max(axis=0))
+        floor = 1e-6 * float(scale.max()) if scale.size else 0.0
+        if floor == 0.0:
+            return 0.0
+        return float(np.max(np.abs(got - expected).max(axis=0) / np.maximum(scale, floor)))
+
     def _probe(self, exp, x, traj, refs) -> None:
-        """Compare every FMU Jacobian column with central differences at three points."""
+        """Compare every FMU Jacobian column with differences of the right-hand side: parameter
+        columns along the whole first trajectory (a column that vanishes at a few points
+        cannot pass by chance), state columns at up to 64 points spread over it."""
         session = self.session
         n = session.n_states
-        points = [traj.t.size // 4, traj.t.size // 2, (3 * traj.t.size) // 4]
         at, _, _ = self._me_functions(session, exp)
         unknowns = list(session.derivative_refs) + list(refs)
         steps = self.fd_steps(x, _PROBE_STEP)
-        fd_cols = {k: self._perturbed_rhs(exp, x, k, steps[k], _Sub(traj, points), refs) for k in range(len(x))}
+        use_fmu = self.archive.provides_directional_derivatives
         for k, name in enumerate(self.names):
+            if not use_fmu:
+                self.columns[name] = ("finite differences of the right-hand side (the FMU provides no "
+                                      "directional derivatives)")
+                continue
             ref = self.archive.variables[name].valueReference
-            worst, refused = 0.0, False
-            for i, p in enumerate(points):
-                at(float(traj.t[p]), traj.x[p])
-                try:
-                    got = session.directional(unknowns, ref)
-                except Exception:
-                    refused = True
-                    break
-                expected = fd_cols[k][i]
-                worst = max(worst, float(np.max(np.abs(got - expected))) / max(float(np.max(np.abs(expected))), 1e-300))
-            if refused:
+            try:
+                got = []
+                for i, t in enumerate(traj.t):
+                    at(float(t), traj.x[i])
+                    got.append(session.directional(unknowns, ref))
+            except FmuError:
                 self.columns[name] = "finite differences of the right-hand side (the FMU refused the column)"
-            elif worst > PROBE_TOLERANCE:
+                continue
+            worst = self._mismatch(np.array(got), self._perturbed_rhs(exp, x, k, steps[k], traj, refs))
+            if worst > PROBE_TOLERANCE:
                 self.columns[name] = (f"finite differences of the right-hand side (the FMU's column differs from "
                                       f"finite differences by {worst:.2e} relative)")
             else:
                 self.columns[name] = f"directional derivative (agrees with finite differences to {worst:.1e})"
-        # State columns: the same probe on states (set directly, no re-initialization).
-        if self.archive.provides_directional_derivatives:
-            for p in points:
-                got = self._state_jacobian(session, at, float(traj.t[p]), traj.x[p], refs, ["fmu"] * n)
-                fd = self._state_jacobian(session, at, float(traj.t[p]), traj.x[p], refs, ["fd"] * n)
-                for j in range(n):
-                    scale = max(float(np.max(np.abs(fd[:, j]))), 1e-300)
-                    if float(np.max(np.abs(got[:, j] - fd[:, j]))) > PROBE_TOLERANCE * scale:
-                        self._state_sources[j] = "fd"
+        if use_fmu:
+            points = np.unique(np.linspace(0, traj.t.size - 1, min(64, traj.t.size)).astype(int))
+            sources = ["fmu"] * n
+            got = np.array([self._state_jacobian(session, at, float(traj.t[p]), traj.x[p], refs, sources)
+                            for p in points])
+            fd = np.array([self._state_jacobian(session, at, float(traj.t[p]), traj.x[p], refs, ["fd"] * n)
+                           for p in points])
+            for j in range(n):
+                refused = sources[j] == "fd"
+                if refused or self._mismatch(got[:, :, j], fd[:, :, j]) > PROBE_TOLERANCE:
+                    self._state_sources[j] = "fd"
         for j in range(n):
             self.columns[f"state {j}"] = ("directional derivative" if self._state_sources[j] == "fmu"
                                           else "finite differences of the right-hand side")
@@ -587,15 +638,3 @@ class FmuProblem:
         self.session.close()
         if self._aux is not None:
             self._aux.close()
-
-
-@dataclasses.dataclass(frozen=True)
-class _Sub:
-    """A few points of an ODE trajectory (for probing)."""
-
-    t: np.ndarray
-    x: np.ndarray
-
-    def __init__(self, traj, points):
-        object.__setattr__(self, "t", traj.t[points])
-        object.__setattr__(self, "x", traj.x[points])

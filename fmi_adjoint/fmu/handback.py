@@ -185,16 +185,30 @@ def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, in
     folder = Path(folder)
     outputs = list(data.columns)
     known = set(archive.names("output"))
+    if not outputs:
+        raise FmuError(f"{data.source}: no column besides 'time'; add columns named like the FMU's outputs "
+                       f"({', '.join(sorted(known))}).")
     for name in outputs:
         if name not in known:
             raise FmuError(f"{data.source}: column {name!r} matches no output of {archive.path.name}. "
                            f"Outputs: {', '.join(sorted(known))}.")
+    if inputs is not None:
+        names = set(archive.names("input"))
+        for name in inputs.columns:
+            if name not in names:
+                raise FmuError(f"{inputs.source}: column {name!r} matches no input of {archive.path.name}. "
+                               f"Inputs: {', '.join(sorted(names)) or 'none'}.")
+        if inputs.times[0] > data.times[0] + 1e-12 or inputs.times[-1] < data.times[-1] * (1 - 1e-12):
+            raise FmuError(f"{inputs.source}: the inputs span [{inputs.times[0]:g}, {inputs.times[-1]:g}] s but the "
+                           f"data need [{data.times[0]:g}, {data.times[-1]:g}] s; extend the input file.")
+    check_writable(folder / "report.json" if folder.is_dir() else folder)
+    simulated = simulate_with_fmpy(archive, data.times, outputs, inputs)
+    if not np.all(np.isfinite(simulated)):
+        raise FmuError(f"{archive.path.name}: the re-simulation gives non-finite outputs; check the start values.")
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise FmuError(f"cannot create the report folder {str(folder)!r}: {exc.strerror}.") from None
-    check_writable(folder / "report.json")
-    simulated = simulate_with_fmpy(archive, data.times, outputs, inputs)
     summary = {"fmu": str(archive.path), "data": data.source, "samples": int(data.times.size), "outputs": {}}
     for k, name in enumerate(outputs):
         error = simulated[:, k] - data.values[:, k]

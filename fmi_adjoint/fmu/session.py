@@ -50,6 +50,7 @@ class FmuSession:
         except Exception as exc:  # fmpy: bare Exception or OSError from the loader
             raise FmuError(f"{archive.path.name}: cannot instantiate the {interface} FMU ({exc}).") from None
         self._used = self._terminated = False
+        self.next_event_time: float | None = None
         self._params = [v for v in archive.variables.values()
                         if v.causality == "parameter" and v.variability in ("fixed", "tunable") and v.is_real]
         description = archive.description
@@ -118,9 +119,14 @@ class FmuSession:
 
     def _event_iteration(self) -> None:
         for _ in range(1000):
-            # fmpy returns (discrete states need update, terminate, ...) for FMI 2 and 3 alike.
+            # fmpy returns (discrete states need update, terminate, nominals changed, values
+            # changed, next event time defined, next event time) for FMI 2 and 3 alike.
             update = self.fmu.updateDiscreteStates if self.fmi3 else self.fmu.newDiscreteStates
-            if not self._call("the event iteration", update)[0]:
+            info = self._call("the event iteration", update)
+            if info[1]:
+                raise FmuError(f"{self.archive.path.name}: the FMU asked to terminate during initialization.")
+            self.next_event_time = float(info[5]) if info[4] else None
+            if not info[0]:
                 return
         raise FmuError(f"{self.archive.path.name}: the event iteration at initialization did not settle.")
 
@@ -178,10 +184,23 @@ class FmuSession:
         return np.array(buffer[:], dtype=float)
 
     def directional(self, unknowns: Sequence[int], known: int, seed: float = 1.0) -> np.ndarray:
-        """Directional derivative of ``unknowns`` with respect to one known (a Jacobian column)."""
-        # fmpy's FMI 2 and FMI 3 wrappers take (unknowns, knowns, seed) alike; an FMU that
-        # rejects the known (e.g. a parameter in FMI 2) raises, which the caller handles.
-        return np.asarray(self.fmu.getDirectionalDerivative(list(unknowns), [known], [seed]), dtype=float)
+        """Directional derivative of ``unknowns`` with respect to one known (a Jacobian column).
+
+        Raises FmuError if the FMU refuses (e.g. a parameter as known in FMI 2).
+        """
+        # fmpy's FMI 2 and FMI 3 wrappers take (unknowns, knowns, seed) alike.
+        values = self._call("fmiGetDirectionalDerivative", self.fmu.getDirectionalDerivative,
+                            list(unknowns), [known], [seed])
+        return np.asarray(values, dtype=float)
+
+    def completed_step(self, t: float) -> None:
+        """Report an accepted integrator step; an FMU that needs an event there is refused."""
+        enter_event, terminate = self._call("fmiCompletedIntegratorStep", self.fmu.completedIntegratorStep)
+        if enter_event or terminate:
+            raise FmuError(
+                f"{self.archive.path.name}: the FMU requests an event at t = {t:g} s; the project's integrator "
+                "handles no events. Use a Co-Simulation interface of the FMU."
+            )
 
     def close(self) -> None:
         """Free the instance."""

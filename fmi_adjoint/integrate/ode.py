@@ -44,6 +44,7 @@ def integrate_trapezoidal(
     scale: np.ndarray | None = None,
     tol: float = 1e-12,
     max_iterations: int = 25,
+    step_done: Callable[[float, np.ndarray], None] | None = None,
 ) -> OdeTrajectory:
     """Integrate ``x' = f(t, x)`` over ``grid`` with the trapezoidal rule.
 
@@ -55,9 +56,11 @@ def integrate_trapezoidal(
     grid : numpy.ndarray
         Strictly increasing step times.
     scale : numpy.ndarray, optional
-        State scale for the convergence test (default: 1 + |x0|; FMUs give nominals).
+        State scale for the convergence test (default: 1 + |x0|).
     tol : float
         Newton stops when ``max |dx_i| / (|x_i| + scale_i) <= tol``.
+    step_done : callable, optional
+        Called with ``(t, x)`` after every accepted step (FMUs: fmiCompletedIntegratorStep).
 
     Raises
     ------
@@ -83,7 +86,8 @@ def integrate_trapezoidal(
             try:
                 dx = np.linalg.solve(eye - 0.5 * h * jacobian(t1, x1), -residual)
             except np.linalg.LinAlgError:
-                break
+                raise ConvergenceError(f"the trapezoidal step to t = {t1:.6g} s has a singular Newton matrix; "
+                                       "use a smaller step (--step) or check the parameter values.") from None
             x1 = x1 + dx
             if not np.all(np.isfinite(x1)):
                 break
@@ -97,6 +101,8 @@ def integrate_trapezoidal(
                 "use a smaller step (--step) or check the parameter values."
             )
         X[k + 1], F[k + 1] = x1, f(t1, x1)
+        if step_done is not None:
+            step_done(t1, x1)
     return OdeTrajectory(t=grid, x=X, f=F, newton_iterations=iterations)
 
 
@@ -121,5 +127,9 @@ def trapezoidal_sensitivities(grid: np.ndarray, A: np.ndarray, Fp: np.ndarray, S
     for k in range(grid.size - 1):
         h = float(grid[k + 1] - grid[k])
         rhs = (eye + 0.5 * h * A[k]) @ S[k] + 0.5 * h * (Fp[k] + Fp[k + 1])
-        S[k + 1] = np.linalg.solve(eye - 0.5 * h * A[k + 1], rhs)
+        try:
+            S[k + 1] = np.linalg.solve(eye - 0.5 * h * A[k + 1], rhs)
+        except np.linalg.LinAlgError:
+            raise ConvergenceError(f"the sensitivity step to t = {grid[k + 1]:.6g} s has a singular matrix; "
+                                   "use a smaller step (--step).") from None
     return S
