@@ -163,8 +163,8 @@ def test_identify_from_a_spectrum_writes_result_and_plot(sdof, tmp_path, capsys)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("cost, extra, png", [("time", [], True), ("pod", ["--modes", "1"], True)])
-def test_plot_for_time_series_costs(sdof, series, tmp_path, capsys, cost, extra, png):
+@pytest.mark.parametrize("cost, extra", [("time", []), ("pod", ["--modes", "1"])])
+def test_plot_for_time_series_costs(sdof, series, tmp_path, capsys, cost, extra):
     out = tmp_path / "fit.png"
     code, _, err = run(["identify", *COMMON, "--data", series, "--cost", cost, *extra, "--plot", out,
                         "--set", "c=1.25", "--set", "d=0.42", "-o", tmp_path / "r.json"], capsys)

@@ -165,3 +165,22 @@ def test_result_json_names_the_gradient_path(vdp, work, capsys):
     payload = json.loads(out.read_text())
     assert payload["gradient_method"]["method"] == "sensitivity"
     assert payload["gradient_method"]["columns"]["mu"].startswith("directional derivative")
+
+
+def test_apply_hands_back_the_settings_the_identification_assumed(vdp, work, capsys):
+    """A fixed parameter set with --set during identification is part of the identified model."""
+    t = np.linspace(0.0, 2.0, 201)
+    data = work / "s_data.csv"
+    write_csv(data, t, {"x0": 2.0 * np.cos(t)})
+    result, fmu_out, ssv = work / "s.json", work / "s.fmu", work / "s.ssv"
+    code, _, err = run(["identify", "--fmu", vdp["good"], "--data", data, "--params", "mu", "--set", "x1_start=0.25",
+                        "--max-iter", 2, "-o", result], capsys)
+    assert code in (0, 1), err
+    assert json.loads(result.read_text())["settings"] == {"x1_start": 0.25}
+    code, _, err = run(["apply", result, "--fmu", vdp["good"], "-o", fmu_out, "--ssv", ssv], capsys)
+    assert code == 0, err
+    identified = json.loads(result.read_text())["parameters"]["mu"]
+    with open_fmu(fmu_out) as archive:
+        assert archive.variables["x1_start"].start == 0.25
+        assert archive.variables["mu"].start == identified
+    assert 'name="x1_start"' in ssv.read_text()

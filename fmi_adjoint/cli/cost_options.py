@@ -205,7 +205,7 @@ def cost_options_from_args(args: argparse.Namespace, weights: dict, scales: dict
     return options
 
 
-def _header(path: str) -> list[str]:
+def csv_header(path: str) -> list[str]:
     """The header cells of a CSV file ([] if it cannot be read; read_csv then names the problem)."""
     try:
         with open(path, encoding="utf-8-sig") as handle:
@@ -273,7 +273,7 @@ def build_cost(
     model's end time for spectra).
     """
     cost = options.cost
-    header = _header(file)
+    header = csv_header(file)
     if cost == "orders" or (cost == "fourier" and "frequency" in header):
         return _spectral_cost(options, model, file, t_end=t_end, step=step)
     measurement = read_csv(file)

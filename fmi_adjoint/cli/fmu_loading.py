@@ -11,8 +11,8 @@ from ..data import read_csv
 from ..errors import ModelError
 from ..fmu.archive import FmuArchive, FmuError
 from ..fmu.fmu_problem import FmuExperiment
-from .cost_options import CostOptions, Target, build_cost
-from .loading import parse_assignments
+from .cost_options import CostOptions, Target, csv_header, build_cost
+from .loading import experiment_settings
 
 __all__ = ["load_fmu_experiments", "fmu_target"]
 
@@ -56,18 +56,11 @@ def load_fmu_experiments(
                        f"({', '.join(archive.names('input')) or 'it has none'}).")
     experiments = []
     for spec in data_specs:
-        file, _, local = spec.partition("@")
-        values = dict(settings)
-        local_values = parse_assignments([s for s in local.split(",") if s], option=f"--data {spec}")
-        clash = sorted(set(local_values) & set(identified))
-        if clash:
-            raise ModelError(f"--data {spec}: {clash} are identified and also set for this experiment only; "
-                             "remove them from --params or from the '@' settings.")
-        values.update(local_values)
+        file, values = experiment_settings(spec, settings, identified)
         end_guess = t_end if t_end is not None else target.t_end
         if step is not None:
             h = step
-        elif "time" in [c.strip() for c in _head(file).split(",")]:
+        elif "time" in csv_header(file):
             h = _default_step(archive, read_csv(file).times, end_guess)
         else:
             h = _default_step(archive, None, end_guess)
@@ -81,10 +74,3 @@ def load_fmu_experiments(
                                          name=Path(file).stem))
     return experiments
 
-
-def _head(file: str) -> str:
-    try:
-        with open(file, encoding="utf-8-sig") as handle:
-            return handle.readline()
-    except OSError:
-        return ""

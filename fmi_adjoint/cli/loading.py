@@ -13,7 +13,8 @@ from ..integrate import HHT
 from ..model_file import load_model
 from .cost_options import CostOptions, Target, build_cost
 
-__all__ = ["model_path", "resolve_model", "parse_assignments", "parse_bounds", "load_experiments"]
+__all__ = ["model_path", "resolve_model", "parse_assignments", "parse_bounds", "experiment_settings",
+           "load_experiments"]
 
 
 def model_path(spec: str) -> Path:
@@ -89,6 +90,22 @@ def parse_names(text: str | None) -> list[str]:
     return names
 
 
+def experiment_settings(spec: str, settings: dict[str, float], identified) -> tuple[str, dict[str, float]]:
+    """``--data FILE[@NAME=VALUE,...]`` to the file and its parameter values (``--set`` values
+    updated by the settings after ``@``, which must not be identified parameters)."""
+    file, _, local = spec.partition("@")
+    values = dict(settings)
+    local_values = parse_assignments([s for s in local.split(",") if s], option=f"--data {spec}")
+    clash = sorted(set(local_values) & set(identified))
+    if clash:
+        raise ModelError(
+            f"--data {spec}: {clash} are identified (shared by all experiments) and also set for this "
+            "experiment only; remove them from --params or from the '@' settings."
+        )
+    values.update(local_values)
+    return file, values
+
+
 def load_experiments(
     model_spec: str,
     data_specs: list[str],
@@ -112,16 +129,7 @@ def load_experiments(
     h = step if step is not None else model.model.simulation.step
     experiments = []
     for spec in data_specs:
-        file, _, local = spec.partition("@")
-        values = dict(settings)
-        local_values = parse_assignments([s for s in local.split(",") if s], option=f"--data {spec}")
-        clash = sorted(set(local_values) & set(identified))
-        if clash:
-            raise ModelError(
-                f"--data {spec}: {clash} are identified (shared by all experiments) and also set for this "
-                "experiment only; remove them from --params or from the '@' settings."
-            )
-        values.update(local_values)
+        file, values = experiment_settings(spec, settings, identified)
         for name in values:
             model.parameter_index(name)
         experiment_cost, end = build_cost(options, Target.of_model(model), file, t_end=t_end, step=h)

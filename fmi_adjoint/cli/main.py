@@ -315,6 +315,7 @@ def cmd_identify(args) -> int:
         result = identify(problem, args.method, scaling=args.scaling, max_iterations=args.max_iter)
         payload = result.to_json()
         payload["model"] = args.model if args.fmu is None else None
+        payload["settings"] = parse_assignments(args.set)
         if args.fmu is not None:
             payload["fmu"] = args.fmu
             payload["inputs"] = args.inputs

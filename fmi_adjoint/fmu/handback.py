@@ -38,7 +38,9 @@ _BASE_UNITS = ("kg", "m", "s", "A", "K", "mol", "cd", "rad", "factor", "offset")
 
 
 def read_result_parameters(path) -> dict[str, float]:
-    """The identified ``parameters`` of a RESULT.json written by ``fmi-adjoint identify``."""
+    """The parameter values of a RESULT.json written by ``fmi-adjoint identify``: the
+    ``settings`` the identification was made with (``--set``), updated by the identified
+    ``parameters``, so that the handed-back model is the identified one."""
     path = Path(path)
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
@@ -49,8 +51,11 @@ def read_result_parameters(path) -> dict[str, float]:
     params = payload.get("parameters") if isinstance(payload, dict) else None
     if not isinstance(params, dict) or not params:
         raise FmuError(f"{path}: no 'parameters' object; give the RESULT.json written by `fmi-adjoint identify -o`.")
+    settings = payload.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise FmuError(f"{path}: 'settings' must be an object of parameter values.")
     out = {}
-    for name, value in params.items():
+    for name, value in {**settings, **params}.items():
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             raise FmuError(f"{path}: parameter {name!r} has the value {value!r}; expected a finite number.")
         out[str(name)] = float(value)
