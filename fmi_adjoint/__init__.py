@@ -7,46 +7,60 @@ sampled outputs (:class:`LeastSquaresCost`) is differentiated by the discrete ad
 :func:`identify` drives scipy's optimizers over one or several :class:`Experiment` s.
 """
 
-from .adjoint import (
-    GradientResult,
-    adjoint_gradient,
-    continuous_adjoint_gradient,
-    output_sensitivities,
-    sensitivity_gradient,
-)
-from .compiled import CompiledModel, compile_model
-from .costs import AbstractCost, CostValue, LeastSquaresCost
-from .data import Measurement, read_csv, write_csv
-from .errors import (
-    ConvergenceError,
-    DataError,
-    ExpressionError,
-    FmiAdjointError,
-    IdentificationError,
-    ModelError,
-    OutputFileError,
-)
-from .forces import (
-    AbstractForceElement,
-    AbstractTwoPointElement,
-    ExpressionLoad,
-    LinearSpringDamper,
-    PolynomialSpringDamper,
-    TableLoad,
-)
-from .identify import Experiment, IdentificationProblem, IdentificationResult, ParameterScaling, identify
-from .integrate import HHT, Trajectory, initial_state, simulate
-from .model import (
-    Constraint,
-    Coordinate,
-    MassEntry,
-    Model,
-    Output,
-    Parameter,
-    PrescribedMotion,
-    SimulationSettings,
-)
-from .model_file import load_model, parse_model
+import sys
+import types
+
+# Public names are imported on first use (PEP 562), so that ``import fmi_adjoint`` (and the
+# command line, which must answer Ctrl-C at any moment) does not load numpy, scipy and sympy
+# before they are needed.
+_LOCATIONS = {
+    "AbstractCost": "costs",
+    "AbstractForceElement": "forces",
+    "AbstractTwoPointElement": "forces",
+    "CompiledModel": "compiled",
+    "Constraint": "model",
+    "ConvergenceError": "errors",
+    "Coordinate": "model",
+    "CostValue": "costs",
+    "DataError": "errors",
+    "Experiment": "identify",
+    "ExpressionError": "errors",
+    "ExpressionLoad": "forces",
+    "FmiAdjointError": "errors",
+    "GradientResult": "adjoint",
+    "HHT": "integrate",
+    "IdentificationError": "errors",
+    "IdentificationProblem": "identify",
+    "IdentificationResult": "identify",
+    "LeastSquaresCost": "costs",
+    "LinearSpringDamper": "forces",
+    "MassEntry": "model",
+    "Measurement": "data",
+    "Model": "model",
+    "ModelError": "errors",
+    "Output": "model",
+    "OutputFileError": "errors",
+    "Parameter": "model",
+    "ParameterScaling": "identify",
+    "PolynomialSpringDamper": "forces",
+    "PrescribedMotion": "model",
+    "SimulationSettings": "model",
+    "TableLoad": "forces",
+    "Trajectory": "integrate",
+    "adjoint_gradient": "adjoint",
+    "compile_model": "compiled",
+    "continuous_adjoint_gradient": "adjoint",
+    "identify": "identify",
+    "initial_state": "integrate",
+    "load_model": "model_file",
+    "output_sensitivities": "adjoint",
+    "parse_model": "model_file",
+    "read_csv": "data",
+    "sensitivity_gradient": "adjoint",
+    "simulate": "integrate",
+    "write_csv": "data",
+}
+
 
 __all__ = [
     "AbstractCost",
@@ -95,3 +109,37 @@ __all__ = [
     "simulate",
     "write_csv",
 ]
+
+
+class _Package(types.ModuleType):
+    """The package module.  ``identify`` is both a public function and a subpackage: the
+    import system sets the package attribute to the subpackage when it is first imported,
+    which would shadow the function, so the attribute is a property that ignores that."""
+
+    @property
+    def identify(self):
+        from .identify import identify as function
+
+        return function
+
+    @identify.setter
+    def identify(self, value) -> None:  # the subpackage stays reachable through sys.modules
+        pass
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __getattr__(name: str):
+    module = _LOCATIONS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fmi_adjoint' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

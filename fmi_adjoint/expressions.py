@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 import sympy as sp
 
 from .errors import ExpressionError
+from .text import excerpt
 
 __all__ = ["FUNCTIONS", "CONSTANTS", "parse_expression"]
 
@@ -50,6 +51,16 @@ CONSTANTS: dict[str, sp.Expr] = {"pi": sp.pi}
 _MAX_LENGTH = 20_000
 _MAX_DEPTH = 200
 _MAX_EXPONENT = 1_000
+# Work bounds: the engine differentiates every expression up to twice and CSE runs over
+# the results, so the size of a product (whose derivative has one term per factor, each
+# with all the others) and the number of syntax nodes bound the time to build a model.
+# A product of 100 factors used to take 91 s to compile; with these limits the worst
+# accepted expression compiles in seconds.  Split larger laws into several elements.
+_MAX_NODES = 1_000
+_MAX_FACTORS = 32
+# Integers beyond 2**53 are not exact doubles; they are turned into floats (and refused
+# when they leave the range of doubles), so that C and numpy see the same constant.
+_MAX_EXACT_INTEGER = 2**53
 _BINARY = {ast.Add: sp.Add, ast.Sub: None, ast.Mult: sp.Mul, ast.Div: None, ast.Pow: None}
 
 SpecialHandler = Callable[[str], sp.Expr]
@@ -57,7 +68,23 @@ SpecialHandler = Callable[[str], sp.Expr]
 
 def _number(value: int | float) -> sp.Expr:
     # 17 significant digits: the printed constant round-trips to the same double.
-    return sp.Integer(value) if isinstance(value, int) else sp.Float(value, 17)
+    if isinstance(value, int):
+        if abs(value) <= _MAX_EXACT_INTEGER:
+            return sp.Integer(value)
+        value = float(value)  # OverflowError beyond the range of doubles: callers report it
+    return sp.Float(value, 17)
+
+
+def _finite_number(value: int | float, where: str) -> sp.Expr:
+    try:
+        number = _number(value)
+    except OverflowError:
+        raise ExpressionError(
+            f"{where}: the integer {excerpt(value)} is too large for a double (about 1.8e308); give a smaller value."
+        ) from None
+    if not math.isfinite(float(number)):
+        raise ExpressionError(f"{where}: the number {excerpt(value)} is not finite; give a finite value.")
+    return number
 
 
 def parse_expression(
@@ -94,9 +121,7 @@ def parse_expression(
     if isinstance(text, bool):
         raise ExpressionError(f"{where}: expected a number or an expression string, got the boolean {text!r}.")
     if isinstance(text, (int, float)):
-        if not math.isfinite(text):
-            raise ExpressionError(f"{where}: the number {text!r} is not finite; give a finite value.")
-        return _number(text)
+        return _finite_number(text, where)
     if not isinstance(text, str):
         raise ExpressionError(
             f"{where}: expected a number or an expression string, got {type(text).__name__} {text!r}."
@@ -105,6 +130,13 @@ def parse_expression(
         raise ExpressionError(f"{where}: the expression is {len(text)} characters long; the limit is {_MAX_LENGTH}.")
     if not text.strip():
         raise ExpressionError(f"{where}: the expression is empty; give a number or a formula such as '2*d'.")
+    if not text.isascii():
+        column, bad = next((k, ch) for k, ch in enumerate(text, start=1) if not ch.isascii())
+        # Python's parser would fold look-alikes by NFKC: a full-width 'c' would mean 'c'.
+        raise ExpressionError(
+            f"{where}: the character {bad!r} (U+{ord(bad):04X}) at column {column} is not ASCII; expressions use "
+            "ASCII names, digits and operators only (look-alike letters are refused)."
+        )
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
@@ -113,7 +145,13 @@ def parse_expression(
     except (RecursionError, MemoryError, ValueError):
         raise ExpressionError(f"{where}: the expression is nested too deeply or contains invalid characters.") from None
     walker = _Walker(text, names, where, specials or {})
-    return walker.visit(tree.body, 0)
+    result = walker.visit(tree.body, 0)
+    if result.has(sp.I, sp.zoo, sp.oo, sp.nan, -sp.oo):
+        raise ExpressionError(
+            f"{where}: {excerpt(text)} has a complex or infinite constant (e.g. sqrt(-1), log(0)); "
+            "expressions must be real and finite."
+        )
+    return result
 
 
 class _Walker:
@@ -122,14 +160,19 @@ class _Walker:
         self.names = names
         self.where = where
         self.specials = specials
+        self.nodes = 0
 
     def fail(self, node: ast.AST, problem: str, fix: str) -> ExpressionError:
         col = getattr(node, "col_offset", 0) + 1
-        return ExpressionError(f"{self.where}: {problem} at column {col} of {self.text!r}. {fix}")
+        return ExpressionError(f"{self.where}: {problem} at column {col} of {excerpt(self.text, 80)}. {fix}")
 
     def visit(self, node: ast.AST, depth: int) -> sp.Expr:
         if depth > _MAX_DEPTH:
             raise self.fail(node, "the expression is nested too deeply", f"Keep nesting below {_MAX_DEPTH} levels.")
+        self.nodes += 1
+        if self.nodes > _MAX_NODES:
+            raise self.fail(node, f"the expression has more than {_MAX_NODES} terms and operators",
+                            "Split the law into several force elements or outputs.")
         if isinstance(node, ast.Constant):
             return self.constant(node)
         if isinstance(node, ast.Name):
@@ -152,9 +195,11 @@ class _Walker:
         value = node.value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.fail(node, f"the literal {value!r} is not a number", "Only real numbers may appear.")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise self.fail(node, f"the number {value!r} is not finite", "Give a finite value.")
-        return _number(value)
+        try:
+            return _finite_number(value, self.where)
+        except ExpressionError:
+            raise self.fail(node, f"the number {excerpt(value)} is not finite as a double",
+                            "Give a finite value of magnitude below 1.8e308.") from None
 
     def name(self, node: ast.Name) -> sp.Expr:
         if node.id in self.names:
@@ -181,14 +226,20 @@ class _Walker:
             result = left - right
         elif isinstance(node.op, ast.Mult):
             result = left * right
+            if isinstance(result, sp.Mul) and len(result.args) > _MAX_FACTORS:
+                raise self.fail(node, f"a product of more than {_MAX_FACTORS} factors",
+                                "Split the law into several force elements or outputs.")
         elif isinstance(node.op, ast.Div):
             if right.is_zero:
                 raise self.fail(node, "division by zero", "Check the divisor.")
             result = left / right
         else:
             result = self.power(node, left, right)
-        # Constant folding may leave the range of doubles (1e308*10).
-        if result.is_Number and not math.isfinite(float(result)):
+        # Constant folding may leave the range of doubles (1e308*10) or of exact integers
+        # (rationals with huge numerators would print as integer literals C cannot hold).
+        if result.is_Rational and max(abs(result.p), abs(result.q)) > _MAX_EXACT_INTEGER:
+            result = sp.Float(float(result), 17) if math.isfinite(float(result)) else sp.oo
+        if result.is_Number and result.is_real and not math.isfinite(float(result)):
             raise self.fail(node, "the constant is not a finite double", "Check the constants.")
         return result
 

@@ -16,7 +16,6 @@ constraints whose multiplier is the driving force.
 from __future__ import annotations
 
 import dataclasses
-import keyword
 import math
 from collections.abc import Mapping
 from typing import Literal
@@ -26,6 +25,7 @@ import sympy as sp
 from .errors import ModelError
 from .expressions import CONSTANTS, FUNCTIONS, parse_expression
 from .forces.base import AbstractForceElement
+from .text import check_free_text, check_identifier
 
 __all__ = [
     "Parameter",
@@ -44,10 +44,9 @@ Number = str | float | int
 _RESERVED = {"t", "der", "der2", "lam", "reaction"} | set(FUNCTIONS) | set(CONSTANTS)
 
 
-def _check_name(name: object, what: str) -> None:
-    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
-        raise ModelError(f"{what} name {name!r} is not a valid identifier; use letters, digits and '_'.")
-    if name in _RESERVED:
+def _check_name(name: object, what: str, reserved: frozenset[str] | set[str] = _RESERVED) -> None:
+    check_identifier(name, what)
+    if name in reserved:
         raise ModelError(f"{what} name {name!r} is reserved; choose another name.")
 
 
@@ -79,6 +78,8 @@ class Parameter:
 
     def __post_init__(self) -> None:
         _check_name(self.name, "parameter")
+        check_free_text(self.unit, f"parameter '{self.name}': unit")
+        check_free_text(self.description, f"parameter '{self.name}': description")
         if self.causality not in ("parameter", "input"):
             raise ModelError(f"parameter '{self.name}': causality {self.causality!r} is not 'parameter' or 'input'.")
         try:
@@ -174,7 +175,10 @@ class Output:
     description: str = ""
 
     def __post_init__(self) -> None:
-        _check_name(self.name, "output")
+        # 'time' is the abscissa column of every CSV the tool reads and writes.
+        _check_name(self.name, "output", _RESERVED | {"time"})
+        check_free_text(self.unit, f"output '{self.name}': unit")
+        check_free_text(self.description, f"output '{self.name}': description")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,6 +237,10 @@ class Model:
     source: str = ""
 
     def __post_init__(self) -> None:
+        # The name becomes the FMU's modelIdentifier (a C identifier and a file name).
+        check_identifier(self.name, "model")
+        check_free_text(self.description, f"model '{self.name}': description")
+        check_free_text(self.source, f"model '{self.name}': source")
         for field in ("coordinates", "parameters", "forces", "constraints", "prescribed", "outputs", "mass_matrix"):
             object.__setattr__(self, field, tuple(getattr(self, field)))
         if not self.coordinates:
@@ -242,6 +250,7 @@ class Model:
         for element in self.forces:
             if not isinstance(element, AbstractForceElement):
                 raise ModelError(f"model '{self.name}': {element!r} is not a force element.")
+            check_identifier(element.name, f"model '{self.name}': force element")
         groups = {
             "coordinate": [c.name for c in self.all_coordinates],
             "parameter": [p.name for p in self.all_parameters],

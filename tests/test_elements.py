@@ -194,7 +194,7 @@ def test_gradient_through_a_maxwell_node_matches_finite_differences():
 
 def test_unbound_properties_become_identifiable_parameters():
     element = MaxwellElement("mw", coordinates=("x",))
-    model = Model(name="auto", coordinates=(Coordinate("x", mass=1.0),), forces=(element,),
+    model = Model(name="automatic", coordinates=(Coordinate("x", mass=1.0),), forces=(element,),
                   outputs=(Output("x", "x"),))
     names = [p.name for p in model.all_parameters]
     assert names == ["mw_stiffness", "mw_damping"]

@@ -22,7 +22,7 @@ import numpy as np
 from ..compiled import differentiate
 from ..errors import ConvergenceError, FmiAdjointError
 from ..model import Model
-from ..toolchain import c_compiler
+from ..toolchain import c_compiler, compiler_message
 from .model_code import model_c_sources
 
 __all__ = ["RUNTIME_DIR", "CompilerError", "NativeModel", "build_native", "write_sources", "find_c_compiler"]
@@ -100,20 +100,33 @@ def build_native(model: Model, optimize: str = "-O2") -> NativeModel:
         If no C compiler is found or compilation fails (the compiler's message is included).
     """
     compiler = find_c_compiler()
-    path = Path(tempfile.mkdtemp(prefix="fmi_adjoint_native_"))
-    sources = write_sources(model, path)
-    library = path / "fa_native.so"
-    # FA_EXPORT_ALL keeps the engine's functions visible so tests can drive them directly.
-    command = [compiler, "-std=c99", optimize, "-shared", "-fPIC", "-DFA_EXPORT_ALL", "-o", str(library),
-               *map(str, sources), "-lm"]
-    proc = subprocess.run(command, capture_output=True, text=True)
-    if proc.returncode != 0:
+    try:
+        path = Path(tempfile.mkdtemp(prefix="fmi_adjoint_native_"))
+    except OSError as exc:
+        raise CompilerError(f"cannot create a build folder for the C engine ({exc.strerror or exc}); "
+                            "free space in the temporary folder or point TMPDIR elsewhere.") from None
+    # Interrupted or failed anywhere before the finalizer owns it, the folder is removed.
+    try:
+        sources = write_sources(model, path)
+        library = path / "fa_native.so"
+        # FA_EXPORT_ALL keeps the engine's functions visible so tests can drive them directly.
+        command = [compiler, "-std=c99", optimize, "-shared", "-fPIC", "-DFA_EXPORT_ALL", "-o", str(library),
+                   *map(str, sources), "-lm"]
+        proc = subprocess.run(command, capture_output=True, text=True, errors="replace")
+        if proc.returncode != 0:
+            raise CompilerError(f"compiling the C engine of '{model.name}' failed: {compiler_message(proc.stderr)}; "
+                                "check free space in the temporary folder and the compiler installation.")
+        dll = ctypes.CDLL(str(library))
+        sizes = (ctypes.c_int * 4)()
+        dll.fa_sizes(sizes)
+        native = NativeModel(model, dll, path, *sizes)
+        # The loaded library stays mapped after its file is removed (POSIX).
+        weakref.finalize(native, shutil.rmtree, path, True)
+    except OSError as exc:
         shutil.rmtree(path, ignore_errors=True)
-        raise CompilerError(f"compiling the C engine of '{model.name}' failed: {proc.stderr.strip()[:800]}")
-    dll = ctypes.CDLL(str(library))
-    sizes = (ctypes.c_int * 4)()
-    dll.fa_sizes(sizes)
-    native = NativeModel(model, dll, path, *sizes)
-    # The loaded library stays mapped after its file is removed (POSIX).
-    weakref.finalize(native, shutil.rmtree, path, True)
+        raise CompilerError(f"building the C engine of '{model.name}' failed ({exc.strerror or exc}); free space "
+                            "in the temporary folder or point TMPDIR elsewhere.") from None
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
     return native

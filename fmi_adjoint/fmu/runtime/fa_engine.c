@@ -106,6 +106,22 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
     double *z = e->zinit;
     memset(z, 0, sizeof(double) * FA_NZ);
     fa_init_guess(t0, e->p, z, z + FA_N + FA_M);
+    /* Masses and inertias must be >= 0 at the initial guess (initialization.py refuses the
+     * same): a negative diagonal entry makes the model non-physical, not just hard. */
+    {
+        double zeros[NK];
+        memset(zeros, 0, sizeof zeros);
+        fa_newton(z, z + FA_N + FA_M, zeros, zeros + FA_N, t0, e->p, e->Ma, e->F, e->C, e->M, e->JM, e->K, e->JV,
+                  e->Cq);
+        for (int i = 0; i < FA_N; ++i) {
+            if (e->M[i * FA_N + i] < 0.0) {
+                snprintf(e->message, sizeof e->message, "model '%s': the mass matrix has a negative diagonal "
+                         "entry for '%s' at the initial state; masses and inertias must be >= 0 (check the "
+                         "parameter values)", FA_MODEL_NAME, fa_coordinate_names[i]);
+                return -1;
+            }
+        }
+    }
     int converged = 0;
     for (int it = 1; it <= 50 && !converged; ++it) {
         fa_init_residual(z, t0, e->p, e->G);
