@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
+import array
+import collections
 import csv
 import dataclasses
+import io
 import math
 import os
+import re
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
 from .errors import DataError
-from .files import atomic_output
+from .files import atomic_output, decode_text, read_regular
+from .text import excerpt
 
-__all__ = ["Measurement", "read_csv", "write_csv"]
+__all__ = ["MAX_COLUMNS", "Measurement", "check_csv_columns", "name_list", "read_csv", "write_csv", "write_csv_rows"]
 
 _MAX_BYTES = 512 * 1024 * 1024
+#: Most columns a CSV file may have (the time column included).
+MAX_COLUMNS = 10_000
+#: A plain decimal number in ASCII digits, blanks around it allowed.
+_DECIMAL = re.compile(r"[ \t]*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[ \t]*", re.ASCII)
+_NON_FINITE = {"nan", "inf", "infinity", "snan", "qnan"}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -30,8 +41,18 @@ class Measurement:
     def column(self, name: str) -> np.ndarray:
         """Values of one channel."""
         if name not in self.columns:
-            raise DataError(f"{self.source or 'data'}: no column {name!r}. Columns: {', '.join(self.columns)}.")
+            raise DataError(f"{self.source or 'data'}: no column {excerpt(name)}. Columns: {name_list(self.columns)}.")
         return self.values[:, self.columns.index(name)]
+
+
+def name_list(names, shown: int = 20) -> str:
+    """Column names for a message: each capped (:func:`excerpt`), at most ``shown`` of them."""
+    def one(name: str) -> str:
+        text = excerpt(name)
+        return text[1:-1] if text.endswith(("'", '"')) and name.isprintable() else text
+
+    more = f", ... ({len(names)} in all)" if len(names) > shown else ""
+    return ", ".join(one(n) for n in names[:shown]) + more
 
 
 def read_csv(path: str | os.PathLike, *, time_column: str = "time", unit: str = "seconds", min_rows: int = 2
@@ -40,8 +61,14 @@ def read_csv(path: str | os.PathLike, *, time_column: str = "time", unit: str = 
 
     The first row is the header; it must contain ``time_column`` (the abscissa: time by
     default; spectra use ``frequency``, order spectra ``speed``, with ``unit`` named in
-    messages).  Every other cell must be a finite number; the abscissa must be strictly
+    messages).  Every other cell must be a finite plain ASCII decimal number (``1``,
+    ``-2.5``, ``.5e-3``; surrounding blanks allowed); the abscissa must be strictly
     increasing.
+
+    Only a regular file of at most 512 MiB is read (FIFOs and devices are refused before
+    opening, reading stops at the limit), with at most 10 000 columns.  Messages never
+    echo the file's content: a header without ``time_column`` is not listed, and a bad
+    cell appears only as a repr-escaped excerpt of at most 40 characters (:func:`excerpt`).
 
     Raises
     ------
@@ -50,56 +77,48 @@ def read_csv(path: str | os.PathLike, *, time_column: str = "time", unit: str = 
     """
     path = Path(path)
     where = str(path)
-    if not path.is_file():
-        raise DataError(f"{where}: file not found; give the path of a CSV file.")
-    if path.stat().st_size > _MAX_BYTES:
-        raise DataError(f"{where}: the file is larger than {_MAX_BYTES // 2**20} MiB; split or decimate it.")
+    raw = read_regular(path, _MAX_BYTES, "a CSV file", DataError)
     try:
-        with open(path, newline="", encoding="utf-8-sig") as handle:
-            # Keep the file's line numbers for messages; blank lines are skipped.
-            numbered = [
-                (number, row)
-                for number, row in enumerate(csv.reader(handle), start=1)
-                if row and any(cell.strip() for cell in row)
-            ]
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise DataError(f"{where}: not a readable CSV text file ({exc}); save it as UTF-8 CSV.") from None
-    rows = [row for _, row in numbered]
-    lines = [number for number, _ in numbered]
-    if not rows:
-        raise DataError(f"{where}: the file is empty; it needs a header row with '{time_column}' and data rows.")
-    header = [cell.strip() for cell in rows[0]]
-    if time_column not in header:
-        raise DataError(f"{where}: the header {header} has no '{time_column}' column; add one (in {unit}).")
-    dupes = sorted({h for h in header if header.count(h) > 1})
-    if dupes or any(not h for h in header):
-        raise DataError(f"{where}: header names must be unique and non-empty (problem: {dupes or 'empty name'}).")
-    if len(rows) < min_rows + 1:
-        needed = "one data row is" if min_rows == 1 else f"{'two' if min_rows == 2 else min_rows} data rows are"
-        raise DataError(f"{where}: at least {needed} needed, found {len(rows) - 1}.")
-    values = np.empty((len(rows) - 1, len(header)))
-    for index, row in enumerate(rows[1:], start=1):
-        r = lines[index]
+        text = decode_text(raw)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{where}: not a UTF-8 text file (byte {exc.start}); save it as UTF-8 CSV.") from None
+    del raw
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        return _parse(reader, where, time_column, unit, min_rows)
+    except csv.Error as exc:
+        raise DataError(f"{where}, line {reader.line_num}: not a readable CSV row ({exc}); save it as UTF-8 CSV.") from None
+    except MemoryError:
+        raise DataError(f"{where}: too many values to hold in memory; split or decimate the file.") from None
+
+
+def _parse(reader, where: str, time_column: str, unit: str, min_rows: int) -> Measurement:
+    header: list[str] | None = None
+    cells = array.array("d")
+    lines: list[int] = []  # the file's line of each data row, for messages; blank lines are skipped
+    for row in reader:
+        if not row or not any(cell.strip() for cell in row):
+            continue
+        if header is None:
+            header = _header(row, where, reader.line_num, time_column, unit)
+            continue
+        line = reader.line_num
         if len(row) != len(header):
-            raise DataError(f"{where}, line {r}: {len(row)} cells but the header has {len(header)}; fix the row.")
+            raise DataError(f"{where}, line {line}: {len(row)} cells but the header has {len(header)}; fix the row.")
         for c, cell in enumerate(row):
-            try:
-                value = float(cell)
-            except ValueError:
-                raise DataError(
-                    f"{where}, line {r}, column '{header[c]}': {cell!r} is not a number; fix or remove the row."
-                ) from None
-            if not math.isfinite(value):
-                raise DataError(
-                    f"{where}, line {r}, column '{header[c]}': the value {cell.strip()!r} is not finite; "
-                    "remove the row or fill the gap."
-                )
-            values[index - 1, c] = value
+            cells.append(_cell(cell, where, line, header[c]))
+        lines.append(line)
+    if header is None:
+        raise DataError(f"{where}: the file is empty; it needs a header row with '{time_column}' and data rows.")
+    if len(lines) < min_rows:
+        needed = "one data row is" if min_rows == 1 else f"{'two' if min_rows == 2 else min_rows} data rows are"
+        raise DataError(f"{where}: at least {needed} needed, found {len(lines)}.")
+    values = np.frombuffer(cells, dtype=float).reshape(len(lines), len(header)).copy()
     k = header.index(time_column)
     times = values[:, k]
     bad = np.flatnonzero(np.diff(times) <= 0)
     if bad.size:
-        r = lines[int(bad[0]) + 2]
+        r = lines[int(bad[0]) + 1]
         plural = "frequencies" if time_column == "frequency" else f"{time_column}s"
         raise DataError(
             f"{where}, line {r}: {time_column} {float(times[bad[0] + 1])!r} does not increase "
@@ -111,11 +130,74 @@ def read_csv(path: str | os.PathLike, *, time_column: str = "time", unit: str = 
     return Measurement(times=times, columns=columns, values=data, source=where)
 
 
+def _header(row: list[str], where: str, line: int, time_column: str, unit: str) -> list[str]:
+    """The checked header cells (linear time: a 100 000-column header is refused at once)."""
+    if len(row) > MAX_COLUMNS:
+        raise DataError(f"{where}, line {line}: {len(row)} columns, more than the limit of {MAX_COLUMNS}; "
+                        "keep only the measured channels.")
+    header = [cell.strip() for cell in row]
+    if time_column not in header:
+        # The row is not listed: it may be the first line of any file, not a header.
+        raise DataError(f"{where}, line {line}: the header has no '{time_column}' column; add one (in {unit}) "
+                        "as the first row names the columns.")
+    counts = collections.Counter(header)
+    dupes = [name for name, count in counts.items() if count > 1]
+    if dupes or "" in counts:
+        problem = "an empty name" if "" in counts else "repeated " + ", ".join(excerpt(d) for d in dupes[:3])
+        raise DataError(f"{where}, line {line}: header names must be unique and non-empty ({problem}); "
+                        "rename the columns.")
+    return header
+
+
+def _cell(cell: str, where: str, line: int, column: str) -> float:
+    """A plain ASCII decimal number (Python's ``float`` also takes ``1_0``, non-ASCII digits
+    and ``inf``/``nan`` spellings, which are not numbers of a measurement file)."""
+    if _DECIMAL.fullmatch(cell):
+        value = float(cell)
+        if math.isfinite(value):
+            return value
+    elif cell.strip(" \t").lower().lstrip("+-") not in _NON_FINITE:
+        raise DataError(
+            f"{where}, line {line}, column {excerpt(column)}: {excerpt(cell)} is not a number (plain decimal "
+            "digits, e.g. -1.5e-3); fix or remove the row."
+        )
+    raise DataError(
+        f"{where}, line {line}, column {excerpt(column)}: the value {excerpt(cell.strip())} is not finite; "
+        "remove the row or fill the gap."
+    )
+
+
+def check_csv_columns(names, what: str = "output") -> None:
+    """Refuse column names that the written CSV could not be read back with: ``time``
+    (the abscissa column every file starts with) and repeated names."""
+    seen = set()
+    for name in names:
+        if name == "time":
+            raise DataError(f"the {what} 'time' would give the CSV file two 'time' columns, which read_csv "
+                            f"refuses; rename the {what}.")
+        if name in seen:
+            raise DataError(f"the {what} {excerpt(name)} appears twice; CSV column names must be unique.")
+        seen.add(name)
+
+
 def write_csv(path: str | os.PathLike, times: np.ndarray, columns: dict[str, np.ndarray]) -> None:
-    """Write a ``time`` column and the given columns (17 significant digits), atomically."""
+    """Write a ``time`` column and the given columns (17 significant digits), atomically.
+
+    Raises
+    ------
+    DataError
+        If a column is named ``time`` (the file could not be read back).
+    """
+    check_csv_columns(columns, "column")
     with atomic_output(path) as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(["time", *columns])
-        stacked = np.column_stack([np.asarray(times)] + [np.asarray(v) for v in columns.values()])
-        for row in stacked:
-            writer.writerow([repr(float(x)) for x in row])
+        write_csv_rows(handle, times, columns)
+
+
+def write_csv_rows(handle: TextIO, times: np.ndarray, columns: dict[str, np.ndarray]) -> None:
+    """Write the CSV text of :func:`write_csv` to an open text stream (e.g. stdout)."""
+    check_csv_columns(columns, "column")
+    writer = csv.writer(handle, lineterminator="\n")
+    writer.writerow(["time", *columns])
+    stacked = np.column_stack([np.asarray(times)] + [np.asarray(v) for v in columns.values()])
+    for row in stacked:
+        writer.writerow([repr(float(x)) for x in row])

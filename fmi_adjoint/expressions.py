@@ -44,6 +44,14 @@ FUNCTIONS: dict[str, Callable[..., sp.Expr]] = {
     "max": sp.Max,
 }
 _ARITY = {"atan2": (2, 2), "min": (2, 8), "max": (2, 8)}
+# The same functions on floats: calls of constants are evaluated bottom-up with these, so a
+# constant such as exp(1000) or acos(2) is refused where it is written (sympy would keep it
+# unevaluated, and evaluating deeply nested constants exactly can take unbounded time).
+_FLOAT_FUNCTIONS: dict[str, Callable[..., float]] = {
+    "sin": math.sin, "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos, "atan": math.atan,
+    "atan2": math.atan2, "sinh": math.sinh, "cosh": math.cosh, "tanh": math.tanh, "exp": math.exp, "log": math.log,
+    "sqrt": math.sqrt, "abs": abs, "sign": lambda x: float((x > 0) - (x < 0)), "min": min, "max": max,
+}
 
 #: Named constants; these names cannot be used for parameters or coordinates.
 CONSTANTS: dict[str, sp.Expr] = {"pi": sp.pi}
@@ -239,8 +247,13 @@ class _Walker:
         # (rationals with huge numerators would print as integer literals C cannot hold).
         if result.is_Rational and max(abs(result.p), abs(result.q)) > _MAX_EXACT_INTEGER:
             result = sp.Float(float(result), 17) if math.isfinite(float(result)) else sp.oo
-        if result.is_Number and result.is_real and not math.isfinite(float(result)):
-            raise self.fail(node, "the constant is not a finite double", "Check the constants.")
+        if result.is_number:
+            try:
+                finite = math.isfinite(float(result))
+            except TypeError:  # complex
+                finite = False
+            if not finite:
+                raise self.fail(node, "the constant is not a finite double", "Check the constants.")
         return result
 
     def power(self, node: ast.BinOp, base: sp.Expr, exponent: sp.Expr) -> sp.Expr:
@@ -279,4 +292,12 @@ class _Walker:
             count = f"{low}" if low == high else f"{low} to {high}"
             raise self.fail(node, f"'{fname}' takes {count} argument(s), got {len(node.args)}", "Fix the call.")
         args = [self.visit(arg, depth + 1) for arg in node.args]
+        if all(arg.is_number for arg in args):
+            try:
+                value = _FLOAT_FUNCTIONS[fname](*(float(arg) for arg in args))
+            except (ValueError, OverflowError, ZeroDivisionError, TypeError):
+                value = math.nan
+            if not math.isfinite(value):
+                raise self.fail(node, f"'{fname}' of these constants is not a finite real number",
+                                "Check the constants (e.g. exp(1000), acos(2) and log(0) are not).")
         return FUNCTIONS[fname](*args)

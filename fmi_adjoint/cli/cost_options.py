@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
+import stat
 
 import numpy as np
 
@@ -36,13 +38,15 @@ from ..costs import (
     RunUp,
 )
 from ..costs.fourier import KINDS, WINDOWS
-from ..data import Measurement, read_csv
+from ..data import Measurement, name_list, read_csv
 from ..errors import DataError, ModelError
+from ..text import excerpt
 from ..integrate import time_grid
 
 __all__ = ["COSTS", "CostOptions", "Target", "add_cost_options", "cost_options_from_args", "build_cost"]
 
 COSTS = ("time", "fourier", "orders", "pod")
+_HEADER_BYTES = 4 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,14 +210,25 @@ def cost_options_from_args(args: argparse.Namespace, weights: dict, scales: dict
 
 
 def csv_header(path: str) -> list[str]:
-    """The header cells of a CSV file ([] if it cannot be read; read_csv then names the problem)."""
+    """The header cells of a CSV file ([] if it cannot be read; read_csv then names the problem).
+
+    Only a regular file is opened (a FIFO would block), and at most 4 MiB are read to find
+    the first non-blank line (``/dev/zero`` or a file without newline never ends one).
+    """
     try:
-        with open(path, encoding="utf-8-sig") as handle:
-            for line in handle:
-                if line.strip():
-                    return [cell.strip() for cell in line.split(",")]
-    except (OSError, UnicodeDecodeError):
-        pass
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return []
+        with open(path, "rb", buffering=0) as handle:
+            head = handle.read(_HEADER_BYTES)
+    except OSError:
+        return []
+    for line in head.splitlines():
+        if line.strip():
+            try:
+                text = line.decode("utf-8").lstrip("\ufeff")
+            except UnicodeDecodeError:
+                return []
+            return [cell.strip() for cell in text.split(",")]
     return []
 
 
@@ -243,7 +258,7 @@ def _check_columns(measurement: Measurement, model: Target, file: str) -> None:
     for name in measurement.columns:
         if name not in model.output_names:
             raise DataError(
-                f"{file}: column {name!r} matches no output of '{model.name}'. "
+                f"{file}: column {excerpt(name)} matches no output of '{model.name}'. "
                 f"Outputs: {', '.join(model.output_names)}. Rename or drop the column."
             )
 
@@ -255,7 +270,7 @@ def _spectrum_columns(measurement: Measurement, required: tuple[str, ...], file:
     if unknown or missing:
         raise DataError(
             f"{file}: a {what} has the columns {', '.join(required)} (optional: weight); "
-            f"{'unknown: ' + ', '.join(unknown) if unknown else 'missing: ' + ', '.join(missing)}."
+            f"{'unknown: ' + name_list(unknown) if unknown else 'missing: ' + ', '.join(missing)}."
         )
 
 
@@ -297,26 +312,47 @@ def build_cost(
         raise DataError(f"{file}: no column {channel!r} for --channel; columns: {', '.join(measurement.columns)}.")
     times = measurement.times
     lo, hi = options.window_limits or (float(times[0]), float(times[-1]))
-    omegas = _omegas(options, hi - lo, file)
+    omegas = _omegas(options, times, lo, hi, file)
     coefficients = FourierCoefficients(times, omegas, window=options.window, t_lower=lo, t_upper=hi)
     A, B = coefficients(measurement.column(channel))
     cost_obj = _fourier_cost(options, coefficients, channel, A=A, B=B, amplitude=None, weights=None)
     return cost_obj, end
 
 
-def _omegas(options: CostOptions, window_length: float, file: str) -> np.ndarray:
+def _omegas(options: CostOptions, times: np.ndarray, lo: float, hi: float, file: str) -> np.ndarray:
+    """The analysed angular frequencies of a time series, bounded before anything is allocated.
+
+    Frequencies above the Nyquist frequency of the samples in the window (half their mean
+    rate) only alias, and a band reaching far above it would ask for millions of harmonics
+    (``--band 0:1e9``: 16 GB), so both are refused with the limit.
+    """
+    window_length = hi - lo
+    inside = int(np.count_nonzero((times >= lo) & (times <= hi)))
+    nyquist = max(inside - 1, 1) / (2.0 * window_length) if window_length > 0 else 0.0
     if options.frequencies:
+        top = max(options.frequencies)
+        if top > nyquist * (1 + 1e-9):
+            raise DataError(
+                f"--frequencies: {top:g} Hz is above the Nyquist frequency {nyquist:.6g} Hz of the samples of "
+                f"{file} in the window; give frequencies up to {nyquist:.6g} Hz."
+            )
         return 2 * np.pi * np.asarray(options.frequencies)
     if options.band is None:
         raise DataError(
             f"{file}: a time series needs the analysed frequencies: --frequencies F1,F2,... or --band LO:HI (Hz)."
         )
+    low, high = options.band
+    if high > nyquist * (1 + 1e-9):
+        raise DataError(
+            f"--band {low:g}:{high:g} Hz reaches above the Nyquist frequency {nyquist:.6g} Hz of the samples of "
+            f"{file} in the window (the limit of the band); choose HI <= {nyquist:.6g}."
+        )
     df = 1.0 / window_length
-    k = np.arange(math.ceil(options.band[0] / df - 1e-9), math.floor(options.band[1] / df + 1e-9) + 1)
+    k = np.arange(math.ceil(low / df - 1e-9), math.floor(high / df + 1e-9) + 1)
     k = k[k >= 1]
     if k.size == 0:
         raise DataError(
-            f"--band {options.band[0]:g}:{options.band[1]:g} Hz holds no harmonic k/T_w of the {window_length:g} s "
+            f"--band {low:g}:{high:g} Hz holds no harmonic k/T_w of the {window_length:g} s "
             "window; widen the band or give --frequencies."
         )
     return 2 * np.pi * k * df

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import math
+import re
+import tomllib
 from pathlib import Path
 
 from ..compiled import CompiledModel, compile_model
 from ..errors import ExpressionError, ModelError
 from ..examples import example_names, example_path
+from ..files import decode_text, read_regular
 from ..identify import Experiment
 from ..integrate import HHT
+from ..integrate.hht import MAX_STEPS
 from ..model_file import load_model
+from ..text import excerpt
 from .cost_options import CostOptions, Target, build_cost
 
-__all__ = ["model_path", "resolve_model", "parse_assignments", "parse_bounds", "experiment_settings",
-           "load_experiments"]
+__all__ = ["model_path", "model_inputs", "resolve_model", "check_time_span", "parse_assignments",
+           "parse_bounds", "experiment_settings", "load_experiments"]
+
+#: Most integrator steps of one simulation (as in :func:`fmi_adjoint.integrate.time_grid`).
+_MAX_MODEL_BYTES = 4 * 1024 * 1024
 
 
 def model_path(spec: str) -> Path:
@@ -29,10 +37,14 @@ def model_path(spec: str) -> Path:
     )
 
 
-def resolve_model(spec: str, values: dict[str, float] | None = None) -> CompiledModel:
-    """Compile MODEL: a TOML file path or the name of a bundled example."""
+def resolve_model(spec: str, values: dict[str, float] | None = None, *,
+                  allow_external_tables: bool = False) -> CompiledModel:
+    """Compile MODEL: a TOML file path or the name of a bundled example.
+
+    ``allow_external_tables``: ``--allow-external-tables`` (see :func:`load_model`).
+    """
     source = model_path(spec)
-    model = load_model(source)
+    model = load_model(source, allow_external_tables=allow_external_tables)
     try:
         model = model.with_values(values or {})
         return compile_model(model)
@@ -43,14 +55,63 @@ def resolve_model(spec: str, values: dict[str, float] | None = None) -> Compiled
         raise ModelError(text if str(source) in text else f"{source}: {text}") from None
 
 
-def _number(text: str, what: str) -> float:
+def model_inputs(spec: str) -> list[tuple[str, Path]]:
+    """The files MODEL reads: the model file and its ``table_load`` files, as
+    ``(role, path)`` pairs for :func:`~fmi_adjoint.files.check_not_input`.
+
+    Best effort on purpose: a file that cannot be read or parsed here is reported by
+    :func:`load_model`, which runs next; this only keeps ``-o`` from naming an input.
+    """
     try:
-        value = float(text)
-    except ValueError:
-        raise ModelError(f"{what}: {text!r} is not a number.") from None
-    if math.isnan(value):
-        raise ModelError(f"{what}: NaN is not allowed.")
-    return value
+        source = model_path(spec)
+    except ModelError:
+        return []
+    files = [("model file", source)]
+    try:
+        doc = tomllib.loads(decode_text(read_regular(source, _MAX_MODEL_BYTES, "a model file", ModelError)))
+    except (ModelError, UnicodeDecodeError, ValueError):  # TOMLDecodeError is a ValueError
+        return files
+    forces = doc.get("forces", [])
+    for force in forces if isinstance(forces, list) else []:
+        if isinstance(force, dict) and force.get("type") == "table_load" and isinstance(force.get("file"), str) \
+                and "\0" not in force["file"]:
+            files.append(("table file", source.parent / force["file"]))
+    return files
+
+
+def check_time_span(t_end: float | None, step: float | None, *, t_end_option: str = "--t-end",
+                    step_option: str = "--step") -> None:
+    """The one check of an end time and a step, shared by every command.
+
+    Each must be finite and positive, and together they must give at most
+    :data:`MAX_STEPS` steps (the trajectory is stored at every step: a larger count
+    exhausts the memory before any step is taken).  ``None`` means "not known yet".
+    """
+    for option, value, what in ((step_option, step, "step"), (t_end_option, t_end, "end time")):
+        if value is None:
+            continue
+        if not math.isfinite(value) or not value > 0:
+            raise ModelError(f"{option} {value!r}: the {what} must be a finite positive number of seconds.")
+    if t_end is not None and step is not None and t_end / step > MAX_STEPS:
+        raise ModelError(
+            f"{t_end_option} {t_end:g} with {step_option} {step:g} gives {t_end / step:.3g} steps, more than the "
+            f"limit of {MAX_STEPS:.0e}; choose a larger {step_option} or a smaller {t_end_option}."
+        )
+
+
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+
+
+def _number(text: str, what: str) -> float:
+    """A plain ASCII decimal, or ``inf``/``-inf`` (``float`` alone would also take ``1_0``
+    and non-ASCII digits)."""
+    if text.lower() in ("inf", "+inf", "-inf"):
+        return float(text)
+    if text.lower().lstrip("+-") in ("nan", "infinity"):
+        raise ModelError(f"{what}: {excerpt(text)} is not allowed; give a finite number.")
+    if not _DECIMAL.fullmatch(text):
+        raise ModelError(f"{what}: {excerpt(text)} is not a number (plain decimal digits, e.g. 1.5e3).")
+    return float(text)
 
 
 def parse_assignments(items: list[str] | None, option: str = "--set") -> dict[str, float]:
@@ -116,6 +177,7 @@ def load_experiments(
     alpha: float | None,
     identified: list[str] = (),
     cost: CostOptions | None = None,
+    allow_external_tables: bool = False,
 ) -> list[Experiment]:
     """One experiment per ``--data FILE[@NAME=VALUE,...]``, sharing the model.
 
@@ -124,15 +186,17 @@ def load_experiments(
     Without ``--t-end`` each experiment is simulated up to its last sample (spectra: the
     model's end time).
     """
-    model = resolve_model(model_spec)
+    model = resolve_model(model_spec, allow_external_tables=allow_external_tables)
     options = cost or CostOptions()
     h = step if step is not None else model.model.simulation.step
+    check_time_span(t_end, h)
     experiments = []
     for spec in data_specs:
         file, values = experiment_settings(spec, settings, identified)
         for name in values:
             model.parameter_index(name)
         experiment_cost, end = build_cost(options, Target.of_model(model), file, t_end=t_end, step=h)
+        check_time_span(end, h, t_end_option="--t-end (or the last sample time)")
         solver = HHT(alpha=alpha) if alpha is not None else None
         experiments.append(
             Experiment(model, experiment_cost, values=values, t_end=end, step=step, solver=solver,

@@ -12,15 +12,25 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data import write_csv
-from ..errors import FmiAdjointError, ModelError
+from ..data import check_csv_columns, write_csv, write_csv_rows
+from ..errors import FmiAdjointError, ModelError, OutputFileError
 from ..examples import EXAMPLES_DIR, example_names
-from ..files import atomic_output, check_writable
+from ..files import atomic_output, check_not_input, check_writable, same_file
+from ..text import excerpt
 from ..forces import element_type
 from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem, identify
 from ..integrate import HHT, simulate
 from .cost_options import CostOptions, add_cost_options, cost_options_from_args
-from .loading import load_experiments, model_path, parse_assignments, parse_bounds, parse_names, resolve_model
+from .loading import (
+    check_time_span,
+    load_experiments,
+    model_inputs,
+    model_path,
+    parse_assignments,
+    parse_bounds,
+    parse_names,
+    resolve_model,
+)
 
 __all__ = ["main", "build_parser"]
 
@@ -36,12 +46,36 @@ def _common_model_options(parser: argparse.ArgumentParser, fmu: bool = False) ->
                            help="auto (default): adjoint for FMUs exported by fmi-adjoint, sensitivity for Model "
                            "Exchange FMUs with directional derivatives, else fd (parallel finite differences)")
         group.add_argument("--workers", type=int, help="processes for finite differences (default: CPU count)")
+        _fmu_process_options(group)
     else:
         parser.add_argument("model", metavar="MODEL", help="TOML model file or bundled example name")
     parser.add_argument("--set", action="append", metavar="NAME=VALUE", help="parameter value (repeatable)")
     parser.add_argument("--step", type=float, help="HHT step h [s] (default: the model's)")
     parser.add_argument("--alpha", type=float, help="HHT alpha in [-1/3, 0] (default: the model's)")
     parser.add_argument("--t-end", type=float, help="end time [s] (default: model's, or the last sample)")
+    _table_option(parser)
+
+
+def _table_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allow-external-tables", action="store_true",
+                        help="let table_load read CSV files outside the model file's folder (only for model files "
+                        "you trust)")
+
+
+def _fmu_process_options(group) -> None:
+    """--fmu-timeout and --verbose: the FMU binary runs in worker processes (fmu/session.py)."""
+    group.add_argument("--fmu-timeout", type=float, metavar="SECONDS",
+                       help="longest time one FMI call of the FMU binary may take before it is stopped (default 60)")
+    group.add_argument("--verbose", action="store_true",
+                       help="copy what the FMU binary printed (its log) to stderr after the command")
+
+
+def _fmu_process_settings(args) -> dict:
+    """The keyword arguments ``timeout`` and ``log`` of the FMU functions, from the options."""
+    from ..fmu.session import DEFAULT_TIMEOUT, check_timeout
+
+    timeout = DEFAULT_TIMEOUT if args.fmu_timeout is None else check_timeout(args.fmu_timeout)
+    return {"timeout": timeout, "log": sys.stderr if args.verbose else None}
 
 
 def _data_options(parser: argparse.ArgumentParser) -> None:
@@ -55,9 +89,17 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", action="append", metavar="CHANNEL=S", help="channel scale (default 1)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the tool's one-line error (no usage block) and exit code 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"fmi-adjoint: error: {self.prog}: {_one_line(message)}; see '{self.prog} --help'.", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``fmi-adjoint``."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="fmi-adjoint",
         description="Parameter identification of multibody models with exact discrete adjoint gradients.",
     )
@@ -109,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--set", action="append", metavar="NAME=VALUE", help="parameter start value (repeatable)")
     export.add_argument("--step", type=float, help="internal HHT step [s] (default: the model's)")
     export.add_argument("--alpha", type=float, help="HHT alpha (default: the model's)")
+    _table_option(export)
     export.add_argument("-o", "--output", required=True, metavar="OUT.fmu")
 
     apply = sub.add_parser("apply", help="hand identified parameters back: a re-parameterized FMU and/or an SSV file")
@@ -122,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--data", required=True, metavar="DATA.csv", help="'time' and one column per FMU output")
     check.add_argument("--inputs", metavar="INPUTS.csv", help="input signals: 'time' and one column per FMU input")
     check.add_argument("-o", "--output", required=True, metavar="REPORT", help="folder for report.json and report.png")
+    _fmu_process_options(check)
 
     demo = sub.add_parser("demo", help="identify the engine-mount parameters from the bundled measurement")
     demo.add_argument("-o", "--output-dir", default="fmi-adjoint-demo", help="folder for result JSON and plot")
@@ -132,10 +176,24 @@ def build_parser() -> argparse.ArgumentParser:
 def _check_solver_options(args) -> None:
     if args.alpha is not None:
         HHT(alpha=args.alpha)
-    if args.step is not None and not args.step > 0:
-        raise ModelError(f"--step {args.step}: the step must be positive.")
-    if args.t_end is not None and not args.t_end > 0:
-        raise ModelError(f"--t-end {args.t_end}: the end time must be positive.")
+    check_time_span(args.t_end, args.step)
+
+
+def _check_outputs(outputs: dict[str, str | None], inputs: list[tuple[str, str | os.PathLike | None]]) -> None:
+    """Each output (``{option: path}``) writable, no input of the command, and distinct."""
+    given = [(option, path) for option, path in outputs.items() if path]
+    for k, (option, path) in enumerate(given):
+        check_writable(path)
+        check_not_input(path, inputs, option)
+        for other, earlier in given[:k]:
+            if same_file(path, earlier):
+                raise OutputFileError(f"{other} and {option} both name {str(path)!r}; give two different file names.")
+
+
+def _data_inputs(args) -> list[tuple[str, str | None]]:
+    """The files of ``--data FILE[@...]`` and ``--inputs``, and ``--fmu``, as (role, path)."""
+    files = [("data file", spec.partition("@")[0]) for spec in args.data or []]
+    return files + [("inputs file", getattr(args, "inputs", None)), ("FMU", getattr(args, "fmu", None))]
 
 
 def cmd_examples(args) -> int:
@@ -149,18 +207,24 @@ def cmd_examples(args) -> int:
 
 def cmd_simulate(args) -> int:
     _check_solver_options(args)
-    if args.output:
-        check_writable(args.output)
-    model = resolve_model(args.model, parse_assignments(args.set))
+    _check_outputs({"-o": args.output}, model_inputs(args.model))
+    model = resolve_model(args.model, parse_assignments(args.set), allow_external_tables=args.allow_external_tables)
+    settings = model.model.simulation
+    check_time_span(settings.t_end if args.t_end is None else args.t_end,
+                    settings.step if args.step is None else args.step)
+    check_csv_columns(model.output_names)  # before simulating: the CSV could not be read back
     times, outputs = _run_simulation(model, args)
+    bad = np.argwhere(~np.isfinite(outputs))
+    if bad.size:
+        row, column = bad[0]
+        raise ModelError(f"output '{model.output_names[column]}' is not finite (inf or NaN) at t = {times[row]:.9g} s; "
+                         "its expression overflows there: check the expression and the parameter values.")
     columns = {name: outputs[:, k] for k, name in enumerate(model.output_names)}
     if args.output:
         write_csv(args.output, times, columns)
         print(f"wrote {len(times)} rows to {args.output}", file=sys.stderr)
     else:
-        print(",".join(["time", *columns]))
-        for row in np.column_stack([times, outputs]):
-            print(",".join(repr(float(x)) for x in row))
+        write_csv_rows(sys.stdout, times, columns)
     return 0
 
 
@@ -224,14 +288,16 @@ def _problem(args, bounds=None) -> _Setup:
         return _fmu_problem(args, options, names, bounds)
     if args.model is None:
         raise ModelError("give MODEL (a TOML file or example name) or --fmu MODEL.fmu.")
-    for option in ("inputs", "workers"):
+    for option in ("inputs", "workers", "fmu_timeout"):
         if getattr(args, option) is not None:
-            raise ModelError(f"--{option} applies to --fmu; remove it or give --fmu.")
+            raise ModelError(f"--{option.replace('_', '-')} applies to --fmu; remove it or give --fmu.")
+    if args.verbose:
+        raise ModelError("--verbose shows the log of an FMU binary and applies to --fmu; remove it or give --fmu.")
     if args.gradient != "auto":
         raise ModelError("--gradient applies to --fmu; for a model file use --method.")
     experiments = load_experiments(
         args.model, args.data, parse_assignments(args.set), t_end=args.t_end, step=args.step, alpha=args.alpha,
-        identified=names, cost=options,
+        identified=names, cost=options, allow_external_tables=args.allow_external_tables,
     )
     return _Setup(IdentificationProblem(experiments, names, bounds=bounds), options)
 
@@ -254,7 +320,7 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
             step=args.step, identified=names, cost=options,
         )
         problem, choice = fmu_problem(archive, experiments, names, bounds=bounds, gradient=args.gradient,
-                                      workers=args.workers)
+                                      workers=args.workers, **_fmu_process_settings(args))
     except BaseException:
         archive.close()
         raise
@@ -302,9 +368,10 @@ def _gradient_path(setup: _Setup) -> dict:
 
 
 def cmd_identify(args) -> int:
-    for path in (args.output, args.plot):
-        if path:
-            check_writable(path)
+    if args.max_iter < 1:
+        raise ModelError(f"--max-iter {args.max_iter}: give at least 1 iteration (default 200).")
+    _check_outputs({"-o": args.output, "--plot": args.plot},
+                   (model_inputs(args.model) if args.model else []) + _data_inputs(args))
     setup = _problem(args, parse_bounds(args.bounds))
     try:
         problem, options = setup.problem, setup.options
@@ -381,8 +448,10 @@ def cmd_plugins(args) -> int:
 def cmd_export(args) -> int:
     from ..fmu.export import export_fmu
 
+    check_time_span(None, args.step)
+    _check_outputs({"-o": args.output}, model_inputs(args.model))
     path = export_fmu(model_path(args.model), args.output, fmi_version=args.fmi, values=parse_assignments(args.set),
-                      step=args.step, alpha=args.alpha)
+                      step=args.step, alpha=args.alpha, allow_external_tables=args.allow_external_tables)
     print(f"wrote {path} (FMI {args.fmi}.0 Co-Simulation)", file=sys.stderr)
     return 0
 
@@ -393,11 +462,7 @@ def cmd_apply(args) -> int:
 
     if not args.output and not args.ssv:
         raise ModelError("apply: give -o IDENTIFIED.fmu and/or --ssv OUT.ssv.")
-    for path in (args.output, args.ssv):
-        if path:
-            check_writable(path)
-    if args.output and Path(args.output).resolve() == Path(args.fmu).resolve():
-        raise ModelError(f"-o {args.output}: refusing to overwrite the input FMU; give another file name.")
+    _check_outputs({"-o": args.output, "--ssv": args.ssv}, [("RESULT.json", args.result), ("FMU", args.fmu)])
     values = read_result_parameters(args.result)
     with open_fmu(args.fmu) as archive:
         # The FMU first: if it fails, no SSV is left behind either.
@@ -422,16 +487,32 @@ def cmd_validate(args) -> int:
     from ..fmu.archive import open_fmu
     from ..fmu.handback import validate_fmu_against_data
 
+    settings = _fmu_process_settings(args)
+    _check_report_folder(args.output, [("data file", args.data), ("inputs file", args.inputs), ("FMU", args.fmu)])
     data = read_csv(args.data)
     inputs = read_csv(args.inputs) if args.inputs else None
     with open_fmu(args.fmu) as archive:
-        summary = validate_fmu_against_data(archive, data, args.output, inputs)
+        summary = validate_fmu_against_data(archive, data, args.output, inputs, **settings)
     for name, stats in summary["outputs"].items():
         rel = stats["relative_rms_error"]
         print(f"{name:16s} RMS error {stats['rms_error']:.6g}   max {stats['max_abs_error']:.6g}"
               + (f"   ({100 * rel:.3g} % of the signal RMS)" if rel is not None else ""))
     print(f"wrote {Path(args.output) / 'report.json'} and {Path(args.output) / 'report.png'}", file=sys.stderr)
     return 0
+
+
+def _check_report_folder(folder: str, inputs: list[tuple[str, str | None]]) -> None:
+    """``validate -o``: a folder (existing or to be made) that is no input and whose
+    report files would overwrite no input."""
+    path = Path(folder)
+    if os.path.lexists(path) and not path.is_dir():
+        raise OutputFileError(f"-o {folder!r}: it exists and is not a folder; give a folder for report.json and "
+                              "report.png.")
+    check_not_input(path, inputs)
+    for name in ("report.json", "report.png"):
+        check_not_input(path / name, inputs, f"-o {folder!r}: the report file")
+        if path.is_dir():
+            check_writable(path / name)
 
 
 def cmd_demo(args) -> int:
@@ -453,22 +534,49 @@ _COMMANDS = {
 }
 
 
+def _one_line(text: str) -> str:
+    """A message as one printable line (messages may quote values with line breaks)."""
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+
+
+def _error(text: str) -> int:
+    print(f"fmi-adjoint: error: {_one_line(text)}", file=sys.stderr)
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 ok, 1 not converged, 2 error)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run the command line; returns the exit code (0 ok, 1 not converged, 2 error,
+    130 interrupted, 143 terminated).
+
+    This is the one place where failures become messages: every project error and the
+    builtin failures an input can provoke end as one ``fmi-adjoint: error: ...`` line.
+    """
+    from . import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
+
     try:
+        args = build_parser().parse_args(argv)
         return _COMMANDS[args.command](args)
     except FmiAdjointError as exc:
-        print(f"fmi-adjoint: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("fmi-adjoint: interrupted", file=sys.stderr)
-        return 130
+        return _error(str(exc))
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        print(f"fmi-adjoint: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader of stdout went away (e.g. `| head`); stop quietly.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except MemoryError:
-        print("fmi-adjoint: error: out of memory; use a larger step or a shorter time span.", file=sys.stderr)
-        return 2
+        return _error("out of memory; the input asks for more memory than this machine has (a long run, a fine "
+                      "step, a large data file or a wide frequency band): reduce it.")
+    except RecursionError:
+        return _error("the input is nested too deeply to be processed; simplify it.")
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return _error(f"{exc.strerror or exc}{where}; check the path, free disk space, or set TMPDIR to a "
+                      "writable folder with space.")
+    except Exception as exc:  # noqa: BLE001 -- the last line of defence: never a traceback
+        if os.environ.get("FMI_ADJOINT_DEBUG"):
+            raise
+        return _error(f"internal error ({type(exc).__name__}: {excerpt(str(exc), 200)}); this is a bug in "
+                      "fmi-adjoint: please report it with the command line (FMI_ADJOINT_DEBUG=1 shows the traceback).")

@@ -33,11 +33,25 @@ from ..errors import DataError
 from .base import AbstractCost, CostValue
 from .least_squares import trapezoidal_weights
 
-__all__ = ["FourierCoefficients", "FourierCost", "WINDOWS", "KINDS", "amplitude_misfit"]
+__all__ = ["FourierCoefficients", "FourierCost", "WINDOWS", "KINDS", "MAX_MATRIX_ENTRIES", "amplitude_misfit",
+           "check_matrix_size"]
 
 WINDOWS = ("rectangular", "hann")
 KINDS = ("power", "amplitude", "complex")
 HANN_AMPLITUDE_CORRECTION = 2.0
+#: Most entries of one coefficient matrix (frequencies x samples).
+MAX_MATRIX_ENTRIES = 2**25
+
+
+def check_matrix_size(n_rows: int, n_samples: int, rows: str) -> None:
+    """Refuse coefficient matrices of more than :data:`MAX_MATRIX_ENTRIES` entries before
+    allocating them (two such matrices are held: about 0.5 GB at the limit)."""
+    if n_rows * n_samples > MAX_MATRIX_ENTRIES:
+        raise DataError(
+            f"{n_rows} {rows} x {n_samples} samples need {n_rows * n_samples:.3g} coefficients, more than the limit "
+            f"of {MAX_MATRIX_ENTRIES:.3g}; analyse fewer {rows} (a narrower --band, fewer rows), or fewer samples "
+            "(a larger --step, a shorter --t-end or window)."
+        )
 
 
 def amplitude_misfit(A, B, measured_amplitude, weights, kind: str) -> tuple[float, np.ndarray, np.ndarray]:
@@ -94,11 +108,23 @@ class FourierCoefficients:
         if self.window == "hann":
             weights[inside] *= HANN_AMPLITUDE_CORRECTION / 2 * (1 - np.cos(2 * np.pi * (t - lo) / (hi - lo)))
         scale = 2.0 / (hi - lo)
+        check_matrix_size(omegas.size, ts.size, "frequencies")
         object.__setattr__(self, "sample_times", ts)
         object.__setattr__(self, "omegas", omegas)
-        # A = cos_matrix @ y, B = sin_matrix @ y  (shape: n_frequencies x n_samples)
-        object.__setattr__(self, "cos_matrix", scale * np.cos(np.outer(omegas, ts)) * weights)
-        object.__setattr__(self, "sin_matrix", scale * np.sin(np.outer(omegas, ts)) * weights)
+        # A = cos_matrix @ y, B = sin_matrix @ y  (shape: n_frequencies x n_samples),
+        # each built in place: one allocation per matrix.
+        weights *= scale
+        try:
+            for name, function in (("cos_matrix", np.cos), ("sin_matrix", np.sin)):
+                matrix = np.outer(omegas, ts)
+                function(matrix, out=matrix)
+                matrix *= weights
+                object.__setattr__(self, name, matrix)
+        except MemoryError:
+            raise DataError(
+                f"{omegas.size} frequencies x {ts.size} samples do not fit in memory; analyse fewer frequencies "
+                "or fewer samples."
+            ) from None
 
     def __call__(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(A, B)`` of the samples ``y`` (shape ``(n_samples,)``)."""

@@ -80,13 +80,18 @@ class LeastSquaresCost(AbstractCost):
             raise DataError(f"channel weights {weights.tolist()} must be finite and non-negative.")
         if np.any(scales <= 0) or not np.all(np.isfinite(scales)):
             raise DataError(f"channel scales {scales.tolist()} must be finite and positive.")
+        with np.errstate(over="ignore", divide="ignore"):
+            factors_squared = trapezoidal_weights(ts)[:, None] * (weights / scales**2)[None, :]
+        if not np.all(np.isfinite(factors_squared)):
+            # A subnormal scale (1e-320) squares to 0: the weight w/s^2 overflows.
+            raise DataError(f"channel scales {scales.tolist()} are too small (w/s^2 overflows); give scales of the "
+                            "order of the signals.")
         object.__setattr__(self, "sample_times", ts)
         object.__setattr__(self, "data", data)
         object.__setattr__(self, "channels", channels)
         object.__setattr__(self, "weights", weights)
         object.__setattr__(self, "scales", scales)
-        factors = np.sqrt(trapezoidal_weights(ts)[:, None] * (weights / scales**2)[None, :])
-        object.__setattr__(self, "_factors", factors)
+        object.__setattr__(self, "_factors", np.sqrt(factors_squared))
 
     def residuals(self, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         factors = self._factors  # type: ignore[attr-defined]

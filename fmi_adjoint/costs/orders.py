@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import DataError
 from .base import AbstractCost, CostValue
-from .fourier import FourierCoefficients, amplitude_misfit
+from .fourier import FourierCoefficients, amplitude_misfit, check_matrix_size
 
 __all__ = ["RunUp", "EngineOrderCost"]
 
@@ -86,6 +86,7 @@ class EngineOrderCost(AbstractCost):
         if not self.order > 0:
             raise DataError(f"engine order {self.order!r} must be positive.")
         weights = np.ones(speeds.size) if self.weights is None else np.asarray(self.weights, dtype=float)
+        check_matrix_size(speeds.size, ts.size, "speeds")
         rows_a, rows_b = [], []
         for rpm, centre in zip(speeds, self.runup.time_at(speeds)):
             n = rpm / 60.0

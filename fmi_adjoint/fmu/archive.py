@@ -1,41 +1,70 @@
-"""Opening an FMU safely: zip checks, XML checks, extraction into a temporary folder.
+"""Opening an FMU safely: zip checks, extraction into a private folder, XML checks.
 
-An FMU is untrusted input.  Before anything is extracted, every zip entry is checked
-(no absolute paths, no ``..``, no links, bounded sizes); ``modelDescription.xml`` is
-parsed without a DTD (FMI model descriptions never need one, so a DOCTYPE or ENTITY
-declaration, the vehicle of external-entity attacks, is refused) and validated against
-the FMI schema shipped with fmpy; the binary for this platform must be present.  The
-archive is extracted into a private temporary folder that :meth:`FmuArchive.close`
-removes; nothing is written anywhere else.
+An FMU is untrusted input.  Before anything is extracted, every zip entry name is
+normalized (backslashes to slashes, ``./`` and ``//`` removed) and refused if it is
+absolute, holds ``..``, is empty, or carries NUL or control characters; two entries that
+name the same file (also after case folding and Unicode NFC, as on case-insensitive or
+normalizing file systems), or a file that another entry uses as a folder, are refused too,
+because one would silently replace the other on extraction.  Links and encrypted entries
+are refused.  Every entry is then streamed out with running limits (per entry, in total,
+and on the compression ratio): the sizes in the zip headers are never trusted, since a
+zip bomb lies about them.
+
+``modelDescription.xml`` is checked *after* extraction, from the extracted file, and
+fmpy reads that same file: the bytes checked are the bytes used.  It is parsed without a
+DTD (FMI model descriptions never need one, so a DOCTYPE or ENTITY declaration, the
+vehicle of external-entity attacks, is refused) and validated against the FMI schema
+shipped with fmpy; the binary for this platform must be present.  The extraction folder
+is private (``tempfile``) and :meth:`FmuArchive.close` removes it; nothing is written
+anywhere else.
+
+An FMU exported by fmi-adjoint carries its model (``resources/model.toml``) and export
+settings (``resources/export.json``).  The embedded model replaces the binary (for exact
+adjoint gradients) only when the binary provably is that model: see
+:attr:`FmuArchive.native`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
+import posixpath
 import re
-import shutil
 import stat
 import tempfile
+import unicodedata
 import uuid
 import zipfile
 import zlib
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from lxml import etree
 
 from ..errors import FmiAdjointError
+from ..text import excerpt
 
-__all__ = ["FmuError", "FmuVariable", "FmuArchive", "open_fmu", "PLATFORM_DIRS"]
+__all__ = ["FmuError", "FmuVariable", "FmuArchive", "ArchiveEntry", "open_fmu", "PLATFORM_DIRS"]
 
 #: Binary folder of this platform, per FMI major version.
 PLATFORM_DIRS = {2: "linux64", 3: "x86_64-linux"}
 
 _MAX_ENTRIES = 20_000
+_MAX_ENTRY_BYTES = 1024**3
 _MAX_TOTAL_BYTES = 2 * 1024**3
 _MAX_XML_BYTES = 64 * 1024**2
+#: Unpacked/packed size above which an entry is taken for a zip bomb.  Deflate reaches at
+#: most ~1030:1 (runs of one byte); real FMU entries (XML, C, shared libraries) stay well
+#: below 100:1.  Applied once an entry has unpacked more than _RATIO_FLOOR bytes, so small
+#: highly regular files are never refused.
+_MAX_RATIO = 100
+_RATIO_FLOOR = 8 * 1024**2
+_CHUNK = 1024**2
+#: Unicode categories refused in entry names: control, format (bidi overrides, zero-width
+#: characters), surrogates, private use, line and paragraph separators.
+_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
 _REAL_TYPES = ("Real", "Float64")  # Float32 would need fmi3SetFloat32; not handled
 
 
@@ -64,6 +93,34 @@ class FmuVariable:
         return self.type in _REAL_TYPES
 
 
+@dataclasses.dataclass(frozen=True)
+class ArchiveEntry:
+    """One checked zip entry, as extracted.
+
+    Attributes
+    ----------
+    name : str
+        The normalized relative path (``/``-separated, no ``.``, ``..`` or empty parts): the
+        file ``FmuArchive.directory / name``.
+    raw : str
+        The name as stored in the archive (for messages).
+    is_dir : bool
+    date_time : tuple of int
+        The zip timestamp, kept so that a rewritten FMU keeps it.
+    compress_type : int
+        The zip compression method.
+    external_attr : int
+        The zip file attributes (permissions; links are refused).
+    """
+
+    name: str
+    raw: str
+    is_dir: bool
+    date_time: tuple
+    compress_type: int
+    external_attr: int
+
+
 def _float(text, default: float | None) -> float | None:
     if text is None:
         return default
@@ -73,32 +130,109 @@ def _float(text, default: float | None) -> float | None:
         return default
 
 
-def _check_entries(path: Path, archive: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
+def _normalized_name(path: Path, raw: str) -> tuple[str, bool]:
+    """The normalized path of the entry named ``raw`` and whether it is a folder (FmuError
+    for names that are absolute, leave the folder, are empty or carry control characters)."""
+    if "\x00" in raw:
+        raise FmuError(f"{path}: the archive entry {raw.split(chr(0))[0]!r} has a NUL character in its name "
+                       "(a trick to hide the real name); the FMU is refused. Obtain a clean FMU from its author.")
+    if any(unicodedata.category(ch) in _BAD_CATEGORIES for ch in raw):
+        raise FmuError(f"{path}: the archive entry {raw!r} has control or invisible characters in its name; the "
+                       "FMU is refused. Obtain a clean FMU from its author.")
+    slashed = raw.replace("\\", "/")
+    if slashed.startswith("/") or re.match(r"^[A-Za-z]:", slashed) or ".." in slashed.split("/"):
+        raise FmuError(
+            f"{path}: the archive entry {raw!r} points outside the FMU folder (path traversal); "
+            "the FMU is refused. Obtain a clean FMU from its author."
+        )
+    name = posixpath.normpath(slashed) if slashed else ""
+    if name in ("", "."):
+        raise FmuError(f"{path}: the archive has an entry with an empty name ({raw!r}); the FMU is refused. "
+                       "Obtain a clean FMU from its author.")
+    return name, slashed.endswith("/")
+
+
+def _collision_key(name: str) -> str:
+    """The file a name denotes on the most forgiving file system: case-insensitive,
+    Unicode-normalizing, ignoring trailing dots and spaces of each part (Windows)."""
+    folded = unicodedata.normalize("NFC", unicodedata.normalize("NFC", name).casefold())
+    return "/".join(part.rstrip(" .") for part in folded.split("/"))
+
+
+def _check_entries(path: Path, archive: zipfile.ZipFile) -> list[tuple[zipfile.ZipInfo, ArchiveEntry]]:
+    """Every entry with its normalized name, or FmuError for the first unsafe one.
+
+    The header sizes are checked here as a first, cheap filter; extraction counts the
+    bytes it really unpacks (:func:`_extract_entry`), because the headers may lie.
+    """
     infos = archive.infolist()
     if len(infos) > _MAX_ENTRIES:
         raise FmuError(f"{path}: the archive has {len(infos)} entries (limit {_MAX_ENTRIES}); this is not a normal FMU.")
+    checked, seen, files, folders = [], {}, {}, set()
     total = 0
     for info in infos:
-        name = info.filename.replace("\\", "/")
-        parts = PurePosixPath(name).parts
-        if name.startswith("/") or re.match(r"^[A-Za-z]:", name) or ".." in parts:
-            raise FmuError(
-                f"{path}: the archive entry {info.filename!r} points outside the FMU folder (path traversal); "
-                "the FMU is refused. Obtain a clean FMU from its author."
-            )
+        raw = info.orig_filename
+        name, is_dir = _normalized_name(path, raw)
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):
-            raise FmuError(f"{path}: the archive entry {info.filename!r} is a symbolic link; the FMU is refused.")
-        total += info.file_size
-        if total > _MAX_TOTAL_BYTES:
-            raise FmuError(f"{path}: the archive unpacks to more than {_MAX_TOTAL_BYTES // 1024**3} GiB; refused.")
-    return infos
+            raise FmuError(f"{path}: the archive entry {raw!r} is a symbolic link; the FMU is refused.")
+        if info.flag_bits & 0x1:
+            raise FmuError(f"{path}: the archive entry {raw!r} is encrypted; an FMU must not be. Obtain an "
+                           "unencrypted FMU.")
+        key = _collision_key(name)
+        if key in seen:
+            raise FmuError(
+                f"{path}: the archive entries {seen[key]!r} and {raw!r} extract to the same file (one would "
+                "replace the other); the FMU is refused. Obtain a clean FMU from its author."
+            )
+        seen[key] = raw
+        if is_dir:
+            folders.add(key)
+        else:
+            files[key] = raw
+            _check_size(path, raw, info.file_size, info.compress_size)
+            if name == "modelDescription.xml" and info.file_size > _MAX_XML_BYTES:
+                raise _xml_size_error(path)
+            total += info.file_size
+            if total > _MAX_TOTAL_BYTES:
+                raise _total_error(path)
+        parts = key.split("/")
+        folders.update("/".join(parts[:k]) for k in range(1, len(parts)))
+        checked.append((info, ArchiveEntry(name=name, raw=raw, is_dir=is_dir, date_time=tuple(info.date_time),
+                                           compress_type=info.compress_type, external_attr=info.external_attr)))
+    clashes = sorted(folders.intersection(files))
+    if clashes:
+        raise FmuError(
+            f"{path}: the archive entry {files[clashes[0]]!r} is a file, but other entries use it as a folder; the "
+            "FMU is refused. Obtain a clean FMU from its author."
+        )
+    return checked
+
+
+def _check_size(path: Path, raw: str, size: int, packed: int) -> None:
+    """FmuError if an entry that unpacked (so far) to ``size`` bytes from ``packed`` is too
+    large or too strongly compressed."""
+    if size > _MAX_ENTRY_BYTES:
+        raise FmuError(f"{path}: the archive entry {raw!r} unpacks to more than {_MAX_ENTRY_BYTES / 1024**2:g} MiB "
+                       "(limit per entry); the FMU is refused.")
+    if size > _RATIO_FLOOR and size > _MAX_RATIO * max(packed, 1):
+        raise FmuError(f"{path}: the archive entry {raw!r} unpacks to more than {_MAX_RATIO} times its packed size "
+                       f"({packed} bytes), as a zip bomb does; the FMU is refused.")
+
+
+def _xml_size_error(path: Path) -> FmuError:
+    return FmuError(f"{path}: modelDescription.xml is larger than {_MAX_XML_BYTES // 1024**2} MiB; the FMU is refused.")
+
+
+def _total_error(path: Path) -> FmuError:
+    return FmuError(f"{path}: the archive unpacks to more than {_MAX_TOTAL_BYTES / 1024**2:g} MiB in total; the FMU "
+                    "is refused.")
 
 
 def _parse_description(path: Path, data: bytes) -> etree._Element:
     """Parse modelDescription.xml without DTDs or entities (FmuError naming the problem)."""
     if len(data) > _MAX_XML_BYTES:
-        raise FmuError(f"{path}: modelDescription.xml is larger than {_MAX_XML_BYTES // 1024**2} MiB; refused.")
+        raise _xml_size_error(path)
     if re.search(rb"<!\s*(DOCTYPE|ENTITY)", data, re.IGNORECASE):
         raise FmuError(
             f"{path}: modelDescription.xml declares a DOCTYPE or ENTITY (external entities are an attack "
@@ -146,15 +280,21 @@ class FmuArchive:
         Interfaces with a binary for this platform.
     provides_directional_derivatives : bool
         Of the Model Exchange interface.
+    entries : tuple of ArchiveEntry
+        The checked entries, in archive order, as extracted into ``directory``.
     native : dict or None
-        The export settings (``resources/export.json``) of an FMU exported by fmi-adjoint,
-        whose embedded model file is ``resources/model.toml``.
+        The export settings of an FMU exported by fmi-adjoint whose binary is its embedded
+        model (checked on first use; see the property).
+    native_distrust : str or None
+        Why an FMU that presents itself as exported by fmi-adjoint is not trusted.
     """
 
-    def __init__(self, path: Path, directory: Path, root: etree._Element, description, tmp):
+    def __init__(self, path: Path, directory: Path, root: etree._Element, description, tmp,
+                 entries: tuple[ArchiveEntry, ...]):
         self.path = path
         self.directory = directory
         self._tmp = tmp
+        self.entries = tuple(entries)
         self.root = root
         self.description = description
         self.fmi_version = 3 if description.fmiVersion.startswith("3") else 2
@@ -168,6 +308,11 @@ class FmuArchive:
                 max=_float(getattr(v, "max", None), math.inf), initial=getattr(v, "initial", None),
             )
         platform = PLATFORM_DIRS[self.fmi_version]
+        for interface in (description.modelExchange, description.coSimulation):
+            # It names the binary fmpy loads: "../x" would load a library outside the FMU.
+            if interface is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", interface.modelIdentifier or ""):
+                raise FmuError(f"{path}: modelIdentifier {interface.modelIdentifier!r} is not a C identifier (FMI "
+                               "requires one; it names the binary); the FMU is refused. Obtain a clean FMU.")
         self.model_exchange = self._has_binary(description.modelExchange, platform)
         self.co_simulation = self._has_binary(description.coSimulation, platform)
         if not (self.model_exchange or self.co_simulation):
@@ -188,38 +333,117 @@ class FmuArchive:
             for e in (root.find("ModelExchange"), root.find("CoSimulation"))
         )
         self.number_of_event_indicators = int(description.numberOfEventIndicators or 0)
-        self.native = self._native_settings()
 
     def _has_binary(self, interface, platform: str) -> bool:
         if interface is None:
             return False
         return (self.directory / "binaries" / platform / f"{interface.modelIdentifier}.so").is_file()
 
-    def _native_settings(self) -> dict | None:
+    @property
+    def native(self) -> dict | None:
+        """The export settings (``resources/export.json``) of an FMU exported by fmi-adjoint
+        whose binary is provably its embedded model ``resources/model.toml``, else None.
+
+        Identifying on the embedded model instead of the binary is only sound when the two
+        are the same program.  Trusted only if (1) the model file and settings reproduce the
+        instantiation token, (2) the binary's sha256 is the one recorded at export, and
+        (3) building the embedded model with the recorded settings, as
+        :func:`~fmi_adjoint.fmu.export.build_fmu_binary` does at export, gives that very
+        binary (the build is deterministic).  (3) is needed because whoever replaces the
+        binary can also edit ``export.json``.  Checked on first use (it costs one C build),
+        so opening an FMU for ``apply`` or ``validate`` stays cheap.
+        """
+        return self._trust[0]
+
+    @property
+    def native_distrust(self) -> str | None:
+        """Why an FMU presenting itself as exported by fmi-adjoint is not trusted (one
+        line, for a note or an error), or None (trusted, or not such an FMU at all)."""
+        return self._trust[1]
+
+    @functools.cached_property
+    def _trust(self) -> tuple[dict | None, str | None]:
+        settings, reason = self._claimed_settings()
+        if settings is None:
+            return None, reason
+        reason = self._binary_mismatch(settings)
+        return (None, reason) if reason else (settings, None)
+
+    def _claimed_settings(self) -> tuple[dict | None, str | None]:
+        """The export settings if ``resources/`` claims an fmi-adjoint export and reproduces
+        the instantiation token; else None and the reason (None if there is no such claim)."""
         resources = self.directory / "resources"
-        settings, model = resources / "export.json", resources / "model.toml"
-        if not (settings.is_file() and model.is_file()):
-            return None
+        settings_file, model = resources / "export.json", resources / "model.toml"
+        if not (settings_file.is_file() and model.is_file()):
+            return None, None
         try:
-            data = json.loads(settings.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
-            return None
+            data = json.loads(settings_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+            return None, None
         if not isinstance(data, dict) or not str(data.get("generator", "")).startswith("fmi-adjoint"):
-            return None
+            return None, None
+        broken = (None, "resources/model.toml and export.json do not reproduce the FMU's instantiation token, so "
+                        "the embedded model is not the exported one")
         # The exporter derives the instantiation token from the model file and the export
         # settings; an FMU whose embedded model does not match its binary is not trusted.
         try:
             text = model.read_text(encoding="utf-8")
-            settings = (data["values"] or None, float(data["step"]), float(data["alpha"]), int(data["fmi_version"]))
-        except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError):
-            return None
+            values = data["values"] or None
+            step, alpha, version = float(data["step"]), float(data["alpha"]), int(data["fmi_version"])
+        except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError, OverflowError):
+            return broken
+        # Everything here may be forged consistently (the token too): the rebuild decides, and
+        # it must get well-formed settings.
+        if values is not None and not (isinstance(values, dict) and all(
+                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
+                for k, v in values.items())):
+            return broken
         token = self.description.guid or getattr(self.description, "instantiationToken", None)
         # export_fmu hashes the values it was given: None or a dict (stored as {} or the dict).
-        for values in (settings[0], {} if settings[0] is None else settings[0]):
-            step, alpha, version = settings[1:]
-            digest = hashlib.sha256((text + repr((values, step, alpha, version))).encode()).digest()
+        for given in (values, {} if values is None else values):
+            digest = hashlib.sha256((text + repr((given, step, alpha, version))).encode()).digest()
             if token == "{" + str(uuid.UUID(bytes=digest[:16], version=4)) + "}":
-                return data
+                return data, None
+        return broken
+
+    def _binary_mismatch(self, settings: dict) -> str | None:
+        """None if the Co-Simulation binary is the one the embedded model builds to, else why not."""
+        if self.description.modelExchange is not None:
+            return "it declares a Model Exchange interface, which fmi-adjoint never exports"
+        interface = self.description.coSimulation
+        if interface is None or not self.co_simulation:
+            return "it has no Co-Simulation binary for this platform"
+        relative = f"binaries/{PLATFORM_DIRS[self.fmi_version]}/{interface.modelIdentifier}.so"
+        recorded = settings.get("binary_sha256")
+        if not isinstance(recorded, str):
+            return "resources/export.json records no binary_sha256 (exported before binaries were checked)"
+        with open(self.directory / relative, "rb") as handle:
+            actual = hashlib.file_digest(handle, "sha256").hexdigest()
+        if actual != recorded.lower():
+            return f"the binary does not match the embedded model ({relative!r} is not the binary recorded at export)"
+        from .export import build_fmu_binary
+        from .native import CompilerError, find_c_compiler
+
+        try:
+            find_c_compiler()
+        except CompilerError:
+            return ("the binary cannot be checked against the embedded model without a C compiler (install gcc "
+                    "or set CC)")
+        try:
+            from ..model_file import load_model
+
+            model = load_model(self.model_file).with_values(settings["values"] or {})
+            with tempfile.TemporaryDirectory(prefix="fmi_adjoint_check_") as tmp:
+                binary, _ = build_fmu_binary(model, Path(tmp), fmi_version=int(settings["fmi_version"]),
+                                             token=self.description.guid, step=float(settings["step"]),
+                                             alpha=float(settings["alpha"]))
+                with open(binary, "rb") as handle:
+                    rebuilt = hashlib.file_digest(handle, "sha256").hexdigest()
+        except (FmiAdjointError, OSError, KeyError, TypeError, ValueError) as exc:
+            return f"the embedded model cannot be rebuilt to check the binary ({type(exc).__name__})"
+        if rebuilt != actual:
+            return (f"the binary does not match the embedded model (building resources/model.toml gives another "
+                    f"{relative!r}: an edited binary or export.json, or another C compiler or fmi-adjoint version)")
         return None
 
     @property
@@ -260,8 +484,9 @@ def open_fmu(path) -> FmuArchive:
     Raises
     ------
     FmuError
-        Not a zip file, unsafe entries, missing or malformed ``modelDescription.xml``,
-        external entities, schema violations, or no binary for this platform.
+        Not a zip file, unsafe or colliding entries, entries too large or too strongly
+        compressed, missing or malformed ``modelDescription.xml``, external entities, schema
+        violations, or no binary for this platform.
     """
     path = Path(path)
     if not path.is_file():
@@ -272,50 +497,81 @@ def open_fmu(path) -> FmuArchive:
     try:
         directory = Path(tmp.name)
         try:
-            root, infos = _extract(path, directory)
+            entries = _extract(path, directory)
         except FmuError:
             raise
         except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, RuntimeError, NotImplementedError, EOFError,
                 OSError) as exc:
             raise FmuError(f"{path}: the archive cannot be extracted ({exc}); obtain an intact FMU.") from None
+        # The checked bytes are the extracted file, and fmpy reads that same file.
+        xml_file = directory / "modelDescription.xml"
+        root = _check_description(path, xml_file.read_bytes())
         from fmpy import read_model_description
 
         try:
-            description = read_model_description(str(directory), validate=False)
+            description = read_model_description(str(xml_file), validate=False)
         except Exception as exc:  # fmpy raises bare Exceptions for inconsistent descriptions
             raise FmuError(f"{path}: fmpy cannot read the model description: {exc}") from None
-        return FmuArchive(path, directory, root, description, tmp)
+        return FmuArchive(path, directory, root, description, tmp, entries)
     except BaseException:
         tmp.cleanup()
         raise
 
 
-def _extract(path: Path, directory: Path):
-    """Check the archive and the model description, then extract into ``directory``."""
+def _check_description(path: Path, data: bytes) -> etree._Element:
+    """The parsed model description, checked for DTDs, FMI version and schema (FmuError)."""
+    root = _parse_description(path, data)
+    version_text = root.get("fmiVersion", "")
+    if not re.match(r"^(2\.0|3\.\d)", version_text):
+        raise FmuError(f"{path}: fmiVersion {version_text!r} is not supported; FMI 2.0 and 3.x FMUs are.")
+    version = 3 if version_text.startswith("3") else 2
+    problems = _schema_problems(root, version)
+    if problems:
+        raise FmuError(f"{path}: modelDescription.xml violates the FMI {version} schema: {'; '.join(problems)}.")
+    # FMI 2.0 and 3.0 require unique variable names; the XML schema cannot express that.
+    seen: set[str] = set()
+    for variable in root.iterfind("ModelVariables/*"):
+        name = variable.get("name")
+        if name in seen:
+            raise FmuError(f"{path}: modelDescription.xml declares the variable {excerpt(name)} twice; variable "
+                           "names must be unique (FMI). Obtain a corrected FMU from its author.")
+        seen.add(name)
+    return root
+
+
+def _extract(path: Path, directory: Path) -> tuple[ArchiveEntry, ...]:
+    """Check every entry, then extract them into ``directory`` with bounded sizes."""
     with zipfile.ZipFile(path) as archive:
-        infos = _check_entries(path, archive)
-        by_name = {i.filename.replace("\\", "/"): i for i in infos}
-        if "modelDescription.xml" not in by_name:
+        checked = _check_entries(path, archive)
+        description = next((e for _, e in checked if e.name == "modelDescription.xml"), None)
+        if description is None or description.is_dir:
             raise FmuError(f"{path}: no modelDescription.xml at the root of the archive; this is not an FMU.")
-        if by_name["modelDescription.xml"].file_size > _MAX_XML_BYTES:
-            raise FmuError(f"{path}: modelDescription.xml is larger than {_MAX_XML_BYTES // 1024**2} MiB; refused.")
-        root = _parse_description(path, archive.read("modelDescription.xml"))
-        version_text = root.get("fmiVersion", "")
-        if not re.match(r"^(2\.0|3\.\d)", version_text):
-            raise FmuError(f"{path}: fmiVersion {version_text!r} is not supported; FMI 2.0 and 3.x FMUs are.")
-        version = 3 if version_text.startswith("3") else 2
-        problems = _schema_problems(root, version)
-        if problems:
-            raise FmuError(f"{path}: modelDescription.xml violates the FMI {version} schema: {'; '.join(problems)}.")
         base = directory.resolve()
-        for info in infos:
-            target = (base / info.filename.replace("\\", "/")).resolve()
-            if base not in target.parents and target != base:
-                raise FmuError(f"{path}: the entry {info.filename!r} leaves the extraction folder; refused.")
-            if info.is_dir():
+        total = 0
+        for info, entry in checked:
+            target = base / entry.name
+            if base not in target.resolve().parents:
+                raise FmuError(f"{path}: the entry {entry.raw!r} leaves the extraction folder; refused.")
+            if entry.is_dir:
                 target.mkdir(parents=True, exist_ok=True)
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(info) as source, open(target, "wb") as sink:
-                shutil.copyfileobj(source, sink)
-    return root, infos
+            total = _extract_entry(path, archive, info, entry, target, total)
+    return tuple(entry for _, entry in checked)
+
+
+def _extract_entry(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, entry: ArchiveEntry, target: Path,
+                   total: int) -> int:
+    """Stream one entry into ``target`` (created, never overwritten), counting the bytes
+    really unpacked against the limits; returns the new running total."""
+    written = 0
+    with archive.open(info) as source, open(target, "xb") as sink:
+        while chunk := source.read(_CHUNK):
+            written += len(chunk)
+            _check_size(path, entry.raw, written, info.compress_size)
+            if entry.name == "modelDescription.xml" and written > _MAX_XML_BYTES:
+                raise _xml_size_error(path)
+            if total + written > _MAX_TOTAL_BYTES:
+                raise _total_error(path)
+            sink.write(chunk)
+    return total + written

@@ -36,6 +36,7 @@ from ..files import atomic_output, check_writable
 from ..integrate.hht import HHT
 from ..model import Model
 from ..model_file import load_model
+from ..text import c_string_literal
 from .model_code import model_c_sources
 from .native import RUNTIME_DIR, CompilerError, find_c_compiler
 
@@ -56,7 +57,8 @@ def _fmpy_dir() -> Path:
 
 
 def _identifier(name: str) -> str:
-    ident = re.sub(r"\W", "_", name)
+    # Model names are already ASCII identifiers (fmi_adjoint.text); this keeps the rule local.
+    ident = re.sub(r"[^A-Za-z0-9_]", "_", name)
     return ident if ident and not ident[0].isdigit() else f"fmu_{ident}"
 
 
@@ -175,6 +177,63 @@ def _write_xml(root, path: Path) -> bytes:
     return data
 
 
+def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, step: float,
+                     alpha: float) -> tuple[Path, list[str]]:
+    """Write ``root/sources/`` and compile ``root/binaries/<platform>/<modelIdentifier>.so``.
+
+    The one build of an FMU binary: :func:`export_fmu` uses it, and so does the import side
+    (:attr:`fmi_adjoint.fmu.archive.FmuArchive.native`) to check that an FMU's binary is
+    the one its embedded model builds to.  With the same compiler the build is bit-identical
+    in any folder (no debug information, no paths or dates end up in the binary), so equal
+    sha256 hashes decide.
+
+    Returns
+    -------
+    (binary, c_sources)
+        The binary's path and the names of the compiled C sources (for the model description).
+
+    Raises
+    ------
+    ModelError
+        An element without C code.
+    CompilerError
+        No C compiler, or the generated code does not compile.
+    """
+    header, code = model_c_sources(differentiate(model))
+    compiler = find_c_compiler()
+    identifier = _identifier(model.name)
+    layer = f"fa_fmi{fmi_version}.c"
+    runtime = ["fa_engine.h", "fa_engine.c", layer] + sorted(
+        p.name for p in RUNTIME_DIR.glob("fa_fmu_common.*")
+    )
+    if not (RUNTIME_DIR / layer).exists():
+        raise ExportError(f"the FMI {fmi_version} layer {layer} is missing from {RUNTIME_DIR}; reinstall fmi-adjoint.")
+    c_sources = ["model.c", "fa_engine.c", layer] + [n for n in runtime if n.endswith(".c") and n.startswith("fa_fmu")]
+    src = root / "sources"
+    src.mkdir(parents=True)
+    (src / "model.h").write_text(header)
+    (src / "model.c").write_text(code)
+    for name in runtime:
+        shutil.copy(RUNTIME_DIR / name, src / name)
+    (src / "fmu_config.h").write_text(
+        "/* export settings of this FMU (fmi-adjoint) */\n#ifndef FMU_CONFIG_H\n#define FMU_CONFIG_H\n"
+        f'#define FA_INSTANTIATION_TOKEN "{token}"\n#define FA_STEP {step!r}\n#define FA_ALPHA {alpha!r}\n'
+        f"#define FA_MODEL_IDENTIFIER {c_string_literal(identifier)}\n#endif\n"
+    )
+    platform = "linux64" if fmi_version == 2 else "x86_64-linux"
+    binary = root / "binaries" / platform / f"{identifier}.so"
+    binary.parent.mkdir(parents=True)
+    # Only the FMI functions are exported (the headers mark them); internal symbols of two
+    # fmi-adjoint FMUs in one process must never bind to each other.
+    command = [compiler, "-std=c99", "-O2", "-shared", "-fPIC", "-fvisibility=hidden",
+               f"-I{_fmpy_dir() / 'c-code'}", f"-I{src}", "-o", str(binary),
+               *[str(src / name) for name in c_sources], "-lm"]
+    proc = subprocess.run(command, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise CompilerError(f"compiling the FMU binary failed: {proc.stderr.strip()[:800]}")
+    return binary, c_sources
+
+
 def export_fmu(
     source: str | os.PathLike,
     output: str | os.PathLike,
@@ -183,6 +242,7 @@ def export_fmu(
     values: dict[str, float] | None = None,
     step: float | None = None,
     alpha: float | None = None,
+    allow_external_tables: bool = False,
 ) -> Path:
     """Export the model file ``source`` as a Co-Simulation FMU ``output``.
 
@@ -197,6 +257,8 @@ def export_fmu(
         Parameter start values (``--set``).
     step, alpha : float, optional
         Internal HHT step and alpha (default: the model's simulation settings).
+    allow_external_tables : bool
+        Let ``table_load`` read files outside the model file's folder (trusted models only).
 
     Raises
     ------
@@ -212,39 +274,22 @@ def export_fmu(
     source = Path(source)
     output = Path(output)
     check_writable(output)
-    model = load_model(source).with_values(values or {})
+    model = load_model(source, allow_external_tables=allow_external_tables).with_values(values or {})
     settings = model.simulation
     step = settings.step if step is None else float(step)
     alpha = settings.alpha if alpha is None else float(alpha)
     HHT(alpha=alpha)  # validates alpha
     if not step > 0:
         raise ModelError(f"--step {step}: the step must be positive.")
-    header, code = model_c_sources(differentiate(model))
-    compiler = find_c_compiler()
     identifier = _identifier(model.name)
-    layer = f"fa_fmi{fmi_version}.c"
-    runtime = ["fa_engine.h", "fa_engine.c", layer] + sorted(
-        p.name for p in RUNTIME_DIR.glob("fa_fmu_common.*")
-    )
-    if not (RUNTIME_DIR / layer).exists():
-        raise ExportError(f"the FMI {fmi_version} layer {layer} is missing from {RUNTIME_DIR}; reinstall fmi-adjoint.")
     digest = hashlib.sha256((source.read_text(encoding="utf-8") + repr((values, step, alpha, fmi_version))).encode())
     token = "{" + str(uuid.UUID(bytes=digest.digest()[:16], version=4)) + "}"
-    c_sources = ["model.c", "fa_engine.c", layer] + [n for n in runtime if n.endswith(".c") and n.startswith("fa_fmu")]
 
     with tempfile.TemporaryDirectory(prefix="fmi_adjoint_export_") as tmp:
         root = Path(tmp) / "fmu"
+        binary, c_sources = build_fmu_binary(model, root, fmi_version=fmi_version, token=token, step=step,
+                                             alpha=alpha)
         src = root / "sources"
-        src.mkdir(parents=True)
-        (src / "model.h").write_text(header)
-        (src / "model.c").write_text(code)
-        for name in runtime:
-            shutil.copy(RUNTIME_DIR / name, src / name)
-        (src / "fmu_config.h").write_text(
-            "/* export settings of this FMU (fmi-adjoint) */\n#ifndef FMU_CONFIG_H\n#define FMU_CONFIG_H\n"
-            f'#define FA_INSTANTIATION_TOKEN "{token}"\n#define FA_STEP {step!r}\n#define FA_ALPHA {alpha!r}\n'
-            f'#define FA_MODEL_IDENTIFIER "{identifier}"\n#endif\n'
-        )
         description = _model_description(model, fmi_version, identifier, token, step, c_sources)
         xml = _write_xml(description, root / "modelDescription.xml")
         problems = validate_against_schema(xml, fmi_version)
@@ -255,20 +300,12 @@ def export_fmu(
         resources = root / "resources"
         resources.mkdir()
         shutil.copy(source, resources / "model.toml")
+        # binary_sha256: an importer trusts the embedded model only for this very binary,
+        # and only if the model rebuilds to it (fmi_adjoint.fmu.archive.FmuArchive.native).
         (resources / "export.json").write_text(json.dumps(
             {"generator": f"fmi-adjoint {_VERSION}", "fmi_version": fmi_version, "step": step, "alpha": alpha,
-             "values": values or {}, "model_file": source.name}, indent=2) + "\n")
-        platform = "linux64" if fmi_version == 2 else "x86_64-linux"
-        binary = root / "binaries" / platform / f"{identifier}.so"
-        binary.parent.mkdir(parents=True)
-        # Only the FMI functions are exported (the headers mark them); internal symbols of two
-        # fmi-adjoint FMUs in one process must never bind to each other.
-        command = [compiler, "-std=c99", "-O2", "-shared", "-fPIC", "-fvisibility=hidden",
-                   f"-I{_fmpy_dir() / 'c-code'}", f"-I{src}", "-o", str(binary),
-                   *[str(src / name) for name in c_sources], "-lm"]
-        proc = subprocess.run(command, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise CompilerError(f"compiling the FMU binary failed: {proc.stderr.strip()[:800]}")
+             "values": values or {}, "model_file": source.name,
+             "binary_sha256": hashlib.sha256(binary.read_bytes()).hexdigest()}, indent=2) + "\n")
         # Zip next to the target, then rename: no partial .fmu on any failure.
         with atomic_output(output, "wb") as handle:
             with zipfile.ZipFile(handle, "w", zipfile.ZIP_DEFLATED) as archive:

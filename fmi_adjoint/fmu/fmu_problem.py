@@ -14,15 +14,18 @@ the FMU offers (issue 6).
   in the result).
 * ``fd``: any other FMU: central finite differences of whole simulations (Co-Simulation
   through ``doStep``; Model Exchange through the trapezoidal rule), steps scaled by the
-  nominal values, kept inside the bounds, evaluated in parallel over the parameters by a
-  local process pool.
+  nominal values, kept inside the bounds, evaluated in parallel over the parameters by
+  several FMU worker processes that share the one extraction folder of the archive.
+
+Every FMU instance lives in a worker process (:mod:`.session`, :mod:`.worker`): a crash, a
+hang (``timeout``) or an interrupt of the binary ends in one error, the workers killed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
+import sys
 import time
 from collections.abc import Mapping, Sequence
 
@@ -35,9 +38,11 @@ from ..errors import ConvergenceError, IdentificationError
 from ..identify import Evaluation, Experiment, IdentificationProblem
 from ..identify.problem import gauss_newton_statistics
 from ..integrate import HHT, time_grid
-from ..integrate.ode import integrate_trapezoidal, trapezoidal_sensitivities
-from .archive import FmuArchive, FmuError, open_fmu
-from .session import FmuSession
+from ..integrate.ode import trapezoidal_sensitivities
+from .archive import FmuArchive, FmuError
+from .session import DEFAULT_TIMEOUT, FmuSession, check_timeout, run_parallel
+from .worker import PROBE_STEP as _PROBE_STEP
+from .worker import state_jacobian
 
 __all__ = ["GRADIENT_PATHS", "FmuExperiment", "FmuProblem", "GradientChoice", "fmu_problem"]
 
@@ -47,7 +52,6 @@ GRADIENT_PATHS = ("auto", "adjoint", "sensitivity", "fd")
 #: below this, relative to the column's magnitude (the FD truncation of a smooth model is
 #: ~1e-9 at the probe step; a wrong column is off by far more).
 PROBE_TOLERANCE = 1e-6
-_PROBE_STEP = 1e-6
 _FD_REL_STEP = 1e-4
 
 
@@ -131,9 +135,11 @@ def _check_names(archive: FmuArchive, names: Sequence[str], experiments: Sequenc
 
 def _choose(archive: FmuArchive, requested: str, experiments) -> GradientChoice:
     has_inputs = any(exp.inputs is not None for exp in experiments)
-    native_ok = archive.native is not None and not has_inputs
     sens_ok = archive.provides_directional_derivatives and archive.number_of_event_indicators == 0
     if requested == "adjoint":
+        if archive.native is None and archive.native_distrust:
+            raise FmuError(f"{archive.path.name}: --gradient adjoint: {archive.native_distrust}, so the embedded "
+                           "model is not trusted; use --gradient auto or fd (through the binary), or re-export it.")
         if archive.native is None:
             raise FmuError(f"{archive.path.name}: --gradient adjoint needs an FMU exported by fmi-adjoint "
                            "(with resources/model.toml); use --gradient auto, sensitivity or fd.")
@@ -154,7 +160,8 @@ def _choose(archive: FmuArchive, requested: str, experiments) -> GradientChoice:
                        "indicators; the project's integrator handles no state events. Use a Co-Simulation FMU.")
     if requested == "fd":
         return GradientChoice("fd", "requested: central finite differences of simulations")
-    if native_ok:
+    # archive.native builds the embedded model to check the binary: only asked when it matters.
+    if not has_inputs and archive.native is not None:
         return GradientChoice("adjoint", f"exported by {archive.native.get('generator')} (resources/model.toml): "
                               "native discrete adjoint of the embedded model, exact and as in-process")
     if sens_ok:
@@ -175,6 +182,8 @@ def fmu_problem(
     start: Mapping[str, float] | None = None,
     gradient: str = "auto",
     workers: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    log=None,
 ):
     """The identification problem of an FMU, and the gradient path chosen.
 
@@ -182,6 +191,10 @@ def fmu_problem(
     ----------
     archive : FmuArchive
         From :func:`~fmi_adjoint.fmu.archive.open_fmu`; the caller closes it.
+    timeout : float
+        Longest one FMI call may take [s] (``--fmu-timeout``); see :mod:`.session`.
+    log : text stream, optional
+        Where the FMU binary's captured output is copied when the problem closes (``--verbose``).
 
     Returns
     -------
@@ -191,13 +204,19 @@ def fmu_problem(
     """
     if gradient not in GRADIENT_PATHS:
         raise FmuError(f"--gradient {gradient!r} is not one of {', '.join(GRADIENT_PATHS)}.")
+    check_timeout(timeout)
     if not experiments:
         raise IdentificationError("give at least one experiment (--data).")
     _check_names(archive, names, experiments)
     choice = _choose(archive, gradient, experiments)
     if choice.method == "adjoint":
         return _native_problem(archive, experiments, names, bounds, start), choice
-    problem = FmuProblem(archive, experiments, names, choice.method, bounds=bounds, start=start, workers=workers)
+    problem = FmuProblem(archive, experiments, names, choice.method, bounds=bounds, start=start, workers=workers,
+                         timeout=timeout, log=log)
+    # After the binary loaded: a binary that cannot run gives its one error line, no note.
+    if gradient == "auto" and archive.native_distrust:
+        print(f"fmi-adjoint: note: {archive.path.name}: {archive.native_distrust}; identifying the FMU through its "
+              "binary.", file=sys.stderr)
     return problem, choice
 
 
@@ -218,29 +237,18 @@ def _native_problem(archive, experiments, names, bounds, start) -> Identificatio
     return IdentificationProblem(runs, names, bounds=bounds, start=start)
 
 
-# -- the worker side of the parallel finite differences ---------------------------------
-_WORKER: dict = {}
-
-
-def _worker_init(path: str, experiments, names, interface: str) -> None:
-    archive = open_fmu(path)
-    _WORKER["problem"] = FmuProblem(archive, experiments, names, "fd", workers=1, interface=interface)
-
-
-def _worker_cost(x: np.ndarray) -> float:
-    return _WORKER["problem"].cost(x)
-
-
 class FmuProblem:
     """Experiments on one FMU sharing the identified parameters ``names``.
 
     The interface of :class:`~fmi_adjoint.identify.IdentificationProblem` (``evaluate``,
     ``cost``, ``residuals``, ``statistics``), so :func:`~fmi_adjoint.identify.identify`
-    runs on it; ``gradient_method`` is the path it uses.
+    runs on it; ``gradient_method`` is the path it uses.  It owns worker processes: close it
+    (also after an error or an interrupt).
     """
 
     def __init__(self, archive: FmuArchive, experiments, names, method: str, *, bounds=None, start=None,
-                 workers: int | None = None, interface: str | None = None):
+                 workers: int | None = None, interface: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 log=None):
         self.archive = archive
         self.experiments = tuple(experiments)
         self.names = tuple(names)
@@ -263,14 +271,16 @@ class FmuProblem:
         if interface is None:
             interface = "ModelExchange" if (method == "sensitivity" or not archive.co_simulation) else "CoSimulation"
         self.interface = interface
-        self.session = FmuSession(archive, interface)
+        self.timeout, self.log = check_timeout(timeout), log
+        self.session = FmuSession(archive, interface, timeout=self.timeout, log=log)
         self._aux: FmuSession | None = None
         self.workers = workers if workers is not None else (os.cpu_count() or 1)
-        self._pool = None
+        self._pool: list[FmuSession] | None = None  # further workers of the parallel differences
         self.simulations = 0
         self.columns: dict[str, str] = {}
         self._state_sources = ["fmu" if archive.provides_directional_derivatives else "fd"] * self.session.n_states
         if archive.number_of_event_indicators and interface == "ModelExchange":
+            self.session.close()
             raise FmuError(f"{archive.path.name}: the Model Exchange interface has event indicators, which the "
                            "project's integrator does not handle; use the Co-Simulation interface.")
         self._probed = False
@@ -280,11 +290,9 @@ class FmuProblem:
         return {**exp.values, **dict(zip(self.names, map(float, x)))}
 
     def _aux_session(self) -> FmuSession:
+        # A second worker process, so FMUs instantiable only once per process work too.
         if self._aux is None:
-            if self.archive.single_instance:
-                raise FmuError(f"{self.archive.path.name} can be instantiated only once per process, and the "
-                               "sensitivity path needs a second instance; use --gradient fd.")
-            self._aux = FmuSession(self.archive, self.interface)
+            self._aux = FmuSession(self.archive, self.interface, timeout=self.timeout, log=self.log)
         return self._aux
 
     def _me_functions(self, session: FmuSession, exp: FmuExperiment):
@@ -306,57 +314,37 @@ class FmuProblem:
 
     def _state_jacobian(self, session, at, t, x, outputs: Sequence[int] = (), sources=None) -> np.ndarray:
         """``d(f, g)/dx`` at (t, x): FMU columns where trusted (``sources[j] == "fmu"``), else
-        central differences of the right-hand side."""
-        sources = self._state_sources if sources is None else sources
-        unknowns = list(session.derivative_refs) + list(outputs)
-        cols = np.empty((len(unknowns), session.n_states))
-        at(t, x)
-        for j, ref in enumerate(session.state_refs):
-            if sources[j] == "fmu":
-                try:
-                    cols[:, j] = session.directional(unknowns, ref)
-                    continue
-                except FmuError:
-                    sources[j] = "fd"  # refused: central differences from now on
-            d = _PROBE_STEP * (abs(x[j]) + 1.0)
-            xp, xm = x.copy(), x.copy()
-            xp[j] += d
-            xm[j] -= d
-            at(t, xp)
-            plus = np.concatenate([session.derivatives(), session.get_real(outputs)])
-            at(t, xm)
-            minus = np.concatenate([session.derivatives(), session.get_real(outputs)])
-            cols[:, j] = (plus - minus) / (2 * d)
-            at(t, x)
-        return cols
+        central differences of the right-hand side (:func:`.worker.state_jacobian`, the code the
+        workers integrate with)."""
+        return state_jacobian(session, at, t, x, outputs, self._state_sources if sources is None else sources)
+
+    def _job(self, exp: FmuExperiment, x: np.ndarray) -> tuple[str, tuple]:
+        """The worker request that simulates ``exp`` at ``x`` (a whole run: every doStep, or
+        the trapezoidal rule of :mod:`~fmi_adjoint.integrate.ode` in the worker)."""
+        grid, values = exp.grid(), self._values(exp, x)
+        if self.interface == "CoSimulation":
+            inputs = exp.input_values if exp.inputs is not None else None
+            return self.session.cs_job(values, grid, exp.cost.channels, inputs)
+        return self.session.me_job(values, grid, exp.cost.channels, exp.inputs, self._state_sources)
+
+    def _finish(self, exp: FmuExperiment, reply):
+        """(grid, outputs at the grid, ME trajectory or None) from the reply to :meth:`_job`."""
+        grid = exp.grid()
+        if self.interface == "CoSimulation":
+            return grid, self._finite(reply, grid, exp), None
+        if "sources" in reply:  # the worker replaced refused Jacobian columns by differences
+            self._state_sources[:] = ["fd" if "fd" in pair else "fmu" for pair in zip(self._state_sources,
+                                                                                        reply["sources"])]
+        Y, traj, event = FmuSession.me_result(grid, reply)
+        if event is not None:
+            raise FmuError(f"{self.archive.path.name}: the FMU has a time event at t = {event:g} s; "
+                           "the project's integrator handles no events. Use a Co-Simulation FMU.")
+        return grid, self._finite(Y, grid, exp), traj
 
     def _run(self, exp: FmuExperiment, x: np.ndarray):
         """(grid, outputs at the grid, ME trajectory or None)."""
-        grid = exp.grid()
-        values = self._values(exp, x)
         self.simulations += 1
-        session = self.session
-        if self.interface == "CoSimulation":
-            inputs = exp.input_values if exp.inputs is not None else None
-            return grid, self._finite(session.run_cs(values, grid, exp.cost.channels, inputs), grid, exp), None
-        session.start(values, exp.input_values(0.0), 0.0, float(grid[-1]))
-        if session.next_event_time is not None and session.next_event_time <= grid[-1]:
-            raise FmuError(f"{self.archive.path.name}: the FMU has a time event at t = {session.next_event_time:g} s; "
-                           "the project's integrator handles no events. Use a Co-Simulation FMU.")
-        x0 = session.initial_states()
-        at, f, jacobian = self._me_functions(session, exp)
-
-        def completed(t, x):
-            at(t, x)
-            session.completed_step(t)
-
-        traj = integrate_trapezoidal(f, jacobian, x0, grid, step_done=completed)
-        refs = session.refs(exp.cost.channels)
-        Y = np.empty((grid.size, len(refs)))
-        for k, t in enumerate(grid):
-            at(float(t), traj.x[k])
-            Y[k] = session.get_real(refs)
-        return grid, self._finite(Y, grid, exp), traj
+        return self._finish(exp, self.session.run(self._job(exp, x)))
 
     def _finite(self, Y: np.ndarray, grid: np.ndarray, exp: FmuExperiment) -> np.ndarray:
         """``Y`` if finite, else a ConvergenceError naming the output and time (the optimizer steps back)."""
@@ -445,25 +433,26 @@ class FmuProblem:
         return points, recipes
 
     def _parallel_costs(self, points: list[np.ndarray]) -> list[float]:
+        """Costs at ``points``: the simulations spread over the problem's worker and up to
+        ``workers - 1`` more, all on the archive's one extraction folder."""
         if self.workers <= 1 or len(points) <= 1:
             return [self.cost(p) for p in points]
-        if self._pool is None:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            self._pool = ProcessPoolExecutor(
-                max_workers=min(self.workers, len(points)), mp_context=multiprocessing.get_context("spawn"),
-                initializer=_worker_init,
-                initargs=(str(self.archive.path), self.experiments, self.names, self.interface),
-            )
-        try:
-            values = list(self._pool.map(_worker_cost, points))
-        except (ConvergenceError, FmuError):
-            raise
-        except Exception as exc:  # a worker died (e.g. the FMU crashed the process)
-            raise FmuError(f"{self.archive.path.name}: a finite-difference worker failed ({exc}); "
-                           "rerun with --workers 1 to see the FMU's error.") from None
-        self.simulations += len(points) * len(self.experiments)
+        jobs = [self._job(exp, p) for p in points for exp in self.experiments]
+        wanted = min(self.workers, len(jobs)) - 1
+        # Workers that died (a crash or a timeout already reported) are replaced.
+        self._pool = [s for s in self._pool or [] if s.alive]
+        if len(self._pool) < wanted:
+            self._pool += FmuSession.open_many(self.archive, self.interface, wanted - len(self._pool),
+                                               timeout=self.timeout, log=self.log)
+        replies = iter(run_parallel([self.session, *self._pool[:wanted]], jobs))
+        self.simulations += len(jobs)
+        values = []
+        for _ in points:
+            total = 0.0
+            for exp in self.experiments:
+                grid, Y, _ = self._finish(exp, next(replies))
+                total += exp.cost.evaluate(self._sampled(exp, grid, Y)[1], np.zeros(0)).J
+            values.append(total)
         return values
 
     def finite_differences(self, x: np.ndarray, rel: float = _FD_REL_STEP) -> np.ndarray:
@@ -492,7 +481,7 @@ class FmuProblem:
             rows = []
             for i, t in enumerate(traj.t):
                 at(float(t), traj.x[i])
-                rows.append(np.concatenate([aux.derivatives(), aux.get_real(refs)]))
+                rows.append(aux.rhs(refs))
             out.append(np.array(rows))
         return (out[0] - out[1]) / (offsets[0] - offsets[1])
 
@@ -631,10 +620,11 @@ class FmuProblem:
         return gauss_newton_statistics(r, Jr)
 
     def close(self) -> None:
-        """Free the instances and stop the worker pool."""
-        if self._pool is not None:
-            self._pool.shutdown(cancel_futures=True)
-            self._pool = None
-        self.session.close()
-        if self._aux is not None:
-            self._aux.close()
+        """Free the instances and end every worker process."""
+        sessions = [self.session, *(self._pool or []), *([self._aux] if self._aux is not None else [])]
+        try:
+            for session in sessions:
+                session.close()
+        finally:
+            for session in sessions:  # an interrupt during a graceful close: kill the rest
+                session.kill()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,8 +27,10 @@ import numpy as np
 from lxml import etree
 
 from ..data import Measurement
-from ..files import atomic_output, check_writable
+from ..files import atomic_output, check_writable, read_regular
+from ..text import excerpt
 from .archive import FmuArchive, FmuError, _parse_description, _schema_problems
+from .session import DEFAULT_TIMEOUT, FmuSession
 
 __all__ = ["SSV_NAMESPACE", "write_ssv", "write_reparameterized_fmu", "simulate_with_fmpy",
            "validate_fmu_against_data", "read_result_parameters"]
@@ -35,19 +38,27 @@ __all__ = ["SSV_NAMESPACE", "write_ssv", "write_reparameterized_fmu", "simulate_
 SSV_NAMESPACE = "http://ssp-standard.org/SSP1/SystemStructureParameterValues"
 SSC_NAMESPACE = "http://ssp-standard.org/SSP1/SystemStructureCommon"
 _BASE_UNITS = ("kg", "m", "s", "A", "K", "mol", "cd", "rad", "factor", "offset")
+_MAX_RESULT_BYTES = 16 * 1024 * 1024
 
 
 def read_result_parameters(path) -> dict[str, float]:
     """The parameter values of a RESULT.json written by ``fmi-adjoint identify``: the
     ``settings`` the identification was made with (``--set``), updated by the identified
-    ``parameters``, so that the handed-back model is the identified one."""
+    ``parameters``, so that the handed-back model is the identified one.
+
+    Only a regular file of at most 16 MiB is read; nesting too deep for the JSON parser,
+    numbers too large for a float and non-numeric values are one :class:`FmuError` each,
+    whose message never echoes more than a short excerpt of the file.
+    """
     path = Path(path)
+    raw = read_regular(path, _MAX_RESULT_BYTES, "the RESULT.json written by `fmi-adjoint identify -o`", FmuError)
     try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FmuError(f"{path}: file not found; give the RESULT.json written by `fmi-adjoint identify -o`.") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise FmuError(f"{path}: not a readable JSON file ({exc}).") from None
+        payload = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise FmuError(f"{path}: the JSON is nested too deeply; give the RESULT.json written by "
+                       "`fmi-adjoint identify -o`.") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FmuError(f"{path}: not a readable JSON file ({str(exc)[:120]}).") from None
     params = payload.get("parameters") if isinstance(payload, dict) else None
     if not isinstance(params, dict) or not params:
         raise FmuError(f"{path}: no 'parameters' object; give the RESULT.json written by `fmi-adjoint identify -o`.")
@@ -56,9 +67,16 @@ def read_result_parameters(path) -> dict[str, float]:
         raise FmuError(f"{path}: 'settings' must be an object of parameter values.")
     out = {}
     for name, value in {**settings, **params}.items():
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-            raise FmuError(f"{path}: parameter {name!r} has the value {value!r}; expected a finite number.")
-        out[str(name)] = float(value)
+        number = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            try:
+                number = float(value)
+            except OverflowError:  # an integer beyond the float range
+                number = None
+        if number is None or not math.isfinite(number):
+            raise FmuError(f"{path}: parameter {excerpt(name)} has the value {excerpt(value)}; "
+                           "expected a finite number.")
+        out[str(name)] = number
     return out
 
 
@@ -85,6 +103,8 @@ def write_ssv(archive: FmuArchive, values: Mapping[str, float], path, *, name: s
     path = Path(path)
     check_writable(path)
     ssv, ssc = SSV_NAMESPACE, SSC_NAMESPACE
+    # The set's name comes from a file name, which may hold bytes XML cannot carry.
+    name = name if name and name.isprintable() else "identified"
     root = etree.Element(f"{{{ssv}}}ParameterSet", nsmap={"ssv": ssv, "ssc": ssc}, version="1.0", name=name)
     parameters = etree.SubElement(root, f"{{{ssv}}}Parameters")
     defined = _unit_definitions(archive)
@@ -115,49 +135,64 @@ def write_ssv(archive: FmuArchive, values: Mapping[str, float], path, *, name: s
 
 
 def write_reparameterized_fmu(archive: FmuArchive, values: Mapping[str, float], output) -> Path:
-    """Copy the FMU with new ``start`` values of parameters; nothing else changes."""
+    """Copy the FMU with new ``start`` values of parameters; nothing else changes.
+
+    The copy is made from the checked extraction (``archive.entries`` in
+    ``archive.directory``), never by reading the ``.fmu`` again: :func:`open_fmu` already
+    bounded every entry's size, the entries are streamed file to zip (memory stays one
+    buffer, whatever an entry's header claims), and the bytes written are the bytes checked.
+    """
     _check_parameters(archive, values)
     output = Path(output)
     if output.resolve() == archive.path.resolve():
         raise FmuError(f"-o {output}: refusing to overwrite the input FMU; give another file name.")
     check_writable(output)
-    with zipfile.ZipFile(archive.path) as source:
-        root = _parse_description(archive.path, source.read("modelDescription.xml"))
-        found = set()
-        for element in root.iter():
-            name = element.get("name")
-            if name not in values:
+    root = _parse_description(archive.path, (archive.directory / "modelDescription.xml").read_bytes())
+    found = set()
+    for element in root.iter():
+        name = element.get("name")
+        if name not in values:
+            continue
+        if element.tag == "ScalarVariable":  # FMI 2: the start sits on the type child
+            target = element.find("Real")
+        elif archive.fmi_version == 3 and element.tag in ("Float64", "Float32"):
+            target = element
+        else:
+            continue
+        if target is None:
+            continue
+        target.set("start", repr(float(values[name])))
+        found.add(name)
+    missing = sorted(set(values) - found)
+    if missing:
+        raise FmuError(f"{archive.path.name}: could not find the start attribute of {missing}.")
+    problems = _schema_problems(root, archive.fmi_version)
+    if problems:
+        raise FmuError(f"internal error: the changed model description does not validate: {problems}")
+    xml = etree.tostring(root, xml_declaration=True, encoding="UTF-8")
+    with atomic_output(output, "wb") as handle, zipfile.ZipFile(handle, "w") as target_zip:
+        for entry in archive.entries:
+            info = zipfile.ZipInfo(entry.name + "/" if entry.is_dir else entry.name, date_time=entry.date_time)
+            info.compress_type = entry.compress_type
+            info.external_attr = entry.external_attr
+            if entry.is_dir or entry.name == "modelDescription.xml":
+                target_zip.writestr(info, b"" if entry.is_dir else xml)
                 continue
-            if element.tag == "ScalarVariable":  # FMI 2: the start sits on the type child
-                target = element.find("Real")
-            elif archive.fmi_version == 3 and element.tag in ("Float64", "Float32"):
-                target = element
-            else:
-                continue
-            if target is None:
-                continue
-            target.set("start", repr(float(values[name])))
-            found.add(name)
-        missing = sorted(set(values) - found)
-        if missing:
-            raise FmuError(f"{archive.path.name}: could not find the start attribute of {missing}.")
-        problems = _schema_problems(root, archive.fmi_version)
-        if problems:
-            raise FmuError(f"internal error: the changed model description does not validate: {problems}")
-        xml = etree.tostring(root, xml_declaration=True, encoding="UTF-8")
-        with atomic_output(output, "wb") as handle, zipfile.ZipFile(handle, "w") as target_zip:
-            for info in source.infolist():
-                data = xml if info.filename == "modelDescription.xml" else source.read(info)
-                target_zip.writestr(info, data, compress_type=info.compress_type)
+            with open(archive.directory / entry.name, "rb") as source, target_zip.open(info, "w") as sink:
+                shutil.copyfileobj(source, sink)
     return output
 
 
 def simulate_with_fmpy(archive: FmuArchive, times: np.ndarray, outputs, inputs: Measurement | None = None,
-                       start_values: Mapping[str, float] | None = None) -> np.ndarray:
+                       start_values: Mapping[str, float] | None = None, *, timeout: float = DEFAULT_TIMEOUT,
+                       log=None) -> np.ndarray:
     """Re-simulate through fmpy's own drivers (CVode for Model Exchange) with the FMU's start
-    values applied; outputs at ``times`` (linear interpolation of the recorded result)."""
-    from fmpy import simulate_fmu
+    values applied; outputs at ``times`` (linear interpolation of the recorded result).
 
+    fmpy runs in a worker process (:class:`~fmi_adjoint.fmu.session.FmuSession`), like every
+    FMU binary: ``timeout`` bounds one step [s] (``--fmu-timeout``), ``log`` receives the
+    binary's output (``--verbose``).
+    """
     interface = "CoSimulation" if archive.co_simulation else "ModelExchange"
     # The start values of the model description are applied explicitly, as an importer
     # should (the FMU's compiled-in defaults may differ after a re-parameterization).
@@ -170,19 +205,20 @@ def simulate_with_fmpy(archive: FmuArchive, times: np.ndarray, outputs, inputs: 
     if inputs is not None:
         dtype = [("time", np.float64)] + [(c, np.float64) for c in inputs.columns]
         signal = np.array([tuple(row) for row in np.column_stack([inputs.times, inputs.values])], dtype=dtype)
+    session = FmuSession(archive, None, timeout=timeout, log=log)
     try:
-        result = simulate_fmu(
-            str(archive.directory), validate=False, start_time=0.0, stop_time=float(times[-1]), fmi_type=interface,
-            output_interval=interval, relative_tolerance=1e-10, start_values=values, input=signal, output=list(outputs),
-            model_description=archive.description,
-        )
-    except Exception as exc:  # fmpy raises bare Exceptions
-        raise FmuError(f"{archive.path.name}: re-simulation through fmpy failed ({exc}).") from None
+        result = session.simulate_fmu(start_time=0.0, stop_time=float(times[-1]), fmi_type=interface,
+                                      output_interval=interval, relative_tolerance=1e-10, start_values=values,
+                                      input=signal, output=list(outputs))
+    finally:
+        session.close()
     return np.column_stack([np.interp(times, result["time"], result[name]) for name in outputs])
 
 
-def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, inputs: Measurement | None = None) -> dict:
-    """Re-simulate and write ``report.json`` and ``report.png`` into ``folder``.
+def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, inputs: Measurement | None = None,
+                              *, timeout: float = DEFAULT_TIMEOUT, log=None) -> dict:
+    """Re-simulate (:func:`simulate_with_fmpy`, with ``timeout`` and ``log``) and write
+    ``report.json`` and ``report.png`` into ``folder``.
 
     Returns the summary: per output, RMS and maximum absolute error and the RMS relative
     to the RMS of the measurement.
@@ -207,7 +243,7 @@ def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, in
             raise FmuError(f"{inputs.source}: the inputs span [{inputs.times[0]:g}, {inputs.times[-1]:g}] s but the "
                            f"data need [{data.times[0]:g}, {data.times[-1]:g}] s; extend the input file.")
     check_writable(folder / "report.json" if folder.is_dir() else folder)
-    simulated = simulate_with_fmpy(archive, data.times, outputs, inputs)
+    simulated = simulate_with_fmpy(archive, data.times, outputs, inputs, timeout=timeout, log=log)
     if not np.all(np.isfinite(simulated)):
         raise FmuError(f"{archive.path.name}: the re-simulation gives non-finite outputs; check the start values.")
     try:

@@ -1,55 +1,120 @@
-"""One reusable fmpy instance of an FMU: set parameters, initialize, step or evaluate.
+"""One instance of an FMU, living in a worker process: set parameters, initialize, step or evaluate.
 
-fmpy is the only FMI runtime.  An instance is created once and reset between runs
-(``fmi2Reset`` / ``fmi3Reset``) instead of extracting and instantiating the FMU again for
-every evaluation.  At every start all real parameters are set to their start values from
-the model description, overridden by the caller's values, as an importer should; fixed
-parameters are therefore handled exactly like tunable ones, before initialization.
+fmpy is the only FMI runtime, and it runs in a separate process (:mod:`.worker`), never in
+the tool's: a binary that crashes, hangs or prints ends in one :class:`FmuError` naming the
+FMU, the FMI call and the fix, and the tool's stdout stays clean.  :class:`FmuSession` is the
+parent's handle on that process, with the methods the identification needs; a whole
+simulation is one request, point evaluations carry their point (``set_point`` travels with
+the next evaluation).
 
-Every failing FMI call becomes one :class:`~fmi_adjoint.fmu.archive.FmuError` naming the
-function and the FMU.
+The instance is created once and reset between runs (``fmi2Reset`` / ``fmi3Reset``).  At
+every start all real parameters are set to their start values from the model description,
+overridden by the caller's values, as an importer should; fixed parameters are therefore
+handled exactly like tunable ones, before initialization.
+
+Waiting on the worker
+---------------------
+Every wait polls in short slices, so Ctrl-C (KeyboardInterrupt) and the CLI's SIGTERM
+exception arrive at once; whatever interrupts a wait kills the worker before it propagates.
+One FMI call may take at most ``timeout`` seconds (``--fmu-timeout``, default
+:data:`DEFAULT_TIMEOUT`); the worker announces each call (:class:`~.worker.Progress`), so a
+long simulation of quick steps never times out, and a ``doStep`` that never returns does
+after ``timeout``.  The worker's start (importing numpy and fmpy) gets at least
+:data:`STARTUP_ALLOWANCE` seconds whatever the timeout.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
+import math
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
 from .archive import FmuArchive, FmuError
+from .worker import Progress, decode_reply, pack, unpack
 
-__all__ = ["FmuSession", "INTERFACES"]
+__all__ = ["DEFAULT_TIMEOUT", "STARTUP_ALLOWANCE", "FmuSession", "INTERFACES", "run_parallel"]
 
 INTERFACES = ("ModelExchange", "CoSimulation")
 
+#: Longest one FMI call may take [s] (``--fmu-timeout``): far above a normal call (micro- to
+#: milliseconds), short enough that a hanging binary is noticed within a minute.
+DEFAULT_TIMEOUT = 60.0
+#: Least time the worker gets to start (Python, numpy, fmpy) before its first FMI call [s].
+STARTUP_ALLOWANCE = 60.0
+_POLL = 0.2  # [s] slice of every wait: how soon Ctrl-C and deadlines are noticed
+_EXIT_GRACE = 2.0  # [s] a closing worker may take to free its instance before it is killed
+_WORKER_SCRIPT = str(Path(__file__).resolve().with_name("worker.py"))
+
+
+def check_timeout(timeout: float) -> float:
+    """``timeout`` if it is a positive finite number of seconds, else an FmuError."""
+    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+        raise FmuError(f"--fmu-timeout {timeout!r}: give the longest time one FMI call may take, a positive "
+                       f"number of seconds (default {DEFAULT_TIMEOUT:g}).")
+    return float(timeout)
+
+
+def _kill(process: subprocess.Popen) -> None:
+    """Kill and reap the worker (safe to call twice; used by the finalizer at interpreter exit)."""
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+
 
 class FmuSession:
-    """A live instance of the FMU of ``archive`` for one interface.
+    """A live instance of the FMU of ``archive`` for one interface, in its own process.
 
     Parameters
     ----------
     archive : FmuArchive
-    interface : {"ModelExchange", "CoSimulation"}
+        Its extraction folder is shared: the worker loads the binary from there and keeps
+        its log and call buffer there.
+    interface : {"ModelExchange", "CoSimulation"}, optional
+        None: no instance (only :meth:`simulate_fmu`).
+    timeout : float
+        Longest one FMI call may take [s].
+    log : text stream, optional
+        Where the binary's captured stdout/stderr is copied, line by line and prefixed with
+        the FMU's name, when the session closes (the CLI's ``--verbose``: ``sys.stderr``).
+        Without it the log is deleted unread.
+    wait : bool
+        False: return while the worker still instantiates (its errors then come with the
+        first request), so that several workers start in parallel (:meth:`open_many`).
+
+    Raises
+    ------
+    FmuError
+        Unknown interface, no binary for it, the instantiation failed, or the worker crashed
+        or hung while instantiating.
     """
 
-    def __init__(self, archive: FmuArchive, interface: str):
-        if interface not in INTERFACES:
+    #: The error of a refused FMI call (the worker-side twin is ``worker._Failure``).
+    Failure = FmuError
+
+    def __init__(self, archive: FmuArchive, interface: str | None, *, timeout: float = DEFAULT_TIMEOUT,
+                 log: TextIO | None = None, wait: bool = True):
+        if interface is not None and interface not in INTERFACES:
             raise FmuError(f"interface {interface!r} is not one of {', '.join(INTERFACES)}.")
-        available = archive.model_exchange if interface == "ModelExchange" else archive.co_simulation
-        if not available:
+        if interface is not None and not (archive.model_exchange if interface == "ModelExchange"
+                                          else archive.co_simulation):
             raise FmuError(f"{archive.path.name}: the FMU has no {interface} interface with a binary for this platform.")
         self.archive = archive
         self.interface = interface
         self.fmi3 = archive.fmi_version == 3
-        from fmpy import instantiate_fmu
-
-        try:
-            self.fmu = instantiate_fmu(str(archive.directory), archive.description, fmi_type=interface)
-        except Exception as exc:  # fmpy: bare Exception or OSError from the loader
-            raise FmuError(f"{archive.path.name}: cannot instantiate the {interface} FMU ({exc}).") from None
-        self._used = self._terminated = False
+        self.timeout = check_timeout(timeout)
+        self.log = log
         self.next_event_time: float | None = None
         self._params = [v for v in archive.variables.values()
                         if v.causality == "parameter" and v.variability in ("fixed", "tunable") and v.is_real]
@@ -57,155 +122,372 @@ class FmuSession:
         self.state_refs = [int(d.variable.derivative.valueReference) for d in description.derivatives]
         self.derivative_refs = [int(d.variable.valueReference) for d in description.derivatives]
         self.n_states = len(self.state_refs)
-
-    # -- low-level calls ---------------------------------------------------------------
-    def _call(self, what: str, function: Callable, *args):
+        self._point = None  # set_point waiting to travel with the next evaluation
+        self._busy = self._instantiating = False
+        self._process: subprocess.Popen | None = None
+        self._spawn()
         try:
-            return function(*args)
-        except Exception as exc:  # fmpy raises FMICallException / OSError
+            if interface is not None:
+                self.submit("instantiate", (str(archive.directory), interface, self.n_states, self.state_refs,
+                                            self.derivative_refs))
+                self._instantiating = True
+                if wait:
+                    self._instantiated()
+        except BaseException:
+            self.kill()
+            raise
+
+    @classmethod
+    def open_many(cls, archive: FmuArchive, interface: str, count: int, **options) -> list[FmuSession]:
+        """``count`` sessions, their workers started and instantiated in parallel."""
+        sessions: list[FmuSession] = []
+        try:
+            for _ in range(count):
+                sessions.append(cls(archive, interface, wait=False, **options))
+            for session in sessions:
+                session._instantiated()
+        except BaseException:
+            for session in sessions:
+                session.kill()
+            raise
+        return sessions
+
+    def _instantiated(self) -> None:
+        if self._instantiating:
+            self._instantiating = False
+            self.result()
+
+    @property
+    def alive(self) -> bool:
+        """Whether the worker still runs (a crash, a timeout or :meth:`close` ends it)."""
+        return self._process is not None
+
+    # -- the worker process ----------------------------------------------------------------
+    def _spawn(self) -> None:
+        folder = self.archive.directory
+        log_fd, log_path = tempfile.mkstemp(prefix="worker-", suffix=".log", dir=folder)
+        self._log_path = Path(log_path)
+        self._progress_path = self._log_path.with_suffix(".call")
+        request_read = request_write = reply_read = reply_write = None
+        try:
+            self._progress = Progress(str(self._progress_path), create=True)
+            request_read, request_write = os.pipe()
+            reply_read, reply_write = os.pipe()
+            self._process = subprocess.Popen(
+                # -P: the script's folder (fmi_adjoint/fmu) is not put on sys.path.
+                [sys.executable, "-P", "-u", _WORKER_SCRIPT, str(request_read), str(reply_write),
+                 str(self._progress_path), self.archive.path.name, str(os.getpid())],
+                stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, pass_fds=(request_read, reply_write),
+                process_group=0,  # Ctrl-C in a terminal reaches the parent only
+            )
+        except BaseException:
+            for fd in (request_write, reply_read):
+                if fd is not None:
+                    os.close(fd)
+            raise
+        finally:
+            os.close(log_fd)
+            for fd in (request_read, reply_write):
+                if fd is not None:
+                    os.close(fd)
+        self._requests = Connection(request_write, readable=False)
+        self._replies = Connection(reply_read, writable=False)
+        self._finalizer = weakref.finalize(self, _kill, self._process)
+        self._seen, self._since = 0, time.monotonic()
+
+    def submit(self, op: str, args: tuple) -> None:
+        """Send one request (answer it with :meth:`result`; see :func:`run_parallel`)."""
+        if self._process is None:
+            raise FmuError(f"{self.archive.path.name}: the FMU's process has ended; open the FMU again.")
+        self._instantiated()
+        if self._busy:
+            raise FmuError(f"internal error: {self.archive.path.name}: a request is already in progress.")
+        try:
+            self._requests.send_bytes(pickle.dumps((op, args), protocol=pickle.HIGHEST_PROTOCOL))
+        except (BrokenPipeError, ConnectionError):
+            raise self._ended() from None
+        except BaseException:
+            self.kill()
+            raise
+        self._busy = True
+        self._since = time.monotonic()
+
+    def _check_deadline(self) -> None:
+        """FmuError (and the worker killed) if the call in progress is older than the timeout."""
+        count, what = self._progress.read()
+        now = time.monotonic()
+        if count != self._seen:
+            self._seen, self._since = count, now
+            return
+        limit = self.timeout if count else max(self.timeout, STARTUP_ALLOWANCE)
+        if now - self._since > limit:
+            self.kill()
+            call = what if count else "starting the FMU's process"
             raise FmuError(
-                f"{self.archive.path.name}: {what} failed ({exc}); check the parameter values and inputs, "
-                "or the FMU's log (the FMU reported an error)."
-            ) from None
+                f"{self.archive.path.name}: {call} did not return within {limit:g} s, so the FMU's process was "
+                "stopped; if the FMU is only slow, raise --fmu-timeout, otherwise have the FMU fixed."
+            )
 
-    def set_real(self, refs: Sequence[int], values: Sequence[float]) -> None:
-        """Set real variables by value reference."""
-        if len(refs):
-            setter = self.fmu.setFloat64 if self.fmi3 else self.fmu.setReal
-            self._call("setting real values", setter, list(refs), [float(v) for v in values])
+    def result(self):
+        """The answer to the request in progress (waits; FmuError on a crash or a timeout)."""
+        if not self._busy:
+            raise FmuError(f"internal error: {self.archive.path.name}: no request is in progress.")
+        try:
+            while not self._replies.poll(_POLL):
+                self._check_deadline()
+            data = self._replies.recv_bytes()
+        except (EOFError, OSError):
+            raise self._ended() from None
+        except BaseException:
+            self.kill()
+            raise
+        self._busy = False
+        try:
+            status, *rest = decode_reply(data)
+        except (pickle.UnpicklingError, ValueError, TypeError, EOFError) as exc:
+            self.kill()
+            raise FmuError(f"{self.archive.path.name}: the FMU's process sent a malformed reply ({exc}); the FMU "
+                           "corrupts its host process. Have the FMU fixed.") from None
+        if status == "ok":
+            kind, value = rest[0]
+            return unpack(value) if kind == "array" else value
+        kind, message = rest
+        if kind == "convergence":
+            from ..errors import ConvergenceError
 
-    def get_real(self, refs: Sequence[int]) -> np.ndarray:
-        """Real variables by value reference."""
-        if not len(refs):
-            return np.zeros(0)
-        getter = self.fmu.getFloat64 if self.fmi3 else self.fmu.getReal
-        return np.asarray(self._call("getting real values", getter, list(refs)), dtype=float)
+            raise ConvergenceError(message)
+        if kind == "internal":
+            raise FmuError(f"internal error in the FMU's process ({message}); please report it.")
+        raise FmuError(message)
+
+    def _request(self, op: str, args: tuple = ()):
+        self.submit(op, args)
+        return self.result()
+
+    def run(self, job: tuple[str, tuple]):
+        """Send one job (:meth:`cs_job`, :meth:`me_job`) and wait for its reply."""
+        self._point = None
+        return self._request(*job)
+
+    def _ended(self) -> FmuError:
+        """The error for a worker that died during a request: the signal and the call."""
+        process = self._process
+        _kill(process)
+        count, what = self._progress.read()
+        call = what if count else "starting the FMU's process"
+        self.kill()
+        status = process.returncode
+        if status is not None and status < 0:
+            try:
+                how = f"crashed with {signal.Signals(-status).name}"
+            except ValueError:
+                how = f"was ended by signal {-status}"
+        else:
+            how = f"ended its process (exit status {status})"
+        return FmuError(f"{self.archive.path.name}: the FMU binary {how} during {call}; the FMU is faulty: "
+                        "rerun with --verbose to see its log, and report it to its author.")
+
+    def kill(self) -> None:
+        """Kill the worker at once and release everything (interrupts, errors, timeouts; a
+        no-op once the worker has ended)."""
+        if self._process is None:
+            return
+        self._finalizer()
+        self._release()
+
+    def _release(self) -> None:
+        for connection in (self._requests, self._replies):
+            connection.close()
+        self._progress.close()
+        self._process = None
+        self._busy = False
+        try:
+            if self.log is not None:
+                self._copy_log()
+        finally:
+            self._log_path.unlink(missing_ok=True)
+            self._progress_path.unlink(missing_ok=True)
+
+    def _copy_log(self) -> None:
+        try:
+            text = self._log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return
+        for line in text.splitlines():
+            print(f"[{self.archive.path.name}] {line}", file=self.log)
+
+    def close(self) -> None:
+        """Free the instance and end the worker (killed if it does not exit within 2 s)."""
+        if self._process is None:
+            return
+        if self._busy:
+            self.kill()
+            return
+        try:
+            self._requests.send_bytes(pickle.dumps(("exit", ())))
+            self._process.wait(_EXIT_GRACE)
+        except (OSError, subprocess.TimeoutExpired):
+            pass  # killed below
+        finally:
+            self.kill()
+
+    # -- values and runs -------------------------------------------------------------------
+    def _call(self, method: str, *args):
+        point, self._point = self._point, None
+        return self._request("call", (point, method, args))
 
     def refs(self, names: Sequence[str]) -> list[int]:
         """Value references of variables given by name."""
         return [self.archive.variable(n).valueReference for n in names]
 
-    # -- runs --------------------------------------------------------------------------
-    def start(self, values: Mapping[str, float], inputs: Mapping[str, float], t0: float, t_end: float) -> None:
-        """Reset (after a previous run), set parameters and inputs, and initialize at ``t0``.
+    def set_real(self, refs: Sequence[int], values: Sequence[float]) -> None:
+        """Set real variables by value reference."""
+        if len(refs):
+            self._call("set_real", list(refs), [float(v) for v in values])
 
-        Model Exchange instances end in continuous-time mode after the event iteration.
-        """
-        fmu = self.fmu
-        if self._used:
-            self._call("fmiReset", fmu.reset)
-        self._used, self._terminated = True, False
-        if not self.fmi3:
-            self._call("fmi2SetupExperiment", fmu.setupExperiment, None, t0, t_end)
-        # Parameters and input start values may be set in the instantiated state.
+    def get_real(self, refs: Sequence[int]) -> np.ndarray:
+        """Real variables by value reference."""
+        if not len(refs):
+            return np.zeros(0)
+        return self._call("get_real", list(refs))
+
+    def _start_values(self, values: Mapping[str, float], inputs: Mapping[str, float]) -> tuple[list, list]:
         refs, vals = [], []
         for v in self._params:
             value = values.get(v.name, v.start)
             if value is not None:
                 refs.append(v.valueReference)
-                vals.append(value)
+                vals.append(float(value))
         for name, value in inputs.items():
             refs.append(self.archive.variables[name].valueReference)
-            vals.append(value)
-        self.set_real(refs, vals)
-        if self.fmi3:
-            self._call("fmi3EnterInitializationMode", fmu.enterInitializationMode, None, t0, t_end)
-        else:
-            self._call("fmi2EnterInitializationMode", fmu.enterInitializationMode)
-        self._call("exiting initialization mode", fmu.exitInitializationMode)
-        if self.interface == "ModelExchange":
-            self._event_iteration()
-            self._call("entering continuous-time mode", fmu.enterContinuousTimeMode)
+            vals.append(float(value))
+        return refs, vals
 
-    def _event_iteration(self) -> None:
-        for _ in range(1000):
-            # fmpy returns (discrete states need update, terminate, nominals changed, values
-            # changed, next event time defined, next event time) for FMI 2 and 3 alike.
-            update = self.fmu.updateDiscreteStates if self.fmi3 else self.fmu.newDiscreteStates
-            info = self._call("the event iteration", update)
-            if info[1]:
-                raise FmuError(f"{self.archive.path.name}: the FMU asked to terminate during initialization.")
-            self.next_event_time = float(info[5]) if info[4] else None
-            if not info[0]:
-                return
-        raise FmuError(f"{self.archive.path.name}: the event iteration at initialization did not settle.")
+    def start(self, values: Mapping[str, float], inputs: Mapping[str, float], t0: float, t_end: float) -> None:
+        """Reset (after a previous run), set parameters and inputs, and initialize at ``t0``.
 
-    def run_cs(
-        self,
-        values: Mapping[str, float],
-        grid: np.ndarray,
-        outputs: Sequence[str],
-        inputs: Callable[[float], dict[str, float]] | None = None,
-    ) -> np.ndarray:
+        Model Exchange instances end in continuous-time mode after the event iteration;
+        :attr:`next_event_time` is the next time event (None if there is none).
+        """
+        self._point = None
+        self.next_event_time = self._call("start", *self._start_values(values, inputs), float(t0), float(t_end))
+
+    def cs_job(self, values: Mapping[str, float], grid: np.ndarray, outputs: Sequence[str],
+               inputs: Callable[[float], dict[str, float]] | None = None) -> tuple[str, tuple]:
+        """The request of :meth:`run_cs` (for :func:`run_parallel`)."""
+        u0 = inputs(float(grid[0])) if inputs else {}
+        table = np.array([list(inputs(float(t)).values()) for t in grid]) if u0 else np.zeros((grid.size, 0))
+        refs, vals = self._start_values(values, u0)
+        return "run_cs", (refs, vals, pack(grid), self.refs(outputs), self.refs(list(u0)), pack(table))
+
+    def run_cs(self, values: Mapping[str, float], grid: np.ndarray, outputs: Sequence[str],
+               inputs: Callable[[float], dict[str, float]] | None = None) -> np.ndarray:
         """Co-simulation over the communication points ``grid``; outputs at every point.
 
         Inputs are set at the start of each communication step (their value there).
         """
-        refs = self.refs(outputs)
-        u0 = inputs(float(grid[0])) if inputs else {}
-        self.start(values, u0, float(grid[0]), float(grid[-1]))
-        out = np.empty((grid.size, len(refs)))
-        out[0] = self.get_real(refs)
-        input_refs = self.refs(list(u0)) if u0 else []
-        for k in range(grid.size - 1):
-            t, h = float(grid[k]), float(grid[k + 1] - grid[k])
-            if inputs and k > 0:
-                self.set_real(input_refs, list(inputs(t).values()))
-            if self.fmi3:
-                result = self._call(f"fmi3DoStep at t = {t:g} s", self.fmu.doStep, t, h)
-                if result and len(result) > 1 and result[1]:  # terminateSimulation
-                    raise FmuError(f"{self.archive.path.name}: the FMU asked to terminate at t = {t:g} s.")
-            else:
-                self._call(f"fmi2DoStep at t = {t:g} s", self.fmu.doStep, t, h)
-            out[k + 1] = self.get_real(refs)
-        self._call("terminating", self.fmu.terminate)
-        self._terminated = True
-        return out
+        self._point = None
+        return self._request(*self.cs_job(values, grid, outputs, inputs))
 
-    # -- Model Exchange evaluation -------------------------------------------------------
+    def me_job(self, values: Mapping[str, float], grid: np.ndarray, outputs: Sequence[str],
+               inputs=None, sources: Sequence[str] = ()) -> tuple[str, tuple]:
+        """The request of :meth:`run_me` (for :func:`run_parallel`)."""
+        refs, vals = self._start_values(values, {})
+        names = list(inputs.columns) if inputs is not None else []
+        times = inputs.times if inputs is not None else np.zeros(1)
+        table = inputs.values if inputs is not None else np.zeros((1, 0))
+        return "run_me", (refs, vals, pack(grid), self.refs(outputs), self.refs(names), pack(times), pack(table),
+                          list(sources))
+
+    @staticmethod
+    def me_result(grid: np.ndarray, reply: dict):
+        """``(Y, trajectory, next_event_time)`` from the reply to :meth:`me_job` (Y and the
+        trajectory are None if a time event falls inside the grid)."""
+        from ..integrate.ode import OdeTrajectory
+
+        if "next_event_time" in reply:
+            return None, None, reply["next_event_time"]
+        traj = OdeTrajectory(t=grid, x=unpack(reply["x"]), f=unpack(reply["f"]),
+                             newton_iterations=np.array(reply["iterations"], dtype=int))
+        return unpack(reply["Y"]), traj, None
+
+    def run_me(self, values: Mapping[str, float], grid: np.ndarray, outputs: Sequence[str], inputs=None,
+               sources: list[str] | None = None):
+        """Start and integrate with the trapezoidal rule in the worker (:mod:`.integrate.ode`);
+        ``(Y, trajectory, next_event_time)`` as :meth:`me_result`.
+
+        ``inputs`` is a Measurement of the inputs (interpolated linearly); ``sources`` says per
+        state whether its Jacobian column comes from the FMU ("fmu") or from differences
+        ("fd"), and is updated in place when the FMU refuses a column.
+        """
+        self._point = None
+        sources = ["fd"] * self.n_states if sources is None else sources
+        reply = self._request(*self.me_job(values, grid, outputs, inputs, sources))
+        if "sources" in reply:
+            sources[:] = reply["sources"]
+        return self.me_result(grid, reply)
+
+    def simulate_fmu(self, **options) -> dict[str, np.ndarray]:
+        """``fmpy.simulate_fmu`` on the extraction folder, in the worker; the result by column."""
+        signal_table = options.pop("input", None)
+        if signal_table is not None:
+            names = list(signal_table.dtype.names)
+            options["input"] = (names, pack(np.column_stack([signal_table[n] for n in names])))
+        columns = self._request("simulate_fmu", (str(self.archive.directory), options))
+        return {name: unpack(value) for name, value in columns.items()}
+
+    # -- Model Exchange evaluation ---------------------------------------------------------
     def initial_states(self) -> np.ndarray:
         """Continuous states after initialization."""
-        buffer = (ctypes.c_double * self.n_states)()
-        self._call("getting the continuous states", self.fmu.getContinuousStates, buffer, self.n_states)
-        return np.array(buffer[:], dtype=float)
+        return self._call("initial_states")
 
     def set_point(self, t: float, x: np.ndarray, input_refs: Sequence[int] = (), u: Sequence[float] = ()) -> None:
-        """Set time, states and inputs of a Model Exchange instance."""
-        self._call("setting the time", self.fmu.setTime, float(t))
-        states = (ctypes.c_double * self.n_states)(*map(float, x))
-        self._call("setting the continuous states", self.fmu.setContinuousStates, states, self.n_states)
-        self.set_real(input_refs, u)
+        """Set time, states and inputs of a Model Exchange instance (sent with the next evaluation)."""
+        self._point = (float(t), [float(v) for v in x], list(input_refs), [float(v) for v in u])
 
     def derivatives(self) -> np.ndarray:
         """State derivatives at the current point."""
-        buffer = (ctypes.c_double * self.n_states)()
-        getter = self.fmu.getContinuousStateDerivatives if self.fmi3 else self.fmu.getDerivatives
-        self._call("getting the state derivatives", getter, buffer, self.n_states)
-        return np.array(buffer[:], dtype=float)
+        return self._call("derivatives")
+
+    def rhs(self, outputs: Sequence[int] = ()) -> np.ndarray:
+        """State derivatives followed by the real variables ``outputs``, in one request."""
+        return self._call("rhs", list(outputs))
 
     def directional(self, unknowns: Sequence[int], known: int, seed: float = 1.0) -> np.ndarray:
         """Directional derivative of ``unknowns`` with respect to one known (a Jacobian column).
 
         Raises FmuError if the FMU refuses (e.g. a parameter as known in FMI 2).
         """
-        # fmpy's FMI 2 and FMI 3 wrappers take (unknowns, knowns, seed) alike.
-        values = self._call("fmiGetDirectionalDerivative", self.fmu.getDirectionalDerivative,
-                            list(unknowns), [known], [seed])
-        return np.asarray(values, dtype=float)
+        return self._call("directional", list(unknowns), int(known), float(seed))
 
     def completed_step(self, t: float) -> None:
         """Report an accepted integrator step; an FMU that needs an event there is refused."""
-        enter_event, terminate = self._call("fmiCompletedIntegratorStep", self.fmu.completedIntegratorStep)
-        if enter_event or terminate:
-            raise FmuError(
-                f"{self.archive.path.name}: the FMU requests an event at t = {t:g} s; the project's integrator "
-                "handles no events. Use a Co-Simulation interface of the FMU."
-            )
+        self._call("completed_step", float(t))
 
-    def close(self) -> None:
-        """Free the instance."""
-        if self._used and not self._terminated:
-            with contextlib.suppress(Exception):
-                self.fmu.terminate()
-        with contextlib.suppress(Exception):
-            self.fmu.freeInstance()
+
+def run_parallel(sessions: Sequence[FmuSession], jobs: Sequence[tuple[str, tuple]]) -> list:
+    """The answers to ``jobs`` (requests such as :meth:`FmuSession.cs_job`), each sent to the
+    next idle session, in job order.  The first error (a refused call, a crash, a timeout)
+    kills the workers still busy and propagates, as does any interrupt."""
+    results = [None] * len(jobs)
+    pending = list(enumerate(jobs))
+    running: dict[FmuSession, int] = {}
+    try:
+        while pending or running:
+            for session in sessions:
+                if session not in running and pending:
+                    index, (op, args) = pending.pop(0)
+                    session.submit(op, args)
+                    running[session] = index
+            ready = wait([s._replies for s in running], timeout=_POLL)
+            for session in list(running):
+                if session._replies in ready:
+                    index = running.pop(session)
+                    results[index] = session.result()
+                else:
+                    session._check_deadline()
+    except BaseException:
+        for session in running:
+            session.kill()
+        raise
+    return results

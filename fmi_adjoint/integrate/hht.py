@@ -83,6 +83,11 @@ class HHT:
         return (1.0 - 2.0 * self.alpha) / 2.0
 
 
+#: Most steps one run may take: every step of the trajectory is stored (for the adjoint),
+#: so a larger count would exhaust memory before the run could fail on its own.
+MAX_STEPS = 50_000_000
+
+
 def time_grid(t0: float, t_end: float, step: float) -> np.ndarray:
     """Step times ``t0 + i h`` ending exactly at ``t_end``.
 
@@ -97,7 +102,7 @@ def time_grid(t0: float, t_end: float, step: float) -> np.ndarray:
     if t_end <= t0:
         raise ModelError(f"t_end = {t_end!r} must be larger than t0 = {t0!r}.")
     n_steps = max(1, round((t_end - t0) / step))
-    if n_steps > 50_000_000:
+    if n_steps > MAX_STEPS:
         raise ModelError(f"t_end/step gives {n_steps} steps; choose a larger step or a shorter time span.")
     grid = t0 + step * np.arange(n_steps + 1, dtype=float)
     grid[-1] = t_end

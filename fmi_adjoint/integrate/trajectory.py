@@ -61,8 +61,13 @@ class Trajectory:
         return len(self.t) - 1
 
     def outputs(self) -> np.ndarray:
-        """Model outputs at every step time, shape ``(N+1, n_y)``."""
-        return self.model.outputs(self.q, self.v, self.a, self.lam, self.t, self.p)[0]
+        """Model outputs at every step time, shape ``(N+1, n_y)``.
+
+        An output expression may overflow where the states are finite (``exp(1000 x)``);
+        the values are then inf or NaN, without a warning: callers check (the command line
+        refuses to write them)."""
+        with np.errstate(all="ignore"):
+            return self.model.outputs(self.q, self.v, self.a, self.lam, self.t, self.p)[0]
 
     def constraint_residual(self) -> np.ndarray:
         """``C(q_i, t_i)`` at every step, shape ``(N+1, m)``."""

@@ -45,7 +45,10 @@ class TableLoad(AbstractForceElement):
 
     Outside the table range the end values are held.  ``scale`` may be an expression of
     parameters (e.g. an identified gain).  In a model file the table comes from a CSV
-    file with a ``time`` column (keys ``file`` and ``column``).
+    file with a ``time`` column (keys ``file`` and ``column``), which must lie inside the
+    model file's folder unless ``--allow-external-tables`` is given: a model file is data
+    and must not make the tool read other files of the machine (see
+    :meth:`fmi_adjoint.model_file._Reader.table_fields`).
     """
 
     type_name: ClassVar[str] = "table_load"

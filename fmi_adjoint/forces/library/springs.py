@@ -133,6 +133,8 @@ class SplineCharacteristic(AbstractTwoPointElement):
         super().__post_init__()
         knots = tuple(float(k) for k in self.knots)
         object.__setattr__(self, "knots", knots)
+        if not all(math.isfinite(k) for k in knots):
+            raise ModelError(f"{self.where('knots')}: the knot positions must be finite numbers.")
         if len(knots) < 3 or any(b <= a for a, b in zip(knots, knots[1:])):
             raise ModelError(f"{self.where('knots')}: give at least three strictly increasing knot positions.")
         if self.values is not None and len(self.values) != len(knots):

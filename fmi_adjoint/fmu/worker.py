@@ -1,0 +1,475 @@
+"""The process that runs an FMU binary on behalf of fmi-adjoint (issue 10, finding 6).
+
+An FMU binary is code from a third party.  It may crash (SIGSEGV), never return from a
+call, or print to stdout.  It therefore never runs in the tool's own process: every
+:class:`~fmi_adjoint.fmu.session.FmuSession` starts one worker process that loads the
+binary through fmpy and owns its one instance; the parent sends requests and waits for
+the replies with a timeout.
+
+Design
+------
+* **A plain subprocess running this file as a script** (``python -P -u worker.py``), not
+  ``multiprocessing``: the worker imports only numpy and fmpy (0.5 s) instead of the whole
+  package (sympy, 2.5 s per worker with "spawn"); a "forkserver" would pay that import once
+  but adds a server and multiprocessing's resource tracker, the source of the "leaked
+  semaphore" warnings.  The worker needs two project modules, the trapezoidal rule and the
+  errors it raises, and loads just those (:func:`_project_module`).
+* **Requests and replies are pickles over two pipes** (``multiprocessing.connection``
+  framing on raw file descriptors).  The parent is trusted, so requests are ordinary
+  pickles; replies come from the process that runs the binary and are read by an
+  unpickler that refuses every class (:func:`decode_reply`): plain tuples, numbers,
+  strings and bytes only (arrays travel as ``(shape, bytes)``).
+* **The call in progress is published in a small memory-mapped file** in the extraction
+  folder (:class:`Progress`): a counter and the text FmuSession used to put in its error
+  messages ("fmi2DoStep at t = 0.5 s").  Writing it costs a memcpy per FMI call; after a
+  crash or a timeout the parent reads it to name the call.  The counter also makes the
+  timeout apply to *one* FMI call, not to a whole simulation sent as one request: the
+  parent's deadline moves whenever the counter moves.
+* **File descriptors 1 and 2 of the worker are a log file** in the extraction folder
+  (set by the parent when it starts the worker, before the binary is loaded), so nothing
+  the binary or fmpy's logger prints reaches the tool's stdout; the CLI copies the log to
+  stderr with ``--verbose``.
+* **Signals**: the worker runs in its own process group and ignores SIGINT, so Ctrl-C
+  reaches only the parent, which kills the worker; with ``PR_SET_PDEATHSIG`` the kernel
+  kills the worker when the parent dies, even by SIGKILL.
+
+Whole simulations are one request (Co-Simulation: every ``doStep``; Model Exchange: the
+trapezoidal rule runs in the worker, with the same code as in the parent); the per-point
+requests of the sensitivity path carry the point with them (``set_point`` is sent with
+the next evaluation).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import pickle
+import signal
+import struct
+import sys
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+__all__ = ["PROBE_STEP", "Progress", "decode_reply", "pack", "unpack", "state_jacobian"]
+
+#: Relative step of the central differences of the right-hand side (state columns).
+PROBE_STEP = 1e-6
+
+_PROGRESS_BYTES = 512
+_HEADER = struct.Struct("<QI")  # call counter, length of the text
+
+
+class Progress:
+    """The call in progress, in a memory-mapped file shared by the worker and its parent.
+
+    Layout: an unsigned 64-bit counter (incremented with every call), the length of the
+    text, the UTF-8 text (at most ``_PROGRESS_BYTES - 12`` bytes).
+    """
+
+    def __init__(self, path: str, create: bool = False):
+        fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o600)
+        try:
+            if create:
+                os.ftruncate(fd, _PROGRESS_BYTES)
+            self._map = mmap.mmap(fd, _PROGRESS_BYTES)
+        finally:
+            os.close(fd)
+        self._count = 0
+
+    def publish(self, what: str) -> None:
+        """Announce the call about to be made (the text first, then the counter)."""
+        data = what.encode("utf-8", "replace")[: _PROGRESS_BYTES - _HEADER.size]
+        self._map[_HEADER.size:_HEADER.size + len(data)] = data
+        self._count += 1
+        self._map[: _HEADER.size] = _HEADER.pack(self._count, len(data))
+
+    def read(self) -> tuple[int, str]:
+        """(counter, text of the last call announced)."""
+        count, length = _HEADER.unpack(self._map[: _HEADER.size])
+        length = min(length, _PROGRESS_BYTES - _HEADER.size)
+        return count, bytes(self._map[_HEADER.size:_HEADER.size + length]).decode("utf-8", "replace")
+
+    def close(self) -> None:
+        self._map.close()
+
+
+# -- the wire format ----------------------------------------------------------------------
+def pack(array) -> tuple:
+    """An array of floats as plain data: (shape, bytes of float64)."""
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    return tuple(array.shape), array.tobytes()
+
+
+def unpack(packed) -> np.ndarray:
+    """The array of :func:`pack` (a copy the caller owns)."""
+    shape, data = packed
+    return np.frombuffer(data, dtype=np.float64).reshape(shape).copy()
+
+
+class _PlainData(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"the FMU worker sent an object of {module}.{name}; only plain data is accepted")
+
+
+def decode_reply(data: bytes):
+    """A reply of the worker: plain data only (no class is ever looked up, so no code runs)."""
+    import io
+
+    return _PlainData(io.BytesIO(data)).load()
+
+
+# -- the state Jacobian, shared by the worker's integration and the parent's sensitivities --
+def state_jacobian(session, at: Callable, t: float, x: np.ndarray, outputs: Sequence[int] = (),
+                   sources: list | None = None) -> np.ndarray:
+    """``d(f, g)/dx`` at (t, x): the FMU's directional derivatives where ``sources[j] == "fmu"``,
+    else central differences of the right-hand side (a refused column switches that state to
+    differences for good: ``sources`` is updated in place).
+
+    ``session`` is the worker's instance or the parent's :class:`FmuSession` (same methods).
+    """
+    sources = ["fd"] * session.n_states if sources is None else sources
+    unknowns = list(session.derivative_refs) + list(outputs)
+    cols = np.empty((len(unknowns), session.n_states))
+    at(t, x)
+    for j, ref in enumerate(session.state_refs):
+        if sources[j] == "fmu":
+            try:
+                cols[:, j] = session.directional(unknowns, ref)
+                continue
+            except session.Failure:
+                sources[j] = "fd"  # refused: central differences from now on
+        d = PROBE_STEP * (abs(x[j]) + 1.0)
+        xp, xm = x.copy(), x.copy()
+        xp[j] += d
+        xm[j] -= d
+        at(t, xp)
+        plus = session.rhs(outputs)
+        at(t, xm)
+        minus = session.rhs(outputs)
+        cols[:, j] = (plus - minus) / (2 * d)
+        at(t, x)
+    return cols
+
+
+# -- the worker side ----------------------------------------------------------------------
+class _Failure(Exception):
+    """An FMI call failed; the message is the complete error line (the parent raises FmuError)."""
+
+
+def _project_module(name: str):
+    """Import ``fmi_adjoint.<name>`` without running ``fmi_adjoint/__init__.py`` (sympy, 2 s).
+
+    The parent packages are registered as bare namespace modules with their real folders as
+    ``__path__``; the submodules are then imported as usual, from the same files as in the
+    parent, so the worker runs exactly the project's code.
+    """
+    import importlib
+    import types
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    parts = ["fmi_adjoint", *name.split(".")[:-1]]
+    for k in range(len(parts)):
+        package = ".".join(parts[: k + 1])
+        if package not in sys.modules:
+            module = types.ModuleType(package)
+            module.__path__ = [os.path.join(root, *parts[1: k + 1])]
+            sys.modules[package] = module
+    return importlib.import_module(f"fmi_adjoint.{name}")
+
+
+class _Instance:
+    """The fmpy instance of the FMU in the worker: set parameters, initialize, step, evaluate.
+
+    An instance is created once and reset between runs (``fmi2Reset`` / ``fmi3Reset``).  At
+    every start all real parameters are set to their start values (sent by the parent, from
+    the checked model description), overridden by the caller's values, as an importer should.
+    """
+
+    Failure = _Failure
+
+    def __init__(self, progress: Progress, fmu_name: str, directory: str, interface: str, n_states: int,
+                 state_refs: list[int], derivative_refs: list[int]):
+        from fmpy import instantiate_fmu, read_model_description
+
+        self.progress = progress
+        self.fmu_name = fmu_name
+        self.interface = interface
+        self.n_states = n_states
+        self.state_refs = state_refs
+        self.derivative_refs = derivative_refs
+        progress.publish("reading the model description")
+        description = read_model_description(directory, validate=False)
+        self.fmi3 = description.fmiVersion.startswith("3")
+        progress.publish(f"instantiating the {interface} FMU")
+        try:
+            self.fmu = instantiate_fmu(directory, description, fmi_type=interface)
+        except Exception as exc:  # fmpy: bare Exception or OSError from the loader
+            raise _Failure(f"{fmu_name}: cannot instantiate the {interface} FMU ({exc}).") from None
+        self._used = self._terminated = False
+        self.next_event_time: float | None = None
+
+    def _call(self, what: str, function: Callable, *args):
+        self.progress.publish(what)
+        try:
+            return function(*args)
+        except Exception as exc:  # fmpy raises FMICallException / OSError
+            raise _Failure(
+                f"{self.fmu_name}: {what} failed ({exc}); check the parameter values and inputs, or the FMU's log "
+                "(rerun with --verbose)."
+            ) from None
+
+    def set_real(self, refs: Sequence[int], values: Sequence[float]) -> None:
+        if len(refs):
+            setter = self.fmu.setFloat64 if self.fmi3 else self.fmu.setReal
+            self._call("setting real values", setter, list(refs), [float(v) for v in values])
+
+    def get_real(self, refs: Sequence[int]) -> np.ndarray:
+        if not len(refs):
+            return np.zeros(0)
+        getter = self.fmu.getFloat64 if self.fmi3 else self.fmu.getReal
+        return np.asarray(self._call("getting real values", getter, list(refs)), dtype=float)
+
+    def start(self, refs: Sequence[int], values: Sequence[float], t0: float, t_end: float) -> float | None:
+        """Reset (after a previous run), set parameters and inputs, initialize at ``t0``.
+
+        Model Exchange instances end in continuous-time mode after the event iteration.
+        Returns the next time event (None if there is none).
+        """
+        fmu = self.fmu
+        if self._used:
+            self._call("fmiReset", fmu.reset)
+        self._used, self._terminated = True, False
+        if not self.fmi3:
+            self._call("fmi2SetupExperiment", fmu.setupExperiment, None, t0, t_end)
+        self.set_real(refs, values)
+        if self.fmi3:
+            self._call("fmi3EnterInitializationMode", fmu.enterInitializationMode, None, t0, t_end)
+        else:
+            self._call("fmi2EnterInitializationMode", fmu.enterInitializationMode)
+        self._call("exiting initialization mode", fmu.exitInitializationMode)
+        if self.interface == "ModelExchange":
+            self._event_iteration()
+            self._call("entering continuous-time mode", fmu.enterContinuousTimeMode)
+        return self.next_event_time
+
+    def _event_iteration(self) -> None:
+        for _ in range(1000):
+            # fmpy returns (discrete states need update, terminate, nominals changed, values
+            # changed, next event time defined, next event time) for FMI 2 and 3 alike.
+            update = self.fmu.updateDiscreteStates if self.fmi3 else self.fmu.newDiscreteStates
+            info = self._call("the event iteration", update)
+            if info[1]:
+                raise _Failure(f"{self.fmu_name}: the FMU asked to terminate during initialization.")
+            self.next_event_time = float(info[5]) if info[4] else None
+            if not info[0]:
+                return
+        raise _Failure(f"{self.fmu_name}: the event iteration at initialization did not settle.")
+
+    def run_cs(self, refs, values, grid, outputs, input_refs, input_table) -> np.ndarray:
+        """Co-simulation over the communication points ``grid``; ``outputs`` at every point.
+
+        ``input_table[k]`` are the inputs at the start of communication step k.
+        """
+        self.start(refs, values, float(grid[0]), float(grid[-1]))
+        out = np.empty((grid.size, len(outputs)))
+        out[0] = self.get_real(outputs)
+        for k in range(grid.size - 1):
+            t, h = float(grid[k]), float(grid[k + 1] - grid[k])
+            if len(input_refs) and k > 0:
+                self.set_real(input_refs, input_table[k])
+            if self.fmi3:
+                result = self._call(f"fmi3DoStep at t = {t:g} s", self.fmu.doStep, t, h)
+                if result and len(result) > 1 and result[1]:  # terminateSimulation
+                    raise _Failure(f"{self.fmu_name}: the FMU asked to terminate at t = {t:g} s.")
+            else:
+                self._call(f"fmi2DoStep at t = {t:g} s", self.fmu.doStep, t, h)
+            out[k + 1] = self.get_real(outputs)
+        self._call("terminating", self.fmu.terminate)
+        self._terminated = True
+        return out
+
+    def initial_states(self) -> np.ndarray:
+        buffer = (ctypes.c_double * self.n_states)()
+        self._call("getting the continuous states", self.fmu.getContinuousStates, buffer, self.n_states)
+        return np.array(buffer[:], dtype=float)
+
+    def set_point(self, t: float, x, input_refs: Sequence[int] = (), u: Sequence[float] = ()) -> None:
+        self._call("setting the time", self.fmu.setTime, float(t))
+        states = (ctypes.c_double * self.n_states)(*map(float, x))
+        self._call("setting the continuous states", self.fmu.setContinuousStates, states, self.n_states)
+        self.set_real(input_refs, u)
+
+    def derivatives(self) -> np.ndarray:
+        buffer = (ctypes.c_double * self.n_states)()
+        getter = self.fmu.getContinuousStateDerivatives if self.fmi3 else self.fmu.getDerivatives
+        self._call("getting the state derivatives", getter, buffer, self.n_states)
+        return np.array(buffer[:], dtype=float)
+
+    def rhs(self, outputs: Sequence[int] = ()) -> np.ndarray:
+        """State derivatives followed by the real values ``outputs`` at the current point."""
+        return np.concatenate([self.derivatives(), self.get_real(outputs)])
+
+    def directional(self, unknowns: Sequence[int], known: int, seed: float = 1.0) -> np.ndarray:
+        # fmpy's FMI 2 and FMI 3 wrappers take (unknowns, knowns, seed) alike.
+        values = self._call("fmiGetDirectionalDerivative", self.fmu.getDirectionalDerivative,
+                            list(unknowns), [known], [seed])
+        return np.asarray(values, dtype=float)
+
+    def completed_step(self, t: float) -> None:
+        enter_event, terminate = self._call("fmiCompletedIntegratorStep", self.fmu.completedIntegratorStep)
+        if enter_event or terminate:
+            raise _Failure(
+                f"{self.fmu_name}: the FMU requests an event at t = {t:g} s; the project's integrator handles no "
+                "events. Use a Co-Simulation interface of the FMU."
+            )
+
+    def run_me(self, refs, values, grid, outputs, input_refs, input_times, input_table, sources) -> dict:
+        """Start, then integrate with the project's trapezoidal rule (as the parent would).
+
+        Returns the outputs and the trajectory, or only ``next_event_time`` if a time event
+        falls inside the grid (the parent refuses it).
+        """
+        integrate_trapezoidal = _project_module("integrate.ode").integrate_trapezoidal
+        u0 = [float(np.interp(grid[0], input_times, col)) for col in input_table.T]
+        event = self.start(list(refs) + list(input_refs), list(values) + u0, float(grid[0]), float(grid[-1]))
+        if event is not None and event <= grid[-1]:
+            return {"next_event_time": event}
+        x0 = self.initial_states()
+
+        def at(t, x):
+            self.set_point(t, x, input_refs, [float(np.interp(t, input_times, col)) for col in input_table.T])
+
+        def f(t, x):
+            at(t, x)
+            return self.derivatives()
+
+        def jacobian(t, x):
+            return state_jacobian(self, at, t, x, (), sources)[: self.n_states]
+
+        def completed(t, x):
+            at(t, x)
+            self.completed_step(t)
+
+        traj = integrate_trapezoidal(f, jacobian, x0, grid, step_done=completed)
+        Y = np.empty((grid.size, len(outputs)))
+        for k, t in enumerate(grid):
+            at(float(t), traj.x[k])
+            Y[k] = self.get_real(outputs)
+        return {"Y": pack(Y), "x": pack(traj.x), "f": pack(traj.f), "iterations": traj.newton_iterations.tolist(),
+                "sources": list(sources)}
+
+    def close(self) -> None:
+        """Terminate and free the instance; failures are irrelevant here (the process ends)."""
+        if self._used and not self._terminated:
+            try:
+                self.fmu.terminate()
+            except Exception:  # noqa: BLE001 - the worker exits right after; nothing to report to
+                pass
+        try:
+            self.fmu.freeInstance()
+        except Exception:  # noqa: BLE001 - as above
+            pass
+
+
+def _simulate_fmu(progress: Progress, fmu_name: str, directory: str, options: dict) -> dict:
+    """fmpy's own drivers (``fmpy.simulate_fmu``); the result columns as packed arrays."""
+    from fmpy import read_model_description, simulate_fmu
+
+    progress.publish("reading the model description")
+    description = read_model_description(directory, validate=False)
+    signal_table = options.pop("input", None)
+    if signal_table is not None:
+        names, table = signal_table
+        dtype = [(name, np.float64) for name in names]
+        signal_table = np.array([tuple(row) for row in unpack(table)], dtype=dtype)
+
+    def step_finished(time, recorder) -> bool:
+        progress.publish(f"fmpy.simulate_fmu, the step after t = {time:g} s")
+        return True
+
+    progress.publish("fmpy.simulate_fmu at the start")
+    try:
+        result = simulate_fmu(directory, validate=False, model_description=description, input=signal_table,
+                              step_finished=step_finished, **options)
+    except Exception as exc:  # fmpy raises bare Exceptions
+        raise _Failure(f"{fmu_name}: re-simulation through fmpy failed ({exc}); rerun with --verbose to see the "
+                       "FMU's log.") from None
+    return {name: pack(result[name]) for name in result.dtype.names}
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask the kernel to kill this process when its parent dies (Linux), even by SIGKILL."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the worker still ends at end-of-file on its request pipe
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _encode_result(value):
+    if isinstance(value, np.ndarray):
+        return ("array", pack(value))
+    return ("value", value)
+
+
+def _serve(request_fd: int, reply_fd: int, progress_path: str, fmu_name: str, parent: int) -> None:
+    """Answer requests until the parent closes the pipe or asks to exit."""
+    from multiprocessing.connection import Connection
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent)
+    requests = Connection(request_fd, writable=False)
+    replies = Connection(reply_fd, readable=False)
+    progress = Progress(progress_path)
+    instance: _Instance | None = None
+    while True:
+        try:
+            op, args = pickle.loads(requests.recv_bytes())
+        except EOFError:
+            break
+        if op == "exit":
+            break
+        try:
+            if op == "instantiate":
+                instance = _Instance(progress, fmu_name, *args)
+                result = ("value", None)
+            elif op == "simulate_fmu":
+                result = ("value", _simulate_fmu(progress, fmu_name, *args))
+            elif op == "run_cs":
+                refs, values, grid, outputs, input_refs, input_table = args
+                result = ("array", pack(instance.run_cs(refs, values, unpack(grid), outputs, input_refs,
+                                                        unpack(input_table))))
+            elif op == "run_me":
+                refs, values, grid, outputs, input_refs, input_times, input_table, sources = args
+                result = ("value", instance.run_me(refs, values, unpack(grid), outputs, input_refs,
+                                                   unpack(input_times), unpack(input_table), list(sources)))
+            elif op == "call":
+                point, method, method_args = args
+                if method not in ("start", "initial_states", "derivatives", "rhs", "get_real", "set_real",
+                                  "directional", "completed_step"):
+                    raise _Failure(f"internal error: the FMU worker has no method {method!r}.")
+                if point is not None:
+                    t, x, input_refs, u = point
+                    instance.set_point(t, x, input_refs, u)
+                result = _encode_result(getattr(instance, method)(*method_args))
+            else:
+                raise _Failure(f"internal error: the FMU worker has no request {op!r}.")
+            reply = ("ok", result)
+        except _Failure as exc:
+            reply = ("error", "fmu", str(exc))
+        except Exception as exc:  # noqa: BLE001 - sent to the parent, which raises it as one error line
+            errors = sys.modules.get("fmi_adjoint.errors")
+            kind = "convergence" if errors is not None and isinstance(exc, errors.ConvergenceError) else "internal"
+            reply = ("error", kind, str(exc) if kind == "convergence" else f"{type(exc).__name__}: {exc}")
+        replies.send_bytes(pickle.dumps(reply))
+    progress.publish("freeing the instance")
+    if instance is not None:
+        instance.close()
+
+
+if __name__ == "__main__":
+    _serve(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]))
