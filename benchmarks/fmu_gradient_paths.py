@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-from fmi_adjoint import write_csv
 from fmi_adjoint.costs import LeastSquaresCost
 from fmi_adjoint.examples import EXAMPLES_DIR, example_path
 from fmi_adjoint.fmu.archive import open_fmu

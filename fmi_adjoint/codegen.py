@@ -117,10 +117,10 @@ def generate_function(
     shapes: list[tuple[int, ...]] = []
     for k, out in enumerate(outputs):
         vector = not isinstance(out, sp.MatrixBase)
-        mat = sp.Matrix(list(out)) if vector else out
+        mat: sp.MatrixBase = sp.Matrix(list(out)) if vector else out
         if vector and len(out) == 0:
             mat = sp.zeros(0, 1)
-        shape = (mat.rows,) if vector else (mat.rows, mat.cols)
+        shape: tuple[int, ...] = (mat.rows,) if vector else (mat.rows, mat.cols)
         shapes.append(shape)
         for i in range(mat.rows):
             for j in range(mat.cols):
@@ -138,7 +138,8 @@ def generate_function(
     # No "basic" pre-optimizations: their factor_terms pass is superlinear (a 1 KB product of
     # 100 factors took 91 s); plain CSE finds the same shared terms in our derivatives.
     replacements, reduced = sp.cse(flat, symbols=sp.numbered_symbols("_c"))
-    used = set().union(*(e.free_symbols for e in reduced), *(e.free_symbols for _, e in replacements)) if flat else set()
+    used = (set().union(*(e.free_symbols for e in reduced), *(e.free_symbols for _, e in replacements))
+            if flat else set())
 
     lines = [f"def {name}({', '.join(g for g, _ in args)}):"]
     for group, symbols in args:

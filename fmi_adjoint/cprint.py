@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 import sympy as sp
 from sympy.printing.c import C99CodePrinter
@@ -35,7 +36,7 @@ class CPrinter(C99CodePrinter):
         Other opaque functions printed as calls of the given C function.
     """
 
-    def __init__(self, symbol_map: Callable[[str], str | None], table_names: set[str] = frozenset(),
+    def __init__(self, symbol_map: Callable[[str], str | None], table_names: AbstractSet[str] = frozenset(),
                  function_names: Mapping[str, str] | None = None):
         super().__init__()
         self._symbol_map = symbol_map

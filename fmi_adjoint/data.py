@@ -87,7 +87,8 @@ def read_csv(path: str | os.PathLike, *, time_column: str = "time", unit: str = 
     try:
         return _parse(reader, where, time_column, unit, min_rows)
     except csv.Error as exc:
-        raise DataError(f"{where}, line {reader.line_num}: not a readable CSV row ({exc}); save it as UTF-8 CSV.") from None
+        raise DataError(f"{where}, line {reader.line_num}: not a readable CSV row ({exc}); save it as UTF-8 "
+                        "CSV.") from None
     except MemoryError:
         raise DataError(f"{where}: too many values to hold in memory; split or decimate the file.") from None
 

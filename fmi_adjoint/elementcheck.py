@@ -23,9 +23,9 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import math
-import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,8 +33,10 @@ from .codegen import generate_function
 from .compiled import compile_model
 from .forces.base import AbstractForceElement, AbstractLocalElement, AbstractTwoPointElement
 from .forces.ccode import element_c_source, local_law
+from .forces.registry import PluginError
 from .model import Coordinate, Model, Output, Parameter
-from .toolchain import c_compiler
+from .errors import CompilerError
+from .toolchain import c_compiler, compile_shared
 
 __all__ = ["CheckResult", "ElementReport", "check_element", "find_c_compiler", "JACOBIAN_RTOL", "C_CODE_RTOL"]
 
@@ -79,7 +81,7 @@ def _sample_range(lo: float, hi: float, default: float) -> tuple[float, float]:
 def _probe_model(element: AbstractForceElement) -> Model:
     """A model holding only ``element``; vector properties bound to fresh parameters."""
     extra: list[Parameter] = []
-    changes = {}
+    changes: dict[str, Any] = {}  # fields of the concrete subclass, unknown to the base's type
     for decl in element.parameters:
         if decl.vector and getattr(element, decl.name, None) is not None:
             names = []
@@ -91,8 +93,9 @@ def _probe_model(element: AbstractForceElement) -> Model:
     if changes:
         element = dataclasses.replace(element, **changes)
     ends = list(getattr(element, "coordinates", ()) or ())
-    if getattr(element, "coordinate", None):
-        ends.append(element.coordinate)
+    coordinate = getattr(element, "coordinate", None)
+    if coordinate:
+        ends.append(coordinate)
     coords = tuple(Coordinate(name, mass=1.0) for name in dict.fromkeys(ends))
     return Model(
         name=f"probe_{element.type_name}",
@@ -121,7 +124,7 @@ def _check_jacobians(element, rng, n_states) -> CheckResult:
         _, K, JV = model.jacobian_terms(q, v, a, lam, t, p)[1:4]
         F_p = model.parameter_terms(q, v, a, lam, t, p)[1]
 
-        def F(qq, vv, pp):
+        def F(qq, vv, pp, a=a, lam=lam, t=t):
             return model.residual_terms(qq, vv, a, lam, t, pp)[1]
 
         for label, x, exact, typical in (("q", q, K, q_scale), ("v", v, -JV, v_scale), ("p", p, F_p, 1e-3)):
@@ -166,7 +169,8 @@ def _local_parameters(law, rng=None) -> np.ndarray:
         if rng is None:
             values.append(decl.default)
         else:
-            values.append(rng.uniform(*_sample_range(*decl.bounds, decl.default)))
+            lo, hi = decl.bounds
+            values.append(rng.uniform(*_sample_range(lo, hi, decl.default)))
     return np.array(values, dtype=float)
 
 
@@ -202,10 +206,10 @@ def _check_c_code(element, law, func, rng, n_states, compiler) -> CheckResult:
         src = Path(folder) / "element.c"
         lib = Path(folder) / "element.so"
         src.write_text(source)
-        proc = subprocess.run([compiler, "-std=c99", "-O2", "-shared", "-fPIC", "-o", str(lib), str(src), "-lm"],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            return CheckResult("c_code", False, f"the generated C code does not compile: {proc.stderr.strip()[:400]}")
+        try:
+            compile_shared([src], lib, what="the element's generated C code", compiler=compiler)
+        except CompilerError as exc:
+            return CheckResult("c_code", False, str(exc))
         dll = ctypes.CDLL(str(lib))
         n, n_p = len(law.q), len(law.p)
         ptr = ctypes.POINTER(ctypes.c_double)
@@ -273,15 +277,22 @@ def check_element(cls: type[AbstractForceElement], *, seed: int = 0, n_states: i
                   compiler: str | None = "auto") -> ElementReport:
     """Run every applicable check on the element type ``cls`` (see module docstring)."""
     rng = np.random.default_rng(seed)
-    element = cls.example()
+    example = getattr(cls, "example", None)
+    if example is None:
+        # Only AbstractLocalElement supplies a default; a model-level element must bring its own.
+        raise PluginError(
+            f"plugins check: element '{cls.type_name}' ({cls.__module__}.{cls.__qualname__}) has no classmethod "
+            "example(); add one returning a representative instance."
+        )
+    element = example()
     results = [_check_jacobians(element, rng, n_states)]
     if isinstance(element, AbstractLocalElement):
         law, func = _local_functions(element)
         results.append(_check_c_code(element, law, func, rng, n_states,
                                      find_c_compiler() if compiler == "auto" else compiler))
-        if cls.zero_at_rest:
+        if type(element).zero_at_rest:
             results.append(_check_rest(element, law, func))
-        if cls.passive:
+        if type(element).passive:
             results.append(_check_passivity(element, law, func, rng, n_states))
     else:
         results.append(CheckResult("c_code", True, "model-level element: its C code is generated with the model"))

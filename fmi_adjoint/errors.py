@@ -15,6 +15,7 @@ __all__ = [
     "ConvergenceError",
     "IdentificationError",
     "OutputFileError",
+    "CompilerError",
 ]
 
 
@@ -44,3 +45,7 @@ class IdentificationError(FmiAdjointError, ValueError):
 
 class OutputFileError(FmiAdjointError, OSError):
     """An output file cannot be written."""
+
+
+class CompilerError(FmiAdjointError, RuntimeError):
+    """No C compiler, or generated C code does not compile."""

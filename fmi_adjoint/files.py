@@ -16,11 +16,12 @@ import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from .errors import OutputFileError
 
-__all__ = ["OutputFileError", "atomic_output", "check_writable", "check_not_input", "decode_text", "file_kind", "read_regular",
-           "same_file"]
+__all__ = ["OutputFileError", "atomic_output", "check_writable", "check_not_input", "decode_text", "file_kind",
+           "read_regular", "same_file"]
 
 
 def file_kind(mode: int) -> str:
@@ -42,7 +43,8 @@ def check_writable(path: str | os.PathLike) -> None:
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
-        raise OutputFileError(f"cannot write {str(target)!r}: the folder {str(folder)!r} does not exist; create it first.")
+        raise OutputFileError(f"cannot write {str(target)!r}: the folder {str(folder)!r} does not exist; create it "
+                              "first.")
     if not os.access(folder, os.W_OK):
         raise OutputFileError(f"cannot write {str(target)!r}: the folder {str(folder)!r} is not writable.")
     _check_regular_or_absent(target)
@@ -178,7 +180,8 @@ def atomic_output(path: str | os.PathLike, mode: str = "w") -> Iterator:
         ) from None
     try:
         os.chmod(tmp, 0o666 & ~_umask())
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8", "newline": ""})) as handle:
+        text_options: dict[str, Any] = {} if "b" in mode else {"encoding": "utf-8", "newline": ""}
+        with os.fdopen(fd, mode, **text_options) as handle:
             yield handle
         # The path may have changed while the output was computed.
         _check_regular_or_absent(target)

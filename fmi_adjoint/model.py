@@ -436,9 +436,9 @@ def assemble(model: Model) -> SymbolicModel:
         M[i, i] = ctx.parameter_expression(coord.mass, f"model '{name}': coordinate '{coord.name}'.mass")
     for k, entry in enumerate(model.mass_matrix):
         where = f"model '{name}': mass_matrix[{k}]"
-        for coord in (entry.row, entry.col):
-            if coord not in index:
-                raise ModelError(f"{where}: unknown coordinate '{coord}'. Coordinates: {', '.join(index)}.")
+        for end in (entry.row, entry.col):
+            if end not in index:
+                raise ModelError(f"{where}: unknown coordinate '{end}'. Coordinates: {', '.join(index)}.")
         value = parse_expression(entry.value, ctx.names(), where=where)
         if value.has(t):
             raise ModelError(f"{where}: a mass-matrix entry may not depend on t; use parameters and positions.")
@@ -449,10 +449,10 @@ def assemble(model: Model) -> SymbolicModel:
     # Applied forces from the elements; quadratic velocity terms if M depends on q.
     Q = sp.zeros(n, 1)
     for element in model.forces:
-        for coord, force in element.generalized_forces(ctx).items():
-            if coord not in index:
-                raise ModelError(f"{element.where()}: unknown coordinate '{coord}'.")
-            Q[index[coord]] += force
+        for target, force in element.generalized_forces(ctx).items():
+            if target not in index:
+                raise ModelError(f"{element.where()}: unknown coordinate '{target}'.")
+            Q[index[target]] += force
     qvec, vvec = sp.Matrix(q), sp.Matrix(v)
     if any(M[i, j].has(*q) for i in range(n) for j in range(n)):
         Mv = M * vvec
@@ -499,7 +499,8 @@ def assemble(model: Model) -> SymbolicModel:
     }
     Y = sp.Matrix(
         [
-            parse_expression(out.expression, ctx.names(), where=f"model '{name}': output '{out.name}'", specials=specials)
+            parse_expression(out.expression, ctx.names(), where=f"model '{name}': output '{out.name}'",
+                             specials=specials)
             for out in model.outputs
         ]
     )
@@ -513,7 +514,7 @@ def assemble(model: Model) -> SymbolicModel:
         [ctx.parameter_expression(c.initial_velocity, f"model '{name}': coordinate '{c.name}'.initial_velocity")
          for c in coordinates]
     )
-    for i, motion in enumerate(model.prescribed):
+    for motion in model.prescribed:
         k = index[motion.coordinate]
         if coordinates[k].fixed_position or coordinates[k].fixed_velocity:
             raise ModelError(

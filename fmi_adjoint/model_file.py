@@ -70,6 +70,7 @@ import math
 import os
 import re
 import tomllib
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -210,7 +211,8 @@ class _Reader:
         return f"{self.source} ({self.line_of(section, index, key if index is None else None)}), {label}"
 
     # -- generic checks --------------------------------------------------------------
-    def table(self, value: Any, where: str, allowed: set[str], required: set[str] = frozenset()) -> dict:
+    def table(self, value: Any, where: str, allowed: AbstractSet[str],
+              required: AbstractSet[str] = frozenset()) -> dict:
         if not isinstance(value, dict):
             raise ModelError(f"{where}: expected a table, got {type(value).__name__}.")
         unknown = sorted(set(value) - allowed)
@@ -310,7 +312,7 @@ class _Reader:
                         name=name,
                         value=self.constant(spec["value"], f"{where}.value"),
                         unit=self.text(spec.get("unit", ""), f"{where}.unit"),
-                        bounds=tuple(self.bound(b, f"{where}.bounds") for b in bounds),
+                        bounds=(self.bound(bounds[0], f"{where}.bounds"), self.bound(bounds[1], f"{where}.bounds")),
                         description=self.text(spec.get("description", ""), f"{where}.description"),
                         causality=causality,
                     )

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
 
-__all__ = ["c_compiler"]
+from .errors import CompilerError
+
+__all__ = ["c_compiler", "compile_shared", "compiler_message"]
 
 
 def c_compiler() -> str | None:
@@ -26,3 +31,28 @@ def compiler_message(stderr: str, limit: int = 300) -> str:
     chosen = next((line for line in lines if "error" in line.lower()), lines[0] if lines else "no message")
     chosen = "".join(ch if ch.isprintable() else "?" for ch in chosen)
     return chosen if len(chosen) <= limit else chosen[: limit - 3] + "..."
+
+
+def compile_shared(sources: Sequence[Path], library: Path, *, flags: Sequence[str] = (), optimize: str = "-O2",
+                   what: str = "the generated C code", compiler: str | None = None) -> None:
+    """Compile C99 ``sources`` into the shared library ``library`` (the one compiler call).
+
+    Raises
+    ------
+    CompilerError
+        No C compiler, the compiler cannot run (e.g. a full disk), or the code does not
+        compile; the message is one line with the compiler's first diagnostic.
+    """
+    compiler = compiler or c_compiler()
+    if compiler is None:
+        raise CompilerError("no C compiler found (tried $CC, cc, gcc, clang); install gcc or set CC.")
+    command = [compiler, "-std=c99", optimize, "-shared", "-fPIC", *flags, "-o", str(library),
+               *map(str, sources), "-lm"]
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, errors="replace")
+    except OSError as exc:
+        raise CompilerError(f"the C compiler could not run for {what} ({exc.strerror or exc}); check the "
+                            "compiler installation.") from None
+    if proc.returncode != 0:
+        raise CompilerError(f"compiling {what} failed: {compiler_message(proc.stderr)}; check free space in the "
+                            "temporary folder (TMPDIR) and the compiler installation.")

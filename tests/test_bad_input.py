@@ -283,7 +283,8 @@ def test_identify_output_folder_missing(workdir, capsys):
 
 def test_usage_errors_exit_2_without_traceback(workdir):
     """argparse errors (unknown command, missing --data) also exit with 2."""
-    for argv in (["frobnicate"], ["gradient", "base.toml", "--params", "c"], ["identify", "base.toml", "--method", "x"]):
+    for argv in (["frobnicate"], ["gradient", "base.toml", "--params", "c"],
+                 ["identify", "base.toml", "--method", "x"]):
         proc = subprocess.run([sys.executable, "-m", "fmi_adjoint", *argv], cwd=workdir, capture_output=True,
                               text=True, timeout=60)
         assert proc.returncode == 2, argv

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fmi_adjoint import HHT, LeastSquaresCost, adjoint_gradient, compile_model, load_model, read_csv, simulate, write_csv
+from fmi_adjoint import (HHT, LeastSquaresCost, adjoint_gradient, compile_model, load_model, read_csv, simulate,
+                         write_csv)
 from fmi_adjoint.cli.main import main
 from fmi_adjoint.examples import example_names, example_path
 from fmi_adjoint.examples.engine_mount_data import TRUE_VALUES

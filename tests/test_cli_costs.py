@@ -11,7 +11,6 @@ import pytest
 
 from fmi_adjoint import Experiment, IdentificationProblem, compile_model, load_model, simulate, write_csv
 from fmi_adjoint.cli.cost_options import step_grid
-from fmi_adjoint.cli.main import main
 from fmi_adjoint.costs import EngineOrderCost, FourierCoefficients, FourierCost, PODCost, RunUp
 from fmi_adjoint.examples import example_path
 
@@ -116,7 +115,8 @@ def test_orders_cost_equals_the_api(sdof, tmp_path, capsys):
     speeds = np.array([70.0, 80.0, 90.0])
     measured = np.array([0.2, 0.3, 0.25])
     path = tmp_path / "orders.csv"
-    path.write_text("speed,amplitude\n" + "".join(f"{s:.17g},{a:.17g}\n" for s, a in zip(speeds, measured)), encoding="utf-8")
+    path.write_text("speed,amplitude\n" + "".join(f"{s:.17g},{a:.17g}\n" for s, a in zip(speeds, measured)),
+                    encoding="utf-8")
     got = gradient_json([*COMMON, "--data", path, "--cost", "orders", "--channel", "x", "--order", "1",
                          "--runup", "30:150:0:12"], capsys)
     cost = EngineOrderCost(step_grid(T_END, STEP), "x", 1.0, speeds, measured, runup)

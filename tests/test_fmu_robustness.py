@@ -67,7 +67,8 @@ def test_set_values_of_identified_parameters_are_the_start(vdp, work, capsys):
     t = np.linspace(0.0, 3.0, 301)
     data = work / "zero.csv"
     write_csv(data, t, {"x0": np.zeros(t.size)})
-    costs = [gradient_json(["--fmu", vdp["good"], "--data", data, "--params", "mu", "--set", f"mu={mu}"], capsys)["cost"]
+    costs = [gradient_json(["--fmu", vdp["good"], "--data", data, "--params", "mu", "--set", f"mu={mu}"],
+                           capsys)["cost"]
              for mu in (0.5, 1.0, 2.0)]
     assert len(set(costs)) == 3
 

@@ -746,8 +746,9 @@ def _csv_text(rows: list[list[str]], rng: random.Random) -> bytes:
     return out.getvalue().encode("utf-8", "surrogatepass")
 
 
-_BAD_CELLS = frozenset({"1_0", "\u0661\u066b\u0665", "\uff11", "\u00b2", "nan", "NaN", "-nan", "inf", "-Infinity", "1e999",
-                        "-1e999", "0x10", "1,5", ".", "e5", "--1", "1.2.3", "9" * 10_000, "1e", "\u22121", "1d0", "1.0f",
+_BAD_CELLS = frozenset({"1_0", "\u0661\u066b\u0665", "\uff11", "\u00b2", "nan", "NaN", "-nan", "inf", "-Infinity",
+                        "1e999", "-1e999", "0x10", "1,5", ".", "e5", "--1", "1.2.3", "9" * 10_000, "1e", "\u22121",
+                        "1d0", "1.0f",
                         "true",
                         "None", "'1'", "\x00", "1\x00", "\u200b1", "0b1", "1j", "\u221e", "1e+", "\u0661", "1\u00a0"})
 
@@ -1167,7 +1168,8 @@ def fmu_case(index: int, base_entries: list[tuple[str, bytes]]) -> Case:
         spelling = rng.choice(["modelDescription.xml", "./modelDescription.xml", ".\\modelDescription.xml",
                                "ModelDescription.xml", "modelDescription.xml/", "a/../modelDescription.xml",
                                "/modelDescription.xml", "modelDescription.xml\x00", "modelDescription.xml ",
-                               "modelDescription.xml.", "modelDescription\u2024xml", "resources/../modelDescription.xml"])
+                               "modelDescription.xml.", "modelDescription\u2024xml",
+                               "resources/../modelDescription.xml"])
         other = xml.replace('start="1.0" unit="N/m"', 'start="7.0" unit="N/m"').encode()
         entries.insert(rng.choice([0, len(entries)]), (spelling, other))
         notes.append(f"second XML entry {spelling!r}")

@@ -376,7 +376,8 @@ def test_van_der_pol_directional_derivatives_equal_finite_differences(vdp, vdp_w
                                                     [VDP["x0_start"], VDP["x1_start"]], [1.0, 1.0]) == [0.0, 0.0, 0.0]
                 # linearity: a combined seed is the combination of the columns
                 knowns = [VDP["x0"], VDP["x1"], VDP["u"], VDP["mu"]]
-                combined = fmu.getDirectionalDerivative([VDP["der(x0)"], VDP["der(x1)"]], knowns, [0.5, -2.0, 3.0, 0.25])
+                combined = fmu.getDirectionalDerivative([VDP["der(x0)"], VDP["der(x1)"]], knowns,
+                                                        [0.5, -2.0, 3.0, 0.25])
                 expected = 0.5 * ad["x0"] - 2.0 * ad["x1"] + 3.0 * ad["u"] + 0.25 * ad["mu"]
                 assert _relative_error(combined, expected) < EXACT
             # a known that is not one is refused (fmpy raises on fmi2Error)
@@ -607,7 +608,8 @@ def test_van_der_pol_fmi3_modes_parameters_fmu_state_and_unsupported_functions(v
         for call in (lambda: fmu.fmi3EnterStepMode(c), lambda: fmu.fmi3EvaluateDiscreteStates(c),
                      lambda: fmu.fmi3EnterConfigurationMode(c), lambda: fmu.getInt32([0]),
                      # (fmpy's getNumberOfVariableDependencies wrapper is broken: call the function)
-                     lambda: fmu.fmi3GetNumberOfVariableDependencies(c, VDP3["der(x1)"], ctypes.byref(ctypes.c_size_t()))):
+                     lambda: fmu.fmi3GetNumberOfVariableDependencies(c, VDP3["der(x1)"],
+                                                                     ctypes.byref(ctypes.c_size_t()))):
             with pytest.raises(FMICallException):
                 call()
         fmu.terminate()

@@ -284,7 +284,8 @@ EXPECTED_EXAMPLES = {
     # name: (n coordinates, m constraints, some parameters, outputs)
     "sdof": (1, 0, {"m", "c", "d"}, ("x",)),
     "engine_mount": (4, 1, {"c_E1", "c_E2", "d_E", "d_H2", "m_H", "a", "b"}, ("a1", "x1", "lever_force")),
-    "slider_crank": (3, 2, {"r", "l", "m_r", "m_s", "phi0", "omega0"}, ("xs", "slider_acc", "rod_force_x", "crank_speed")),
+    "slider_crank": (3, 2, {"r", "l", "m_r", "m_s", "phi0", "omega0"},
+                     ("xs", "slider_acc", "rod_force_x", "crank_speed")),
 }
 
 

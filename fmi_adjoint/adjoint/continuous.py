@@ -312,7 +312,8 @@ def _integrand_derivative(traj: Trajectory, cost: AbstractCost, channels: np.nda
         )
     Y = traj.outputs()[:, channels]
     ybar = np.column_stack([np.interp(traj.t, ts, cost.data[:, c]) for c in range(len(channels))])
-    W = cost.weights / cost.scales**2
+    # LeastSquaresCost.__post_init__ turns weights and scales into arrays (never None).
+    W = np.asarray(cost.weights) / np.asarray(cost.scales) ** 2
     return (Y - ybar) * W[None, :]
 
 
@@ -450,6 +451,7 @@ def continuous_adjoint(traj: Trajectory, cost: AbstractCost, max_order: int = 2)
     if m:
         # mu(T) by linear extrapolation from the first two BDF steps (O(h^2), weight h/2).
         MU[N] = 2.0 * MU[N - 1] - MU[N - 2] if N >= 2 else MU[N - 1]
+        assert C_p_end is not None  # the first chunk of the reverse sweep holds step N
         gradient += eta[N] * (C_p_end.T @ MU[N])
 
     # Boundary terms of (3.30) at t = 0 for a parameter-dependent initial state.

@@ -39,7 +39,7 @@ def output_sensitivities(
     from ..costs.sampling import Sampler
 
     model = traj.model
-    n, m, N = model.n, model.m, traj.n_steps
+    n, N = model.n, traj.n_steps
     params = np.arange(model.n_p) if params is None else np.asarray(params, dtype=int)
     alpha, beta, gamma = traj.alpha, traj.beta, traj.gamma
     c_m, c_old = 1.0 / (1.0 + alpha), alpha / (1.0 + alpha)
@@ -52,7 +52,7 @@ def output_sensitivities(
     S = -np.linalg.solve(Gz, Gp[:, params])[selection]
     Sq, Sv, Sa, Sl = S[:n], S[n : 2 * n], S[2 * n : 3 * n], S[3 * n :]
     dY = np.zeros((N + 1, len(channels), len(params)))
-    prev = None  # (K, JV, Cq, F_p) of the previous step
+    prev: tuple[np.ndarray, ...] = ()  # (K, JV, Cq, F_p) of the previous step (step 0 sets it first)
     for idx in chunks(N + 1, chunk_width(traj)):
         lin = linearize(traj, idx)
         F_p = lin.F_p[:, :, params]

@@ -118,7 +118,7 @@ def _pair(text: str | None, option: str, example: str) -> tuple[float, float] | 
         values = ()
     if len(values) != 2 or not all(math.isfinite(v) for v in values) or not values[0] < values[1]:
         raise ModelError(f"{option} {text!r}: expected LO:HI with finite LO < HI, e.g. {option} {example}.")
-    return values  # type: ignore[return-value]
+    return values[0], values[1]
 
 
 def _floats(text: str | None, option: str, example: str) -> tuple[float, ...]:
@@ -162,7 +162,8 @@ def cost_options_from_args(args: argparse.Namespace, weights: dict, scales: dict
     if args.runup is not None:
         numbers = _floats(args.runup.replace(":", ","), "--runup", "1000:5000:1:11")
         if len(numbers) != 4:
-            raise ModelError(f"--runup {args.runup!r}: expected N0:N1:T0:T1 (rpm, rpm, s, s), e.g. --runup 1000:5000:1:11.")
+            raise ModelError(f"--runup {args.runup!r}: expected N0:N1:T0:T1 (rpm, rpm, s, s), e.g. --runup "
+                             "1000:5000:1:11.")
         runup = RunUp(*numbers)
     modes: tuple[int, ...] = (1,)
     if args.modes is not None:
@@ -301,8 +302,8 @@ def build_cost(
         columns = measurement.columns
         return LeastSquaresCost(
             measurement.times, measurement.values, columns,
-            weights=[options.weights.get(c, 1.0) for c in columns],
-            scales=[options.scales.get(c, 1.0) for c in columns],
+            weights=np.array([options.weights.get(c, 1.0) for c in columns]),
+            scales=np.array([options.scales.get(c, 1.0) for c in columns]),
         ), end
     if cost == "pod":
         return PODCost(measurement.times, measurement.values, measurement.columns, modes=options.modes), end
@@ -403,9 +404,9 @@ def _spectral_cost(options, model, file, *, t_end, step) -> tuple[AbstractCost, 
     coefficients = FourierCoefficients(grid, 2 * np.pi * spectrum.times, window=options.window, t_lower=lo, t_upper=hi)
     A = spectrum.column("A") if "A" in spectrum.columns else None
     B = spectrum.column("B") if "B" in spectrum.columns else None
-    amplitude = spectrum.column("amplitude") if "amplitude" in spectrum.columns else None
-    weights = spectrum.column("weight") if "weight" in spectrum.columns else None
-    if weights is not None and np.any(weights < 0):
+    measured = spectrum.column("amplitude") if "amplitude" in spectrum.columns else None
+    weight_column = spectrum.column("weight") if "weight" in spectrum.columns else None
+    if weight_column is not None and np.any(weight_column < 0):
         raise DataError(f"{file}: the weight column must be >= 0.")
-    return _fourier_cost(options, coefficients, channel, A=A, B=B, amplitude=amplitude, weights=weights), end
+    return _fourier_cost(options, coefficients, channel, A=A, B=B, amplitude=measured, weights=weight_column), end
 

@@ -60,7 +60,8 @@ def run_demo(output_dir: str, method: str = "least_squares") -> int:
 
     # Table of true, initial and identified values.
     std = result.std_errors or [None] * len(names)
-    lines = [f"{'parameter':10s} {'true':>12s} {'initial':>12s} {'identified':>14s} {'std error':>11s} {'|err|/std':>9s}"]
+    lines = [f"{'parameter':10s} {'true':>12s} {'initial':>12s} {'identified':>14s} {'std error':>11s} "
+             f"{'|err|/std':>9s}"]
     for k, name in enumerate(names):
         true, ident, s = TRUE_VALUES[name], result.parameters[k], std[k]
         ratio = f"{abs(ident - true) / s:9.2f}" if s else "        -"

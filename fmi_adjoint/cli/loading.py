@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..compiled import CompiledModel, compile_model
@@ -175,7 +176,7 @@ def load_experiments(
     t_end: float | None,
     step: float | None,
     alpha: float | None,
-    identified: list[str] = (),
+    identified: Sequence[str] = (),
     cost: CostOptions | None = None,
     allow_external_tables: bool = False,
 ) -> list[Experiment]:

@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -92,7 +91,7 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
 class _Parser(argparse.ArgumentParser):
     """argparse with the tool's one-line error (no usage block) and exit code 2."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         print(f"fmi-adjoint: error: {self.prog}: {_one_line(message)}; see '{self.prog} --help'.", file=sys.stderr)
         raise SystemExit(2)
 
@@ -157,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     apply = sub.add_parser("apply", help="hand identified parameters back: a re-parameterized FMU and/or an SSV file")
     apply.add_argument("result", metavar="RESULT.json", help="written by `fmi-adjoint identify -o`")
     apply.add_argument("--fmu", required=True, metavar="MODEL.fmu", help="the FMU the parameters belong to")
-    apply.add_argument("-o", "--output", metavar="IDENTIFIED.fmu", help="copy of the FMU with the identified start values")
+    apply.add_argument("-o", "--output", metavar="IDENTIFIED.fmu",
+                       help="copy of the FMU with the identified start values")
     apply.add_argument("--ssv", metavar="OUT.ssv", help="SSP 1.0 parameter-values file")
 
     check = sub.add_parser("validate", help="re-simulate an FMU through fmpy and compare it with data")
@@ -179,7 +179,7 @@ def _check_solver_options(args) -> None:
     check_time_span(args.t_end, args.step)
 
 
-def _check_outputs(outputs: dict[str, str | None], inputs: list[tuple[str, str | os.PathLike | None]]) -> None:
+def _check_outputs(outputs: dict[str, str | None], inputs: Sequence[tuple[str, str | os.PathLike | None]]) -> None:
     """Each output (``{option: path}``) writable, no input of the command, and distinct."""
     given = [(option, path) for option, path in outputs.items() if path]
     for k, (option, path) in enumerate(given):
@@ -371,7 +371,7 @@ def cmd_identify(args) -> int:
     if args.max_iter < 1:
         raise ModelError(f"--max-iter {args.max_iter}: give at least 1 iteration (default 200).")
     _check_outputs({"-o": args.output, "--plot": args.plot},
-                   (model_inputs(args.model) if args.model else []) + _data_inputs(args))
+                   [*(model_inputs(args.model) if args.model else []), *_data_inputs(args)])
     setup = _problem(args, parse_bounds(args.bounds))
     try:
         problem, options = setup.problem, setup.options

@@ -55,7 +55,7 @@ def plot_fit(path, cost, Y0: np.ndarray, Y1: np.ndarray, cost_history) -> None:
         marker = "o" if hz.size < 60 else None
         for label, values in curves.items():
             ax1.plot(hz, values, marker=marker, ms=3, label=label, **style[label])
-        compared = hz[cost.weights > 0]
+        compared = hz[np.asarray(cost.weights) > 0]  # __post_init__ made the weights an array
         if compared.size < hz.size:
             ax1.axvspan(compared.min(), compared.max(), color="gold", alpha=0.25, label="compared band")
         ax1.set_xlabel("frequency [Hz]")

@@ -74,6 +74,9 @@ class EngineOrderCost(AbstractCost):
     runup: RunUp
     kind: str = "amplitude"
     weights: np.ndarray | None = None
+    # Hann-window rows of the order at each speed (A = _cos @ y, B = _sin @ y), built by __post_init__.
+    _cos: np.ndarray = dataclasses.field(init=False, repr=False)
+    _sin: np.ndarray = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         ts = np.asarray(self.sample_times, dtype=float)
@@ -96,7 +99,8 @@ class EngineOrderCost(AbstractCost):
                     f"speed {rpm:g} rpm: its window [{lo:.4g}, {hi:.4g}] s leaves the samples "
                     f"[{ts[0]:g}, {ts[-1]:g}] s; choose speeds inside the run-up."
                 )
-            coef = FourierCoefficients(ts, [2 * np.pi * self.order * n], window="hann", t_lower=lo, t_upper=hi)
+            coef = FourierCoefficients(ts, np.array([2 * np.pi * self.order * n]), window="hann", t_lower=lo,
+                                       t_upper=hi)
             rows_a.append(coef.cos_matrix[0])  # type: ignore[attr-defined]
             rows_b.append(coef.sin_matrix[0])  # type: ignore[attr-defined]
         object.__setattr__(self, "sample_times", ts)
@@ -110,11 +114,11 @@ class EngineOrderCost(AbstractCost):
     def amplitudes(self, Y: np.ndarray) -> np.ndarray:
         """Order amplitudes ``|C(n)|`` of sampled outputs ``Y``."""
         y = Y[:, 0]
-        return np.hypot(self._cos @ y, self._sin @ y)  # type: ignore[attr-defined]
+        return np.hypot(self._cos @ y, self._sin @ y)
 
     def evaluate(self, Y: np.ndarray, p: np.ndarray) -> CostValue:
         y = Y[:, 0]
-        A, B = self._cos @ y, self._sin @ y  # type: ignore[attr-defined]
+        A, B = self._cos @ y, self._sin @ y
         J, dA, dB = amplitude_misfit(A, B, self.measured_amplitude, self.weights, self.kind)
-        dJ_dy = self._cos.T @ dA + self._sin.T @ dB  # type: ignore[attr-defined]
+        dJ_dy = self._cos.T @ dA + self._sin.T @ dB
         return CostValue(J=J, dJ_dY=dJ_dy[:, None])

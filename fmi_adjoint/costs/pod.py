@@ -50,6 +50,12 @@ class PODCost(AbstractCost):
     data: np.ndarray
     channels: tuple[str, ...]
     modes: tuple[int, ...] = (1,)
+    # Derived by __post_init__ from the data: the chosen mode shapes (columns), the contribution
+    # ratios of all modes, the measured modal coordinates and the trapezoidal weights.
+    mode_shapes: np.ndarray = dataclasses.field(init=False, repr=False)
+    contribution_ratios: np.ndarray = dataclasses.field(init=False, repr=False)
+    measured_coordinates: np.ndarray = dataclasses.field(init=False, repr=False)
+    _eta: np.ndarray = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         ts = np.asarray(self.sample_times, dtype=float)
@@ -76,10 +82,10 @@ class PODCost(AbstractCost):
 
     def modal_coordinates(self, Y: np.ndarray) -> np.ndarray:
         """``a_i(t_s)`` of sampled outputs ``Y``, shape ``(n_samples, n_modes)``."""
-        return Y @ self.mode_shapes  # type: ignore[attr-defined]
+        return Y @ self.mode_shapes
 
     def evaluate(self, Y: np.ndarray, p: np.ndarray) -> CostValue:
-        diff = self.modal_coordinates(Y) - self.measured_coordinates  # type: ignore[attr-defined]
-        eta = self._eta[:, None]  # type: ignore[attr-defined]
+        diff = self.modal_coordinates(Y) - self.measured_coordinates
+        eta = self._eta[:, None]
         J = 0.5 * float(np.sum(eta * diff**2))
-        return CostValue(J=J, dJ_dY=(eta * diff) @ self.mode_shapes.T)  # type: ignore[attr-defined]
+        return CostValue(J=J, dJ_dY=(eta * diff) @ self.mode_shapes.T)

@@ -63,10 +63,12 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..compiled import CompiledModel, compile_model
+from ..errors import IdentificationError
 from ..costs import EngineOrderCost, RunUp
 from ..identify import Experiment, IdentificationProblem, identify
 from ..integrate import simulate
@@ -184,6 +186,9 @@ def amplitude_sensitivities(problem: IdentificationProblem, x: np.ndarray) -> np
 
     exp = problem.experiments[0]
     cost = exp.cost
+    if not isinstance(cost, EngineOrderCost):
+        raise IdentificationError(f"amplitude_sensitivities: the problem's cost is a {type(cost).__name__}, not an "
+                                  "EngineOrderCost; build the problem with order_problem().")
     traj = exp.simulate(exp.parameters(problem.names, x))
     _, channels, Y = sampled_outputs(traj, cost)
     idx = np.array([exp.model.parameter_index(n) for n in problem.names])
@@ -213,7 +218,7 @@ def run_study(
     identified orders are plotted to ``engine_tvd_order6.png`` and ``engine_tvd_orders.png``.
     """
     model = engine_model()
-    kwargs = dict(speeds=speeds, runup=runup, t_end=t_end, step=step, model=model)
+    kwargs: dict[str, Any] = dict(speeds=speeds, runup=runup, t_end=t_end, step=step, model=model)
     measured = measured_orders(**kwargs)
     problem = order_problem(measured[ORDER], **kwargs)
     result = identify(problem, "lbfgsb", scaling="log", max_iterations=max_iterations, progress=progress,
@@ -234,7 +239,8 @@ def run_study(
     band = ORDER * np.asarray(speeds) / 60.0
     k_true = tvd_dynamic_stiffness(TRUE_VALUES, band, model)
     figures = {
-        "tvd_dynamic_stiffness_error_start": float(np.max(np.abs(tvd_dynamic_stiffness(start, band, model) / k_true - 1))),
+        "tvd_dynamic_stiffness_error_start": float(
+            np.max(np.abs(tvd_dynamic_stiffness(start, band, model) / k_true - 1))),
         "tvd_dynamic_stiffness_error_identified": float(
             np.max(np.abs(tvd_dynamic_stiffness(identified, band, model) / k_true - 1))),
         "start": start,

@@ -40,6 +40,7 @@ import uuid
 import zipfile
 import zlib
 from pathlib import Path
+from typing import TypeVar
 
 from lxml import etree
 
@@ -121,7 +122,10 @@ class ArchiveEntry:
     external_attr: int
 
 
-def _float(text, default: float | None) -> float | None:
+_Default = TypeVar("_Default", float, None)
+
+
+def _float(text, default: _Default) -> float | _Default:
     if text is None:
         return default
     try:
@@ -167,8 +171,12 @@ def _check_entries(path: Path, archive: zipfile.ZipFile) -> list[tuple[zipfile.Z
     """
     infos = archive.infolist()
     if len(infos) > _MAX_ENTRIES:
-        raise FmuError(f"{path}: the archive has {len(infos)} entries (limit {_MAX_ENTRIES}); this is not a normal FMU.")
-    checked, seen, files, folders = [], {}, {}, set()
+        raise FmuError(f"{path}: the archive has {len(infos)} entries (limit {_MAX_ENTRIES}); this is not a normal "
+                       "FMU.")
+    checked: list[tuple[zipfile.ZipInfo, ArchiveEntry]] = []
+    seen: dict[str, str] = {}
+    files: dict[str, str] = {}
+    folders: set[str] = set()
     total = 0
     for info in infos:
         raw = info.orig_filename

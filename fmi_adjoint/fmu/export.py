@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import uuid
 import zipfile
@@ -37,8 +36,9 @@ from ..integrate.hht import HHT
 from ..model import Model
 from ..model_file import load_model
 from ..text import c_string_literal
+from ..toolchain import compile_shared
 from .model_code import model_c_sources
-from .native import RUNTIME_DIR, CompilerError, find_c_compiler
+from .native import RUNTIME_DIR, find_c_compiler
 
 __all__ = ["ExportError", "export_fmu", "FMI_VERSIONS"]
 
@@ -200,7 +200,7 @@ def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, 
         No C compiler, or the generated code does not compile.
     """
     header, code = model_c_sources(differentiate(model))
-    compiler = find_c_compiler()
+    find_c_compiler()  # before any work: no compiler is the one error then
     identifier = _identifier(model.name)
     layer = f"fa_fmi{fmi_version}.c"
     runtime = ["fa_engine.h", "fa_engine.c", layer] + sorted(
@@ -225,12 +225,8 @@ def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, 
     binary.parent.mkdir(parents=True)
     # Only the FMI functions are exported (the headers mark them); internal symbols of two
     # fmi-adjoint FMUs in one process must never bind to each other.
-    command = [compiler, "-std=c99", "-O2", "-shared", "-fPIC", "-fvisibility=hidden",
-               f"-I{_fmpy_dir() / 'c-code'}", f"-I{src}", "-o", str(binary),
-               *[str(src / name) for name in c_sources], "-lm"]
-    proc = subprocess.run(command, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise CompilerError(f"compiling the FMU binary failed: {proc.stderr.strip()[:800]}")
+    compile_shared([src / name for name in c_sources], binary,
+                   flags=["-fvisibility=hidden", f"-I{_fmpy_dir() / 'c-code'}", f"-I{src}"], what="the FMU binary")
     return binary, c_sources
 
 

@@ -392,7 +392,8 @@ class FmuProblem:
                 dY = self._output_sensitivities(exp, x, traj)
                 J += value.J
                 gradient += np.einsum("gc,gcp->p", sampler.scatter(value.dJ_dY), dY)
-            return Evaluation(J=J, gradient=gradient, method="sensitivity", forward_seconds=forward / len(self.experiments),
+            return Evaluation(J=J, gradient=gradient, method="sensitivity",
+                              forward_seconds=forward / len(self.experiments),
                               gradient_seconds=time.perf_counter() - started, simulations=self.simulations - sims0)
         t0 = time.perf_counter()
         J = self.cost(x)
@@ -408,7 +409,8 @@ class FmuProblem:
     def _stencil(self, x: np.ndarray, rel: float) -> tuple[list[np.ndarray], list[tuple]]:
         """Trial points of the central differences and how to combine them, inside the bounds."""
         steps = self.fd_steps(x, rel)
-        points, recipes = [], []
+        points: list[np.ndarray] = []
+        recipes: list[tuple] = []
         for k in range(len(x)):
             # An interval narrower than the stencil shrinks the step so that every point
             # stays inside the bounds (the FMU may reject values outside them).
@@ -416,6 +418,8 @@ class FmuProblem:
             if not d > 0:
                 raise IdentificationError(f"parameter {self.names[k]!r}: its bounds leave no room for finite "
                                           "differences; widen them.")
+            offsets: tuple[float, ...]
+            weights: tuple[float, ...]
             if x[k] - d >= self.lower[k] and x[k] + d <= self.upper[k]:
                 offsets, weights = (d, -d), (1 / (2 * d), -1 / (2 * d))
             elif x[k] + 2 * d <= self.upper[k] or x[k] - self.lower[k] < self.upper[k] - x[k]:
@@ -548,13 +552,13 @@ class FmuProblem:
         if use_fmu:
             points = np.unique(np.linspace(0, traj.t.size - 1, min(64, traj.t.size)).astype(int))
             sources = ["fmu"] * n
-            got = np.array([self._state_jacobian(session, at, float(traj.t[p]), traj.x[p], refs, sources)
+            jac = np.array([self._state_jacobian(session, at, float(traj.t[p]), traj.x[p], refs, sources)
                             for p in points])
             fd = np.array([self._state_jacobian(session, at, float(traj.t[p]), traj.x[p], refs, ["fd"] * n)
                            for p in points])
             for j in range(n):
                 refused = sources[j] == "fd"
-                if refused or self._mismatch(got[:, :, j], fd[:, :, j]) > PROBE_TOLERANCE:
+                if refused or self._mismatch(jac[:, :, j], fd[:, :, j]) > PROBE_TOLERANCE:
                     self._state_sources[j] = "fd"
         for j in range(n):
             self.columns[f"state {j}"] = ("directional derivative" if self._state_sources[j] == "fmu"

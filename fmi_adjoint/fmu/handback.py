@@ -250,13 +250,14 @@ def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, in
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise FmuError(f"cannot create the report folder {str(folder)!r}: {exc.strerror}.") from None
-    summary = {"fmu": str(archive.path), "data": data.source, "samples": int(data.times.size), "outputs": {}}
+    per_output: dict[str, dict] = {}
+    summary = {"fmu": str(archive.path), "data": data.source, "samples": int(data.times.size), "outputs": per_output}
     for k, name in enumerate(outputs):
         error = simulated[:, k] - data.values[:, k]
         rms = float(np.sqrt(np.mean(error**2)))
         scale = float(np.sqrt(np.mean(data.values[:, k] ** 2)))
-        summary["outputs"][name] = {"rms_error": rms, "max_abs_error": float(np.max(np.abs(error))),
-                                    "relative_rms_error": rms / scale if scale > 0 else None}
+        per_output[name] = {"rms_error": rms, "max_abs_error": float(np.max(np.abs(error))),
+                            "relative_rms_error": rms / scale if scale > 0 else None}
     _plot(folder / "report.png", data, simulated, summary)
     with atomic_output(folder / "report.json") as handle:
         handle.write(json.dumps(summary, indent=2) + "\n")

@@ -46,7 +46,8 @@ def _table_code(tables) -> list[str]:
             f"    if (!(t > {name}_t[0])) return {name}_y[0];",
             f"    if (t >= {name}_t[{n - 1}]) return {name}_y[{n - 1}];",
             f"    int lo = 0, hi = {n - 1};",
-            "    while (hi - lo > 1) { int mid = (lo + hi) / 2; if (" + name + "_t[mid] <= t) lo = mid; else hi = mid; }",
+            "    while (hi - lo > 1) { int mid = (lo + hi) / 2; if (" + name
+            + "_t[mid] <= t) lo = mid; else hi = mid; }",
             f"    double w = (t - {name}_t[lo]) / ({name}_t[hi] - {name}_t[lo]);",
             f"    return {name}_y[lo] + w * ({name}_y[hi] - {name}_y[lo]);",
             "}",
@@ -67,7 +68,7 @@ def _numeric_links(d: ModelDerivatives) -> tuple[dict[str, str], list[str]]:
         used |= {type(call).__name__ for call in matrix.atoms(sp.Function)}
     names: dict[str, str] = {}
     lines: list[str] = []
-    for tag in sorted({re.match(r"_numeric\d+", u).group(0) for u in used if u.startswith("_numeric")}):
+    for tag in sorted({m.group(0) for u in used if (m := re.match(r"_numeric\d+", u))}):
         element, n, n_p = NUMERIC_ELEMENTS[tag]
         prefix = f"fa_{tag.lstrip('_')}_element"
         try:

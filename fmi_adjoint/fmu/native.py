@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import shutil
-import subprocess
 import tempfile
 import weakref
 from pathlib import Path
@@ -20,18 +19,14 @@ from pathlib import Path
 import numpy as np
 
 from ..compiled import differentiate
-from ..errors import ConvergenceError, FmiAdjointError
+from ..errors import CompilerError, ConvergenceError, FmiAdjointError
 from ..model import Model
-from ..toolchain import c_compiler, compiler_message
+from ..toolchain import c_compiler, compile_shared
 from .model_code import model_c_sources
 
 __all__ = ["RUNTIME_DIR", "CompilerError", "NativeModel", "build_native", "write_sources", "find_c_compiler"]
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
-
-
-class CompilerError(FmiAdjointError, RuntimeError):
-    """No C compiler, or the generated code does not compile."""
 
 
 def find_c_compiler() -> str:
@@ -99,7 +94,7 @@ def build_native(model: Model, optimize: str = "-O2") -> NativeModel:
     CompilerError
         If no C compiler is found or compilation fails (the compiler's message is included).
     """
-    compiler = find_c_compiler()
+    find_c_compiler()  # before any work: no compiler is the one error then
     try:
         path = Path(tempfile.mkdtemp(prefix="fmi_adjoint_native_"))
     except OSError as exc:
@@ -110,12 +105,8 @@ def build_native(model: Model, optimize: str = "-O2") -> NativeModel:
         sources = write_sources(model, path)
         library = path / "fa_native.so"
         # FA_EXPORT_ALL keeps the engine's functions visible so tests can drive them directly.
-        command = [compiler, "-std=c99", optimize, "-shared", "-fPIC", "-DFA_EXPORT_ALL", "-o", str(library),
-                   *map(str, sources), "-lm"]
-        proc = subprocess.run(command, capture_output=True, text=True, errors="replace")
-        if proc.returncode != 0:
-            raise CompilerError(f"compiling the C engine of '{model.name}' failed: {compiler_message(proc.stderr)}; "
-                                "check free space in the temporary folder and the compiler installation.")
+        compile_shared(sources, library, flags=["-DFA_EXPORT_ALL"], optimize=optimize,
+                       what=f"the C engine of '{model.name}'")
         dll = ctypes.CDLL(str(library))
         sizes = (ctypes.c_int * 4)()
         dll.fa_sizes(sizes)

@@ -109,7 +109,8 @@ class FmuSession:
             raise FmuError(f"interface {interface!r} is not one of {', '.join(INTERFACES)}.")
         if interface is not None and not (archive.model_exchange if interface == "ModelExchange"
                                           else archive.co_simulation):
-            raise FmuError(f"{archive.path.name}: the FMU has no {interface} interface with a binary for this platform.")
+            raise FmuError(f"{archive.path.name}: the FMU has no {interface} interface with a binary for this "
+                           "platform.")
         self.archive = archive
         self.interface = interface
         self.fmi3 = archive.fmi_version == 3
@@ -122,7 +123,8 @@ class FmuSession:
         self.state_refs = [int(d.variable.derivative.valueReference) for d in description.derivatives]
         self.derivative_refs = [int(d.variable.valueReference) for d in description.derivatives]
         self.n_states = len(self.state_refs)
-        self._point = None  # set_point waiting to travel with the next evaluation
+        # set_point waiting to travel with the next evaluation
+        self._point: tuple[float, list[float], list[int], list[float]] | None = None
         self._busy = self._instantiating = False
         self._process: subprocess.Popen | None = None
         self._spawn()
@@ -272,6 +274,8 @@ class FmuSession:
     def _ended(self) -> FmuError:
         """The error for a worker that died during a request: the signal and the call."""
         process = self._process
+        if process is None:
+            return FmuError(f"{self.archive.path.name}: the FMU's process has ended; open the FMU again.")
         _kill(process)
         count, what = self._progress.read()
         call = what if count else "starting the FMU's process"
@@ -376,7 +380,8 @@ class FmuSession:
                inputs: Callable[[float], dict[str, float]] | None = None) -> tuple[str, tuple]:
         """The request of :meth:`run_cs` (for :func:`run_parallel`)."""
         u0 = inputs(float(grid[0])) if inputs else {}
-        table = np.array([list(inputs(float(t)).values()) for t in grid]) if u0 else np.zeros((grid.size, 0))
+        table = (np.array([list(inputs(float(t)).values()) for t in grid]) if inputs and u0
+                 else np.zeros((grid.size, 0)))
         refs, vals = self._start_values(values, u0)
         return "run_cs", (refs, vals, pack(grid), self.refs(outputs), self.refs(list(u0)), pack(table))
 

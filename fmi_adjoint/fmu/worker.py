@@ -410,6 +410,12 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def _live(instance: _Instance | None) -> _Instance:
+    if instance is None:
+        raise _Failure("internal error: the FMU worker got a request before 'instantiate'.")
+    return instance
+
+
 def _encode_result(value):
     if isinstance(value, np.ndarray):
         return ("array", pack(value))
@@ -426,6 +432,8 @@ def _serve(request_fd: int, reply_fd: int, progress_path: str, fmu_name: str, pa
     replies = Connection(reply_fd, readable=False)
     progress = Progress(progress_path)
     instance: _Instance | None = None
+    result: tuple
+    reply: tuple
     while True:
         try:
             op, args = pickle.loads(requests.recv_bytes())
@@ -441,21 +449,22 @@ def _serve(request_fd: int, reply_fd: int, progress_path: str, fmu_name: str, pa
                 result = ("value", _simulate_fmu(progress, fmu_name, *args))
             elif op == "run_cs":
                 refs, values, grid, outputs, input_refs, input_table = args
-                result = ("array", pack(instance.run_cs(refs, values, unpack(grid), outputs, input_refs,
-                                                        unpack(input_table))))
+                result = ("array", pack(_live(instance).run_cs(refs, values, unpack(grid), outputs, input_refs,
+                                                               unpack(input_table))))
             elif op == "run_me":
                 refs, values, grid, outputs, input_refs, input_times, input_table, sources = args
-                result = ("value", instance.run_me(refs, values, unpack(grid), outputs, input_refs,
-                                                   unpack(input_times), unpack(input_table), list(sources)))
+                result = ("value", _live(instance).run_me(refs, values, unpack(grid), outputs, input_refs,
+                                                          unpack(input_times), unpack(input_table), list(sources)))
             elif op == "call":
                 point, method, method_args = args
                 if method not in ("start", "initial_states", "derivatives", "rhs", "get_real", "set_real",
                                   "directional", "completed_step"):
                     raise _Failure(f"internal error: the FMU worker has no method {method!r}.")
+                live = _live(instance)
                 if point is not None:
                     t, x, input_refs, u = point
-                    instance.set_point(t, x, input_refs, u)
-                result = _encode_result(getattr(instance, method)(*method_args))
+                    live.set_point(t, x, input_refs, u)
+                result = _encode_result(getattr(live, method)(*method_args))
             else:
                 raise _Failure(f"internal error: the FMU worker has no request {op!r}.")
             reply = ("ok", result)

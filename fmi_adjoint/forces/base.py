@@ -34,7 +34,7 @@ import abc
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import ClassVar, Protocol
+from typing import ClassVar, Protocol, TypeAlias
 
 import sympy as sp
 
@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 Number = str | float | int
-ParameterValue = sp.Expr | tuple[sp.Expr, ...]
+ParameterValue: TypeAlias = sp.Expr | tuple[sp.Expr, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,7 +230,8 @@ class AbstractLocalElement(AbstractForceElement):
         v = [ctx.velocity(c) for c in names]
         forces = self.local_forces(q, v, self.bound_parameters(ctx))
         if len(forces) != len(names):
-            raise ModelError(f"{self.where()}: local_forces returned {len(forces)} values for {len(names)} coordinates.")
+            raise ModelError(f"{self.where()}: local_forces returned {len(forces)} values for {len(names)} "
+                             "coordinates.")
         result: dict[str, sp.Expr] = {}
         for coord, force in zip(names, forces):
             result[coord] = result.get(coord, sp.Integer(0)) + sp.sympify(force)

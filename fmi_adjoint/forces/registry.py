@@ -19,6 +19,7 @@ import inspect
 import math
 from collections.abc import Iterable
 from importlib import metadata
+from typing import Protocol
 
 from ..errors import FmiAdjointError
 from .base import AbstractForceElement, ElementParameter
@@ -30,6 +31,19 @@ GROUP = "fmi_adjoint.forces"
 
 class PluginError(FmiAdjointError, TypeError):
     """A force-element plugin breaks a registration rule."""
+
+
+class _EntryPoint(Protocol):
+    """What the registry uses of an entry point: ``importlib.metadata.EntryPoint`` or a test's fake
+    (``dist`` is read with getattr: fakes may lack it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
+
+    def load(self) -> object: ...
 
 
 def _distribution(entry_point) -> str:
@@ -96,7 +110,8 @@ def _declaration_problem(decl: object, fields: dict, seen: set[str]) -> str | No
     if fields[decl.name].default is not None:
         return f"the field '{decl.name}' must default to None (unbound: the declared default applies)."
     lo, hi = decl.bounds
-    if not (isinstance(lo, (int, float)) and isinstance(hi, (int, float))) or math.isnan(lo) or math.isnan(hi) or lo > hi:
+    if (not (isinstance(lo, (int, float)) and isinstance(hi, (int, float)))
+            or math.isnan(lo) or math.isnan(hi) or lo > hi):
         return f"parameter '{decl.name}': bounds {decl.bounds!r} are not an interval [lo, hi]."
     if not isinstance(decl.default, (int, float)) or not math.isfinite(decl.default):
         return f"parameter '{decl.name}': default {decl.default!r} is not a finite number."
@@ -117,10 +132,10 @@ class Registry:
         (any objects with ``name``, ``value``, ``dist`` and ``load()``).
     """
 
-    def __init__(self, entry_points: Iterable | None = None):
+    def __init__(self, entry_points: Iterable[_EntryPoint] | None = None):
         if entry_points is None:
             entry_points = metadata.entry_points(group=GROUP)
-        self._entries: dict[str, object] = {}
+        self._entries: dict[str, _EntryPoint] = {}
         self._duplicates: dict[str, list] = {}
         for ep in entry_points:
             if ep.name in self._entries:

@@ -77,7 +77,8 @@ class IdentificationResult:
     def to_json(self) -> dict:
         """JSON-serializable summary (the format written by ``fmi-adjoint identify``)."""
         def named(values):
-            return None if values is None else {n: (None if v is None else float(v)) for n, v in zip(self.names, values)}
+            return None if values is None else {n: (None if v is None else float(v))
+                                                for n, v in zip(self.names, values)}
 
         return {
             "parameters": named(self.parameters),
@@ -160,7 +161,9 @@ def identify(
         # may move them by an ulp, which a sensitive cost notices).
         return problem.start.copy() if np.array_equal(u, u0) else scale.to_physical(u)
 
-    progress_log = _Progress(problem.names, sys.stderr if progress == "stderr" else progress)
+    if isinstance(progress, str) and progress != "stderr":
+        raise IdentificationError(f"progress {progress!r} is not a text stream, 'stderr' or None; pass one of those.")
+    progress_log = _Progress(problem.names, sys.stderr if isinstance(progress, str) else progress)
     cost_history: list[float] = []
     gnorm_history: list[float] = []
     failed = [0]

@@ -9,7 +9,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..adjoint import adjoint_gradient, continuous_adjoint_gradient, output_sensitivities, sampled_outputs, sensitivity_gradient
+from ..adjoint import (adjoint_gradient, continuous_adjoint_gradient, output_sensitivities, sampled_outputs,
+                       sensitivity_gradient)
 from ..adjoint.discrete import channel_indices
 from ..compiled import CompiledModel
 from ..costs.base import AbstractCost
@@ -213,7 +214,7 @@ class IdentificationProblem:
         for k in range(len(x)):
             d = steps[k]
 
-            def J(offset: float) -> float:
+            def J(offset: float, k: int = k) -> float:
                 xk = x.copy()
                 xk[k] += offset
                 return self.cost(xk)
@@ -286,7 +287,8 @@ class IdentificationProblem:
     def statistics(self, x: np.ndarray) -> dict:
         """Standard errors and correlations from the Gauss-Newton Hessian (see
         :func:`gauss_newton_statistics`)."""
-        r, Jr = self.residuals(x)
+        r, Jr = self.residuals(x, jacobian=True)
+        assert Jr is not None  # jacobian=True always returns the Jacobian
         return gauss_newton_statistics(r, Jr)
 
 
@@ -304,6 +306,7 @@ def gauss_newton_statistics(r: np.ndarray, Jr: np.ndarray) -> dict:
     scale[scale == 0] = 1.0
     Hs = H / np.outer(scale, scale)
     cond = float(np.linalg.cond(Hs))
+    std: list[float | None]
     if not math.isfinite(cond) or cond > 1e14:
         std, corr = [None] * n_par, None
     else:

@@ -94,12 +94,12 @@ class ParameterScaling:
 
     def scaled_bounds(self) -> list[tuple[float | None, float | None]]:
         """Bounds of ``u`` for the optimizer (None where open)."""
-        result = []
+        result: list[tuple[float | None, float | None]] = []
         for kind, lo, hi, p0 in zip(self.kinds, self.lower, self.upper, self.start):
             if kind == "bounds":
                 result.append((-1.0, 1.0))
                 continue
-            ends = []
+            ends: list[float | None] = []
             for b in (lo, hi):
                 if not math.isfinite(b) or (kind == "log" and b <= 0):
                     ends.append(None)

@@ -6,8 +6,6 @@ import dataclasses
 import math
 from typing import ClassVar
 
-import sympy as sp
-
 from ...errors import ModelError
 from ..base import AbstractLocalElement, ElementParameter
 
@@ -87,7 +85,8 @@ class TorsionalVibrationDamper(AbstractLocalElement):
         super().__post_init__()
         if self.stiffness is None or self.damping is None or len(self.stiffness) != len(self.damping):
             raise ModelError(
-                f"{self.where()}: give 'stiffness' and 'damping' as lists of equal length (one entry per Maxwell branch)."
+                f"{self.where()}: give 'stiffness' and 'damping' as lists of equal length (one entry per Maxwell "
+                "branch)."
             )
         if not self.stiffness:
             raise ModelError(f"{self.where()}: a TVD needs at least one Maxwell branch.")
