@@ -40,6 +40,9 @@ def check_writable(path: str | os.PathLike) -> None:
     An existing ``path`` must be a regular file (checked with ``lstat``: a symlink is
     refused, not followed), because the atomic rename replaces whatever is there.
     """
+    if str(path).endswith(("/", os.sep)):  # Path() would drop the slash and write a file
+        raise OutputFileError(f"cannot write {str(path)!r}: the name ends with '/', so it names a folder; give a "
+                              "file name.")
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():

@@ -98,6 +98,10 @@ _MAX_BYTES = 4 * 1024 * 1024
 #: Most entries of a list-valued element property (dmf_spring stages, tvd branches, spline
 #: knots): a dmf_spring of 100 stages takes 16 s to build, of 1000 stages over 11 minutes.
 _MAX_LIST = 64
+#: Most entries per section: each coordinate, element, constraint and mass entry adds
+#: equations that are differentiated and compiled (a chain of 300 coordinates takes minutes).
+_MAX_ENTRIES = {"coordinates": 500, "forces": 2000, "constraints": 500, "prescribed": 500, "mass_matrix": 5000,
+                "outputs": 1000, "parameters": 5000, "inputs": 1000}
 _SECTIONS = {
     "model",
     "simulation",
@@ -262,6 +266,11 @@ class _Reader:
         if unknown:
             raise ModelError(f"{self.source}: unknown section(s) {unknown}. Sections: {', '.join(sorted(_SECTIONS))}.")
         head = self.table(self.doc.get("model", {}), self.where("model"), {"name", "description", "source"}, {"name"})
+        for section, limit in _MAX_ENTRIES.items():
+            entries = self.doc.get(section, ())
+            if isinstance(entries, (list, dict)) and len(entries) > limit:
+                raise ModelError(f"{self.where(section)}: {len(entries)} entries; the limit is {limit}, which bounds "
+                                 "the time to build the model. Split the model or reduce it.")
         try:
             return Model(
                 name=self.text(head["name"], self.where("model", key="name")),

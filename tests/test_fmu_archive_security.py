@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import os
 import struct
 import subprocess
@@ -461,3 +462,37 @@ def test_forged_hash_or_broken_binary_is_not_trusted(kind, tampered, data, capsy
         _one_error(code, out, err, "zeros.fmu")
     else:
         assert code == 0 and "fmi-adjoint: note: forged.fmu: the binary does not match" in err, err
+
+
+@pytest.mark.parametrize("edit", ["swap_value_references", "output_on_a_parameter", "alias_parameter"])
+def test_edited_description_is_not_trusted(edit, exported, description, work, data, capsys):
+    """Finding 4 (red-team follow-up): binary and resources untouched, but modelDescription.xml
+    edited so that the variables the identification addresses are not the binary's: the
+    embedded model must not be trusted (the adjoint path would give J of another model)."""
+    xml = description
+    if edit == "swap_value_references":
+        xml = re.sub(r'(name="c"[^>]*valueReference=")(\d+)"', r'\g<1>XX"', xml, count=1)
+        xml = re.sub(r'(name="d"[^>]*valueReference=")(\d+)"', r'\g<1>2"', xml, count=1)
+        xml = xml.replace('valueReference="XX"', 'valueReference="3"')
+    elif edit == "output_on_a_parameter":
+        xml = re.sub(r'(name="x"[^>]*valueReference=")(\d+)"', r'\g<1>2"', xml, count=1)
+    else:
+        variable = re.search(r'<ScalarVariable name="c".*?</ScalarVariable>', xml, re.S).group(0)
+        xml = xml.replace(variable, variable + variable.replace('name="c"', 'name="k"'), 1)
+    assert xml != description
+    fmu = _rezip(exported, work / f"{edit}.fmu", replace={"modelDescription.xml": xml.encode()})
+    with open_fmu(fmu) as archive:
+        assert archive.native is None
+        assert "differs from the one exported" in archive.native_distrust
+
+
+def test_applied_start_values_keep_the_export_trusted(exported, work, tmp_path, capsys):
+    """`apply` changes start values only: the FMU it writes is still identified on its model."""
+    result = tmp_path / "result.json"
+    result.write_text(json.dumps({"parameters": {"c": 1.25, "d": 0.4}}))
+    applied = tmp_path / "applied.fmu"
+    code, out, err = run(["apply", result, "--fmu", exported, "-o", applied], capsys)
+    assert code == 0, err
+    with open_fmu(applied) as archive:
+        assert archive.variables["c"].start == 1.25
+        assert archive.native is not None, archive.native_distrust

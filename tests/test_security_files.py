@@ -474,3 +474,23 @@ def test_an_output_named_time_writes_no_csv(workdir, capsys):
     code, out, err = run(["simulate", "timed.toml", "--engine", "python"], capsys)
     assert_one_error(code, err, "'time'")
     assert out == ""
+
+
+def test_output_name_ending_in_a_slash_is_refused(tmp_path, capsys):
+    """Red-team follow-up: `-o out.csv/` wrote the file out.csv (Path drops the slash)."""
+    model = tmp_path / "m.toml"
+    model.write_text(MODEL.format(output="x"))
+    code = main(["simulate", str(model), "--engine", "python", "-o", f"{tmp_path / 'out.csv'}/"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "names a folder" in err, err
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_model_sections_are_bounded(tmp_path, capsys):
+    """Red-team follow-up: a 60 KB model of 300+ coordinates ran for minutes; sections have limits."""
+    model = tmp_path / "big.toml"
+    text = MODEL.format(output="x") + "".join(f'\n[[coordinates]]\nname = "y{k}"\nmass = 1.0\n' for k in range(501))
+    model.write_text(text)
+    code = main(["simulate", str(model), "--engine", "python"])
+    err = capsys.readouterr().err
+    assert code == 2 and "coordinates: 502 entries; the limit is 500" in err, err

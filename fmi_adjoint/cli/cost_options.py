@@ -169,7 +169,7 @@ def cost_options_from_args(args: argparse.Namespace, weights: dict, scales: dict
     if args.modes is not None:
         numbers = _floats(args.modes, "--modes", "1,2")
         if any(m != int(m) or m < 1 for m in numbers):
-            raise ModelError(f"--modes {args.modes!r}: mode numbers are integers from 1.")
+            raise ModelError(f"--modes {excerpt(args.modes)}: mode numbers are integers from 1.")
         modes = tuple(int(m) for m in numbers)
     options = CostOptions(
         cost=cost, channel=args.channel,

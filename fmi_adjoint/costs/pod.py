@@ -18,6 +18,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import DataError
+from ..text import excerpt
 from .base import AbstractCost, CostValue
 from .least_squares import trapezoidal_weights
 
@@ -68,7 +69,7 @@ class PODCost(AbstractCost):
         modes = tuple(int(m) for m in np.atleast_1d(self.modes))
         n_modes = min(data.shape)
         if not modes or any(m < 1 or m > n_modes for m in modes) or len(set(modes)) != len(modes):
-            raise DataError(f"modes {list(modes)}: choose distinct mode numbers from 1 to {n_modes}.")
+            raise DataError(f"modes {excerpt(list(modes))}: choose distinct mode numbers from 1 to {n_modes}.")
         basis, ratios = proper_orthogonal_modes(data)
         W = basis[:, [m - 1 for m in modes]]
         object.__setattr__(self, "sample_times", ts)

@@ -270,6 +270,20 @@ def _schema_problems(root: etree._Element, version: int) -> list[str]:
     return [] if validator.validate(root) else [f"line {e.line}: {e.message}" for e in validator.error_log][:5]
 
 
+
+def _canonical_description(root: etree._Element) -> bytes:
+    """Canonical XML of a model description without start values, generation date and
+    formatting whitespace (what must agree between an exported FMU and its embedded model)."""
+    copy = etree.fromstring(etree.tostring(root))
+    copy.attrib.pop("generationDateAndTime", None)
+    for element in copy.iter():
+        element.attrib.pop("start", None)
+        if element.text is not None and not element.text.strip():
+            element.text = None
+        if element.tail is not None and not element.tail.strip():
+            element.tail = None
+    return etree.tostring(copy, method="c14n")
+
 class FmuArchive:
     """An FMU extracted into a private temporary folder, with its model description.
 
@@ -429,7 +443,7 @@ class FmuArchive:
             actual = hashlib.file_digest(handle, "sha256").hexdigest()
         if actual != recorded.lower():
             return f"the binary does not match the embedded model ({relative!r} is not the binary recorded at export)"
-        from .export import build_fmu_binary
+        from .export import build_fmu_binary, expected_description
         from .native import CompilerError, find_c_compiler
 
         try:
@@ -442,16 +456,24 @@ class FmuArchive:
 
             model = load_model(self.model_file).with_values(settings["values"] or {})
             with tempfile.TemporaryDirectory(prefix="fmi_adjoint_check_") as tmp:
-                binary, _ = build_fmu_binary(model, Path(tmp), fmi_version=int(settings["fmi_version"]),
-                                             token=self.description.guid, step=float(settings["step"]),
-                                             alpha=float(settings["alpha"]))
+                version, step = int(settings["fmi_version"]), float(settings["step"])
+                binary, sources = build_fmu_binary(model, Path(tmp), fmi_version=version,
+                                                   token=self.description.guid, step=step,
+                                                   alpha=float(settings["alpha"]))
                 with open(binary, "rb") as handle:
                     rebuilt = hashlib.file_digest(handle, "sha256").hexdigest()
+            expected = expected_description(model, version, self.description.guid, step, sources)
         except (FmiAdjointError, OSError, KeyError, TypeError, ValueError) as exc:
             return f"the embedded model cannot be rebuilt to check the binary ({type(exc).__name__})"
         if rebuilt != actual:
             return (f"the binary does not match the embedded model (building resources/model.toml gives another "
                     f"{relative!r}: an edited binary or export.json, or another C compiler or fmi-adjoint version)")
+        # The variables (names, value references, causalities, ...) are what the identification
+        # addresses: the XML must be the one export writes, up to start values (which `apply`
+        # changes on purpose) and the generation date.
+        if _canonical_description(expected) != _canonical_description(self.root):
+            return ("modelDescription.xml differs from the one exported for the embedded model in more than start "
+                    "values (variables, value references, FMI version or interface)")
         return None
 
     @property
@@ -510,7 +532,8 @@ def open_fmu(path) -> FmuArchive:
             raise
         except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, RuntimeError, NotImplementedError, EOFError,
                 OSError) as exc:
-            raise FmuError(f"{path}: the archive cannot be extracted ({exc}); obtain an intact FMU.") from None
+            raise FmuError(f"{path}: the archive cannot be extracted ({excerpt(str(exc), 160)}); obtain an intact "
+                           "FMU.") from None
         # The checked bytes are the extracted file, and fmpy reads that same file.
         xml_file = directory / "modelDescription.xml"
         root = _check_description(path, xml_file.read_bytes())

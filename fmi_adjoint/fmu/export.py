@@ -154,6 +154,12 @@ def _model_description(model: Model, version: int, identifier: str, token: str, 
     return root
 
 
+def expected_description(model: Model, version: int, token: str, step: float, sources: list[str]):
+    """The model description :func:`export_fmu` writes for ``model`` (the import side compares
+    an exported FMU's XML with it before trusting the embedded model)."""
+    return _model_description(model, version, _identifier(model.name), token, step, sources)
+
+
 def _build_description(identifier: str, sources: list[str]):
     root = etree.Element("fmiBuildDescription", fmiVersion="3.0")
     config = _sub(root, "BuildConfiguration", modelIdentifier=identifier)
