@@ -50,7 +50,6 @@ _LOCATIONS = {
     "adjoint_gradient": "adjoint",
     "compile_model": "compiled",
     "continuous_adjoint_gradient": "adjoint",
-    "identify": "identify",
     "initial_state": "integrate",
     "load_model": "model_file",
     "output_sensitivities": "adjoint",

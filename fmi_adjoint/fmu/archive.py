@@ -350,10 +350,6 @@ class FmuArchive:
         self.provides_directional_derivatives = bool(
             self.model_exchange and element is not None and element.get(flag, "false") in ("true", "1")
         )
-        self.single_instance = any(
-            e is not None and e.get("canBeInstantiatedOnlyOncePerProcess", "false") in ("true", "1")
-            for e in (root.find("ModelExchange"), root.find("CoSimulation"))
-        )
         self.number_of_event_indicators = int(description.numberOfEventIndicators or 0)
 
     def _has_binary(self, interface, platform: str) -> bool:
