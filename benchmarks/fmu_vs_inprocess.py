@@ -7,7 +7,7 @@ model's simulation horizon rounded to whole steps:
       extracted FMU folder (loading, instantiation and initialization included, unzipping
       not), with a communication step of one internal step (fmpy records every step) and
       of 100 steps (the FMU sub-steps in C; fmpy's per-call overhead is amortized);
-  (b) the same C engine in-process (fmi_adjoint.fmu.native.build_native, one ctypes call);
+  (b) the same C engine in-process (fmi_adjoint.native.build_native, one ctypes call);
   (c) the Python engine (fmi_adjoint.simulate).
 
 Each time is the best of 3; ratios are relative to the Python engine.  The FMU's outputs
@@ -28,7 +28,7 @@ import numpy as np
 from fmi_adjoint import compile_model, load_model, simulate
 from fmi_adjoint.examples import example_names, example_path
 from fmi_adjoint.fmu.export import export_fmu
-from fmi_adjoint.fmu.native import build_native
+from fmi_adjoint.native import build_native
 from fmi_adjoint.integrate import HHT
 from _timing import best_of  # benchmarks/_timing.py (the script folder is on sys.path)
 

@@ -17,34 +17,41 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import sympy as sp
 from sympy.printing.numpy import NumPyPrinter
+from sympy.core.function import AppliedUndef
 from sympy.printing.pycode import PythonCodePrinter
 
 from .errors import ModelError
-from .forces.numeric import NUMERIC_FUNCTIONS
 
-__all__ = ["ArgumentGroup", "generate_function"]
+__all__ = ["ArgumentGroup", "function_source", "generate_function", "load_function", "numeric_calls", "opaque_name"]
 
 ArgumentGroup = tuple[str, Sequence[sp.Symbol] | sp.Symbol]
 _counter = itertools.count()
 
 
-class _TablesAndDelta:
-    """Printer mix-in: table functions by their generated name; DiracDelta as 0.
+def opaque_name(expr: sp.Basic) -> str | None:
+    """Name of a function the generated code calls by name: a time table (``tbl_k``,
+    an undefined function) or a numeric element's function (it carries ``numeric_call``)."""
+    if isinstance(expr, AppliedUndef) or hasattr(type(expr), "numeric_call"):
+        return type(expr).__name__
+    return None
+
+
+class _OpaqueAndDelta:
+    """Printer mix-in: tables and numeric-element functions by their generated name;
+    DiracDelta as 0.
 
     DiracDelta appears in derivatives of ``sign``/``Heaviside``; the engine uses the
     derivative almost everywhere, which is 0.
     """
 
-    _table_names: set[str] = set()
-
     def _print_Function(self, expr):  # noqa: N802 (sympy printer protocol)
-        name = type(expr).__name__
-        if name in self._table_names or name in NUMERIC_FUNCTIONS:
+        name = opaque_name(expr)
+        if name is not None:
             return f"{name}({', '.join(self._print(arg) for arg in expr.args)})"
         return super()._print_Function(expr)
 
@@ -52,16 +59,14 @@ class _TablesAndDelta:
         return "0.0"
 
 
-class _ArrayPrinter(_TablesAndDelta, NumPyPrinter):
-    def __init__(self, table_names: set[str]):
+class _ArrayPrinter(_OpaqueAndDelta, NumPyPrinter):
+    def __init__(self) -> None:
         super().__init__({"fully_qualified_modules": True, "allow_unknown_functions": True})
-        self._table_names = table_names
 
 
-class _ScalarPrinter(_TablesAndDelta, PythonCodePrinter):
-    def __init__(self, table_names: set[str]):
+class _ScalarPrinter(_OpaqueAndDelta, PythonCodePrinter):
+    def __init__(self) -> None:
         super().__init__({"fully_qualified_modules": True, "allow_unknown_functions": True})
-        self._table_names = table_names
 
 
 def _interpolator(times: Sequence[float], values: Sequence[float]) -> Callable:
@@ -74,16 +79,35 @@ def _interpolator(times: Sequence[float], values: Sequence[float]) -> Callable:
     return table
 
 
-def generate_function(
+def numeric_calls(sym) -> dict[str, Callable]:
+    """The Python callables behind the numeric-element functions of an assembled model
+    (:class:`~fmi_adjoint.model.SymbolicModel`), including their derivative functions.
+
+    They travel on the sympy function classes (``numeric_call``), not in a registry."""
+    return _calls_in([sym.Q])
+
+
+def _calls_in(expressions) -> dict[str, Callable]:
+    calls: dict[str, Callable] = {}
+    pending = [type(f) for e in expressions for f in e.atoms(sp.Function) if hasattr(type(f), "numeric_call")]
+    while pending:
+        cls = pending.pop()
+        if cls.__name__ in calls:
+            continue
+        calls[cls.__name__] = cls.numeric_call
+        pending.extend(getattr(cls, "numeric_derivatives", ()))
+    return calls
+
+
+def function_source(
     name: str,
     args: Sequence[ArgumentGroup],
     outputs: Sequence[sp.MatrixBase | Sequence[sp.Expr]],
     *,
     batch_arg: str = "t",
     scalar: bool = False,
-    tables: Sequence[tuple[sp.Function, Sequence[float], Sequence[float]]] = (),
-) -> Callable[..., tuple[np.ndarray, ...]]:
-    """Compile sympy matrices into one numpy function returning a tuple of arrays.
+) -> str:
+    """Print sympy matrices as the source of one numpy function returning a tuple of arrays.
 
     Parameters
     ----------
@@ -103,15 +127,13 @@ def generate_function(
         and the :mod:`math` module (several times faster per call than numpy scalars;
         domain errors raise ``ValueError``/``OverflowError``/``ZeroDivisionError``
         instead of producing NaN, and callers treat those as non-finite results).
-    tables : sequence
-        Table functions ``(function, times, values)`` used by the expressions.
 
     Returns
     -------
-    callable
+    str
+        Load it with :func:`load_function`.
     """
-    table_names = {str(f) for f, _, _ in tables}
-    printer = _ScalarPrinter(table_names) if scalar else _ArrayPrinter(table_names)
+    printer = _ScalarPrinter() if scalar else _ArrayPrinter()
     flat: list[sp.Expr] = []
     slots: list[tuple[int, tuple[int, ...]]] = []
     shapes: list[tuple[int, ...]] = []
@@ -164,19 +186,32 @@ def generate_function(
         index = ", ".join(str(i) for i in pos)
         lines.append(f"    _out{k}[{'' if scalar else '..., '}{index}] = {printer.doprint(expr)}")
     lines.append(f"    return ({''.join(f'_out{k}, ' for k in range(len(shapes)))})")
-    source = "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n"
 
+
+def load_function(name: str, source: str, tables: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+                  calls: Mapping[str, Callable]) -> Callable[..., tuple[np.ndarray, ...]]:
+    """Execute a source printed by :func:`function_source` (possibly read back from the
+    build cache, whose entries are checksummed) and return the function.
+
+    ``tables`` gives ``(times, values)`` of each table function, ``calls`` the numeric
+    elements' callables (:func:`numeric_calls`)."""
     # NumPyPrinter prints Min/Max as functools.reduce(numpy.minimum, ...).
     namespace: dict[str, object] = {"numpy": np, "math": math, "functools": functools}
-    for func, times, values in tables:
-        namespace[str(func)] = _interpolator(times, values)
-    for expr in flat:
-        for call in expr.atoms(sp.Function):
-            fname = type(call).__name__
-            if fname in NUMERIC_FUNCTIONS:
-                namespace[fname] = NUMERIC_FUNCTIONS[fname]
+    for table, (times, values) in tables.items():
+        namespace[table] = _interpolator(times, values)
+    namespace.update(calls)
     code = compile(source, f"<fmi_adjoint generated {name} #{next(_counter)}>", "exec")
     exec(code, namespace)  # noqa: S102 -- source printed by sympy from validated trees, see module docstring
     function = namespace[name]
     function.source = source  # type: ignore[attr-defined]
     return function  # type: ignore[return-value]
+
+
+def generate_function(name: str, args: Sequence[ArgumentGroup], outputs: Sequence[sp.MatrixBase | Sequence[sp.Expr]],
+                      *, batch_arg: str = "t", scalar: bool = False) -> Callable[..., tuple[np.ndarray, ...]]:
+    """Print and load in one go (no time tables; numeric-element callables are found in
+    the expressions).  For element checks; models go through the build cache instead."""
+    source = function_source(name, args, outputs, batch_arg=batch_arg, scalar=scalar)
+    flat = [e for out in outputs for e in (out if not isinstance(out, sp.MatrixBase) else list(out))]
+    return load_function(name, source, {}, _calls_in(flat))

@@ -34,16 +34,21 @@ carry parameter dependence of the initial state by one linear solve.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import sympy as sp
 
-from .codegen import generate_function
-from .errors import ModelError
+from .cache import BuildCache, CacheError, fingerprint, source_fingerprint
+from .codegen import function_source, load_function, numeric_calls
+from .errors import FmiAdjointError, ModelError
+from .forces.numeric import AbstractNumericElement
 from .model import Model, SymbolicModel, assemble
 
-__all__ = ["CompiledModel", "ModelDerivatives", "compile_model", "differentiate"]
+__all__ = ["CompiledModel", "Derivation", "GeneratedFunction", "ModelDerivatives", "ModelStructure", "compile_model",
+           "differentiate", "function_table", "model_key", "numpy_sources"]
 
 Function = Callable[..., tuple[np.ndarray, ...]]
 
@@ -112,9 +117,27 @@ class CompiledModel:
 
 
 def _jac(matrix: sp.Matrix, symbols) -> sp.Matrix:
-    if len(symbols) == 0 or matrix.rows == 0:
-        return sp.zeros(matrix.rows, len(symbols))
-    return matrix.jacobian(sp.Matrix(symbols))
+    """Jacobian, differentiating each entry only by the symbols it contains.
+
+    ``Matrix.jacobian`` differentiates every entry by every symbol; for the sparse
+    equations of a multibody model nearly all of those derivatives are zero, and on
+    engine_tvd they took 12 s of 13 (issue 11).  Opaque functions (tables, numeric
+    elements) may depend on a symbol through their arguments, which ``free_symbols`` sees.
+    """
+    symbols = list(symbols)
+    result = sp.zeros(matrix.rows, len(symbols))
+    if not symbols or matrix.rows == 0:
+        return result
+    if matrix.cols != 1:
+        raise ValueError("_jac differentiates column vectors only")
+    position = {s: k for k, s in enumerate(symbols)}
+    for i in range(matrix.rows):
+        expr = matrix[i, 0]
+        for sym in expr.free_symbols:
+            k = position.get(sym)
+            if k is not None:
+                result[i, k] = expr.diff(sym)
+    return result
 
 
 def _time_derivative(expr: sp.Expr, sym: SymbolicModel) -> sp.Expr:
@@ -231,49 +254,236 @@ def differentiate(model: Model | SymbolicModel) -> ModelDerivatives:
     )
 
 
-def compile_model(model: Model | SymbolicModel) -> CompiledModel:
-    """Differentiate and compile a model.
+#: Argument groups of the generated functions (symbols from ModelDerivatives).
+STATE_ARGS = ("q", "v", "a", "lam", "t", "p")
+INIT_ARGS = ("q", "mu", "v", "nu", "a", "lam", "t", "p")
+GUESS_ARGS = ("t", "p")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GeneratedFunction:
+    """One row of the table of generated functions.
+
+    Every backend loops over :func:`function_table`: the numpy printer
+    (:mod:`fmi_adjoint.codegen`) and the C printer (:mod:`fmi_adjoint.native.model_code`),
+    so a derivative is added in one place and the engines cannot drift.
+
+    Attributes
+    ----------
+    name : str
+        Python attribute of :class:`CompiledModel`; the C function is ``fa_<name>``.
+    args : tuple of str
+        Argument groups (``STATE_ARGS``, ``INIT_ARGS`` or ``GUESS_ARGS``).
+    outputs : tuple of (str, sympy.Matrix, bool)
+        ``(name, matrix, is_vector)``.  Matrices are printed dense by numpy and as the
+        values of their structurally non-zero entries (row-major order) by C.
+    numpy : bool
+        Generate the vectorized numpy function (batch axis first).
+    scalar : str or None
+        Name of the scalar numpy variant (one state, Python floats) used by the Newton loop.
+    """
+
+    name: str
+    args: tuple[str, ...]
+    outputs: tuple[tuple[str, sp.Matrix, bool], ...]
+    numpy: bool = True
+    scalar: str | None = None
+
+
+def function_table(d: ModelDerivatives) -> tuple[GeneratedFunction, ...]:
+    """The generated functions of a model and the matrices each returns."""
+
+    def vec(name: str, matrix: sp.Matrix) -> tuple[str, sp.Matrix, bool]:
+        return (name, matrix, True)
+
+    def mat(name: str, matrix: sp.Matrix) -> tuple[str, sp.Matrix, bool]:
+        return (name, matrix, False)
+
+    residual = (vec("Ma", d.Ma), vec("F", d.F), vec("C", d.C))
+    jacobians = (mat("M", d.M), mat("JM", d.JM), mat("K", d.K), mat("JV", d.JV), mat("Cq", d.Cq))
+    return (
+        GeneratedFunction("residual_terms", STATE_ARGS, residual, scalar="step_residual"),
+        GeneratedFunction("newton", STATE_ARGS, residual + jacobians, numpy=False, scalar="step_newton"),
+        GeneratedFunction("jacobian_terms", STATE_ARGS, jacobians),
+        GeneratedFunction("parameter_terms", STATE_ARGS, (mat("Ma_p", d.Ma_p), mat("F_p", d.F_p), mat("C_p", d.C_p))),
+        GeneratedFunction("outputs", STATE_ARGS, (vec("y", d.Y),)),
+        GeneratedFunction("output_jacobians", STATE_ARGS, (mat("Y_q", d.Y_q), mat("Y_v", d.Y_v), mat("Y_a", d.Y_a),
+                                                            mat("Y_lam", d.Y_lam), mat("Y_p", d.Y_p))),
+        GeneratedFunction("init_guess", GUESS_ARGS, (vec("q0", d.q0), vec("v0", d.v0))),
+        GeneratedFunction("init_residual", INIT_ARGS, (vec("G", d.G),)),
+        GeneratedFunction("init_jacobians", INIT_ARGS, (mat("G_z", d.G_z), mat("G_p", d.G_p))),
+    )
+
+
+def argument_symbols(d: ModelDerivatives) -> dict[str, tuple[sp.Symbol, ...] | sp.Symbol]:
+    """Symbols of each argument group."""
+    sym = d.sym
+    return {"q": sym.q, "v": sym.v, "a": sym.a, "lam": sym.lam, "t": sym.t, "p": sym.p, "mu": d.mu, "nu": d.nu}
+
+
+def numpy_sources(d: ModelDerivatives) -> dict[str, str]:
+    """Source of every numpy function of the table, by attribute name."""
+    groups = argument_symbols(d)
+    sources: dict[str, str] = {}
+    for row in function_table(d):
+        args = [(g, groups[g]) for g in row.args]
+        outputs = [list(matrix) if vector else matrix for _, matrix, vector in row.outputs]
+        batch = "t" if "t" in row.args else "p"
+        if row.numpy:
+            sources[row.name] = function_source(row.name, args, outputs, batch_arg=batch)
+        if row.scalar:
+            sources[row.scalar] = function_source(row.scalar, args, outputs, batch_arg=batch, scalar=True)
+    return sources
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelStructure:
+    """What the generated code of a model needs besides its definition: sizes and facts
+    read off the equations.  Stored in the build cache next to the sources.
+
+    ``tables`` holds ``(function name, times, values)`` of the time tables the code calls.
+    """
+
+    n: int
+    m: int
+    n_y: int
+    constraint_names: tuple[str, ...]
+    mass_depends_on_q: bool
+    table_spans: tuple[tuple[str, float, float], ...]
+    tables: tuple[tuple[str, tuple[float, ...], tuple[float, ...]], ...]
+
+    @classmethod
+    def of(cls, d: ModelDerivatives) -> ModelStructure:
+        sym = d.sym
+        q = sym.q
+        return cls(
+            n=len(q), m=len(sym.lam), n_y=sym.Y.rows, constraint_names=tuple(sym.constraint_names),
+            mass_depends_on_q=any(sym.M[i, j].has(*q) for i in range(len(q)) for j in range(len(q))),
+            table_spans=tuple((where, float(times[0]), float(times[-1]))
+                              for where, (_, times, _) in zip(sym.table_sources, sym.tables)),
+            tables=tuple((str(f), tuple(map(float, times)), tuple(map(float, values)))
+                         for f, times, values in sym.tables),
+        )
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> ModelStructure:
+        return cls(
+            n=int(data["n"]), m=int(data["m"]), n_y=int(data["n_y"]),
+            constraint_names=tuple(data["constraint_names"]), mass_depends_on_q=bool(data["mass_depends_on_q"]),
+            table_spans=tuple((str(w), float(a), float(b)) for w, a, b in data["table_spans"]),
+            tables=tuple((str(n), tuple(map(float, t)), tuple(map(float, v))) for n, t, v in data["tables"]),
+        )
+
+
+class Derivation:
+    """The symbolic work of one build, done at most once and shared by the backends
+    (numpy functions and C library) built in the same call."""
+
+    def __init__(self, model: Model):
+        self.model = model
+        self._derivatives: ModelDerivatives | None = None
+
+    @property
+    def derivatives(self) -> ModelDerivatives:
+        if self._derivatives is None:
+            self._derivatives = differentiate(self.model)
+        return self._derivatives
+
+
+def model_key(model: Model) -> str:
+    """Build-cache key of everything that determines a model's generated code.
+
+    The canonical text of the definition with parameter *values* neutralized (the
+    generated functions take ``p`` as an argument, so a ``--set`` must not rebuild), the
+    classes and source files of its force elements (plugins change without a version
+    bump during development), and fmi-adjoint's own code.
+    """
+    import inspect
+
+    neutral = dataclasses.replace(
+        model, parameters=tuple(dataclasses.replace(par, value=0.0) for par in model.parameters),
+        description="", source="",
+    )
+    parts: list[str | bytes] = ["model", source_fingerprint(), repr(neutral)]
+    for cls in sorted({type(e) for e in model.forces}, key=lambda c: (c.__module__, c.__qualname__)):
+        parts.append(f"{cls.__module__}.{cls.__qualname__}")
+        try:
+            path = inspect.getsourcefile(cls)
+            parts.append(Path(path).read_bytes() if path else b"")
+        except (OSError, TypeError):
+            parts.append(b"")
+    return fingerprint(*parts)
+
+
+def compile_model(model: Model | SymbolicModel, *, cache: BuildCache | None = None,
+                  derivation: Derivation | None = None) -> CompiledModel:
+    """Differentiate a model and generate its numpy functions, through the build cache.
 
     Parameters
     ----------
     model : Model or SymbolicModel
+        A ``SymbolicModel`` is compiled directly, without the cache.
+    cache : BuildCache, optional
+        Default: :meth:`BuildCache.default` (``FMI_ADJOINT_CACHE`` or the user's cache folder).
+    derivation : Derivation, optional
+        Shares the symbolic work with a C build of the same model.
 
     Returns
     -------
     CompiledModel
     """
-    d = differentiate(model)
-    sym = d.sym
-    definition = sym.model
-    q, v, a, lam, p, t = sym.q, sym.v, sym.a, sym.lam, sym.p, sym.t
-    state = [("q", q), ("v", v), ("a", a), ("lam", lam), ("t", t), ("p", p)]
-    init_args = [("q", q), ("mu", d.mu), ("v", v), ("nu", d.nu), ("a", a), ("lam", lam), ("t", t), ("p", p)]
+    if isinstance(model, SymbolicModel):
+        d = differentiate(model)
+        return _assemble_compiled(model.model, ModelStructure.of(d), numpy_sources(d), d.sym)
+    derivation = derivation or Derivation(model)
+    cache = cache or BuildCache.default()
 
-    def gen(name, outputs, args=state, scalar=False):
-        return generate_function(name, args, outputs, tables=sym.tables, scalar=scalar)
+    def build(folder: Path) -> None:
+        d = derivation.derivatives
+        payload = {"format": 1, "structure": ModelStructure.of(d).to_json(), "sources": numpy_sources(d)}
+        (folder / "numpy.json").write_text(json.dumps(payload))
 
-    residual = [list(d.Ma), list(d.F), list(d.C)]
+    try:
+        entry = cache.entry("model", model_key(model), build)
+    except FmiAdjointError:
+        raise
+    except OSError as exc:
+        raise CacheError(f"writing the build cache {cache.root} failed ({exc.strerror or exc}); free space there "
+                         "or set FMI_ADJOINT_CACHE to a writable folder.") from None
+    try:
+        payload = json.loads((entry / "numpy.json").read_text())
+        structure = ModelStructure.from_json(payload["structure"])
+        sources = {str(k): str(v) for k, v in payload["sources"].items()}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ModelError(f"the build cache entry {entry} of model '{model.name}' is unreadable ({exc}); "
+                         "run 'fmi-adjoint cache clear'.") from None
+    numeric = None
+    if any(isinstance(e, AbstractNumericElement) for e in model.forces):
+        # Numeric elements are Python code: their callables come from the assembled model.
+        numeric = derivation.derivatives.sym if derivation._derivatives is not None else assemble(model)
+    return _assemble_compiled(model, structure, sources, numeric)
+
+
+def _assemble_compiled(definition: Model, structure: ModelStructure, sources: dict[str, str],
+                       sym: SymbolicModel | None) -> CompiledModel:
+    tables = {name: (times, values) for name, times, values in structure.tables}
+    calls = numeric_calls(sym) if sym is not None else {}
+    functions = {name: load_function(name, source, tables, calls) for name, source in sources.items()}
     return CompiledModel(
         model=definition,
-        n=len(q),
-        m=len(lam),
-        n_p=len(p),
-        n_y=sym.Y.rows,
+        n=structure.n,
+        m=structure.m,
+        n_p=len(definition.all_parameters),
+        n_y=structure.n_y,
         coordinate_names=tuple(c.name for c in definition.all_coordinates),
-        constraint_names=sym.constraint_names,
+        constraint_names=structure.constraint_names,
         parameter_names=tuple(par.name for par in definition.all_parameters),
         output_names=tuple(o.name for o in definition.outputs),
         defaults=np.array([par.value for par in definition.all_parameters], dtype=float),
-        mass_depends_on_q=any(sym.M[i, j].has(*q) for i in range(len(q)) for j in range(len(q))),
-        residual_terms=gen("residual_terms", residual),
-        jacobian_terms=gen("jacobian_terms", [d.M, d.JM, d.K, d.JV, d.Cq]),
-        parameter_terms=gen("parameter_terms", [d.Ma_p, d.F_p, d.C_p]),
-        outputs=gen("outputs", [list(d.Y)]),
-        output_jacobians=gen("output_jacobians", [d.Y_q, d.Y_v, d.Y_a, d.Y_lam, d.Y_p]),
-        init_residual=gen("init_residual", [list(d.G)], init_args),
-        init_jacobians=gen("init_jacobians", [d.G_z, d.G_p], init_args),
-        init_guess=gen("init_guess", [list(d.q0), list(d.v0)], [("t", t), ("p", p)]),
-        table_spans=tuple((where, times[0], times[-1]) for where, (_, times, _) in zip(sym.table_sources, sym.tables)),
-        step_residual=gen("step_residual", residual, scalar=True),
-        step_newton=gen("step_newton", residual + [d.M, d.JM, d.K, d.JV, d.Cq], scalar=True),
+        mass_depends_on_q=structure.mass_depends_on_q,
+        table_spans=structure.table_spans,
+        **functions,
     )

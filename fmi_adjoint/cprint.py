@@ -8,7 +8,7 @@ from collections.abc import Set as AbstractSet
 import sympy as sp
 from sympy.printing.c import C99CodePrinter
 
-__all__ = ["CPrinter", "C_MATH_CONSTANTS", "c_assignments"]
+__all__ = ["CPrinter", "C_MATH_CONSTANTS", "c_assignments", "c_sparse_assignments", "indexed"]
 
 # sympy's C printer writes known constants (pi, 1/pi, sqrt(2), ...) as the M_* macros of
 # math.h, which strict C99 does not define; every file of generated code starts with these.
@@ -59,11 +59,19 @@ class CPrinter(C99CodePrinter):
         return super()._print_Function(expr)
 
 
+def _cse_lines(slots: list[tuple[str, int]], flat: list[sp.Expr], printer: CPrinter) -> list[str]:
+    # No "basic" pre-optimizations: their factor_terms pass is superlinear (a 1 KB product of
+    # 100 factors took 91 s); plain CSE finds the same shared terms in our derivatives.
+    replacements, reduced = sp.cse(flat, symbols=sp.numbered_symbols("t_"))
+    lines = [f"    const double {sym} = {printer.doprint(expr)};" for sym, expr in replacements]
+    lines += [f"    {name}[{index}] = {printer.doprint(expr)};" for (name, index), expr in zip(slots, reduced)]
+    return lines
+
+
 def c_assignments(outputs: Sequence[tuple[str, sp.Matrix]], printer: CPrinter) -> list[str]:
     """Statements assigning every entry of each matrix to ``name[row*cols + col]``,
     sharing common subexpressions.  Outputs are not assumed to be cleared: each array is
-    zeroed by a loop, then only its non-zero entries are assigned (a dense statement per
-    zero made large sparse Jacobians slow to compile)."""
+    zeroed by a loop, then only its non-zero entries are assigned."""
     flat, slots, lines = [], [], []
     for name, mat in outputs:
         size = mat.rows * mat.cols
@@ -74,12 +82,28 @@ def c_assignments(outputs: Sequence[tuple[str, sp.Matrix]], printer: CPrinter) -
                 if mat[i, j] != 0:
                     slots.append((name, i * mat.cols + j))
                     flat.append(mat[i, j])
-    # No "basic" pre-optimizations: their factor_terms pass is superlinear (a 1 KB product of
-    # 100 factors took 91 s); plain CSE finds the same shared terms in our derivatives.
-    replacements, reduced = sp.cse(flat, symbols=sp.numbered_symbols("t_"))
-    lines += [f"    const double {sym} = {printer.doprint(expr)};" for sym, expr in replacements]
-    lines += [f"    {name}[{index}] = {printer.doprint(expr)};" for (name, index), expr in zip(slots, reduced)]
-    return lines
+    return lines + _cse_lines(slots, flat, printer)
+
+
+def c_sparse_assignments(outputs: Sequence[tuple[str, sp.Matrix, bool]], printer: CPrinter) -> list[str]:
+    """Statements for ``(name, matrix, is_vector)`` outputs sharing common subexpressions:
+    a vector gets every entry (zeros too); a matrix gets the values of its structurally
+    non-zero entries in row-major order (``name[k]`` is the k-th non-zero)."""
+    flat: list[sp.Expr] = []
+    slots: list[tuple[str, int]] = []
+    zeros: list[str] = []
+    for name, mat, vector in outputs:
+        k = 0
+        for i in range(mat.rows):
+            for j in range(mat.cols):
+                expr = mat[i, j]
+                if expr != 0:
+                    slots.append((name, k if not vector else i))
+                    flat.append(expr)
+                    k += 1
+                elif vector:
+                    zeros.append(f"    {name}[{i}] = 0.0;")
+    return zeros + _cse_lines(slots, flat, printer)
 
 
 def indexed(groups: Mapping[str, str]) -> Callable[[str], str | None]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import shutil
 import subprocess
@@ -33,9 +34,26 @@ def compiler_message(stderr: str, limit: int = 300) -> str:
     return chosen if len(chosen) <= limit else chosen[: limit - 3] + "..."
 
 
+def _run(command: list[str], what: str, compiler: str) -> None:
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, errors="replace")
+    except OSError as exc:
+        raise CompilerError(f"the C compiler could not run for {what} ({exc.strerror or exc}); check the "
+                            "compiler installation.") from None
+    if proc.returncode != 0:
+        raise CompilerError(f"compiling {what} failed: {compiler_message(proc.stderr)}; check free space in the "
+                            "temporary folder (TMPDIR) and the compiler installation.")
+
+
 def compile_shared(sources: Sequence[Path], library: Path, *, flags: Sequence[str] = (), optimize: str = "-O2",
                    what: str = "the generated C code", compiler: str | None = None) -> None:
-    """Compile C99 ``sources`` into the shared library ``library`` (the one compiler call).
+    """Compile C99 ``sources`` into the shared library ``library``.
+
+    Each source is compiled by its own compiler process, in parallel (generated code is
+    split into one file per function so that build time grows with the model, not with
+    the square of one huge function), then the objects are linked.  Object files are
+    written next to the library and removed; the result does not depend on the folder
+    (no debug information), so equal inputs give bit-identical libraries.
 
     Raises
     ------
@@ -46,13 +64,17 @@ def compile_shared(sources: Sequence[Path], library: Path, *, flags: Sequence[st
     compiler = compiler or c_compiler()
     if compiler is None:
         raise CompilerError("no C compiler found (tried $CC, cc, gcc, clang); install gcc or set CC.")
-    command = [compiler, "-std=c99", optimize, "-shared", "-fPIC", *flags, "-o", str(library),
-               *map(str, sources), "-lm"]
+    common = [compiler, "-std=c99", optimize, "-fPIC", *flags]
+    objects = [library.parent / f"{library.stem}.{k}.{Path(source).stem}.o" for k, source in enumerate(sources)]
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, errors="replace")
-    except OSError as exc:
-        raise CompilerError(f"the C compiler could not run for {what} ({exc.strerror or exc}); check the "
-                            "compiler installation.") from None
-    if proc.returncode != 0:
-        raise CompilerError(f"compiling {what} failed: {compiler_message(proc.stderr)}; check free space in the "
-                            "temporary folder (TMPDIR) and the compiler installation.")
+        workers = max(1, min(len(sources), os.cpu_count() or 1))
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            jobs = [pool.submit(_run, [*common, "-c", "-o", str(obj), str(src)], what, compiler)
+                    for src, obj in zip(sources, objects)]
+            for job in jobs:
+                job.result()
+        _run([compiler, "-shared", *[f for f in flags if not f.startswith(("-D", "-I"))], "-o", str(library),
+              *map(str, objects), "-lm"], what, compiler)
+    finally:
+        for obj in objects:
+            obj.unlink(missing_ok=True)

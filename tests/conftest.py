@@ -15,21 +15,57 @@ if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
 GOLDEN_DIR = TESTS_DIR / "golden"
+_CACHE_KEY = pytest.StashKey[str]()
+
+
+def pytest_configure(config) -> None:
+    """One build cache for the whole run, shared by the xdist workers (the cache's per-key
+    lock makes them build each model once), inside pytest's temporary folder so that a run
+    starts cold and never touches the user's cache.  ``FMI_ADJOINT_CACHE`` set by the caller
+    wins (e.g. to keep builds across runs while developing)."""
+    import os
+    import tempfile
+
+    if os.environ.get("FMI_ADJOINT_CACHE"):
+        return
+    # The controller runs this before it starts the xdist workers, which inherit the variable.
+    folder = tempfile.mkdtemp(prefix="fmi-adjoint-test-cache-")
+    os.environ["FMI_ADJOINT_CACHE"] = folder
+    config.stash[_CACHE_KEY] = folder
+
+
+def pytest_unconfigure(config) -> None:
+    import shutil
+
+    folder = config.stash.get(_CACHE_KEY, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @functools.cache
 def _compiled_example(name: str):
-    from fmi_adjoint.compiled import compile_model
+    return _example_engine(name).compiled
+
+
+@functools.cache
+def _example_engine(name: str):
+    from fmi_adjoint.engines import NativeEngine
     from fmi_adjoint.examples import example_path
     from fmi_adjoint.model_file import load_model
 
-    return compile_model(load_model(example_path(name)))
+    return NativeEngine.build(load_model(example_path(name)))
 
 
 @pytest.fixture(scope="session")
 def compiled_example():
     """``compiled_example(name)``: the bundled example ``name``, loaded and compiled once."""
     return _compiled_example
+
+
+@pytest.fixture(scope="session")
+def example_engine():
+    """``example_engine(name)``: the native engine of the bundled example ``name``, built once."""
+    return _example_engine
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@
   no partial file.
 
 The in-process C engine is driven through ``fa_engine.h`` (ctypes on the library of
-:func:`fmi_adjoint.fmu.native.build_native`) wherever a run with a parameter change
+:func:`fmi_adjoint.native.build_native`) wherever a run with a parameter change
 between steps is needed: the Python engine has no API to change parameters mid-run.
 """
 
@@ -48,8 +48,9 @@ from fmi_adjoint.cli.main import main
 from fmi_adjoint.compiled import differentiate
 from fmi_adjoint.examples import example_names, example_path
 from fmi_adjoint.fmu.export import export_fmu, validate_against_schema
-from fmi_adjoint.fmu.model_code import model_c_sources
-from fmi_adjoint.fmu.native import CompilerError, build_native, find_c_compiler
+from fmi_adjoint.native import model_c_sources
+from fmi_adjoint.errors import CompilerError
+from fmi_adjoint.native import build_native, find_c_compiler
 from fmi_adjoint.integrate import HHT
 from test_native_engine import INDEX3_ROUNDOFF, SAME_ALGORITHM
 from tolerances import EXACT

@@ -23,7 +23,7 @@ import pytest
 
 from fmi_adjoint.costs import LeastSquaresCost, Sampler
 from fmi_adjoint.identify import Experiment, IdentificationProblem
-from fmi_adjoint.integrate import simulate
+from fmi_adjoint.engines import PythonEngine
 from tolerances import ADJOINT_VS_FORWARD, GRADIENT_VS_FD, ORDER
 
 
@@ -70,23 +70,29 @@ CASES = {
 }
 
 
-def build_problem(case: Case, model) -> IdentificationProblem:
+def build_problem(case: Case, engine) -> IdentificationProblem:
     """Noise-free data simulated at the true values, sampled off the step grid."""
-    truth = simulate(model, model.parameter_vector(case.true), t_end=case.t_end)
+    model = engine.compiled
+    truth = engine.simulate(model.parameter_vector(case.true), t_end=case.t_end)
     times = np.linspace(0.0, case.t_end, case.n_samples)
     channels = [model.output_index(c) for c in case.channels]
     data = Sampler.from_grid(truth.t, times).sample(truth.outputs()[:, channels])
     scales = np.sqrt(np.mean(data**2, axis=0))  # make channels of different units comparable
     cost = LeastSquaresCost(times, data, case.channels, scales=scales)
-    experiment = Experiment(model, cost, t_end=case.t_end)
+    experiment = Experiment(model, cost, t_end=case.t_end, engine=engine)
     return IdentificationProblem([experiment], case.names, start=case.start)
 
 
-@pytest.fixture(scope="module", params=sorted(CASES))
-def evaluated(request, compiled_example):
-    case = CASES[request.param]
-    model = compiled_example(case.example)
-    problem = build_problem(case, model)
+@pytest.fixture(scope="module", params=[(case, engine) for case in sorted(CASES) for engine in ("native", "python")],
+                ids=lambda param: "-".join(param))
+def evaluated(request, example_engine):
+    """Every check runs on both engines (issue 11: the native gradient equals central
+    differences of the native cost, exactly as the reference's does)."""
+    name, kind = request.param
+    case = CASES[name]
+    native = example_engine(case.example)
+    engine = native if kind == "native" else PythonEngine(native.compiled)
+    problem = build_problem(case, engine)
     x = problem.start.copy()
     adjoint = problem.evaluate(x, "adjoint")
     forward = problem.evaluate(x, "forward")

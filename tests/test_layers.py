@@ -14,6 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fmi_adjoint"
 RANK = {
     "errors": 0,
     "text": 1,
+    "cache": 2,
+    "sparsity": 2,
     "expressions": 2,
     "cprint": 2,
     "toolchain": 2,
@@ -28,12 +30,14 @@ RANK = {
     "costs": 6,
     "elementcheck": 6,
     "adjoint": 7,
-    "identify": 8,
-    "examples": 9,
-    "fmu": 9,
-    "cli": 10,
-    "__init__": 11,
-    "__main__": 11,
+    "native": 7,
+    "engines": 8,
+    "identify": 9,
+    "examples": 10,
+    "fmu": 10,
+    "cli": 11,
+    "__init__": 12,
+    "__main__": 12,
 }
 
 

@@ -345,9 +345,26 @@ def test_unexpected_failure_is_one_line_naming_a_bug(capsys, monkeypatch):
 
 
 def _private_env(tmp_path: Path) -> dict:
+    """A private temporary folder and an empty build cache (so the model is really built)."""
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
-    return {**os.environ, "TMPDIR": str(tmp), "PYTHONDONTWRITEBYTECODE": "1"}
+    return {**os.environ, "TMPDIR": str(tmp), "PYTHONDONTWRITEBYTECODE": "1",
+            "FMI_ADJOINT_CACHE": str(tmp_path / "cache")}
+
+
+def _building(cache: Path) -> bool:
+    """A build is under way: a temporary entry folder exists in the cache."""
+    return cache.exists() and any(p.name.startswith(".tmp-") for p in cache.rglob(".tmp-*"))
+
+
+def _half_built(cache: Path) -> list[Path]:
+    """Temporary entry folders, or entries without their manifest (never published)."""
+    if not cache.exists():
+        return []
+    leftovers = [p for p in cache.rglob(".tmp-*")]
+    entries = [p for kind in cache.iterdir() if kind.is_dir() for shard in kind.iterdir() if shard.is_dir()
+               for p in shard.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    return leftovers + [p for p in entries if not (p / "MANIFEST.json").exists()]
 
 
 # Sends SIGINT to its own process the moment the module TARGET is first imported: the
@@ -383,19 +400,21 @@ def test_sigterm_during_code_generation_leaves_no_build_folder(tmp_path):
     proc = subprocess.Popen([str(CONSOLE_SCRIPT), "simulate", "engine_tvd", "--t-end", "0.0008"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not any((tmp_path / "tmp").iterdir()):
+    while time.monotonic() < deadline and not _building(tmp_path / "cache"):
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert err.strip().endswith("fmi-adjoint: terminated"), err
     assert list((tmp_path / "tmp").iterdir()) == []
+    assert _half_built(tmp_path / "cache") == []
 
 
 @needs_cc
 def test_full_temporary_folder_during_native_build_is_one_error(tmp_path):
     """Finding 9: a full temporary folder during the native build gave a traceback.  The
-    disk is 'full' through a file-size limit (writes fail with EFBIG instead of ENOSPC)."""
+    disk is 'full' through a file-size limit (writes fail with EFBIG instead of ENOSPC); the
+    build now writes into the build cache, so the error names FMI_ADJOINT_CACHE."""
     env = _private_env(tmp_path)
 
     def limit():
@@ -406,5 +425,6 @@ def test_full_temporary_folder_during_native_build_is_one_error(tmp_path):
                           capture_output=True, text=True, env=env, preexec_fn=limit, timeout=300)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(PREFIX) and "TMPDIR" in lines[0], proc.stderr
+    assert len(lines) == 1 and lines[0].startswith(PREFIX) and "FMI_ADJOINT_CACHE" in lines[0], proc.stderr
     assert list((tmp_path / "tmp").iterdir()) == []
+    assert _half_built(tmp_path / "cache") == []

@@ -11,7 +11,7 @@ from fmi_adjoint import load_model, read_csv
 from fmi_adjoint.cli.main import main
 from fmi_adjoint.examples import example_names, example_path
 from fmi_adjoint.fmu.export import export_fmu
-from fmi_adjoint.fmu.native import find_c_compiler
+from fmi_adjoint.native import find_c_compiler
 
 SAME_ALGORITHM = 1e-9  # issue 5: FMU vs `fmi-adjoint simulate` at the communication points
 
@@ -48,17 +48,13 @@ def test_fmu_equals_fmi_adjoint_simulate(tmp_path, name, version, capsys):
 
 
 def test_engine_choice(tmp_path, capsys):
-    # sdof runs to 6 pi, not a whole number of steps: auto falls back with a note, native refuses.
-    assert main(["simulate", "sdof", "--step", "1e-2", "-o", str(tmp_path / "a.csv")]) == 0
-    assert "using the Python engine" in capsys.readouterr().err
-    assert main(["simulate", "sdof", "--step", "1e-2", "--engine", "native", "-o", str(tmp_path / "b.csv")]) == 2
-    err = capsys.readouterr().err
-    assert "--engine native" in err and "whole number of steps" in err
-    assert not (tmp_path / "b.csv").exists()
-    # With a whole number of steps both engines run and agree to round-off.
-    for engine in ("native", "python"):
-        assert main(["simulate", "sdof", "--step", "1e-2", "--t-end", "5", "--engine", engine,
+    # sdof runs to 6 pi, not a whole number of steps: both engines end with the same uneven
+    # last step (issue 11 made the native engine run the time grid of the Python engine).
+    for engine in ("auto", "native", "python"):
+        assert main(["simulate", "sdof", "--step", "1e-2", "--engine", engine,
                      "-o", str(tmp_path / f"{engine}.csv")]) == 0
-    native, python = read_csv(tmp_path / "native.csv"), read_csv(tmp_path / "python.csv")
-    assert np.array_equal(native.times, python.times)
+        assert "using the Python engine" not in capsys.readouterr().err
+    auto, native, python = (read_csv(tmp_path / f"{e}.csv") for e in ("auto", "native", "python"))
+    assert np.array_equal(native.times, python.times) and native.times[-1] == 6 * np.pi
+    assert np.array_equal(auto.values, native.values)
     assert np.max(np.abs(native.values - python.values)) <= 1e-12

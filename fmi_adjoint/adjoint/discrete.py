@@ -33,7 +33,7 @@ from ..errors import DataError
 from ..integrate.trajectory import Trajectory
 from .linearization import chunk_width, chunks, initial_state_jacobians, linearize
 
-__all__ = ["GradientResult", "sampled_outputs", "adjoint_gradient"]
+__all__ = ["GradientResult", "sampled_outputs", "adjoint_gradient", "adjoint_seed", "adjoint_sweep"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +65,22 @@ def sampled_outputs(traj: Trajectory, cost: AbstractCost) -> tuple[Sampler, np.n
     return sampler, channels, Y
 
 
+def adjoint_seed(traj: Trajectory, cost: AbstractCost) -> tuple[float, np.ndarray, np.ndarray]:
+    """What every engine's sweep starts from: ``(J, ybar, dJ/dp explicit)``.
+
+    ``ybar`` is ``dJ/dY`` on the step grid, shape ``(N+1, n_y)`` (the cost's sample
+    derivatives scattered by the transpose of the interpolation)."""
+    model = traj.model
+    sampler, channels, Y = sampled_outputs(traj, cost)
+    value = cost.evaluate(Y, traj.p)
+    ybar = np.zeros((traj.n_steps + 1, model.n_y))
+    ybar[:, channels] = sampler.scatter(value.dJ_dY)
+    gradient = np.zeros(model.n_p) if value.dJ_dp is None else np.array(value.dJ_dp, dtype=float)
+    return value.J, ybar, gradient
+
+
 def adjoint_gradient(traj: Trajectory, cost: AbstractCost) -> GradientResult:
-    """Exact gradient of the discretized cost by one backward sweep.
+    """Exact gradient of the discretized cost by one backward sweep (Python engine).
 
     Parameters
     ----------
@@ -79,17 +93,18 @@ def adjoint_gradient(traj: Trajectory, cost: AbstractCost) -> GradientResult:
     GradientResult
         ``gradient`` has one entry per model parameter.
     """
+    J, ybar, gradient = adjoint_seed(traj, cost)
+    return GradientResult(J=J, gradient=adjoint_sweep(traj, ybar, gradient), method="adjoint")
+
+
+def adjoint_sweep(traj: Trajectory, ybar: np.ndarray, gradient: np.ndarray) -> np.ndarray:
+    """The backward sweep for ``dJ/dY = ybar`` on the step grid; returns ``gradient`` (the
+    explicit ``dJ/dp``) plus every term the sweep adds (see module docstring)."""
     model = traj.model
     n, m, N = model.n, model.m, traj.n_steps
     alpha, beta, gamma = traj.alpha, traj.beta, traj.gamma
     c_m, c_old = 1.0 / (1.0 + alpha), alpha / (1.0 + alpha)
-
-    sampler, channels, Y = sampled_outputs(traj, cost)
-    value = cost.evaluate(Y, traj.p)
-    ybar = np.zeros((N + 1, model.n_y))
-    ybar[:, channels] = sampler.scatter(value.dJ_dY)
-    gradient = np.zeros(model.n_p) if value.dJ_dp is None else np.array(value.dJ_dp, dtype=float)
-
+    gradient = np.array(gradient, dtype=float)
     mu3 = np.zeros((N + 2, n))  # row N+1 stays zero: mu_{N+1} = 0
     mu4 = np.zeros((N + 2, m))
     mu1_next = np.zeros(n)
@@ -138,4 +153,4 @@ def adjoint_gradient(traj: Trajectory, cost: AbstractCost) -> GradientResult:
     rhs = np.zeros(Gz.shape[0])
     rhs[selection] = w0
     gradient -= Gp.T @ np.linalg.solve(Gz.T, rhs)
-    return GradientResult(J=value.J, gradient=gradient, method="adjoint")
+    return gradient

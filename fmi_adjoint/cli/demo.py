@@ -14,7 +14,6 @@ from ..examples import EXAMPLES_DIR, example_path
 from ..examples.engine_mount_data import AMPLITUDES, CSV_NAMES, TRUE_VALUES
 from ..files import OutputFileError, atomic_output
 from ..identify import IdentificationProblem, identify
-from ..integrate import simulate
 from .loading import load_experiments
 from .plotting import plot_identification
 
@@ -81,7 +80,7 @@ def run_demo(output_dir: str, method: str = "least_squares") -> int:
     channel = exp.model.output_index("a1")
 
     def a1_at(values: np.ndarray) -> np.ndarray:
-        traj = simulate(exp.model, exp.parameters(names, values), t_end=exp.t_end)
+        traj = exp.simulate(exp.parameters(names, values))
         return np.interp(measured.times, traj.t, traj.outputs()[:, channel])
 
     png_path = folder / "engine_mount_fit.png"

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..compiled import CompiledModel, compile_model
-from ..errors import ExpressionError, ModelError
+from ..compiled import CompiledModel
+from ..engines import AbstractEngine, NativeEngine, PythonEngine
+from ..errors import CompilerError, ExpressionError, ModelError
 from ..examples import example_names, example_path
 from ..files import decode_text, read_regular
 from ..identify import Experiment
@@ -19,7 +21,7 @@ from ..model_file import load_model
 from ..text import excerpt
 from .cost_options import CostOptions, Target, build_cost
 
-__all__ = ["model_path", "model_inputs", "resolve_model", "check_time_span", "parse_assignments",
+__all__ = ["model_path", "model_inputs", "resolve_engine", "resolve_model", "check_time_span", "parse_assignments",
            "parse_bounds", "experiment_settings", "load_experiments"]
 
 #: Most integrator steps of one simulation (as in :func:`fmi_adjoint.integrate.time_grid`).
@@ -40,15 +42,38 @@ def model_path(spec: str) -> Path:
 
 def resolve_model(spec: str, values: dict[str, float] | None = None, *,
                   allow_external_tables: bool = False) -> CompiledModel:
-    """Compile MODEL: a TOML file path or the name of a bundled example.
+    """Compile MODEL (numpy functions only): a TOML file path or the name of a bundled example.
 
     ``allow_external_tables``: ``--allow-external-tables`` (see :func:`load_model`).
+    """
+    return resolve_engine(spec, values, engine="python", allow_external_tables=allow_external_tables).compiled
+
+
+def resolve_engine(spec: str, values: dict[str, float] | None = None, *, engine: str = "auto",
+                   allow_external_tables: bool = False) -> AbstractEngine:
+    """Build MODEL's engine through the build cache (``--engine``).
+
+    ``auto``: the native engine, or the Python reference with a one-line note when there
+    is no C compiler or an element has no C code; ``native``: the same without fallback.
     """
     source = model_path(spec)
     model = load_model(source, allow_external_tables=allow_external_tables)
     try:
         model = model.with_values(values or {})
-        return compile_model(model)
+        if engine == "python":
+            return PythonEngine.build(model)
+        try:
+            return NativeEngine.build(model)
+        except CompilerError as exc:
+            reason = str(exc)
+        except ModelError as exc:
+            if "has no C code" not in str(exc):
+                raise
+            reason = str(exc)
+        if engine == "native":
+            raise ModelError(f"--engine native: {reason.rstrip('.')}; use --engine python or fix the cause.")
+        print(f"fmi-adjoint: note: using the Python engine ({reason.rstrip('.')}).", file=sys.stderr)
+        return PythonEngine.build(model)
     except ExpressionError as exc:
         raise ExpressionError(f"{source}: {exc}") from None
     except ModelError as exc:
@@ -179,15 +204,17 @@ def load_experiments(
     identified: Sequence[str] = (),
     cost: CostOptions | None = None,
     allow_external_tables: bool = False,
+    engine: str = "auto",
 ) -> list[Experiment]:
     """One experiment per ``--data FILE[@NAME=VALUE,...]``, sharing the model.
 
     The settings after ``@`` apply to that experiment only (excitation, initial state).
     ``cost`` chooses what is compared (default: least squares of the time series).
     Without ``--t-end`` each experiment is simulated up to its last sample (spectra: the
-    model's end time).
+    model's end time).  ``engine``: ``--engine`` (see :func:`resolve_engine`).
     """
-    model = resolve_model(model_spec, allow_external_tables=allow_external_tables)
+    built = resolve_engine(model_spec, engine=engine, allow_external_tables=allow_external_tables)
+    model = built.compiled
     options = cost or CostOptions()
     h = step if step is not None else model.model.simulation.step
     check_time_span(t_end, h)
@@ -201,6 +228,6 @@ def load_experiments(
         solver = HHT(alpha=alpha) if alpha is not None else None
         experiments.append(
             Experiment(model, experiment_cost, values=values, t_end=end, step=step, solver=solver,
-                       name=Path(file).stem)
+                       name=Path(file).stem, engine=built)
         )
     return experiments

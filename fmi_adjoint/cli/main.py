@@ -18,7 +18,8 @@ from ..files import atomic_output, check_not_input, check_writable, same_file
 from ..text import excerpt
 from ..forces import element_type
 from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem, identify
-from ..integrate import HHT, simulate
+from ..integrate import HHT
+from .cache_command import add_cache_parser, cmd_cache
 from .cost_options import CostOptions, add_cost_options, cost_options_from_args
 from .loading import (
     check_time_span,
@@ -28,7 +29,7 @@ from .loading import (
     parse_assignments,
     parse_bounds,
     parse_names,
-    resolve_model,
+    resolve_engine,
 )
 
 __all__ = ["main", "build_parser"]
@@ -96,6 +97,14 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def _engine_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--engine", choices=("auto", "native", "python"), default="auto",
+        help="native: the C engine (forward run, adjoint and sensitivities; the engine FMUs carry); python: the "
+        "readable reference engine; auto (default): native, or python with a note when there is no C compiler",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``fmi-adjoint``."""
     parser = _Parser(
@@ -109,17 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
     sim = sub.add_parser("simulate", help="simulate a model and write its outputs as CSV")
     _common_model_options(sim)
     sim.add_argument("-o", "--output", metavar="OUT.csv", help="CSV file (default: stdout)")
-    sim.add_argument(
-        "--engine", choices=("auto", "native", "python"), default="auto",
-        help="native: the C engine of exported FMUs, in-process (needs a C compiler and t_end a whole number of "
-        "steps); python: the reference engine used for gradients; auto (default): native when possible",
-    )
+    _engine_option(sim)
 
     grad = sub.add_parser("gradient", help="cost and gradient of a fit to data")
     _common_model_options(grad, fmu=True)
     _data_options(grad)
     grad.add_argument("--method", choices=GRADIENT_METHODS, default="adjoint")
     grad.add_argument("--json", action="store_true", help="print JSON to stdout")
+    _engine_option(grad)
     add_cost_options(grad)
 
     ident = sub.add_parser("identify", help="identify parameters from data")
@@ -127,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     _data_options(ident)
     ident.add_argument("--bounds", action="append", metavar="P=LO:HI", help="bounds (default: the model's)")
     ident.add_argument("--method", choices=OPTIMIZERS, default="lbfgsb")
+    _engine_option(ident)
     ident.add_argument("--scaling", choices=("auto", "bounds", "log", "none"), default="auto")
     ident.add_argument("--max-iter", type=int, default=200)
     ident.add_argument("-o", "--output", metavar="RESULT.json", help="result file (default: stdout)")
@@ -170,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="identify the engine-mount parameters from the bundled measurement")
     demo.add_argument("-o", "--output-dir", default="fmi-adjoint-demo", help="folder for result JSON and plot")
     demo.add_argument("--method", choices=OPTIMIZERS, default="least_squares")
+
+    add_cache_parser(sub)
     return parser
 
 
@@ -208,12 +217,16 @@ def cmd_examples(args) -> int:
 def cmd_simulate(args) -> int:
     _check_solver_options(args)
     _check_outputs({"-o": args.output}, model_inputs(args.model))
-    model = resolve_model(args.model, parse_assignments(args.set), allow_external_tables=args.allow_external_tables)
+    engine = resolve_engine(args.model, parse_assignments(args.set), engine=args.engine,
+                            allow_external_tables=args.allow_external_tables)
+    model = engine.compiled
     settings = model.model.simulation
     check_time_span(settings.t_end if args.t_end is None else args.t_end,
                     settings.step if args.step is None else args.step)
     check_csv_columns(model.output_names)  # before simulating: the CSV could not be read back
-    times, outputs = _run_simulation(model, args)
+    solver = HHT(alpha=args.alpha) if args.alpha is not None else None
+    traj = engine.simulate(t_end=args.t_end, step=args.step, solver=solver)
+    times, outputs = traj.t, traj.outputs()
     bad = np.argwhere(~np.isfinite(outputs))
     if bad.size:
         row, column = bad[0]
@@ -226,33 +239,6 @@ def cmd_simulate(args) -> int:
     else:
         write_csv_rows(sys.stdout, times, columns)
     return 0
-
-
-def _run_simulation(model, args) -> tuple[np.ndarray, np.ndarray]:
-    """Outputs at the step times, from the native C engine or the Python engine."""
-    settings = model.model.simulation
-    t_end = settings.t_end if args.t_end is None else args.t_end
-    step = settings.step if args.step is None else args.step
-    alpha = settings.alpha if args.alpha is None else args.alpha
-    n_steps = round(t_end / step)
-    whole = n_steps >= 1 and abs(n_steps * step - t_end) <= 1e-9 * t_end
-    if args.engine in ("auto", "native"):
-        from ..fmu.native import CompilerError, build_native
-
-        reason = None if whole else f"t_end = {t_end:g} s is not a whole number of steps h = {step:g} s"
-        if reason is None:
-            try:
-                native = build_native(model.model)
-            except (CompilerError, ModelError) as exc:  # no compiler, or no C code for an element
-                reason = str(exc)
-            else:
-                return native.simulate(model.defaults, t_end=n_steps * step, step=step, alpha=alpha)
-        if args.engine == "native":
-            raise ModelError(f"--engine native: {reason}; use --engine python or fix the cause.")
-        print(f"fmi-adjoint: note: using the Python engine ({reason}).", file=sys.stderr)
-    solver = HHT(alpha=args.alpha) if args.alpha is not None else None
-    traj = simulate(model, t_end=args.t_end, step=args.step, solver=solver)
-    return traj.t, traj.outputs()
 
 
 class _Setup:
@@ -297,7 +283,7 @@ def _problem(args, bounds=None) -> _Setup:
         raise ModelError("--gradient applies to --fmu; for a model file use --method.")
     experiments = load_experiments(
         args.model, args.data, parse_assignments(args.set), t_end=args.t_end, step=args.step, alpha=args.alpha,
-        identified=names, cost=options, allow_external_tables=args.allow_external_tables,
+        identified=names, cost=options, allow_external_tables=args.allow_external_tables, engine=args.engine,
     )
     return _Setup(IdentificationProblem(experiments, names, bounds=bounds), options)
 
@@ -345,6 +331,9 @@ def cmd_gradient(args) -> int:
             "gradient_seconds": ev.gradient_seconds,
             "cost_function": args.cost,
         }
+        engine = getattr(problem.experiments[0], "engine", None) if hasattr(problem, "experiments") else None
+        if engine is not None:  # a model file (or a trusted FMU's embedded model): the engine that ran
+            result["engine"] = engine.name
         if setup.choice is not None:
             result["gradient_path"] = _gradient_path(setup)
     finally:
@@ -531,6 +520,7 @@ _COMMANDS = {
     "export": cmd_export,
     "apply": cmd_apply,
     "validate": cmd_validate,
+    "cache": cmd_cache,
 }
 
 

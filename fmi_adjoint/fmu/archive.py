@@ -440,7 +440,8 @@ class FmuArchive:
         if actual != recorded.lower():
             return f"the binary does not match the embedded model ({relative!r} is not the binary recorded at export)"
         from .export import build_fmu_binary, expected_description
-        from .native import CompilerError, find_c_compiler
+        from ..errors import CompilerError
+        from ..native import find_c_compiler
 
         try:
             find_c_compiler()

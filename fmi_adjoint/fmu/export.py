@@ -1,7 +1,7 @@
 """Export a model as a standalone FMI 2.0 or FMI 3.0 Co-Simulation FMU.
 
 The FMU runs the C HHT engine (``runtime/fa_engine.c``) on the model's generated C code
-(:mod:`fmi_adjoint.fmu.model_code`); no Python is needed on the target.  Contents::
+(:mod:`fmi_adjoint.native.model_code`); no Python is needed on the target.  Contents::
 
     modelDescription.xml        written with lxml, validated against fmpy's FMI schema
     sources/                    model.c/.h, the runtime, the FMI API layer, fmu_config.h
@@ -37,8 +37,7 @@ from ..model import Model
 from ..model_file import load_model
 from ..text import c_string_literal
 from ..toolchain import compile_shared
-from .model_code import model_c_sources
-from .native import RUNTIME_DIR, find_c_compiler
+from ..native import ENGINE_RUNTIME, RUNTIME_DIR, find_c_compiler, model_c_sources, write_sources
 
 __all__ = ["ExportError", "export_fmu", "FMI_VERSIONS"]
 
@@ -205,22 +204,16 @@ def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, 
     CompilerError
         No C compiler, or the generated code does not compile.
     """
-    header, code = model_c_sources(differentiate(model))
+    generated = model_c_sources(differentiate(model))
     find_c_compiler()  # before any work: no compiler is the one error then
     identifier = _identifier(model.name)
     layer = f"fa_fmi{fmi_version}.c"
-    runtime = ["fa_engine.h", "fa_engine.c", layer] + sorted(
-        p.name for p in RUNTIME_DIR.glob("fa_fmu_common.*")
-    )
     if not (RUNTIME_DIR / layer).exists():
         raise ExportError(f"the FMI {fmi_version} layer {layer} is missing from {RUNTIME_DIR}; reinstall fmi-adjoint.")
-    c_sources = ["model.c", "fa_engine.c", layer] + [n for n in runtime if n.endswith(".c") and n.startswith("fa_fmu")]
+    runtime = (*ENGINE_RUNTIME, layer, *sorted(p.name for p in RUNTIME_DIR.glob("fa_fmu_common.*")))
     src = root / "sources"
     src.mkdir(parents=True)
-    (src / "model.h").write_text(header)
-    (src / "model.c").write_text(code)
-    for name in runtime:
-        shutil.copy(RUNTIME_DIR / name, src / name)
+    c_sources = [path.name for path in write_sources(generated, src, runtime)]
     (src / "fmu_config.h").write_text(
         "/* export settings of this FMU (fmi-adjoint) */\n#ifndef FMU_CONFIG_H\n#define FMU_CONFIG_H\n"
         f'#define FA_INSTANTIATION_TOKEN "{token}"\n#define FA_STEP {step!r}\n#define FA_ALPHA {alpha!r}\n'

@@ -222,18 +222,21 @@ def fmu_problem(
 
 def _native_problem(archive, experiments, names, bounds, start) -> IdentificationProblem:
     """The in-process problem on the embedded model, with the FMU's start values."""
-    from ..compiled import compile_model
+    from ..engines import NativeEngine
     from ..model_file import load_model
 
     settings = archive.native
-    model = compile_model(load_model(archive.model_file).with_values(settings.get("values") or {}))
+    # The embedded model's C engine: the FMU's own engine, in-process with its adjoint (the
+    # archive was trusted only after rebuilding its binary, so a compiler is present).
+    engine = NativeEngine.build(load_model(archive.model_file).with_values(settings.get("values") or {}))
+    model = engine.compiled
     declared = {p.name for p in model.model.all_parameters}
     fmu_values = {v.name: v.start for v in archive.variables.values()
                   if v.causality == "parameter" and v.name in declared and v.start is not None}
     solver = HHT(alpha=float(settings.get("alpha", model.model.simulation.alpha)))
     step = float(settings.get("step", model.model.simulation.step))
     runs = [Experiment(model, exp.cost, values={**fmu_values, **exp.values}, t_end=exp.t_end, step=step,
-                       solver=solver, name=exp.name) for exp in experiments]
+                       solver=solver, name=exp.name, engine=engine) for exp in experiments]
     return IdentificationProblem(runs, names, bounds=bounds, start=start)
 
 

@@ -14,7 +14,9 @@ leading axes.  ``fmi-adjoint plugins check`` verifies the Jacobians against cent
 differences and the C code against :meth:`evaluate`.
 
 Inside the model the element appears as opaque functions whose first derivatives are
-the supplied Jacobians.  Second derivatives are not available, so a numeric element
+the supplied Jacobians; the callables travel on those function classes (see
+:func:`_make_function`), so the numpy and C generators find them in the
+expressions.  Second derivatives are not available, so a numeric element
 cannot act on a massless coordinate that needs them for its consistent initial state
 (compiling such a model raises a ModelError naming the element).
 """
@@ -23,40 +25,49 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import itertools
+import hashlib
 from collections.abc import Sequence
 
 import numpy as np
 import sympy as sp
+from sympy.core.function import ArgumentIndexError
 
 from .base import AbstractLocalElement
 
-__all__ = ["AbstractNumericElement", "NUMERIC_FUNCTIONS", "NUMERIC_ELEMENTS"]
-
-#: Registry of the numeric callables behind the opaque sympy functions, by function name
-#: (read by the code generator).  Entries are created when a model is assembled.
-NUMERIC_FUNCTIONS: dict[str, object] = {}
-#: The element behind each tag ``_numericN``: ``(element, n_local, n_parameters)`` (read by
-#: the C code generator, which links the element's C functions).
-NUMERIC_ELEMENTS: dict[str, tuple] = {}
-_ids = itertools.count()
+__all__ = ["AbstractNumericElement", "numeric_elements"]
 
 
 def _stack(values: Sequence) -> np.ndarray:
     return np.stack(np.broadcast_arrays(*[np.asarray(x, dtype=float) for x in values]), axis=-1)
 
 
-def _make_function(name: str, call, derivative_names: list[str] | None, n_args: int):
-    """An opaque sympy function ``name(args)`` whose numeric value is ``call(*args)``."""
+def _make_function(name: str, call, derivatives: list | None, n_args: int, element_info: tuple | None = None):
+    """An opaque sympy function ``name(args)`` whose numeric value is ``call(*args)``.
+
+    The callable, the derivative functions and the element travel on the class
+    (``numeric_call``, ``numeric_derivatives``, ``numeric_element``): the code generators
+    find them in the expressions, with no registry to keep in sync."""
 
     def fdiff(self, argindex=1):
-        if derivative_names is None:
-            raise sp.ArgumentIndexError(self, argindex)
-        return sp.Function(derivative_names[argindex - 1])(*self.args)
+        if derivatives is None:
+            raise ArgumentIndexError(self, argindex)  # sympy then keeps an unevaluated Derivative
+        return derivatives[argindex - 1](*self.args)
 
-    cls = type(name, (sp.Function,), {"nargs": n_args, "fdiff": fdiff, "is_real": True})
-    NUMERIC_FUNCTIONS[name] = call
-    return cls
+    namespace = {"nargs": n_args, "fdiff": fdiff, "is_real": True, "numeric_call": staticmethod(call),
+                 "numeric_derivatives": tuple(derivatives or ()), "numeric_element": element_info}
+    return type(name, (sp.Function,), namespace)
+
+
+def numeric_elements(expressions) -> dict[str, tuple]:
+    """``tag -> (element, n_local, n_parameters)`` of the numeric elements whose functions
+    appear in ``expressions`` (sympy objects)."""
+    found: dict[str, tuple] = {}
+    for expr in expressions:
+        for call in expr.atoms(sp.Function):
+            info = getattr(type(call), "numeric_element", None)
+            if info is not None:
+                found[info[0]] = info[1:]
+    return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,9 +98,10 @@ class AbstractNumericElement(AbstractLocalElement):
             flat.extend(value if isinstance(value, tuple) else (value,))
         args = list(q) + list(v) + flat
         n_q, n_p = n, len(flat)
-        tag = f"_numeric{next(_ids)}"
+        # Deterministic per model (element names are unique in a model) so generated code
+        # can be cached; a hash keeps user text out of the generated source.
+        tag = f"_numeric{hashlib.sha256(self.name.encode()).hexdigest()[:12]}"
         element = self
-        NUMERIC_ELEMENTS[tag] = (self, n_q, n_p)
 
         def split(values):
             qq = _stack(values[:n_q])
@@ -99,17 +111,18 @@ class AbstractNumericElement(AbstractLocalElement):
 
         forces = []
         for j in range(n):
-            jac_names = [f"{tag}_d{j}_{k}" for k in range(len(args))]
+            derivatives = []
             for k in range(len(args)):
                 block, col = (0, k) if k < n_q else (1, k - n_q) if k < 2 * n_q else (2, k - 2 * n_q)
 
                 def jac_entry(*values, j=j, block=block, col=col):
                     return element.jacobians(*split(values))[block][..., j, col]
 
-                _make_function(jac_names[k], jac_entry, None, len(args))
+                derivatives.append(_make_function(f"{tag}_d{j}_{k}", jac_entry, None, len(args)))
 
             def force_entry(*values, j=j):
                 return element.evaluate(*split(values))[..., j]
 
-            forces.append(_make_function(f"{tag}_f{j}", force_entry, jac_names, len(args))(*args))
+            function = _make_function(f"{tag}_f{j}", force_entry, derivatives, len(args), (tag, self, n_q, n_p))
+            forces.append(function(*args))
         return tuple(forces)

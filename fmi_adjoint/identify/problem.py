@@ -9,13 +9,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..adjoint import (adjoint_gradient, continuous_adjoint_gradient, output_sensitivities, sampled_outputs,
-                       sensitivity_gradient)
+from ..adjoint import continuous_adjoint_gradient, sampled_outputs
 from ..adjoint.discrete import channel_indices
 from ..compiled import CompiledModel
 from ..costs.base import AbstractCost
 from ..errors import IdentificationError
-from ..integrate import HHT, Trajectory, simulate
+from ..engines import AbstractEngine, PythonEngine
+from ..integrate import HHT, Trajectory
 
 __all__ = ["Experiment", "IdentificationProblem", "Evaluation", "GRADIENT_METHODS", "gauss_newton_statistics"]
 
@@ -37,6 +37,9 @@ class Experiment:
         Defaults: the model's simulation settings.
     solver : HHT, optional
     name : str
+    engine : AbstractEngine, optional
+        Runs the forward simulation, the adjoint and the sensitivities (default: the
+        Python reference engine of ``model``; the command line uses the native engine).
     """
 
     model: CompiledModel
@@ -46,6 +49,13 @@ class Experiment:
     step: float | None = None
     solver: HHT | None = None
     name: str = "experiment"
+    engine: AbstractEngine = None  # type: ignore[assignment]  # set in __post_init__
+
+    def __post_init__(self) -> None:
+        if self.engine is None:
+            object.__setattr__(self, "engine", PythonEngine(self.model))
+        elif self.engine.compiled is not self.model:
+            raise IdentificationError(f"experiment '{self.name}': its engine belongs to another compiled model.")
 
     def parameters(self, identified: Sequence[str], x: np.ndarray) -> np.ndarray:
         """Full parameter vector of this experiment with the identified values ``x``."""
@@ -58,7 +68,7 @@ class Experiment:
         """Forward run of this experiment."""
         settings = self.model.model.simulation
         solver = self.solver or HHT(alpha=settings.alpha)
-        return simulate(self.model, p, t_end=self.t_end, step=self.step, solver=solver)
+        return self.engine.simulate(p, t_end=self.t_end, step=self.step, solver=solver)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,9 +176,9 @@ class IdentificationProblem:
         for exp, traj in zip(self.experiments, trajs):
             idx = np.array([exp.model.parameter_index(n) for n in self.names])
             if method == "adjoint":
-                result = adjoint_gradient(traj, exp.cost)
+                result = exp.engine.adjoint_gradient(traj, exp.cost)
             elif method == "forward":
-                result = sensitivity_gradient(traj, exp.cost, idx)
+                result = exp.engine.sensitivity_gradient(traj, exp.cost, idx)
             elif method == "continuous":
                 try:
                     result = continuous_adjoint_gradient(traj, exp.cost)
@@ -251,7 +261,7 @@ class IdentificationProblem:
             rs.append(r)
             if jacobian:
                 idx = np.array([exp.model.parameter_index(n) for n in self.names])
-                dY = output_sensitivities(traj, exp.cost.sample_times, channels, idx)
+                dY = exp.engine.output_sensitivities(traj, exp.cost.sample_times, channels, idx)
                 jacs.append((factors[:, :, None] * dY).reshape(-1, len(idx)))
         return np.concatenate(rs), (np.vstack(jacs) if jacobian else None)
 
@@ -280,7 +290,7 @@ class IdentificationProblem:
             if np.any(sigma <= 0) or not np.all(np.isfinite(sigma)):
                 raise IdentificationError(f"noise_std: {sigma.tolist()} must be positive and finite.")
             idx = np.array([exp.model.parameter_index(n) for n in self.names])
-            dY = output_sensitivities(traj, exp.cost.sample_times, channels, idx)
+            dY = exp.engine.output_sensitivities(traj, exp.cost.sample_times, channels, idx)
             fisher += np.einsum("scp,c,scq->pq", dY, 1.0 / sigma**2, dY)
         return fisher
 

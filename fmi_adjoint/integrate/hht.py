@@ -38,7 +38,7 @@ from ..errors import ConvergenceError, ModelError
 from .initialization import initial_state
 from .trajectory import Trajectory
 
-__all__ = ["HHT", "time_grid", "simulate"]
+__all__ = ["HHT", "MAX_STEPS", "prepare_run", "time_grid", "simulate"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,8 +140,23 @@ def simulate(
     ConvergenceError
         If Newton fails in a step (the message names the time, the step and the residual).
     """
+    p, solver, grid = prepare_run(model, p, t_end=t_end, step=step, solver=solver, t0=t0)
+    # Overflow in a diverging step is detected from the values, not reported as warnings.
+    with np.errstate(all="ignore"):
+        init = initial_state(model, p, grid[0])
+        return _integrate(model, p, solver, grid, init)
+
+
+def prepare_run(model: CompiledModel, p: np.ndarray | None, *, t_end: float | None = None,
+                step: float | None = None, solver: HHT | None = None,
+                t0: float = 0.0) -> tuple[np.ndarray, HHT, np.ndarray]:
+    """The front door of every engine's forward run: ``(p, solver, grid)`` checked.
+
+    Refuses a parameter vector of the wrong shape or with non-finite values, and a run
+    past the end of a time table (the engines would otherwise hold its end value).
+    """
     settings = model.model.simulation
-    p = model.defaults.copy() if p is None else np.asarray(p, dtype=float)
+    p = model.defaults.copy() if p is None else np.array(p, dtype=float)
     if p.shape != (model.n_p,):
         raise ModelError(f"parameter vector has shape {p.shape}; model '{model.model.name}' needs ({model.n_p},).")
     if not np.all(np.isfinite(p)):
@@ -155,10 +170,7 @@ def simulate(
                 f"{where}: the table covers [{first:g}, {last:g}] s but the simulation runs over "
                 f"[{grid[0]:g}, {grid[-1]:g}] s; extend the table or shorten the simulation (--t-end)."
             )
-    # Overflow in a diverging step is detected from the values, not reported as warnings.
-    with np.errstate(all="ignore"):
-        init = initial_state(model, p, grid[0])
-        return _integrate(model, p, solver, grid, init)
+    return p, solver, grid
 
 
 def _integrate(model: CompiledModel, p: np.ndarray, solver: HHT, grid: np.ndarray, init) -> Trajectory:

@@ -1,8 +1,45 @@
-/* Batch driver of the runtime, for in-process comparisons and benchmarks (ctypes). */
+/* Batch driver of the runtime: the native engine of fmi_adjoint.native (ctypes).
+ *
+ * fa_run        forward HHT run on a time grid, keeping the trajectory (q, v, a, lambda at
+ *               every step and the consistent initial z), as fmi_adjoint.integrate.simulate;
+ * fa_adjoint_segment, fa_adjoint_initial
+ *               the discrete adjoint sweep of fmi_adjoint.adjoint.discrete (Lauss et al.
+ *               2018, eqs. (3)-(11), (16)-(20), extended by parameters in M, C, the outputs
+ *               and the initial state): the caller hands dJ/dY on the step grid and gets the
+ *               full gradient;
+ * fa_sensitivities_segment  forward sensitivities dY/dp of fmi_adjoint.adjoint.sensitivities;
+ * fa_run_checkpointed, fa_recompute
+ *               a run that keeps only the outputs and checkpoints, and the recomputation of a
+ *               segment from a checkpoint: the sweeps then run segment by segment, carrying
+ *               their state across, so memory does not limit the run length.
+ * Both sweeps only read the trajectory; every Jacobian is generated code (model.h), the
+ * Newton matrix is the forward run's (fa_kkt_factor), solved transposed for the adjoint.
+ * Not part of FMUs.  Arrays are row-major; no globals.
+ */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fa_engine.h"
+#include "fa_linalg.h"
 #include "model.h"
+
+#define NK FA_NK
+#define ONE FA_ONE
+
+static void copy_message(char *message, int size, const char *text)
+{
+    if (message && size > 0) {
+        strncpy(message, text, (size_t)size - 1);
+        message[size - 1] = '\0';
+    }
+}
+
+static int all_finite(const double *x, long n)
+{
+    for (long i = 0; i < n; ++i) if (!isfinite(x[i])) return 0;
+    return 1;
+}
 
 /* Simulate n_steps steps from t0 with parameters p (NULL: defaults); write the outputs at
  * the n_steps + 1 step times into y (row-major).  Returns 0, or -1 with the engine's
@@ -11,13 +48,13 @@ int fa_simulate(double t0, double step, double alpha, double rtol, long n_steps,
                 char *message, int message_size)
 {
     fa_engine *e = fa_engine_new();
-    if (!e) return -1;
+    if (!e) { copy_message(message, message_size, "out of memory"); return -1; }
     fa_settings s;
     fa_engine_settings_default(&s);
     s.step = step;
     s.alpha = alpha;
     if (rtol > 0) s.rtol = rtol;
-    if (p) memcpy(fa_engine_parameters(e), p, sizeof(double) * (FA_NP > 0 ? FA_NP : 1));
+    if (p) memcpy(fa_engine_parameters(e), p, sizeof(double) * ONE(FA_NP));
     fa_engine_set_planned_steps(e, n_steps);
     int status = fa_engine_initialize(e, t0, &s);
     if (status == 0) fa_engine_outputs(e, y);
@@ -25,9 +62,452 @@ int fa_simulate(double t0, double step, double alpha, double rtol, long n_steps,
         status = fa_engine_step(e);
         if (status == 0) fa_engine_outputs(e, y + i * FA_NY);
     }
-    if (status != 0 && message && message_size > 0) {
-        strncpy(message, fa_engine_message(e), (size_t)message_size - 1);
-        message[message_size - 1] = '\0';
+    if (status != 0) copy_message(message, message_size, fa_engine_message(e));
+    fa_engine_free(e);
+    return status;
+}
+
+/* Forward run on grid[0..n_steps] (the last step may be uneven), storing q, v, a, lambda at
+ * every step (Q, V, A: (n_steps+1) x FA_N; L: (n_steps+1) x FA_M), the consistent initial
+ * z (FA_NZ), the Newton iterations of each step and of the initialization.  0, or -1 with
+ * a message. */
+int fa_run(const double *grid, long n_steps, double alpha, double rtol, int max_iterations, const double *p,
+           double *Q, double *V, double *A, double *L, double *z0, int *iterations, int *init_iterations,
+           char *message, int message_size)
+{
+    fa_engine *e = fa_engine_new();
+    if (!e) { copy_message(message, message_size, "out of memory for the C engine"); return -1; }
+    fa_settings s;
+    fa_engine_settings_default(&s);
+    s.step = n_steps > 0 ? grid[1] - grid[0] : 1.0;
+    s.alpha = alpha;
+    s.rtol = rtol;
+    s.max_iterations = max_iterations;
+    memcpy(fa_engine_parameters(e), p, sizeof(double) * ONE(FA_NP));
+    fa_engine_set_planned_steps(e, n_steps);
+    int status = fa_engine_initialize(e, grid[0], &s);
+    if (status == 0) {
+        memcpy(z0, fa_engine_initial_z(e), sizeof(double) * FA_NZ);
+        *init_iterations = fa_engine_init_iterations(e);
+        fa_engine_current(e, Q, V, A, L);
+    }
+    for (long i = 1; status == 0 && i <= n_steps; ++i) {
+        status = fa_engine_step_to(e, grid[i - 1], grid[i]);
+        if (status == 0) {
+            fa_engine_current(e, Q + i * FA_N, V + i * FA_N, A + i * FA_N, L + i * FA_M);
+            iterations[i - 1] = fa_engine_last_iterations(e);
+        }
+    }
+    if (status != 0) copy_message(message, message_size, fa_engine_message(e));
+    fa_engine_free(e);
+    return status;
+}
+
+/* Work memory of one sweep (heap: sizes grow with the model). */
+typedef struct {
+    fa_jacobian_values *jac, *prev;
+    double *kkt, *Gz, *Ma_p, *F_p, *C_p, *F_p_prev, *Y_q, *Y_v, *Y_a, *Y_lam, *Y_p, *Gz_values, *Gp_values;
+    int *piv, *init_piv;
+} sweep_memory;
+
+static void sweep_free(sweep_memory *w)
+{
+    free(w->jac); free(w->prev); free(w->kkt); free(w->Gz); free(w->Ma_p); free(w->F_p); free(w->C_p);
+    free(w->F_p_prev); free(w->Y_q); free(w->Y_v); free(w->Y_a); free(w->Y_lam); free(w->Y_p);
+    free(w->Gz_values); free(w->Gp_values); free(w->piv); free(w->init_piv);
+}
+
+static int sweep_alloc(sweep_memory *w)
+{
+    memset(w, 0, sizeof *w);
+    w->jac = (fa_jacobian_values *)malloc(sizeof(fa_jacobian_values));
+    w->prev = (fa_jacobian_values *)malloc(sizeof(fa_jacobian_values));
+    w->kkt = (double *)malloc(sizeof(double) * FA_KKT_STORAGE);
+    w->Gz = (double *)malloc(sizeof(double) * FA_NZ * FA_NZ);
+    w->Ma_p = (double *)malloc(sizeof(double) * ONE(FA_NNZ_Ma_p));
+    w->F_p = (double *)malloc(sizeof(double) * ONE(FA_NNZ_F_p));
+    w->C_p = (double *)malloc(sizeof(double) * ONE(FA_NNZ_C_p));
+    w->F_p_prev = (double *)malloc(sizeof(double) * ONE(FA_NNZ_F_p));
+    w->Y_q = (double *)malloc(sizeof(double) * ONE(FA_NNZ_Y_q));
+    w->Y_v = (double *)malloc(sizeof(double) * ONE(FA_NNZ_Y_v));
+    w->Y_a = (double *)malloc(sizeof(double) * ONE(FA_NNZ_Y_a));
+    w->Y_lam = (double *)malloc(sizeof(double) * ONE(FA_NNZ_Y_lam));
+    w->Y_p = (double *)malloc(sizeof(double) * ONE(FA_NNZ_Y_p));
+    w->Gz_values = (double *)malloc(sizeof(double) * ONE(FA_NNZ_G_z));
+    w->Gp_values = (double *)malloc(sizeof(double) * ONE(FA_NNZ_G_p));
+    w->piv = (int *)malloc(sizeof(int) * NK);
+    w->init_piv = (int *)malloc(sizeof(int) * FA_NZ);
+    if (!w->jac || !w->prev || !w->kkt || !w->Gz || !w->Ma_p || !w->F_p || !w->C_p || !w->F_p_prev || !w->Y_q
+        || !w->Y_v || !w->Y_a || !w->Y_lam || !w->Y_p || !w->Gz_values || !w->Gp_values || !w->piv || !w->init_piv) {
+        sweep_free(w);
+        return -1;
+    }
+    return 0;
+}
+
+/* The consistent initialization's dG/dz at z0, factored (dense), and dG/dp values. */
+static int init_factor(sweep_memory *w, const double *z0, double t0, const double *p)
+{
+    const double *z = z0;
+    fa_init_jacobians(z, z + FA_N, z + FA_N + FA_M, z + 2 * FA_N + FA_M, z + 2 * FA_N + 2 * FA_M,
+                      z + 3 * FA_N + 2 * FA_M, t0, p, w->Gz_values, w->Gp_values);
+    fa_init_jacobian_dense(w->Gz_values, w->Gz);
+    return fa_dense_factor(w->Gz, FA_NZ, w->init_piv);
+}
+
+/* Positions of (q, v, a, lambda) inside z = (q, mu, v, nu, a, lambda). */
+static long selection(long k)
+{
+    if (k < FA_N) return k;
+    if (k < 2 * FA_N) return k + FA_M;
+    if (k < 3 * FA_N) return k + 2 * FA_M;
+    return k + 2 * FA_M;
+}
+
+
+/* Discrete adjoint sweep over the steps i_hi down to i_lo (a segment: the whole run, or one
+ * recomputed between checkpoints).  Q, V, A, L and ybar (dJ/dY, FA_NY per step) hold the rows
+ * i_lo..i_hi.  carry (1 + 3 FA_N: h_{i+1}, mu1_{i+1}, mu2_{i+1}, mu3_{i+1}; zero before the
+ * last segment) links the segments.  gradient (FA_NP) is accumulated into.  The segment with
+ * i_lo = 0 writes w0 (3 FA_N + FA_M), the adjoint of the initial state, for fa_adjoint_initial.
+ * 0, or -1 with a message. */
+int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, double alpha, const double *p, const double *Q,
+                       const double *V, const double *A, const double *L, const double *ybar, double *carry,
+                       double *w0, double *gradient, char *message, int message_size)
+{
+    const double beta = (1.0 - alpha) * (1.0 - alpha) / 4.0, gamma = (1.0 - 2.0 * alpha) / 2.0;
+    const double c_m = 1.0 / (1.0 + alpha), c_old = alpha / (1.0 + alpha);
+    sweep_memory w;
+    if (sweep_alloc(&w) != 0) { copy_message(message, message_size, "out of memory for the adjoint sweep"); return -1; }
+    double *vec = (double *)calloc((size_t)(8 * FA_N + 4 * FA_M + NK + 8), sizeof(double));
+    if (!vec) { sweep_free(&w); copy_message(message, message_size, "out of memory for the adjoint sweep"); return -1; }
+    double *gq = vec, *gv = gq + FA_N, *ga = gv + FA_N, *rq = ga + FA_N, *rv = rq + FA_N, *ra = rv + FA_N;
+    double *mu3 = ra + FA_N, *tmp = mu3 + FA_N;
+    double *gl = tmp + FA_N, *rl = gl + FA_M, *mu4 = rl + FA_M, *x = mu4 + FA_M;
+    double h_next = carry[0];
+    double *mu1n = carry + 1, *mu2n = mu1n + FA_N, *mu3n = mu2n + FA_N;
+    const fa_jacobian_values *j = w.jac;
+    int status = 0;
+    for (long i = i_hi; i >= i_lo; --i) {
+        const long r = i - i_lo; /* row in the segment arrays */
+        const double *q = Q + r * FA_N, *v = V + r * FA_N, *a = A + r * FA_N, *lam = L + r * FA_M, t = grid[i];
+        const double *yb = ybar + r * FA_NY;
+        /* Explicit output terms: g = (dY/dx)^T ybar_i, gradient += (dY/dp)^T ybar_i. */
+        fa_output_jacobians(q, v, a, lam, t, p, w.Y_q, w.Y_v, w.Y_a, w.Y_lam, w.Y_p);
+        memset(gq, 0, sizeof(double) * 3 * FA_N);
+        if (FA_M) memset(gl, 0, sizeof(double) * FA_M);
+        for (int k = 0; k < FA_NNZ_Y_q; ++k) gq[fa_Y_q_col[k]] += w.Y_q[k] * yb[fa_Y_q_row[k]];
+        for (int k = 0; k < FA_NNZ_Y_v; ++k) gv[fa_Y_v_col[k]] += w.Y_v[k] * yb[fa_Y_v_row[k]];
+        for (int k = 0; k < FA_NNZ_Y_a; ++k) ga[fa_Y_a_col[k]] += w.Y_a[k] * yb[fa_Y_a_row[k]];
+        for (int k = 0; k < FA_NNZ_Y_lam; ++k) gl[fa_Y_lam_col[k]] += w.Y_lam[k] * yb[fa_Y_lam_row[k]];
+        for (int k = 0; k < FA_NNZ_Y_p; ++k) gradient[fa_Y_p_col[k]] += w.Y_p[k] * yb[fa_Y_p_row[k]];
+        fa_jacobians_at(q, v, a, lam, t, p, w.jac);
+        /* r = -g - (df_{i+1}/dx_i)^T mu_{i+1}: Newmark couplings and the alpha-weighted old forces. */
+        const double hn = h_next;
+        for (int n = 0; n < FA_N; ++n) {
+            rq[n] = -gq[n] + mu1n[n];
+            rv[n] = -gv[n] + hn * mu1n[n] + mu2n[n];
+            ra[n] = -ga[n] + 0.5 * hn * hn * (1.0 - 2.0 * beta) * mu1n[n] + hn * (1.0 - gamma) * mu2n[n];
+        }
+        for (int k = 0; k < FA_M; ++k) rl[k] = -gl[k];
+        for (int k = 0; k < FA_NNZ_K; ++k) rq[fa_K_col[k]] += c_old * j->K[k] * mu3n[fa_K_row[k]];
+        for (int k = 0; k < FA_NNZ_JV; ++k) rv[fa_JV_col[k]] -= c_old * j->JV[k] * mu3n[fa_JV_row[k]];
+        for (int k = 0; k < FA_NNZ_Cq; ++k) rl[fa_Cq_row[k]] += c_old * j->Cq[k] * mu3n[fa_Cq_col[k]];
+        /* Parameter terms of step i+1 that depend on x_i: -c_old mu3_{i+1}^T F_p(x_i). */
+        fa_parameter_terms(q, v, a, lam, t, p, w.Ma_p, w.F_p, w.C_p);
+        for (int k = 0; k < FA_NNZ_F_p; ++k) gradient[fa_F_p_col[k]] -= c_old * w.F_p[k] * mu3n[fa_F_p_row[k]];
+        if (i == 0) {
+            for (int n = 0; n < FA_N; ++n) { w0[n] = -rq[n]; w0[FA_N + n] = -rv[n]; w0[2 * FA_N + n] = -ra[n]; }
+            for (int k = 0; k < FA_M; ++k) w0[3 * FA_N + k] = -rl[k];
+            break;
+        }
+        const double h = grid[i] - grid[i - 1], bh2 = beta * h * h, gh = gamma * h;
+        /* Eliminating mu1, mu2 leaves the transposed Newton matrix for (mu3, mu4). */
+        for (int n = 0; n < FA_N; ++n) x[n] = ra[n] + bh2 * rq[n] + gh * rv[n];
+        for (int k = 0; k < FA_M; ++k) x[FA_N + k] = rl[k];
+        if (fa_kkt_factor(w.kkt, w.piv, j, c_m, bh2, gh) != 0) {
+            copy_message(message, message_size, "adjoint sweep: a step's Newton matrix is singular");
+            status = -1;
+            break;
+        }
+        fa_kkt_solve(w.kkt, w.piv, x, 1);
+        memcpy(mu3, x, sizeof(double) * FA_N);
+        if (FA_M) memcpy(mu4, x + FA_N, sizeof(double) * FA_M);
+        /* mu1 = r_q - (c_m J_M + K)^T mu3 - C_q^T mu4 / (beta h^2); mu2 = r_v + J_V^T mu3. */
+        memcpy(mu1n, rq, sizeof(double) * FA_N);
+        memcpy(mu2n, rv, sizeof(double) * FA_N);
+        for (int k = 0; k < FA_NNZ_JM; ++k) mu1n[fa_JM_col[k]] -= c_m * j->JM[k] * mu3[fa_JM_row[k]];
+        for (int k = 0; k < FA_NNZ_K; ++k) mu1n[fa_K_col[k]] -= j->K[k] * mu3[fa_K_row[k]];
+        for (int k = 0; k < FA_NNZ_Cq; ++k) mu1n[fa_Cq_col[k]] -= j->Cq[k] * mu4[fa_Cq_row[k]] / bh2;
+        for (int k = 0; k < FA_NNZ_JV; ++k) mu2n[fa_JV_col[k]] += j->JV[k] * mu3[fa_JV_row[k]];
+        /* mu_i^T df_i/dp (eq. (20) extended by d(M a)/dp and dC/dp). */
+        for (int k = 0; k < FA_NNZ_Ma_p; ++k) gradient[fa_Ma_p_col[k]] += c_m * w.Ma_p[k] * mu3[fa_Ma_p_row[k]];
+        for (int k = 0; k < FA_NNZ_F_p; ++k) gradient[fa_F_p_col[k]] += w.F_p[k] * mu3[fa_F_p_row[k]];
+        for (int k = 0; k < FA_NNZ_C_p; ++k) gradient[fa_C_p_col[k]] += w.C_p[k] * mu4[fa_C_p_row[k]] / bh2;
+        memcpy(mu3n, mu3, sizeof(double) * FA_N);
+        h_next = h;
+    }
+    carry[0] = h_next;
+    free(vec);
+    sweep_free(&w);
+    return status;
+}
+
+/* The initial state's part of the gradient: dJ/dp -= G_p^T G_z^{-T} E^T w0 (one transposed
+ * solve with the consistent initialization's Jacobian at z0). */
+int fa_adjoint_initial(const double *z0, double t0, const double *p, const double *w0, double *gradient,
+                       char *message, int message_size)
+{
+    sweep_memory w;
+    if (sweep_alloc(&w) != 0) { copy_message(message, message_size, "out of memory for the adjoint sweep"); return -1; }
+    double *y = (double *)calloc((size_t)FA_NZ, sizeof(double));
+    int status = 0;
+    if (!y) {
+        copy_message(message, message_size, "out of memory for the adjoint sweep");
+        status = -1;
+    } else if (init_factor(&w, z0, t0, p) != 0) {
+        copy_message(message, message_size, "adjoint sweep: the initialization Jacobian is singular");
+        status = -1;
+    } else {
+        for (long k = 0; k < 3 * FA_N + FA_M; ++k) y[selection(k)] = w0[k];
+        fa_dense_solve_transposed(w.Gz, FA_NZ, w.init_piv, y);
+        for (int k = 0; k < FA_NNZ_G_p; ++k) gradient[fa_G_p_col[k]] -= w.Gp_values[k] * y[fa_G_p_row[k]];
+        if (!all_finite(gradient, FA_NP)) {
+            copy_message(message, message_size, "adjoint sweep: the gradient is not finite");
+            status = -1;
+        }
+    }
+    free(y);
+    sweep_free(&w);
+    return status;
+}
+
+/* Doubles of the carry of fa_sensitivities_segment for P parameters: the sensitivities
+ * S = (Sq, Sv, Sa, Sl) of the last step (P columns each), and that step's K, J_V, C_q and
+ * F_p values (the next step's right-hand side needs them). */
+long fa_sensitivity_carry_size(int P)
+{
+    return (long)(P > 0 ? P : 1) * (3 * FA_N + FA_M) + (long)(sizeof(fa_jacobian_values) / sizeof(double))
+           + ONE(FA_NNZ_F_p);
+}
+
+/* Forward sensitivities of all outputs with respect to params[0..P-1] over the steps
+ * i_lo..i_hi (Q, V, A, L hold those rows), carried between segments in carry (see
+ * fa_sensitivity_carry_size; the segment with i_lo = 0 starts from dx_0/dp of the consistent
+ * initialization at z0).  Writes dY/dp at the steps with needed[i] != 0 (absolute index) in
+ * step order into dY (rows x FA_NY x P).  0, or -1 with a message. */
+int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, double alpha, const double *p,
+                             const double *Q, const double *V, const double *A, const double *L, const double *z0,
+                             int P, const int *params, const unsigned char *needed, double *carry, double *dY,
+                             char *message, int message_size)
+{
+    const double beta = (1.0 - alpha) * (1.0 - alpha) / 4.0, gamma = (1.0 - 2.0 * alpha) / 2.0;
+    const double c_m = 1.0 / (1.0 + alpha), c_old = alpha / (1.0 + alpha);
+    const long n = FA_N, m = FA_M;
+    sweep_memory w;
+    if (sweep_alloc(&w) != 0) { copy_message(message, message_size, "out of memory for the sensitivities"); return -1; }
+    size_t cols = (size_t)(P > 0 ? P : 1);
+    double *mem = (double *)calloc(cols * (size_t)(4 * n + m + NK) + (size_t)FA_NZ + 1, sizeof(double));
+    int *column = (int *)malloc(sizeof(int) * ONE(FA_NP));
+    if (!mem || !column) {
+        free(mem); free(column); sweep_free(&w);
+        copy_message(message, message_size, "out of memory for the sensitivities");
+        return -1;
+    }
+    /* Carried: S of the last step, and its Jacobian and F_p values. */
+    double *Sq = carry, *Sv = Sq + cols * n, *Sa = Sv + cols * n, *Sl = Sa + cols * n;
+    fa_jacobian_values *j0 = (fa_jacobian_values *)(void *)(Sl + cols * m);
+    double *F_p_prev = (double *)(void *)(j0 + 1);
+    double *b1 = mem, *b2 = b1 + cols * n, *b3 = b2 + cols * n, *b4 = b3 + cols * n;
+    double *x = b4 + cols * m, *rhs = x + cols * NK;
+    int status = 0;
+    long row = 0;
+    for (int k = 0; k < FA_NP; ++k) column[k] = -1;
+    for (int c = 0; c < P; ++c) column[params[c]] = c;
+
+    if (i_lo == 0) {
+        /* S_0 = dx_0/dp = -(G_z^{-1} G_p)[selection]. */
+        if (init_factor(&w, z0, grid[0], p) != 0) {
+            copy_message(message, message_size, "sensitivities: the initialization Jacobian is singular");
+            status = -1;
+        }
+        for (int c = 0; status == 0 && c < P; ++c) {
+            memset(rhs, 0, sizeof(double) * FA_NZ);
+            for (int k = 0; k < FA_NNZ_G_p; ++k)
+                if (fa_G_p_col[k] == params[c]) rhs[fa_G_p_row[k]] -= w.Gp_values[k];
+            fa_dense_solve(w.Gz, FA_NZ, w.init_piv, rhs);
+            for (long i = 0; i < n; ++i) {
+                Sq[c * n + i] = rhs[selection(i)];
+                Sv[c * n + i] = rhs[selection(n + i)];
+                Sa[c * n + i] = rhs[selection(2 * n + i)];
+            }
+            for (long k = 0; k < m; ++k) Sl[c * m + k] = rhs[selection(3 * n + k)];
+        }
+    }
+    for (long i = i_lo; status == 0 && i <= i_hi; ++i) {
+        const long r = i - i_lo;
+        const double *q = Q + r * FA_N, *v = V + r * FA_N, *a = A + r * FA_N, *lam = L + r * FA_M, t = grid[i];
+        fa_jacobians_at(q, v, a, lam, t, p, w.jac);
+        fa_parameter_terms(q, v, a, lam, t, p, w.Ma_p, w.F_p, w.C_p);
+        const fa_jacobian_values *j = w.jac;
+        if (i >= 1) {
+            const double h = grid[i] - grid[i - 1], bh2 = beta * h * h, gh = gamma * h;
+            memset(b3, 0, sizeof(double) * cols * n);
+            memset(b4, 0, sizeof(double) * cols * m);
+            for (int c = 0; c < P; ++c) {
+                const double *sq = Sq + c * n, *sv = Sv + c * n, *sa = Sa + c * n;
+                double *B1 = b1 + c * n, *B2 = b2 + c * n;
+                for (long k = 0; k < n; ++k) {
+                    B1[k] = sq[k] + h * sv[k] + 0.5 * h * h * (1.0 - 2.0 * beta) * sa[k];
+                    B2[k] = sv[k] + h * (1.0 - gamma) * sa[k];
+                }
+            }
+            /* b3 = c_old (K0 Sq - JV0 Sv + Cq0^T Sl) - (c_m Ma_p + F_p - c_old F_p0)[:, params]. */
+            for (int k = 0; k < FA_NNZ_K; ++k)
+                for (int c = 0; c < P; ++c) b3[c * n + fa_K_row[k]] += c_old * j0->K[k] * Sq[c * n + fa_K_col[k]];
+            for (int k = 0; k < FA_NNZ_JV; ++k)
+                for (int c = 0; c < P; ++c) b3[c * n + fa_JV_row[k]] -= c_old * j0->JV[k] * Sv[c * n + fa_JV_col[k]];
+            for (int k = 0; k < FA_NNZ_Cq; ++k)
+                for (int c = 0; c < P; ++c) b3[c * n + fa_Cq_col[k]] += c_old * j0->Cq[k] * Sl[c * m + fa_Cq_row[k]];
+            for (int k = 0; k < FA_NNZ_Ma_p; ++k) {
+                int c = column[fa_Ma_p_col[k]];
+                if (c >= 0) b3[c * n + fa_Ma_p_row[k]] -= c_m * w.Ma_p[k];
+            }
+            for (int k = 0; k < FA_NNZ_F_p; ++k) {
+                int c = column[fa_F_p_col[k]];
+                if (c >= 0) b3[c * n + fa_F_p_row[k]] += c_old * F_p_prev[k] - w.F_p[k];
+            }
+            for (int k = 0; k < FA_NNZ_C_p; ++k) {
+                int c = column[fa_C_p_col[k]];
+                if (c >= 0) b4[c * m + fa_C_p_row[k]] -= w.C_p[k] / bh2;
+            }
+            /* top = b3 - (c_m J_M + K) b1 + J_V b2; bottom = b4 - C_q b1 / (beta h^2). */
+            for (int c = 0; c < P; ++c) {
+                double *X = x + c * NK;
+                memcpy(X, b3 + c * n, sizeof(double) * n);
+                if (m) memcpy(X + n, b4 + c * m, sizeof(double) * m);
+            }
+            for (int k = 0; k < FA_NNZ_JM; ++k)
+                for (int c = 0; c < P; ++c) x[c * NK + fa_JM_row[k]] -= c_m * j->JM[k] * b1[c * n + fa_JM_col[k]];
+            for (int k = 0; k < FA_NNZ_K; ++k)
+                for (int c = 0; c < P; ++c) x[c * NK + fa_K_row[k]] -= j->K[k] * b1[c * n + fa_K_col[k]];
+            for (int k = 0; k < FA_NNZ_JV; ++k)
+                for (int c = 0; c < P; ++c) x[c * NK + fa_JV_row[k]] += j->JV[k] * b2[c * n + fa_JV_col[k]];
+            for (int k = 0; k < FA_NNZ_Cq; ++k)
+                for (int c = 0; c < P; ++c) x[c * NK + n + fa_Cq_row[k]] -= j->Cq[k] * b1[c * n + fa_Cq_col[k]] / bh2;
+            if (fa_kkt_factor(w.kkt, w.piv, j, c_m, bh2, gh) != 0) {
+                copy_message(message, message_size, "sensitivities: a step's Newton matrix is singular");
+                status = -1;
+                break;
+            }
+            for (int c = 0; c < P; ++c) {
+                double *X = x + c * NK;
+                fa_kkt_solve(w.kkt, w.piv, X, 0);
+                for (long k = 0; k < n; ++k) {
+                    Sa[c * n + k] = X[k];
+                    Sq[c * n + k] = b1[c * n + k] + bh2 * X[k];
+                    Sv[c * n + k] = b2[c * n + k] + gh * X[k];
+                }
+                for (long k = 0; k < m; ++k) Sl[c * m + k] = X[n + k];
+            }
+        }
+        if (needed[i]) {
+            fa_output_jacobians(q, v, a, lam, t, p, w.Y_q, w.Y_v, w.Y_a, w.Y_lam, w.Y_p);
+            double *out = dY + row * FA_NY * (long)P;
+            memset(out, 0, sizeof(double) * FA_NY * (size_t)P);
+            for (int k = 0; k < FA_NNZ_Y_q; ++k)
+                for (int c = 0; c < P; ++c) out[fa_Y_q_row[k] * P + c] += w.Y_q[k] * Sq[c * n + fa_Y_q_col[k]];
+            for (int k = 0; k < FA_NNZ_Y_v; ++k)
+                for (int c = 0; c < P; ++c) out[fa_Y_v_row[k] * P + c] += w.Y_v[k] * Sv[c * n + fa_Y_v_col[k]];
+            for (int k = 0; k < FA_NNZ_Y_a; ++k)
+                for (int c = 0; c < P; ++c) out[fa_Y_a_row[k] * P + c] += w.Y_a[k] * Sa[c * n + fa_Y_a_col[k]];
+            for (int k = 0; k < FA_NNZ_Y_lam; ++k)
+                for (int c = 0; c < P; ++c) out[fa_Y_lam_row[k] * P + c] += w.Y_lam[k] * Sl[c * m + fa_Y_lam_col[k]];
+            for (int k = 0; k < FA_NNZ_Y_p; ++k) {
+                int c = column[fa_Y_p_col[k]];
+                if (c >= 0) out[fa_Y_p_row[k] * P + c] += w.Y_p[k];
+            }
+            row += 1;
+        }
+        /* The next step needs K, J_V, C_q and F_p at this state. */
+        memcpy(j0, w.jac, sizeof(fa_jacobian_values));
+        memcpy(F_p_prev, w.F_p, sizeof(double) * ONE(FA_NNZ_F_p));
+    }
+    if (status == 0 && !all_finite(dY, row * FA_NY * (long)P)) {
+        copy_message(message, message_size, "sensitivities: a value is not finite");
+        status = -1;
+    }
+    free(mem);
+    free(column);
+    sweep_free(&w);
+    return status;
+}
+
+/* Forward run storing only the outputs at every step (Y: (n_steps+1) x FA_NY) and the
+ * engine's complete state every `every` steps (checkpoints: one fa_engine_state_size()
+ * block per step 0, every, 2 every, ... <= n_steps), for sweeps that recompute segments
+ * instead of storing the trajectory.  0, or -1 with a message. */
+int fa_run_checkpointed(const double *grid, long n_steps, double alpha, double rtol, int max_iterations,
+                        const double *p, long every, double *Y, double *checkpoints, double *z0, int *iterations,
+                        int *init_iterations, char *message, int message_size)
+{
+    fa_engine *e = fa_engine_new();
+    double *x = (double *)malloc(sizeof(double) * (3 * FA_N + ONE(FA_M)));
+    if (!e || !x || every < 1) {
+        fa_engine_free(e); free(x);
+        copy_message(message, message_size, "out of memory for the C engine");
+        return -1;
+    }
+    const size_t size = fa_engine_state_size();
+    double *q = x, *v = q + FA_N, *a = v + FA_N, *lam = a + FA_N;
+    fa_settings s;
+    fa_engine_settings_default(&s);
+    s.step = n_steps > 0 ? grid[1] - grid[0] : 1.0;
+    s.alpha = alpha;
+    s.rtol = rtol;
+    s.max_iterations = max_iterations;
+    memcpy(fa_engine_parameters(e), p, sizeof(double) * ONE(FA_NP));
+    fa_engine_set_planned_steps(e, n_steps);
+    int status = fa_engine_initialize(e, grid[0], &s);
+    if (status == 0) {
+        memcpy(z0, fa_engine_initial_z(e), sizeof(double) * FA_NZ);
+        *init_iterations = fa_engine_init_iterations(e);
+    }
+    for (long i = 0; status == 0 && i <= n_steps; ++i) {
+        if (i >= 1) {
+            status = fa_engine_step_to(e, grid[i - 1], grid[i]);
+            if (status != 0) break;
+            iterations[i - 1] = fa_engine_last_iterations(e);
+        }
+        if (i % every == 0) fa_engine_get_state(e, checkpoints + (size_t)(i / every) * size);
+        fa_engine_current(e, q, v, a, lam);
+        fa_outputs(q, v, a, lam, grid[i], p, Y + i * FA_NY);
+    }
+    if (status != 0) copy_message(message, message_size, fa_engine_message(e));
+    fa_engine_free(e);
+    free(x);
+    return status;
+}
+
+/* Recompute the steps i0..i1 from the checkpoint state of step i0 (a block written by
+ * fa_run_checkpointed), storing q, v, a, lambda of those steps (rows 0..i1-i0).  The same
+ * engine code on the same state: the same trajectory bit for bit. */
+int fa_recompute(const double *grid, long i0, long i1, const double *state, double *Q, double *V, double *A,
+                 double *L, char *message, int message_size)
+{
+    fa_engine *e = fa_engine_new();
+    if (!e) { copy_message(message, message_size, "out of memory for the C engine"); return -1; }
+    int status = fa_engine_set_state(e, state);
+    if (status != 0) copy_message(message, message_size, "recompute: the checkpoint state is invalid");
+    if (status == 0) fa_engine_current(e, Q, V, A, L);
+    for (long i = i0 + 1; status == 0 && i <= i1; ++i) {
+        status = fa_engine_step_to(e, grid[i - 1], grid[i]);
+        if (status == 0) {
+            long r = i - i0;
+            fa_engine_current(e, Q + r * FA_N, V + r * FA_N, A + r * FA_N, L + r * FA_M);
+        } else {
+            copy_message(message, message_size, fa_engine_message(e));
+        }
     }
     fa_engine_free(e);
     return status;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fa_linalg.h"
 #include "model.h"
 
 #define NK (FA_N + FA_M)
@@ -21,14 +22,18 @@ struct fa_engine {
     double force_scale;    /* largest force-term magnitude seen (Newton test floor) */
     double position_scale; /* largest |q| seen */
     int initialized;
+    int last_iterations; /* Newton iterations of the last step */
+    int init_iterations; /* Newton iterations of the last initialization */
     long planned_steps; /* total steps of a batch run, 0 if unknown (FMU) */
     char message[512];
-    /* work arrays */
-    double Ma[FA_N], F[FA_N], C[ONE(FA_M)], M[FA_N * FA_N], JM[FA_N * FA_N], K[FA_N * FA_N], JV[FA_N * FA_N];
-    double Cq[ONE(FA_M * FA_N)];
-    double matrix[NK * NK], rhs[NK], qn[FA_N], vn[FA_N];
-    int pivots[FA_NZ > NK ? FA_NZ : NK];
-    double Gz[FA_NZ * FA_NZ], G[FA_NZ], zinit[FA_NZ];
+    /* work arrays: residual terms, non-zero values of the Jacobians (model.h patterns) */
+    double Ma[FA_N], F[FA_N], C[ONE(FA_M)];
+    fa_jacobian_values jac;
+    double kkt[FA_KKT_STORAGE], rhs[NK], qn[FA_N], vn[FA_N];
+    int pivots[NK];
+    double *Gz;          /* dense FA_NZ x FA_NZ initialization Jacobian (allocated) */
+    double Gz_values[ONE(FA_NNZ_G_z)], Gp_values[ONE(FA_NNZ_G_p)], G[FA_NZ], zinit[FA_NZ];
+    int init_pivots[FA_NZ];
 };
 
 void fa_engine_settings_default(fa_settings *s)
@@ -43,45 +48,70 @@ fa_engine *fa_engine_new(void)
 {
     fa_engine *e = (fa_engine *)calloc(1, sizeof(fa_engine));
     if (!e) return NULL;
+    e->Gz = (double *)calloc((size_t)FA_NZ * FA_NZ, sizeof(double));
+    if (!e->Gz) { free(e); return NULL; }
     memcpy(e->p, fa_default_parameters, sizeof(double) * ONE(FA_NP));
     fa_engine_settings_default(&e->settings);
     return e;
 }
 
-void fa_engine_free(fa_engine *e) { free(e); }
+void fa_engine_free(fa_engine *e)
+{
+    if (e) free(e->Gz);
+    free(e);
+}
 double *fa_engine_parameters(fa_engine *e) { return e->p; }
 double fa_engine_time(const fa_engine *e) { return e->t0 + e->settings.step * (double)e->step; }
 long fa_engine_step_count(const fa_engine *e) { return e->step; }
 const char *fa_engine_message(const fa_engine *e) { return e->message; }
 
-/* LU with partial pivoting, in place (row-major n x n); solves A x = b, b overwritten. */
-static int lu_solve(double *A, double *b, int n, int *piv)
+/* Newton matrix [[c_m M + bh2 (c_m J_M + K) - gh J_V, C_q^T], [C_q, 0]] (hht.py) assembled
+ * from the non-zero values into the planned storage (model.h), then factored. */
+int fa_kkt_factor(double *kkt, int *piv, const fa_jacobian_values *j, double c_m, double bh2, double gh)
 {
-    for (int k = 0; k < n; ++k) {
-        int p = k;
-        double big = fabs(A[k * n + k]);
-        for (int i = k + 1; i < n; ++i)
-            if (fabs(A[i * n + k]) > big) { big = fabs(A[i * n + k]); p = i; }
-        if (!(big > 0.0)) return -1;
-        piv[k] = p;
-        if (p != k) {
-            for (int j = 0; j < n; ++j) { double tmp = A[k * n + j]; A[k * n + j] = A[p * n + j]; A[p * n + j] = tmp; }
-            double tmp = b[k]; b[k] = b[p]; b[p] = tmp;
-        }
-        for (int i = k + 1; i < n; ++i) {
-            double f = A[i * n + k] / A[k * n + k];
-            A[i * n + k] = f;
-            for (int j = k + 1; j < n; ++j) A[i * n + j] -= f * A[k * n + j];
-            b[i] -= f * b[k];
-        }
-    }
-    for (int i = n - 1; i >= 0; --i) {
-        double s = b[i];
-        for (int j = i + 1; j < n; ++j) s -= A[i * n + j] * b[j];
-        b[i] = s / A[i * n + i];
-    }
-    return 0;
+    memset(kkt, 0, sizeof(double) * FA_KKT_STORAGE);
+    for (int k = 0; k < FA_NNZ_M; ++k) kkt[fa_kkt_M[k]] += c_m * j->M[k];
+    for (int k = 0; k < FA_NNZ_JM; ++k) kkt[fa_kkt_JM[k]] += bh2 * c_m * j->JM[k];
+    for (int k = 0; k < FA_NNZ_K; ++k) kkt[fa_kkt_K[k]] += bh2 * j->K[k];
+    for (int k = 0; k < FA_NNZ_JV; ++k) kkt[fa_kkt_JV[k]] -= gh * j->JV[k];
+    for (int k = 0; k < FA_NNZ_Cq; ++k) { kkt[fa_kkt_Cq[k]] = j->Cq[k]; kkt[fa_kkt_CqT[k]] = j->Cq[k]; }
+#if FA_KKT_BANDED
+    return fa_band_factor(kkt, NK, FA_KKT_KL, FA_KKT_KU, piv);
+#else
+    return fa_dense_factor(kkt, NK, piv);
+#endif
 }
+
+/* Solve with the factored Newton matrix (transposed: its transpose), x in model order. */
+void fa_kkt_solve(const double *kkt, const int *piv, double *x, int transposed)
+{
+    double b[NK];
+    for (int i = 0; i < NK; ++i) b[fa_kkt_position[i]] = x[i];
+#if FA_KKT_BANDED
+    if (transposed) fa_band_solve_transposed(kkt, NK, FA_KKT_KL, FA_KKT_KU, piv, b);
+    else fa_band_solve(kkt, NK, FA_KKT_KL, FA_KKT_KU, piv, b);
+#else
+    if (transposed) fa_dense_solve_transposed(kkt, NK, piv, b);
+    else fa_dense_solve(kkt, NK, piv, b);
+#endif
+    for (int i = 0; i < NK; ++i) x[i] = b[fa_kkt_position[i]];
+}
+
+void fa_jacobians_at(const double *q, const double *v, const double *a, const double *lam, double t,
+                     const double *p, fa_jacobian_values *j)
+{
+    fa_jacobian_terms(q, v, a, lam, t, p, j->M, j->JM, j->K, j->JV, j->Cq);
+}
+
+/* Dense initialization Jacobian dG/dz from its non-zero values. */
+void fa_init_jacobian_dense(const double *values, double *Gz)
+{
+    memset(Gz, 0, sizeof(double) * FA_NZ * FA_NZ);
+    for (int k = 0; k < FA_NNZ_G_z; ++k) Gz[fa_G_z_row[k] * FA_NZ + fa_G_z_col[k]] = values[k];
+}
+
+#define Z_ARGS(z) (z), (z) + FA_N, (z) + FA_N + FA_M, (z) + 2 * FA_N + FA_M, (z) + 2 * FA_N + 2 * FA_M, \
+    (z) + 3 * FA_N + 2 * FA_M
 
 static int all_finite(const double *x, int n)
 {
@@ -111,32 +141,34 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
     {
         double zeros[NK];
         memset(zeros, 0, sizeof zeros);
-        fa_newton(z, z + FA_N + FA_M, zeros, zeros + FA_N, t0, e->p, e->Ma, e->F, e->C, e->M, e->JM, e->K, e->JV,
-                  e->Cq);
-        for (int i = 0; i < FA_N; ++i) {
-            if (e->M[i * FA_N + i] < 0.0) {
+        fa_jacobians_at(z, z + FA_N + FA_M, zeros, zeros + FA_N, t0, e->p, &e->jac);
+        for (int k = 0; k < FA_NNZ_M; ++k) {
+            if (fa_M_row[k] == fa_M_col[k] && e->jac.M[k] < 0.0) {
                 snprintf(e->message, sizeof e->message, "model '%s': the mass matrix has a negative diagonal "
                          "entry for '%s' at the initial state; masses and inertias must be >= 0 (check the "
-                         "parameter values)", FA_MODEL_NAME, fa_coordinate_names[i]);
+                         "parameter values)", FA_MODEL_NAME, fa_coordinate_names[fa_M_row[k]]);
                 return -1;
             }
         }
     }
     int converged = 0;
     for (int it = 1; it <= 50 && !converged; ++it) {
-        fa_init_residual(z, t0, e->p, e->G);
-        fa_init_jacobian(z, t0, e->p, e->Gz);
-        if (!all_finite(e->G, FA_NZ) || !all_finite(e->Gz, FA_NZ * FA_NZ)) {
+        e->init_iterations = it;
+        fa_init_residual(Z_ARGS(z), t0, e->p, e->G);
+        fa_init_jacobians(Z_ARGS(z), t0, e->p, e->Gz_values, e->Gp_values);
+        fa_init_jacobian_dense(e->Gz_values, e->Gz);
+        if (!all_finite(e->G, FA_NZ) || !all_finite(e->Gz_values, FA_NNZ_G_z)) {
             snprintf(e->message, sizeof e->message, "the initial state gives non-finite values; check the initial "
                      "positions and the parameter values");
             return -1;
         }
         for (int i = 0; i < FA_NZ; ++i) e->G[i] = -e->G[i];
-        if (lu_solve(e->Gz, e->G, FA_NZ, e->pivots) != 0) {
+        if (fa_dense_factor(e->Gz, FA_NZ, e->init_pivots) != 0) {
             snprintf(e->message, sizeof e->message, "the initialization system is singular (too many coordinates "
                      "fixed, redundant constraints, or a massless coordinate without stiffness)");
             return -1;
         }
+        fa_dense_solve(e->Gz, FA_NZ, e->init_pivots, e->G);
         converged = 1;
         for (int i = 0; i < FA_NZ; ++i) {
             z[i] += e->G[i];
@@ -152,7 +184,7 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
     memcpy(e->v, z + FA_N + FA_M, sizeof(double) * FA_N);
     memcpy(e->z, z + 2 * FA_N + 2 * FA_M, sizeof(double) * FA_N);       /* a */
     memcpy(e->z + FA_N, z + 3 * FA_N + 2 * FA_M, sizeof(double) * FA_M); /* lambda */
-    fa_residual(e->q, e->v, e->z, e->z + FA_N, t0, e->p, e->Ma, e->F_old, e->C);
+    fa_residual_terms(e->q, e->v, e->z, e->z + FA_N, t0, e->p, e->Ma, e->F_old, e->C);
     e->force_scale = 0.0;
     e->position_scale = 0.0;
     for (int i = 0; i < FA_N; ++i) e->position_scale = fmax(e->position_scale, fabs(e->q[i]));
@@ -178,18 +210,23 @@ void fa_engine_set_planned_steps(fa_engine *e, long n) { e->planned_steps = n; }
 
 int fa_engine_step(fa_engine *e)
 {
+    /* Step times as in time_grid(): t_i = t0 + h i (products, not sums). */
+    const double h0 = e->settings.step;
+    return fa_engine_step_to(e, e->t0 + h0 * (double)e->step, e->t0 + h0 * (double)(e->step + 1));
+}
+
+int fa_engine_step_to(fa_engine *e, double t_prev, double t)
+{
     if (!e->initialized) {
         snprintf(e->message, sizeof e->message, "the engine is not initialized");
         return -1;
     }
-    const double alpha = e->settings.alpha, h0 = e->settings.step;
+    const double alpha = e->settings.alpha;
     const double beta = (1.0 - alpha) * (1.0 - alpha) / 4.0, gamma = (1.0 - 2.0 * alpha) / 2.0;
     const double c_m = 1.0 / (1.0 + alpha), c_old = alpha / (1.0 + alpha);
-    /* Step times as in time_grid(): t_i = t0 + h i (products, not sums). */
-    const double t_prev = e->t0 + h0 * (double)e->step;
-    const double t = e->t0 + h0 * (double)(e->step + 1);
     const double h = t - t_prev, bh2 = beta * h * h, gh = gamma * h;
-    double q_pred[FA_N], v_pred[FA_N], rhs_old[FA_N], z[NK];
+    const fa_jacobian_values *j = &e->jac;
+    double q_pred[FA_N], v_pred[FA_N], rhs_old[FA_N], z[NK], terms[FA_N], c_terms[ONE(FA_M)];
     for (int i = 0; i < FA_N; ++i) {
         q_pred[i] = e->q[i] + h * e->v[i] + (0.5 - beta) * h * h * e->z[i];
         v_pred[i] = e->v[i] + (1.0 - gamma) * h * e->z[i];
@@ -199,11 +236,11 @@ int fa_engine_step(fa_engine *e)
     int iteration, done = 0;
     for (iteration = 1; iteration <= e->settings.max_iterations; ++iteration) {
         for (int i = 0; i < FA_N; ++i) { e->qn[i] = q_pred[i] + bh2 * z[i]; e->vn[i] = v_pred[i] + gh * z[i]; }
-        fa_newton(e->qn, e->vn, z, z + FA_N, t, e->p, e->Ma, e->F, e->C, e->M, e->JM, e->K, e->JV, e->Cq);
+        fa_newton(e->qn, e->vn, z, z + FA_N, t, e->p, e->Ma, e->F, e->C, e->jac.M, e->jac.JM, e->jac.K, e->jac.JV,
+                  e->jac.Cq);
         /* Residual test scaled by the magnitude of each equation's terms (hht.py). */
         /* Floors: magnitudes of the predictor and of accepted steps, never of later
          * iterates (hht.py). */
-        double terms[FA_N];
         for (int i = 0; i < FA_N; ++i) {
             double inertia = c_m * e->Ma[i];
             e->rhs[i] = rhs_old[i] - inertia - e->F[i];
@@ -213,27 +250,17 @@ int fa_engine_step(fa_engine *e)
                 e->position_scale = fmax(e->position_scale, fabs(e->qn[i]));
             }
         }
-        for (int k = 0; k < FA_M; ++k) e->rhs[FA_N + k] = -e->C[k] / bh2;
+        for (int k = 0; k < FA_M; ++k) { e->rhs[FA_N + k] = -e->C[k] / bh2; c_terms[k] = 0.0; }
         int converged = 1;
         for (int i = 0; i < FA_N; ++i)
             if (!(fabs(e->rhs[i]) <= e->settings.rtol * (terms[i] + e->force_scale))) converged = 0;
-        for (int k = 0; k < FA_M; ++k) {
-            double c_terms = 0.0;
-            for (int j = 0; j < FA_N; ++j) c_terms += fabs(e->Cq[k * FA_N + j]) * (fabs(e->qn[j]) + e->position_scale);
-            if (!(fabs(e->C[k]) <= e->settings.rtol * c_terms)) converged = 0;
-        }
-        for (int i = 0; i < FA_N; ++i) {
-            for (int j = 0; j < FA_N; ++j)
-                e->matrix[i * NK + j] = c_m * e->M[i * FA_N + j] + bh2 * (c_m * e->JM[i * FA_N + j] + e->K[i * FA_N + j])
-                                        - gh * e->JV[i * FA_N + j];
-            for (int k = 0; k < FA_M; ++k) e->matrix[i * NK + FA_N + k] = e->Cq[k * FA_N + i];
-        }
-        for (int k = 0; k < FA_M; ++k) {
-            for (int j = 0; j < FA_N; ++j) e->matrix[(FA_N + k) * NK + j] = e->Cq[k * FA_N + j];
-            for (int l = 0; l < FA_M; ++l) e->matrix[(FA_N + k) * NK + FA_N + l] = 0.0;
-        }
-        if (lu_solve(e->matrix, e->rhs, NK, e->pivots) != 0)
+        for (int k = 0; k < FA_NNZ_Cq; ++k)
+            c_terms[fa_Cq_row[k]] += fabs(j->Cq[k]) * (fabs(e->qn[fa_Cq_col[k]]) + e->position_scale);
+        for (int k = 0; k < FA_M; ++k)
+            if (!(fabs(e->C[k]) <= e->settings.rtol * c_terms[k])) converged = 0;
+        if (fa_kkt_factor(e->kkt, e->pivots, j, c_m, bh2, gh) != 0)
             return failure(e, t, h, "the iteration matrix is singular", iteration);
+        fa_kkt_solve(e->kkt, e->pivots, e->rhs, 0);
         if (!all_finite(e->rhs, NK)) return failure(e, t, h, "the solution became NaN or infinite", iteration);
         for (int i = 0; i < NK; ++i) z[i] += e->rhs[i];
         /* The update after a converged residual polishes the iterate to round-off. */
@@ -249,12 +276,25 @@ int fa_engine_step(fa_engine *e)
     if (!done) return failure(e, t, h, "no convergence", e->settings.max_iterations);
     for (int i = 0; i < FA_N; ++i) { e->q[i] = q_pred[i] + bh2 * z[i]; e->v[i] = v_pred[i] + gh * z[i]; }
     memcpy(e->z, z, sizeof z);
-    fa_residual(e->q, e->v, e->z, e->z + FA_N, t, e->p, e->Ma, e->F_old, e->C);
+    fa_residual_terms(e->q, e->v, e->z, e->z + FA_N, t, e->p, e->Ma, e->F_old, e->C);
     if (!all_finite(e->q, FA_N) || !all_finite(e->F_old, FA_N))
         return failure(e, t, h, "the solution became NaN or infinite", iteration);
     e->step += 1;
+    e->last_iterations = iteration;
     return 0;
 }
+
+void fa_engine_current(const fa_engine *e, double *q, double *v, double *a, double *lam)
+{
+    memcpy(q, e->q, sizeof e->q);
+    memcpy(v, e->v, sizeof e->v);
+    memcpy(a, e->z, sizeof(double) * FA_N);
+    if (FA_M) memcpy(lam, e->z + FA_N, sizeof(double) * FA_M);
+}
+
+const double *fa_engine_initial_z(const fa_engine *e) { return e->zinit; }
+int fa_engine_last_iterations(const fa_engine *e) { return e->last_iterations; }
+int fa_engine_init_iterations(const fa_engine *e) { return e->init_iterations; }
 
 void fa_engine_outputs(const fa_engine *e, double *y)
 {

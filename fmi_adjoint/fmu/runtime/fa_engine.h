@@ -10,11 +10,22 @@
 
 #include <stddef.h>
 
+#include "model.h"
+
 #if defined(__GNUC__) && !defined(FA_EXPORT_ALL)
 #pragma GCC visibility push(hidden) /* internal: an FMU exports only the FMI functions */
 #endif
 
 typedef struct fa_engine fa_engine;
+
+#define FA_ONE(x) ((x) > 0 ? (x) : 1)
+
+/* Non-zero values of M, J_M, K = J_C - J_Q, J_V = dQ/dv and C_q at one state, in the
+ * order of the patterns fa_<X>_row/col of model.h. */
+typedef struct {
+    double M[FA_ONE(FA_NNZ_M)], JM[FA_ONE(FA_NNZ_JM)], K[FA_ONE(FA_NNZ_K)], JV[FA_ONE(FA_NNZ_JV)];
+    double Cq[FA_ONE(FA_NNZ_Cq)];
+} fa_jacobian_values;
 
 /* Settings of a run; fa_engine_settings_default() fills the model's defaults. */
 typedef struct {
@@ -38,6 +49,27 @@ int fa_engine_initialize(fa_engine *engine, double t0, const fa_settings *settin
 
 /* Advance by exactly one step t_i -> t_{i+1} = t0 + (i+1) h.  0 ok, -1 failure. */
 int fa_engine_step(fa_engine *engine);
+
+/* Advance from t_prev (the current time) to t: the batch runs' grid, whose last step may
+ * be uneven (time_grid in hht.py).  0 ok, -1 failure. */
+int fa_engine_step_to(fa_engine *engine, double t_prev, double t);
+
+/* Current q, v, a, lambda; the consistent initial z = (q, mu, v, nu, a, lambda) of the
+ * last initialization; Newton iterations of the last step and of the initialization. */
+void fa_engine_current(const fa_engine *engine, double *q, double *v, double *a, double *lam);
+const double *fa_engine_initial_z(const fa_engine *engine);
+int fa_engine_last_iterations(const fa_engine *engine);
+int fa_engine_init_iterations(const fa_engine *engine);
+
+/* Shared with the adjoint and sensitivity sweeps (fa_driver.c): the Jacobian values at a
+ * state, the Newton matrix of a step assembled and factored in the planned storage
+ * (FA_KKT_STORAGE doubles, FA_NK pivots), solves with it or its transpose (x in model
+ * order), and the dense initialization Jacobian from its values. */
+void fa_jacobians_at(const double *q, const double *v, const double *a, const double *lam, double t,
+                     const double *p, fa_jacobian_values *values);
+int fa_kkt_factor(double *kkt, int *piv, const fa_jacobian_values *values, double c_m, double bh2, double gh);
+void fa_kkt_solve(const double *kkt, const int *piv, double *x, int transposed);
+void fa_init_jacobian_dense(const double *values, double *Gz);
 
 /* Number of steps of a batch run, used in messages ("step i of N"); 0 if unknown. */
 void fa_engine_set_planned_steps(fa_engine *engine, long n_steps);

@@ -1,0 +1,255 @@
+"""The engine contract: forward run, discrete adjoint, forward sensitivities.
+
+Two engines implement it and must agree to round-off:
+
+* :class:`PythonEngine`, the readable reference (:mod:`fmi_adjoint.integrate`,
+  :mod:`fmi_adjoint.adjoint`, numpy functions generated from the model);
+* :class:`NativeEngine`, the default: the same algorithms in C (the runtime the FMUs
+  carry, plus the adjoint and sensitivity sweeps), on C functions printed from the same
+  table of generated functions (:func:`fmi_adjoint.compiled.function_table`).
+
+Both are built through the build cache (:mod:`fmi_adjoint.cache`), so a model is derived
+and compiled once per machine.  The front door of each operation (argument checks, the
+time grid, the cost's ``dJ/dY``) is shared here; an engine supplies only the kernels.
+
+Adding an engine: subclass :class:`AbstractEngine`, implement (1) :meth:`~AbstractEngine.build`,
+(2) ``_integrate`` (the forward run on a checked grid from parameters ``p``), (3)
+``_adjoint_sweep`` (gradient from ``dJ/dY`` on the step grid) and (4)
+``_sensitivities`` (``dY/dp`` at the needed steps); then parametrize
+``tests/test_engines.py`` over it.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import ClassVar
+
+import numpy as np
+
+from .adjoint import GradientResult, output_sensitivities, sampled_outputs
+from .adjoint.discrete import adjoint_seed, adjoint_sweep
+from .cache import BuildCache
+from .compiled import CompiledModel, Derivation, compile_model
+from .costs.base import AbstractCost
+from .costs.sampling import Sampler
+from .errors import ModelError
+from .integrate import HHT, InitialState, Trajectory
+from .integrate.trajectory import Checkpoints
+from .integrate.hht import _integrate, prepare_run
+from .integrate.initialization import initial_state
+from .model import Model
+from .native import NativeLibrary, build_native
+
+__all__ = ["AbstractEngine", "PythonEngine", "NativeEngine", "ENGINES", "DEFAULT_MEMORY_BUDGET"]
+
+
+class AbstractEngine(abc.ABC):
+    """One model's engine.  Immutable after construction; safe to share between threads
+    only if the kernels are (both engines' are: no state between calls).
+
+    Attributes
+    ----------
+    compiled : CompiledModel
+        Names, sizes, default values and the numpy functions (outputs of a trajectory).
+    """
+
+    name: ClassVar[str]
+
+    def __init__(self, compiled: CompiledModel):
+        self.compiled = compiled
+
+    @classmethod
+    @abc.abstractmethod
+    def build(cls, model: Model, *, cache: BuildCache | None = None) -> AbstractEngine:
+        """Build (or load from the cache) the engine of ``model``."""
+
+    # -- forward run --------------------------------------------------------------------
+    def simulate(self, p: np.ndarray | None = None, *, t_end: float | None = None, step: float | None = None,
+                 solver: HHT | None = None, t0: float = 0.0) -> Trajectory:
+        """HHT run from a consistent initial state (see :func:`fmi_adjoint.integrate.simulate`).
+
+        Raises
+        ------
+        ModelError
+            Bad parameter vector, time span or a table used past its end.
+        ConvergenceError
+            Newton failed in the initialization or a step (time and remedy named).
+        """
+        p, solver, grid = prepare_run(self.compiled, p, t_end=t_end, step=step, solver=solver, t0=t0)
+        return self._integrate(p, solver, grid)
+
+    @abc.abstractmethod
+    def _integrate(self, p: np.ndarray, solver: HHT, grid: np.ndarray) -> Trajectory: ...
+
+    # -- gradients --------------------------------------------------------------------------
+    def adjoint_gradient(self, traj: Trajectory, cost: AbstractCost) -> GradientResult:
+        """Exact gradient of the discrete cost by the discrete adjoint (one backward sweep)."""
+        J, ybar, gradient = adjoint_seed(traj, cost)
+        return GradientResult(J=J, gradient=self._adjoint_sweep(traj, ybar, gradient), method="adjoint")
+
+    @abc.abstractmethod
+    def _adjoint_sweep(self, traj: Trajectory, ybar: np.ndarray, gradient: np.ndarray) -> np.ndarray: ...
+
+    def output_sensitivities(self, traj: Trajectory, sample_times: np.ndarray, channels: np.ndarray,
+                             params: np.ndarray | None = None) -> np.ndarray:
+        """``dY/dp`` of the outputs ``channels`` at ``sample_times``, shape
+        ``(n_samples, n_channels, n_params)`` (forward sensitivities of the scheme)."""
+        params = np.arange(self.compiled.n_p) if params is None else np.asarray(params, dtype=int)
+        return self._sensitivities(traj, np.asarray(sample_times, dtype=float), np.asarray(channels, dtype=int),
+                                   params)
+
+    @abc.abstractmethod
+    def _sensitivities(self, traj: Trajectory, sample_times: np.ndarray, channels: np.ndarray,
+                       params: np.ndarray) -> np.ndarray: ...
+
+    def sensitivity_gradient(self, traj: Trajectory, cost: AbstractCost,
+                             params: np.ndarray | None = None) -> GradientResult:
+        """Gradient from forward sensitivities; entries of parameters not in ``params`` are zero."""
+        model = self.compiled
+        params = np.arange(model.n_p) if params is None else np.asarray(params, dtype=int)
+        _, channels, Y = sampled_outputs(traj, cost)
+        value = cost.evaluate(Y, traj.p)
+        dY = self.output_sensitivities(traj, cost.sample_times, channels, params)
+        gradient = np.zeros(model.n_p)
+        gradient[params] = np.einsum("sc,scp->p", value.dJ_dY, dY)
+        if value.dJ_dp is not None:
+            gradient[params] += np.asarray(value.dJ_dp)[params]
+        return GradientResult(J=value.J, gradient=gradient, method="forward")
+
+
+class PythonEngine(AbstractEngine):
+    """The readable reference: numpy functions, :mod:`fmi_adjoint.integrate` and
+    :mod:`fmi_adjoint.adjoint`."""
+
+    name = "python"
+
+    @classmethod
+    def build(cls, model: Model, *, cache: BuildCache | None = None) -> PythonEngine:
+        return cls(compile_model(model, cache=cache))
+
+    def _integrate(self, p: np.ndarray, solver: HHT, grid: np.ndarray) -> Trajectory:
+        # Overflow in a diverging step is detected from the values, not reported as warnings.
+        with np.errstate(all="ignore"):
+            init = initial_state(self.compiled, p, grid[0])
+            return _integrate(self.compiled, p, solver, grid, init)
+
+    def _adjoint_sweep(self, traj: Trajectory, ybar: np.ndarray, gradient: np.ndarray) -> np.ndarray:
+        traj.require_states("the Python engine's adjoint sweep")
+        return adjoint_sweep(traj, ybar, gradient)
+
+    def _sensitivities(self, traj, sample_times, channels, params) -> np.ndarray:
+        traj.require_states("the Python engine's sensitivities")
+        return output_sensitivities(traj, sample_times, channels, params)
+
+
+#: Memory the native engine may use to store a trajectory for its sweeps (bytes); longer
+#: runs keep checkpoints and recompute segments (:class:`NativeEngine`).
+DEFAULT_MEMORY_BUDGET = 1 << 30
+
+
+class NativeEngine(AbstractEngine):
+    """The C engine: forward run, adjoint sweep and sensitivities in the generated C code.
+
+    A run whose states (``(N+1)(3n+m)`` doubles) exceed ``memory_budget`` keeps only its
+    outputs and a checkpoint of the engine state every ``K`` steps (``K`` states fit in half
+    the budget).  The sweeps then recompute one segment at a time from its checkpoint (one
+    extra forward run in total) and carry their adjoint or sensitivity state across the
+    segments, so the result equals the stored run's to round-off (the recomputed states
+    are bit for bit the same) and memory does not limit the run length.
+
+    Attributes
+    ----------
+    library : NativeLibrary
+    memory_budget : int
+        Bytes for a stored trajectory (default 1 GiB).
+    """
+
+    name = "native"
+
+    def __init__(self, compiled: CompiledModel, library: NativeLibrary, memory_budget: int = DEFAULT_MEMORY_BUDGET):
+        super().__init__(compiled)
+        if not memory_budget > 0:
+            raise ModelError(f"memory_budget = {memory_budget!r} must be a positive number of bytes.")
+        self.library = library
+        self.memory_budget = int(memory_budget)
+
+    @classmethod
+    def build(cls, model: Model, *, cache: BuildCache | None = None,
+              memory_budget: int = DEFAULT_MEMORY_BUDGET) -> NativeEngine:
+        cache = cache or BuildCache.default()
+        derivation = Derivation(model)  # the symbolic work, once for both backends on a cold build
+        compiled = compile_model(model, cache=cache, derivation=derivation)
+        return cls(compiled, build_native(model, cache=cache, derivation=derivation), memory_budget)
+
+    def _row_bytes(self) -> int:
+        return 8 * (3 * self.compiled.n + self.compiled.m)
+
+    def _integrate(self, p: np.ndarray, solver: HHT, grid: np.ndarray) -> Trajectory:
+        model = self.compiled
+        N = len(grid) - 1
+        checkpoints = None
+        if (N + 1) * self._row_bytes() <= self.memory_budget:
+            run = self.library.run(grid, p, solver.alpha, solver.rtol, solver.max_iterations)
+        else:
+            every = max(1, min(N, self.memory_budget // (2 * self._row_bytes())))
+            outputs, states, run = self.library.run_checkpointed(grid, p, solver.alpha, solver.rtol,
+                                                                 solver.max_iterations, every)
+            checkpoints = Checkpoints(every=every, states=states, outputs=outputs)
+        return Trajectory(
+            model=model, p=p.copy(), alpha=solver.alpha, beta=solver.beta, gamma=solver.gamma, t=grid,
+            q=run.q, v=run.v, a=run.a, lam=run.lam,
+            init=InitialState(z=run.z0, n=model.n, m=model.m, iterations=run.init_iterations),
+            newton_iterations=run.iterations, checkpoints=checkpoints,
+        )
+
+    def _segments(self, traj: Trajectory) -> list[tuple[int, int]]:
+        """Step ranges ``(i_lo, i_hi)`` the sweeps work on, in forward order."""
+        N = traj.n_steps
+        if traj.checkpoints is None:
+            return [(0, N)]
+        every = traj.checkpoints.every
+        return [(lo, min(lo + every - 1, N)) for lo in range(0, N + 1, every)]
+
+    def _states(self, traj: Trajectory, lo: int, hi: int) -> tuple[np.ndarray, ...]:
+        """``(q, v, a, lam)`` of the steps ``lo..hi``: stored, or recomputed from a checkpoint."""
+        if traj.checkpoints is None:
+            return traj.q[lo:hi + 1], traj.v[lo:hi + 1], traj.a[lo:hi + 1], traj.lam[lo:hi + 1]
+        state = traj.checkpoints.states[lo // traj.checkpoints.every]
+        return self.library.recompute(traj.t, lo, hi, state)
+
+    def _adjoint_sweep(self, traj: Trajectory, ybar: np.ndarray, gradient: np.ndarray) -> np.ndarray:
+        model = self.compiled
+        gradient = np.array(gradient, dtype=float)
+        carry = np.zeros(1 + 3 * model.n)  # h_{i+1}, mu1, mu2, mu3 of the step after the segment
+        w0 = np.zeros(3 * model.n + model.m)
+        grid = np.ascontiguousarray(traj.t)
+        p = np.ascontiguousarray(traj.p)
+        for lo, hi in reversed(self._segments(traj)):
+            self.library.adjoint_segment(grid, lo, hi, traj.alpha, p, self._states(traj, lo, hi), ybar[lo:hi + 1],
+                                         carry, w0, gradient)
+        self.library.adjoint_initial(traj.init.z, float(grid[0]), p, w0, gradient)
+        return gradient
+
+    def _sensitivities(self, traj, sample_times, channels, params) -> np.ndarray:
+        sampler = Sampler.from_grid(traj.t, sample_times)
+        needed = np.zeros(traj.n_steps + 1, dtype=np.uint8)
+        needed[sampler.k] = 1
+        needed[sampler.k + 1] = 1
+        carry = self.library.sensitivity_carry(len(params))
+        grid = np.ascontiguousarray(traj.t)
+        p = np.ascontiguousarray(traj.p)
+        parts = [self.library.sensitivities_segment(grid, lo, hi, traj.alpha, p, self._states(traj, lo, hi),
+                                                    traj.init.z, params, needed, carry)
+                 for lo, hi in self._segments(traj)]
+        dY = np.concatenate(parts)
+        # Rows of dY are the needed steps in order: re-index the interpolation to them.
+        row = np.cumsum(needed) - 1
+        w = sampler.theta[:, None, None]
+        picked = dY[:, channels, :]
+        return (1.0 - w) * picked[row[sampler.k]] + w * picked[row[sampler.k + 1]]
+
+
+#: The engines by command-line name (``--engine``); read-only.
+ENGINES: Mapping[str, type[AbstractEngine]] = MappingProxyType({"native": NativeEngine, "python": PythonEngine})

@@ -1,0 +1,254 @@
+"""The native C engine: the model's generated C code and the runtime as a shared library.
+
+:func:`build_native` writes the generated sources (:mod:`.model_code`) next to the runtime
+(``fmi_adjoint/fmu/runtime``: the HHT engine the FMUs carry, the linear-algebra kernels and
+the batch driver with the adjoint and sensitivity sweeps), compiles them (one compiler
+process per file, in parallel) into the build cache and loads the library.
+:class:`NativeLibrary` mirrors the driver's C functions one to one; the engine contract
+on top of it is :class:`fmi_adjoint.engines.NativeEngine`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from ..cache import BuildCache, compiler_fingerprint, fingerprint
+from ..compiled import Derivation, model_key
+from ..errors import CompilerError, ConvergenceError, FmiAdjointError
+from ..model import Model
+from ..toolchain import c_compiler, compile_shared
+from .model_code import model_c_sources
+
+__all__ = ["RUNTIME_DIR", "NativeLibrary", "build_native", "find_c_compiler", "write_sources", "ENGINE_RUNTIME"]
+
+RUNTIME_DIR = Path(__file__).resolve().parents[1] / "fmu" / "runtime"
+#: Runtime files of the engine (FMUs add their FMI layer; the batch driver is in-process only).
+ENGINE_RUNTIME = ("fa_engine.h", "fa_engine.c", "fa_linalg.h", "fa_linalg.c")
+_DRIVER = "fa_driver.c"
+_LIBRARY = "fa_native.so"
+_OPTIMIZE = "-O2"
+# FA_EXPORT_ALL keeps the engine's functions visible so tests can drive them directly.
+_FLAGS = ("-DFA_EXPORT_ALL",)
+
+_double_p = ctypes.POINTER(ctypes.c_double)
+_int_p = ctypes.POINTER(ctypes.c_int)
+
+
+def find_c_compiler() -> str:
+    """The system C compiler (CompilerError naming the fix if there is none)."""
+    compiler = c_compiler()
+    if compiler is None:
+        raise CompilerError("no C compiler found (tried $CC, cc, gcc, clang); install gcc or set CC.")
+    return compiler
+
+
+def write_sources(files: dict[str, str], folder: Path, runtime: tuple[str, ...] = ENGINE_RUNTIME) -> list[Path]:
+    """Write generated files and copy runtime files into ``folder``; returns the C sources."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    for name in runtime:
+        shutil.copy(RUNTIME_DIR / name, folder / name)
+    return sorted(folder / name for name in (*files, *runtime) if name.endswith(".c"))
+
+
+class NativeRun(NamedTuple):
+    """What ``fa_run`` returns: the trajectory, the consistent initial ``z``, Newton iterations."""
+
+    q: np.ndarray
+    v: np.ndarray
+    a: np.ndarray
+    lam: np.ndarray
+    z0: np.ndarray
+    iterations: np.ndarray
+    init_iterations: int
+
+
+def _pointer(array: np.ndarray):
+    return array.ctypes.data_as(_double_p)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NativeLibrary:
+    """A loaded native engine of one model; the functions of ``fa_driver.c``.
+
+    Arrays are checked for shape and made contiguous here; the C code trusts them.
+    """
+
+    model: Model
+    library: ctypes.CDLL
+    folder: Path
+    n: int
+    m: int
+    n_p: int
+    n_y: int
+    state_size: int
+
+    def _parameters(self, p: np.ndarray | None) -> np.ndarray:
+        if p is None:
+            return np.array([par.value for par in self.model.all_parameters], dtype=float)
+        p = np.ascontiguousarray(p, dtype=float)
+        if p.shape != (self.n_p,):
+            raise FmiAdjointError(f"parameter vector has shape {p.shape}; the model needs ({self.n_p},).")
+        return p
+
+    def simulate(self, p: np.ndarray | None = None, *, t_end: float, step: float, alpha: float,
+                 t0: float = 0.0, rtol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
+        """Fixed-step run as an FMU does it; returns step times and outputs ``(N+1, n_y)``.
+
+        ``t_end - t0`` must be a whole number of steps (the FMU's communication grid).
+        """
+        n_steps = int(round((t_end - t0) / step))
+        if n_steps < 1 or abs(n_steps * step - (t_end - t0)) > 1e-9 * step * n_steps:
+            raise FmiAdjointError(f"t_end - t0 = {t_end - t0} is not a whole number of steps h = {step}.")
+        y = np.zeros((n_steps + 1, self.n_y))
+        message = ctypes.create_string_buffer(512)
+        params = _pointer(self._parameters(p))
+        status = self.library.fa_simulate(
+            ctypes.c_double(t0), ctypes.c_double(step), ctypes.c_double(alpha), ctypes.c_double(rtol),
+            ctypes.c_long(n_steps), params, _pointer(y), message, ctypes.c_int(512),
+        )
+        if status != 0:
+            raise ConvergenceError(message.value.decode(errors="replace") or "the C engine failed")
+        return t0 + step * np.arange(n_steps + 1, dtype=float), y
+
+    def run(self, grid: np.ndarray, p: np.ndarray, alpha: float, rtol: float,
+            max_iterations: int) -> NativeRun:
+        """Forward run on ``grid``: ``(q, v, a, lam, z0, step iterations, initialization iterations)``
+        (see ``fa_run``)."""
+        grid = np.ascontiguousarray(grid, dtype=float)
+        N = len(grid) - 1
+        Q, V, A = (np.zeros((N + 1, self.n)) for _ in range(3))
+        L = np.zeros((N + 1, self.m))
+        z0 = np.zeros(3 * self.n + 3 * self.m)
+        iterations = np.zeros(max(N, 1), dtype=np.int32)
+        init_iterations = ctypes.c_int(0)
+        message = ctypes.create_string_buffer(1024)
+        status = self.library.fa_run(
+            _pointer(grid), ctypes.c_long(N), ctypes.c_double(alpha), ctypes.c_double(rtol),
+            ctypes.c_int(max_iterations), _pointer(self._parameters(p)), _pointer(Q), _pointer(V), _pointer(A),
+            _pointer(L), _pointer(z0), iterations.ctypes.data_as(_int_p), ctypes.byref(init_iterations), message,
+            ctypes.c_int(1024),
+        )
+        if status != 0:
+            raise ConvergenceError(message.value.decode(errors="replace") or "the C engine failed")
+        return NativeRun(Q, V, A, L, z0, iterations[:N], init_iterations.value)
+
+    def _call(self, function: str, *args, what: str) -> None:
+        message = ctypes.create_string_buffer(1024)
+        status = getattr(self.library, function)(*args, message, ctypes.c_int(1024))
+        if status != 0:
+            raise ConvergenceError(message.value.decode(errors="replace") or f"the {what} failed")
+
+    def run_checkpointed(self, grid: np.ndarray, p: np.ndarray, alpha: float, rtol: float, max_iterations: int,
+                         every: int) -> tuple[np.ndarray, np.ndarray, NativeRun]:
+        """Forward run keeping the outputs and a checkpoint every ``every`` steps:
+        ``(outputs, checkpoint states, run without states)`` (see ``fa_run_checkpointed``)."""
+        grid = np.ascontiguousarray(grid, dtype=float)
+        N = len(grid) - 1
+        Y = np.zeros((N + 1, self.n_y))
+        states = np.zeros((N // every + 1, self.state_size))
+        z0 = np.zeros(3 * self.n + 3 * self.m)
+        iterations = np.zeros(max(N, 1), dtype=np.int32)
+        init_iterations = ctypes.c_int(0)
+        self._call("fa_run_checkpointed", _pointer(grid), ctypes.c_long(N), ctypes.c_double(alpha),
+                   ctypes.c_double(rtol), ctypes.c_int(max_iterations), _pointer(self._parameters(p)),
+                   ctypes.c_long(every), _pointer(Y), _pointer(states), _pointer(z0),
+                   iterations.ctypes.data_as(_int_p), ctypes.byref(init_iterations), what="C engine")
+        empty = (np.zeros((0, self.n)), np.zeros((0, self.n)), np.zeros((0, self.n)), np.zeros((0, self.m)))
+        return Y, states, NativeRun(*empty, z0, iterations[:N], init_iterations.value)
+
+    def recompute(self, grid: np.ndarray, i0: int, i1: int, state: np.ndarray) -> tuple[np.ndarray, ...]:
+        """``(q, v, a, lam)`` of the steps ``i0..i1`` recomputed from the checkpoint ``state``
+        of step ``i0`` (bit for bit the stored run's)."""
+        rows = i1 - i0 + 1
+        Q, V, A = (np.zeros((rows, self.n)) for _ in range(3))
+        L = np.zeros((rows, self.m))
+        self._call("fa_recompute", _pointer(np.ascontiguousarray(grid, dtype=float)), ctypes.c_long(i0),
+                   ctypes.c_long(i1), _pointer(np.ascontiguousarray(state, dtype=float)), _pointer(Q), _pointer(V),
+                   _pointer(A), _pointer(L), what="recomputation of a segment")
+        return Q, V, A, L
+
+    def adjoint_segment(self, grid: np.ndarray, i_lo: int, i_hi: int, alpha: float, p: np.ndarray,
+                        states: tuple[np.ndarray, ...], ybar: np.ndarray, carry: np.ndarray, w0: np.ndarray,
+                        gradient: np.ndarray) -> None:
+        """Adjoint sweep over the steps ``i_hi..i_lo`` (``fa_adjoint_segment``); ``states``
+        and ``ybar`` hold those rows; ``carry``, ``w0`` and ``gradient`` are updated in place."""
+        q, v, a, lam = (np.ascontiguousarray(x, dtype=float) for x in states)
+        self._call("fa_adjoint_segment", _pointer(grid), ctypes.c_long(i_lo), ctypes.c_long(i_hi),
+                   ctypes.c_double(alpha), _pointer(p), _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
+                   _pointer(np.ascontiguousarray(ybar, dtype=float)), _pointer(carry), _pointer(w0),
+                   _pointer(gradient), what="adjoint sweep")
+
+    def adjoint_initial(self, z0: np.ndarray, t0: float, p: np.ndarray, w0: np.ndarray, gradient: np.ndarray) -> None:
+        """The initial state's term of the gradient (``fa_adjoint_initial``), in place."""
+        self._call("fa_adjoint_initial", _pointer(np.ascontiguousarray(z0, dtype=float)), ctypes.c_double(t0),
+                   _pointer(p), _pointer(w0), _pointer(gradient), what="adjoint sweep")
+
+    def sensitivity_carry(self, n_params: int) -> np.ndarray:
+        """A zero carry for ``fa_sensitivities_segment`` with ``n_params`` columns."""
+        return np.zeros(int(self.library.fa_sensitivity_carry_size(ctypes.c_int(n_params))))
+
+    def sensitivities_segment(self, grid: np.ndarray, i_lo: int, i_hi: int, alpha: float, p: np.ndarray,
+                              states: tuple[np.ndarray, ...], z0: np.ndarray, params: np.ndarray,
+                              needed: np.ndarray, carry: np.ndarray) -> np.ndarray:
+        """``dY/dp[:, params]`` at the needed steps of ``i_lo..i_hi`` (``fa_sensitivities_segment``),
+        shape ``(needed[i_lo:i_hi+1].sum(), n_y, len(params))``; ``carry`` is updated in place."""
+        q, v, a, lam = (np.ascontiguousarray(x, dtype=float) for x in states)
+        params = np.ascontiguousarray(params, dtype=np.int32)
+        dY = np.zeros((int(needed[i_lo:i_hi + 1].sum()), self.n_y, len(params)))
+        self._call("fa_sensitivities_segment", _pointer(grid), ctypes.c_long(i_lo), ctypes.c_long(i_hi),
+                   ctypes.c_double(alpha), _pointer(p), _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
+                   _pointer(np.ascontiguousarray(z0, dtype=float)), ctypes.c_int(len(params)),
+                   params.ctypes.data_as(_int_p), needed.ctypes.data_as(ctypes.POINTER(ctypes.c_ubyte)),
+                   _pointer(carry), _pointer(dY), what="sensitivity sweep")
+        return dY
+
+
+def native_key(model: Model, compiler: str) -> str:
+    """Build-cache key of the native library: the model's key, the compiler and flags."""
+    return fingerprint("native", model_key(model), compiler_fingerprint(compiler, [_OPTIMIZE, *_FLAGS]))
+
+
+def build_native(model: Model, *, cache: BuildCache | None = None,
+                 derivation: Derivation | None = None) -> NativeLibrary:
+    """Generate, compile (through the build cache) and load the native engine of ``model``.
+
+    Raises
+    ------
+    CompilerError
+        If no C compiler is found or compilation fails (the compiler's message is included).
+    ModelError
+        A numeric element without C code.
+    """
+    compiler = find_c_compiler()  # before any work: no compiler is the one error then
+    derivation = derivation or Derivation(model)
+    cache = cache or BuildCache.default()
+
+    def build(folder: Path) -> None:
+        sources = write_sources(model_c_sources(derivation.derivatives), folder / "src",
+                                ENGINE_RUNTIME + (_DRIVER,))
+        compile_shared(sources, folder / _LIBRARY, flags=_FLAGS, optimize=_OPTIMIZE,
+                       what=f"the C engine of '{model.name}'", compiler=compiler)
+        shutil.rmtree(folder / "src")
+
+    try:
+        entry = cache.entry("native", native_key(model, compiler), build)
+        dll = ctypes.CDLL(str(entry / _LIBRARY))
+    except FmiAdjointError:
+        raise
+    except OSError as exc:
+        raise CompilerError(f"building or loading the C engine of '{model.name}' failed "
+                            f"({getattr(exc, 'strerror', None) or exc}); free space in the cache folder "
+                            "(FMI_ADJOINT_CACHE) or run 'fmi-adjoint cache clear'.") from None
+    dll.fa_sensitivity_carry_size.restype = ctypes.c_long
+    dll.fa_engine_state_size.restype = ctypes.c_size_t
+    sizes = (ctypes.c_int * 4)()
+    dll.fa_sizes(sizes)
+    return NativeLibrary(model, dll, entry, sizes[0], sizes[1], sizes[2], sizes[3], int(dll.fa_engine_state_size()))

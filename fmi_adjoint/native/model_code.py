@@ -1,0 +1,249 @@
+"""C source of a model's functions, printed from the same table as the numpy code.
+
+:func:`model_c_sources` loops over :func:`fmi_adjoint.compiled.function_table` and
+writes one C file per generated function (``model_<name>.c``, compiled in parallel, so
+build time grows with the size of the model rather than with the square of one huge
+function) plus ``model.c`` (names, defaults, tables, numeric-element links, sparsity
+patterns, the Newton-matrix layout) and ``model.h``, which declares for the runtime in
+``fmi_adjoint/fmu/runtime``::
+
+    FA_N, FA_M, FA_NP, FA_NY, FA_NZ (= 3 FA_N + 3 FA_M), FA_NK (= FA_N + FA_M)     sizes
+    fa_default_parameters, fa_parameter_names, fa_output_names, fa_coordinate_names
+    fa_<name>(<argument groups>, <outputs>)        one per row of the table
+
+Vector outputs are dense.  A matrix output ``X`` is written as the values of its
+structurally non-zero entries in row-major order: ``FA_NNZ_X`` values whose positions are
+``fa_X_row[k], fa_X_col[k]``.  Only those entries are generated (a dense statement per
+zero made large Jacobians slow to compile).  The Newton matrix ``[[S, C_q^T], [C_q, 0]]``
+is assembled from the values through maps ``fa_kkt_<X>[k]`` into the storage planned by
+:func:`fmi_adjoint.sparsity.plan_layout` (banded after a fill-reducing ordering, or dense):
+``FA_KKT_BANDED``, ``FA_KKT_KL``, ``FA_KKT_KU``, ``FA_KKT_STORAGE``, ``fa_kkt_position``.
+
+Tables of time become arrays with the linear interpolation of ``numpy.interp`` (end values
+held).  No user text reaches the C sources except names as escaped string literals.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from ..compiled import GeneratedFunction, ModelDerivatives, function_table
+from ..cprint import C_MATH_CONSTANTS, CPrinter, c_sparse_assignments, indexed
+from ..errors import ModelError
+from ..forces.numeric import numeric_elements
+from ..sparsity import MatrixLayout, plan_layout
+from ..text import c_string_literal
+
+__all__ = ["model_c_sources", "newton_layout", "MODEL_HEADER"]
+
+MODEL_HEADER = "model.h"
+_GROUPS = {"q": "q", "v": "v", "a": "a", "lam": "lam", "p": "p", "mu": "mu", "nu": "nu"}
+
+
+def _table_code(tables) -> tuple[list[str], list[str]]:
+    """Definitions and declarations of the table functions."""
+    lines, declarations = [], []
+    for func, times, values in tables:
+        name = str(func)
+        n = len(times)
+        declarations.append(f"double {name}(double t);")
+        lines.append(f"static const double {name}_t[{n}] = {{{', '.join(repr(float(x)) for x in times)}}};")
+        lines.append(f"static const double {name}_y[{n}] = {{{', '.join(repr(float(x)) for x in values)}}};")
+        lines += [
+            f"double {name}(double t)",
+            "{",
+            f"    if (!(t > {name}_t[0])) return {name}_y[0];",
+            f"    if (t >= {name}_t[{n - 1}]) return {name}_y[{n - 1}];",
+            f"    int lo = 0, hi = {n - 1};",
+            "    while (hi - lo > 1) { int mid = (lo + hi) / 2; if (" + name
+            + "_t[mid] <= t) lo = mid; else hi = mid; }",
+            f"    double w = (t - {name}_t[lo]) / ({name}_t[hi] - {name}_t[lo]);",
+            f"    return {name}_y[lo] + w * ({name}_y[hi] - {name}_y[lo]);",
+            "}",
+            "",
+        ]
+    return lines, declarations
+
+
+def _numeric_links(d: ModelDerivatives) -> tuple[dict[str, str], list[str], list[str]]:
+    """C names of the opaque functions of numeric elements, their C code and declarations.
+
+    Each opaque function (a force component ``<tag>_f<j>`` or a Jacobian entry
+    ``<tag>_d<j>_<k>``) becomes a small C function calling the element's own
+    ``<prefix>_forces`` / ``<prefix>_jacobian`` from its ``c_source``.
+    """
+    found = numeric_elements([d.sym.Q])
+    names: dict[str, str] = {}
+    lines: list[str] = []
+    declarations: list[str] = []
+    for tag in sorted(found):
+        element, n, n_p = found[tag]
+        prefix = f"fa{tag}_element"
+        try:
+            source = element.c_source(prefix)
+        except NotImplementedError:
+            raise ModelError(
+                f"{element.where()}: the element has no C code (its c_source raises NotImplementedError), so "
+                "the model cannot be compiled to C; give the element C code, state its law symbolically, or use "
+                "--engine python."
+            ) from None
+        lines += [f"/* C code of numeric element {tag} */", source, ""]
+        n_args = 2 * n + n_p
+        params = ", ".join(f"double x{k}" for k in range(n_args))
+        values = ", ".join(f"x{k}" for k in range(n_args))
+        for j in range(n):
+            c_name = f"fa{tag}_f{j}"
+            names[f"{tag}_f{j}"] = c_name
+            declarations.append(f"double {c_name}({params});")
+            lines += [
+                f"double {c_name}({params})",
+                "{",
+                f"    const double x[{n_args}] = {{{values}}};",
+                f"    double f[{n}];",
+                f"    {prefix}_forces(x, x + {n}, x + {2 * n}, f);",
+                f"    return f[{j}];",
+                "}",
+            ]
+            for k in range(n_args):
+                c_name = f"fa{tag}_d{j}_{k}"
+                names[f"{tag}_d{j}_{k}"] = c_name
+                declarations.append(f"double {c_name}({params});")
+                block, entry = (("dq", j * n + k) if k < n else ("dv", j * n + k - n) if k < 2 * n
+                                else ("dp", j * n_p + k - 2 * n))
+                lines += [
+                    f"double {c_name}({params})",
+                    "{",
+                    f"    const double x[{n_args}] = {{{values}}};",
+                    f"    double dq[{n * n}], dv[{n * n}], dp[{max(n * n_p, 1)}];",
+                    f"    {prefix}_jacobian(x, x + {n}, x + {2 * n}, dq, dv, dp);",
+                    f"    return {block}[{entry}];",
+                    "}",
+                ]
+        lines.append("")
+    return names, lines, declarations
+
+
+def _pattern(matrix: sp.Matrix) -> list[tuple[int, int]]:
+    return [(i, j) for i in range(matrix.rows) for j in range(matrix.cols) if matrix[i, j] != 0]
+
+
+def _int_array(name: str, values: list[int]) -> str:
+    body = ", ".join(map(str, values)) or "0"
+    return f"const int {name}[{max(len(values), 1)}] = {{{body}}};"
+
+
+def newton_layout(d: ModelDerivatives) -> MatrixLayout:
+    """Storage plan of the Newton matrix ``[[S, C_q^T], [C_q, 0]]`` from its structure."""
+    n = len(d.sym.q)
+    entries = set()
+    for matrix in (d.M, d.JM, d.K, d.JV):
+        entries.update(_pattern(matrix))
+    for r, c in _pattern(d.Cq):
+        entries.add((n + r, c))
+        entries.add((c, n + r))
+    return plan_layout(n + len(d.sym.lam), sorted(entries))
+
+
+def _signature(row: GeneratedFunction) -> str:
+    args = ["double t" if g == "t" else f"const double *{g}" for g in row.args]
+    outputs = [f"double *{name}" for name, _, _ in row.outputs]
+    return f"void fa_{row.name}({', '.join(args + outputs)})"
+
+
+def model_c_sources(d: ModelDerivatives) -> dict[str, str]:
+    """``{file name: text}`` of the generated C code of one model: ``model.h``,
+    ``model.c`` and one ``model_<function>.c`` per row of the function table."""
+    function_names, links, link_declarations = _numeric_links(d)
+    sym = d.sym
+    model = sym.model
+    n, m = len(sym.q), len(sym.lam)
+    params = model.all_parameters
+    tables = {str(f) for f, _, _ in sym.tables}
+    printer = CPrinter(indexed(_GROUPS), tables, function_names)
+    table_lines, table_declarations = _table_code(sym.tables)
+    rows = function_table(d)
+    matrices: dict[str, sp.Matrix] = {}
+    for row in rows:
+        for name, matrix, vector in row.outputs:
+            if not vector:
+                matrices[name] = matrix
+    patterns = {name: _pattern(matrix) for name, matrix in matrices.items()}
+    layout = newton_layout(d)
+    settings = model.simulation
+
+    header = [
+        # No user text in comments; names reach C only as escaped string literals.
+        "/* model generated by fmi-adjoint: sizes, defaults, patterns and function prototypes */",
+        "#ifndef FA_MODEL_H",
+        "#define FA_MODEL_H",
+        "#if defined(__GNUC__) && !defined(FA_EXPORT_ALL)",
+        "#pragma GCC visibility push(hidden) /* internal: only FMI functions are exported */",
+        "#endif",
+        f"#define FA_MODEL_NAME {c_string_literal(model.name)}",
+        f"#define FA_N {n}",
+        f"#define FA_M {m}",
+        f"#define FA_NP {len(params)}",
+        f"#define FA_NY {sym.Y.rows}",
+        f"#define FA_NZ {3 * n + 3 * m}",
+        f"#define FA_NK {n + m}",
+        f"#define FA_DEFAULT_STEP {settings.step!r}",
+        f"#define FA_DEFAULT_ALPHA {settings.alpha!r}",
+        f"#define FA_KKT_BANDED {1 if layout.banded else 0}",
+        f"#define FA_KKT_KL {layout.kl}",
+        f"#define FA_KKT_KU {layout.ku}",
+        f"#define FA_KKT_STORAGE {layout.storage_size}",
+        "extern const double fa_default_parameters[FA_NP > 0 ? FA_NP : 1];",
+        "extern const char *const fa_parameter_names[FA_NP > 0 ? FA_NP : 1];",
+        "extern const char *const fa_output_names[FA_NY];",
+        "extern const char *const fa_coordinate_names[FA_N];",
+        "extern const int fa_kkt_position[FA_NK];",
+    ]
+    for name, pattern in patterns.items():
+        size = max(len(pattern), 1)
+        header += [f"#define FA_NNZ_{name} {len(pattern)}",
+                   f"extern const int fa_{name}_row[{size}];", f"extern const int fa_{name}_col[{size}];"]
+    for name in ("M", "JM", "K", "JV", "Cq"):
+        header.append(f"extern const int fa_kkt_{name}[{max(len(patterns[name]), 1)}];")
+    header.append(f"extern const int fa_kkt_CqT[{max(len(patterns['Cq']), 1)}];")
+    header += [*table_declarations, *link_declarations]
+    header += [_signature(row) + ";" for row in rows]
+    header += ["#if defined(__GNUC__) && !defined(FA_EXPORT_ALL)", "#pragma GCC visibility pop", "#endif",
+               "#endif", ""]
+
+    defaults = ", ".join(repr(float(par.value)) for par in params) or "0.0"
+    names = ", ".join(c_string_literal(par.name) for par in params) or '""'
+    common = [
+        "/* model generated by fmi-adjoint: names, defaults, tables and sparsity */",
+        "#include <math.h>",
+        f'#include "{MODEL_HEADER}"',
+        C_MATH_CONSTANTS,
+        f"const double fa_default_parameters[FA_NP > 0 ? FA_NP : 1] = {{{defaults}}};",
+        f"const char *const fa_parameter_names[FA_NP > 0 ? FA_NP : 1] = {{{names}}};",
+        f"const char *const fa_output_names[FA_NY] = {{{', '.join(c_string_literal(o.name) for o in model.outputs)}}};",
+        f"const char *const fa_coordinate_names[FA_N] = "
+        f"{{{', '.join(c_string_literal(c.name) for c in model.all_coordinates)}}};",
+        _int_array("fa_kkt_position", list(layout.position)),
+    ]
+    for name, pattern in patterns.items():
+        common.append(_int_array(f"fa_{name}_row", [r for r, _ in pattern]))
+        common.append(_int_array(f"fa_{name}_col", [c for _, c in pattern]))
+    for name in ("M", "JM", "K", "JV", "Cq"):
+        offset = n if name == "Cq" else 0
+        common.append(_int_array(f"fa_kkt_{name}", [layout.index(offset + r, c) for r, c in patterns[name]]))
+    common.append(_int_array("fa_kkt_CqT", [layout.index(c, n + r) for r, c in patterns["Cq"]]))
+    common += ["", *table_lines, *links]
+    files = {MODEL_HEADER: "\n".join(header), "model.c": "\n".join(common) + "\n"}
+    for row in rows:
+        outputs = [(name, matrix, vector) for name, matrix, vector in row.outputs]
+        files[f"model_{row.name}.c"] = "\n".join([
+            "/* generated by fmi-adjoint from the model's symbolic equations */",
+            "#include <math.h>",
+            f'#include "{MODEL_HEADER}"',
+            C_MATH_CONSTANTS,
+            _signature(row),
+            "{",
+            *c_sparse_assignments(outputs, printer),
+            "}",
+            "",
+        ])
+    return files
