@@ -25,7 +25,7 @@ from sympy.printing.numpy import NumPyPrinter
 from sympy.core.function import AppliedUndef
 from sympy.printing.pycode import PythonCodePrinter
 
-from .errors import ModelError
+from .cse import ReducedOutputs, reduce_outputs
 
 __all__ = ["ArgumentGroup", "function_source", "generate_function", "load_function", "numeric_calls", "opaque_name"]
 
@@ -102,12 +102,12 @@ def _calls_in(expressions) -> dict[str, Callable]:
 def function_source(
     name: str,
     args: Sequence[ArgumentGroup],
-    outputs: Sequence[sp.MatrixBase | Sequence[sp.Expr]],
+    outputs: ReducedOutputs,
     *,
     batch_arg: str = "t",
     scalar: bool = False,
 ) -> str:
-    """Print sympy matrices as the source of one numpy function returning a tuple of arrays.
+    """Print the source of one numpy function returning a tuple of arrays.
 
     Parameters
     ----------
@@ -117,9 +117,9 @@ def function_source(
         Argument groups in call order.  A group of a sequence of symbols receives an
         array whose last axis indexes the symbols; a single symbol receives an array
         of the batch shape (or a scalar).
-    outputs : sequence of sympy.Matrix or sequence of sequences of sympy.Expr
-        A matrix becomes an array of shape ``batch + (rows, cols)``; a plain sequence
-        of expressions (a vector) becomes ``batch + (len,)``.
+    outputs : ReducedOutputs
+        The outputs after common-subexpression elimination (:func:`fmi_adjoint.cse.reduce_outputs`).
+        A matrix becomes an array of shape ``batch + (rows, cols)``, a vector ``batch + (len,)``.
     batch_arg : str
         Name of the scalar argument whose shape defines the batch shape.
     scalar : bool
@@ -134,35 +134,7 @@ def function_source(
         Load it with :func:`load_function`.
     """
     printer = _ScalarPrinter() if scalar else _ArrayPrinter()
-    flat: list[sp.Expr] = []
-    slots: list[tuple[int, tuple[int, ...]]] = []
-    shapes: list[tuple[int, ...]] = []
-    for k, out in enumerate(outputs):
-        vector = not isinstance(out, sp.MatrixBase)
-        mat: sp.MatrixBase = sp.Matrix(list(out)) if vector else out
-        if vector and len(out) == 0:
-            mat = sp.zeros(0, 1)
-        shape: tuple[int, ...] = (mat.rows,) if vector else (mat.rows, mat.cols)
-        shapes.append(shape)
-        for i in range(mat.rows):
-            for j in range(mat.cols):
-                expr = mat[i, j]
-                if expr != 0:
-                    flat.append(expr)
-                    slots.append((k, (i,) if vector else (i, j)))
-    for expr in flat:
-        if expr.has(sp.Derivative):
-            raise ModelError(
-                f"{name}: an expression needs a derivative that no element supplies "
-                f"({next(iter(expr.atoms(sp.Derivative)))}); numeric elements give first derivatives "
-                "only, so they cannot act on a massless coordinate without a constraint."
-            )
-    # No "basic" pre-optimizations: their factor_terms pass is superlinear (a 1 KB product of
-    # 100 factors took 91 s); plain CSE finds the same shared terms in our derivatives.
-    replacements, reduced = sp.cse(flat, symbols=sp.numbered_symbols("_c"))
-    used = (set().union(*(e.free_symbols for e in reduced), *(e.free_symbols for _, e in replacements))
-            if flat else set())
-
+    used = outputs.used_symbols()
     lines = [f"def {name}({', '.join(g for g, _ in args)}):"]
     for group, symbols in args:
         if isinstance(symbols, sp.Symbol):
@@ -178,14 +150,14 @@ def function_source(
             if sym in used:
                 lines.append(f"    {sym.name} = {group}[..., {idx}]")
     lines.append("    _batch = ()" if scalar else f"    _batch = numpy.shape({batch_arg})")
-    for sym, expr in replacements:
+    for sym, expr in outputs.replacements:
         lines.append(f"    {sym.name} = {printer.doprint(expr)}")
-    for k, shape in enumerate(shapes):
+    for k, shape in enumerate(outputs.shapes):
         lines.append(f"    _out{k} = numpy.zeros(_batch + {shape!r})")
-    for (k, pos), expr in zip(slots, reduced):
+    for (k, pos), expr in zip(outputs.slots, outputs.reduced):
         index = ", ".join(str(i) for i in pos)
         lines.append(f"    _out{k}[{'' if scalar else '..., '}{index}] = {printer.doprint(expr)}")
-    lines.append(f"    return ({''.join(f'_out{k}, ' for k in range(len(shapes)))})")
+    lines.append(f"    return ({''.join(f'_out{k}, ' for k in range(len(outputs.shapes)))})")
     return "\n".join(lines) + "\n"
 
 
@@ -212,6 +184,6 @@ def generate_function(name: str, args: Sequence[ArgumentGroup], outputs: Sequenc
                       *, batch_arg: str = "t", scalar: bool = False) -> Callable[..., tuple[np.ndarray, ...]]:
     """Print and load in one go (no time tables; numeric-element callables are found in
     the expressions).  For element checks; models go through the build cache instead."""
-    source = function_source(name, args, outputs, batch_arg=batch_arg, scalar=scalar)
+    source = function_source(name, args, reduce_outputs(name, outputs), batch_arg=batch_arg, scalar=scalar)
     flat = [e for out in outputs for e in (out if not isinstance(out, sp.MatrixBase) else list(out))]
     return load_function(name, source, {}, _calls_in(flat))

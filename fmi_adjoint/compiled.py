@@ -43,6 +43,7 @@ import sympy as sp
 
 from .cache import BuildCache, CacheError, fingerprint, source_fingerprint
 from .codegen import function_source, load_function, numeric_calls
+from .cse import ReducedOutputs, reduce_outputs
 from .errors import FmiAdjointError, ModelError
 from .forces.numeric import AbstractNumericElement
 from .model import Model, SymbolicModel, assemble
@@ -321,18 +322,18 @@ def argument_symbols(d: ModelDerivatives) -> dict[str, tuple[sp.Symbol, ...] | s
     return {"q": sym.q, "v": sym.v, "a": sym.a, "lam": sym.lam, "t": sym.t, "p": sym.p, "mu": d.mu, "nu": d.nu}
 
 
-def numpy_sources(d: ModelDerivatives) -> dict[str, str]:
+def numpy_sources(derivation: Derivation) -> dict[str, str]:
     """Source of every numpy function of the table, by attribute name."""
-    groups = argument_symbols(d)
+    groups = argument_symbols(derivation.derivatives)
     sources: dict[str, str] = {}
-    for row in function_table(d):
+    for row in derivation.table:
         args = [(g, groups[g]) for g in row.args]
-        outputs = [list(matrix) if vector else matrix for _, matrix, vector in row.outputs]
         batch = "t" if "t" in row.args else "p"
         if row.numpy:
-            sources[row.name] = function_source(row.name, args, outputs, batch_arg=batch)
+            sources[row.name] = function_source(row.name, args, derivation.reduced(row), batch_arg=batch)
         if row.scalar:
-            sources[row.scalar] = function_source(row.scalar, args, outputs, batch_arg=batch, scalar=True)
+            sources[row.scalar] = function_source(row.scalar, args, derivation.reduced(row), batch_arg=batch,
+                                                  scalar=True)
     return sources
 
 
@@ -380,17 +381,34 @@ class ModelStructure:
 
 class Derivation:
     """The symbolic work of one build, done at most once and shared by the backends
-    (numpy functions and C library) built in the same call."""
+    (numpy functions and C library) built in the same call: the derivatives, the table of
+    generated functions and each function's common subexpressions (eliminated once,
+    printed by every backend)."""
 
-    def __init__(self, model: Model):
+    def __init__(self, model: Model | SymbolicModel):
         self.model = model
         self._derivatives: ModelDerivatives | None = None
+        self._table: tuple[GeneratedFunction, ...] | None = None
+        self._reduced: dict[str, ReducedOutputs] = {}
 
     @property
     def derivatives(self) -> ModelDerivatives:
         if self._derivatives is None:
             self._derivatives = differentiate(self.model)
         return self._derivatives
+
+    @property
+    def table(self) -> tuple[GeneratedFunction, ...]:
+        if self._table is None:
+            self._table = function_table(self.derivatives)
+        return self._table
+
+    def reduced(self, row: GeneratedFunction) -> ReducedOutputs:
+        """``row``'s outputs after common-subexpression elimination."""
+        if row.name not in self._reduced:
+            outputs = [list(matrix) if vector else matrix for _, matrix, vector in row.outputs]
+            self._reduced[row.name] = reduce_outputs(row.name, outputs)
+        return self._reduced[row.name]
 
 
 def model_key(model: Model) -> str:
@@ -436,14 +454,15 @@ def compile_model(model: Model | SymbolicModel, *, cache: BuildCache | None = No
     CompiledModel
     """
     if isinstance(model, SymbolicModel):
-        d = differentiate(model)
-        return _assemble_compiled(model.model, ModelStructure.of(d), numpy_sources(d), d.sym)
+        symbolic = Derivation(model)
+        d = symbolic.derivatives
+        return _assemble_compiled(model.model, ModelStructure.of(d), numpy_sources(symbolic), d.sym)
     derivation = derivation or Derivation(model)
     cache = cache or BuildCache.default()
 
     def build(folder: Path) -> None:
         d = derivation.derivatives
-        payload = {"format": 1, "structure": ModelStructure.of(d).to_json(), "sources": numpy_sources(d)}
+        payload = {"format": 1, "structure": ModelStructure.of(d).to_json(), "sources": numpy_sources(derivation)}
         (folder / "numpy.json").write_text(json.dumps(payload))
 
     try:

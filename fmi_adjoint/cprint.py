@@ -8,7 +8,9 @@ from collections.abc import Set as AbstractSet
 import sympy as sp
 from sympy.printing.c import C99CodePrinter
 
-__all__ = ["CPrinter", "C_MATH_CONSTANTS", "c_assignments", "c_sparse_assignments", "indexed"]
+from .cse import ReducedOutputs
+
+__all__ = ["CPrinter", "C_MATH_CONSTANTS", "c_assignments", "c_reduced_assignments", "indexed"]
 
 # sympy's C printer writes known constants (pi, 1/pi, sqrt(2), ...) as the M_* macros of
 # math.h, which strict C99 does not define; every file of generated code starts with these.
@@ -85,25 +87,23 @@ def c_assignments(outputs: Sequence[tuple[str, sp.Matrix]], printer: CPrinter) -
     return lines + _cse_lines(slots, flat, printer)
 
 
-def c_sparse_assignments(outputs: Sequence[tuple[str, sp.Matrix, bool]], printer: CPrinter) -> list[str]:
-    """Statements for ``(name, matrix, is_vector)`` outputs sharing common subexpressions:
+def c_reduced_assignments(names: Sequence[str], outputs: ReducedOutputs, printer: CPrinter) -> list[str]:
+    """Statements of a function whose common subexpressions were eliminated once
+    (:func:`fmi_adjoint.cse.reduce_outputs`), output ``k`` written to the array ``names[k]``:
     a vector gets every entry (zeros too); a matrix gets the values of its structurally
     non-zero entries in row-major order (``name[k]`` is the k-th non-zero)."""
-    flat: list[sp.Expr] = []
-    slots: list[tuple[str, int]] = []
-    zeros: list[str] = []
-    for name, mat, vector in outputs:
-        k = 0
-        for i in range(mat.rows):
-            for j in range(mat.cols):
-                expr = mat[i, j]
-                if expr != 0:
-                    slots.append((name, k if not vector else i))
-                    flat.append(expr)
-                    k += 1
-                elif vector:
-                    zeros.append(f"    {name}[{i}] = 0.0;")
-    return zeros + _cse_lines(slots, flat, printer)
+    nonzero = set(outputs.slots)
+    lines = [f"    {name}[{i}] = 0.0;" for k, (name, shape) in enumerate(zip(names, outputs.shapes))
+             if len(shape) == 1 for i in range(shape[0]) if (k, (i,)) not in nonzero]
+    lines += [f"    const double {sym} = {printer.doprint(expr)};" for sym, expr in outputs.replacements]
+    counters = [0] * len(names)
+    for (k, pos), expr in zip(outputs.slots, outputs.reduced):
+        if len(outputs.shapes[k]) == 1:
+            index = pos[0]
+        else:
+            index, counters[k] = counters[k], counters[k] + 1
+        lines.append(f"    {names[k]}[{index}] = {printer.doprint(expr)};")
+    return lines
 
 
 def indexed(groups: Mapping[str, str]) -> Callable[[str], str | None]:

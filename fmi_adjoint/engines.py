@@ -34,7 +34,7 @@ from .cache import BuildCache
 from .compiled import CompiledModel, Derivation, compile_model
 from .costs.base import AbstractCost
 from .costs.sampling import Sampler
-from .errors import ModelError
+from .errors import CompilerError, ModelError
 from .integrate import HHT, InitialState, Trajectory
 from .integrate.trajectory import Checkpoints
 from .integrate.hht import _integrate, prepare_run
@@ -42,7 +42,7 @@ from .integrate.initialization import initial_state
 from .model import Model
 from .native import NativeLibrary, build_native
 
-__all__ = ["AbstractEngine", "PythonEngine", "NativeEngine", "ENGINES", "DEFAULT_MEMORY_BUDGET"]
+__all__ = ["AbstractEngine", "PythonEngine", "NativeEngine", "ENGINES", "DEFAULT_MEMORY_BUDGET", "default_engine"]
 
 
 class AbstractEngine(abc.ABC):
@@ -191,17 +191,17 @@ class NativeEngine(AbstractEngine):
         N = len(grid) - 1
         checkpoints = None
         if (N + 1) * self._row_bytes() <= self.memory_budget:
-            run = self.library.run(grid, p, solver.alpha, solver.rtol, solver.max_iterations)
+            run = self.library.run(grid, p, solver.alpha, solver.rtol, solver.max_iterations, solver.reuse_jacobian)
         else:
             every = max(1, min(N, self.memory_budget // (2 * self._row_bytes())))
             outputs, states, run = self.library.run_checkpointed(grid, p, solver.alpha, solver.rtol,
-                                                                 solver.max_iterations, every)
+                                                                 solver.max_iterations, solver.reuse_jacobian, every)
             checkpoints = Checkpoints(every=every, states=states, outputs=outputs)
         return Trajectory(
             model=model, p=p.copy(), alpha=solver.alpha, beta=solver.beta, gamma=solver.gamma, t=grid,
             q=run.q, v=run.v, a=run.a, lam=run.lam,
             init=InitialState(z=run.z0, n=model.n, m=model.m, iterations=run.init_iterations),
-            newton_iterations=run.iterations, checkpoints=checkpoints,
+            newton_iterations=run.iterations, factorizations=run.factorizations, checkpoints=checkpoints,
         )
 
     def _segments(self, traj: Trajectory) -> list[tuple[int, int]]:
@@ -249,6 +249,19 @@ class NativeEngine(AbstractEngine):
         w = sampler.theta[:, None, None]
         picked = dY[:, channels, :]
         return (1.0 - w) * picked[row[sampler.k]] + w * picked[row[sampler.k + 1]]
+
+
+def default_engine(compiled: CompiledModel, *, cache: BuildCache | None = None) -> AbstractEngine:
+    """The native engine of ``compiled``'s model (library through the build cache), or the
+    Python reference engine when there is no C compiler or an element has no C code."""
+    try:
+        return NativeEngine(compiled, build_native(compiled.model, cache=cache))
+    except CompilerError:
+        return PythonEngine(compiled)
+    except ModelError as exc:
+        if "has no C code" not in str(exc):
+            raise
+        return PythonEngine(compiled)
 
 
 #: The engines by command-line name (``--engine``); read-only.

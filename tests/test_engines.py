@@ -25,7 +25,8 @@ from fmi_adjoint.engines import NativeEngine, PythonEngine
 from fmi_adjoint.examples import example_names, example_path
 from fmi_adjoint.model_file import load_model
 from fmi_adjoint.errors import ModelError
-from tolerances import ADJOINT_VS_FORWARD, ENGINES_AGREE, EXACT, INDEX3_ROUNDOFF
+from fmi_adjoint.integrate import HHT
+from tolerances import ADJOINT_VS_FORWARD, ENGINES_AGREE, EXACT, GRADIENT_VS_FD, INDEX3_ROUNDOFF, NEWTON_LEVEL
 
 STEPS = 300
 
@@ -136,3 +137,44 @@ def test_checkpointed_sweeps_equal_stored_sweeps(name):
     assert np.max(np.abs(s_stored - s_checkpointed)) <= EXACT * np.max(np.abs(s_stored))
     with pytest.raises(ModelError, match="kept only checkpoints"):
         PythonEngine(stored.compiled).adjoint_gradient(b, cost)
+
+
+def test_modified_newton_in_both_engines(engines):
+    """HHT(reuse_jacobian=True): one factorization serves many steps, in both engines alike;
+    the converged run differs from full Newton's by rtol times the contraction only."""
+    _, native, python = engines
+    t_end = _t_end(native)
+    alpha = native.compiled.model.simulation.alpha
+    full, modified = HHT(alpha=alpha), HHT(alpha=alpha, reuse_jacobian=True)
+    a = native.simulate(t_end=t_end, solver=full)
+    b = native.simulate(t_end=t_end, solver=modified)
+    c = python.simulate(t_end=t_end, solver=modified)
+    assert a.factorizations == a.newton_iterations.sum()
+    assert b.factorizations <= a.factorizations / 4
+    # The same refresh rule in both engines (a decision at the threshold may flip on round-off).
+    assert abs(b.factorizations - c.factorizations) <= max(1, b.factorizations // 10)
+    for field in ("q", "v"):
+        got, reference, want = getattr(b, field), getattr(c, field), getattr(a, field)
+        assert np.max(np.abs(got - reference)) <= ENGINES_AGREE * np.max(np.abs(reference)), field
+        assert np.max(np.abs(got - want)) <= 1e3 * NEWTON_LEVEL * np.max(np.abs(want)), field
+    cost = _cost(native, t_end)
+    g_modified = native.adjoint_gradient(b, cost).gradient
+    g_full = native.adjoint_gradient(a, cost).gradient
+    assert np.max(np.abs(g_modified - g_full)) <= GRADIENT_VS_FD * np.max(np.abs(g_full))
+
+
+def test_checkpoints_hold_the_modified_newton_state():
+    """The reused factorization is part of the engine state: a checkpointed run with modified
+    Newton recomputes its segments bit for bit (same sweeps as the stored run)."""
+    model = load_model(example_path("slider_crank"))
+    stored = NativeEngine.build(model)
+    row = 8 * (3 * stored.compiled.n + stored.compiled.m)
+    small = NativeEngine(stored.compiled, stored.library, memory_budget=37 * row)
+    t_end = _t_end(stored)
+    solver = HHT(alpha=model.simulation.alpha, reuse_jacobian=True)
+    cost = _cost(stored, t_end)
+    a, b = stored.simulate(t_end=t_end, solver=solver), small.simulate(t_end=t_end, solver=solver)
+    assert b.checkpoints is not None and a.factorizations == b.factorizations
+    g_stored = stored.adjoint_gradient(a, cost).gradient
+    g_checkpointed = small.adjoint_gradient(b, cost).gradient
+    assert np.max(np.abs(g_stored - g_checkpointed)) <= EXACT * np.max(np.abs(g_stored))

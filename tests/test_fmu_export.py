@@ -45,7 +45,7 @@ from lxml import etree
 
 from fmi_adjoint import ModelError, compile_model, load_model, simulate
 from fmi_adjoint.cli.main import main
-from fmi_adjoint.compiled import differentiate
+from fmi_adjoint.compiled import Derivation
 from fmi_adjoint.examples import example_names, example_path
 from fmi_adjoint.fmu.export import export_fmu, validate_against_schema
 from fmi_adjoint.native import model_c_sources
@@ -969,7 +969,7 @@ def test_model_code_refuses_an_element_without_c_code():
 
     model = model_with(NoCCodeSpring("numeric_spring", coordinates=("x", "base"), k1="k1", k3="k3", d="d"))
     with pytest.raises(ModelError, match="'numeric_spring'.*has no C code"):
-        model_c_sources(differentiate(model))
+        model_c_sources(Derivation(model))
 
 
 @pytest.mark.parametrize("version", [2, 3])

@@ -15,6 +15,7 @@ RANK = {
     "errors": 0,
     "text": 1,
     "cache": 2,
+    "cse": 1,
     "sparsity": 2,
     "expressions": 2,
     "cprint": 2,

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from ..compiled import differentiate
+from ..compiled import Derivation
 from ..errors import FmiAdjointError, ModelError
 from ..files import atomic_output, check_writable
 from ..integrate.hht import HHT
@@ -204,7 +204,7 @@ def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, 
     CompilerError
         No C compiler, or the generated code does not compile.
     """
-    generated = model_c_sources(differentiate(model))
+    generated = model_c_sources(Derivation(model))
     find_c_compiler()  # before any work: no compiler is the one error then
     identifier = _identifier(model.name)
     layer = f"fa_fmi{fmi_version}.c"

@@ -14,7 +14,7 @@ from ..adjoint.discrete import channel_indices
 from ..compiled import CompiledModel
 from ..costs.base import AbstractCost
 from ..errors import IdentificationError
-from ..engines import AbstractEngine, PythonEngine
+from ..engines import AbstractEngine, default_engine
 from ..integrate import HHT, Trajectory
 
 __all__ = ["Experiment", "IdentificationProblem", "Evaluation", "GRADIENT_METHODS", "gauss_newton_statistics"]
@@ -38,8 +38,9 @@ class Experiment:
     solver : HHT, optional
     name : str
     engine : AbstractEngine, optional
-        Runs the forward simulation, the adjoint and the sensitivities (default: the
-        Python reference engine of ``model``; the command line uses the native engine).
+        Runs the forward simulation, the adjoint and the sensitivities (default:
+        :func:`~fmi_adjoint.engines.default_engine`, the native engine of ``model``, or the
+        Python reference engine without a C compiler).
     """
 
     model: CompiledModel
@@ -53,7 +54,7 @@ class Experiment:
 
     def __post_init__(self) -> None:
         if self.engine is None:
-            object.__setattr__(self, "engine", PythonEngine(self.model))
+            object.__setattr__(self, "engine", default_engine(self.model))
         elif self.engine.compiled is not self.model:
             raise IdentificationError(f"experiment '{self.name}': its engine belongs to another compiled model.")
 

@@ -9,7 +9,13 @@ import numpy as np
 from ..compiled import CompiledModel
 from ..errors import ConvergenceError, ModelError
 
-__all__ = ["InitialState", "initial_state"]
+__all__ = ["INIT_MAX_ITERATIONS", "INIT_TOLERANCE", "InitialState", "initial_state"]
+
+#: Newton of the consistent initialization: converged when every correction is below
+#: ``INIT_TOLERANCE (1 + |z|)``; at most ``INIT_MAX_ITERATIONS`` iterations.  Both engines
+#: read these (the C engine through the generated ``model.h``).
+INIT_TOLERANCE = 1e-12
+INIT_MAX_ITERATIONS = 50
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -49,8 +55,8 @@ def _args(z: np.ndarray, n: int, m: int) -> tuple[np.ndarray, ...]:
     return tuple(z[bounds[k] : bounds[k + 1]] for k in range(6))
 
 
-def initial_state(model: CompiledModel, p: np.ndarray, t0: float = 0.0, *, tol: float = 1e-12,
-                  max_iterations: int = 50) -> InitialState:
+def initial_state(model: CompiledModel, p: np.ndarray, t0: float = 0.0, *, tol: float = INIT_TOLERANCE,
+                  max_iterations: int = INIT_MAX_ITERATIONS) -> InitialState:
     """Solve the consistent-initialization system by Newton's method.
 
     The start point is the model's given initial positions and velocities with zero

@@ -61,6 +61,9 @@ class Trajectory:
         The consistent initial state (needed to differentiate it).
     newton_iterations : numpy.ndarray, shape (N,)
         Iterations used by each step.
+    factorizations : int
+        Iteration-matrix factorizations of the run (one per iteration with full Newton;
+        far fewer with ``HHT(reuse_jacobian=True)``).
     checkpoints : Checkpoints or None
         Set when the run kept checkpoints instead of its states (a run longer than the
         engine's memory budget): ``q, v, a, lam`` are then empty and the engine that made
@@ -79,6 +82,7 @@ class Trajectory:
     lam: np.ndarray
     init: InitialState
     newton_iterations: np.ndarray
+    factorizations: int = 0
     checkpoints: Checkpoints | None = None
 
     def __post_init__(self) -> None:

@@ -68,6 +68,7 @@ class NativeRun(NamedTuple):
     z0: np.ndarray
     iterations: np.ndarray
     init_iterations: int
+    factorizations: int
 
 
 def _pointer(array: np.ndarray):
@@ -118,8 +119,8 @@ class NativeLibrary:
             raise ConvergenceError(message.value.decode(errors="replace") or "the C engine failed")
         return t0 + step * np.arange(n_steps + 1, dtype=float), y
 
-    def run(self, grid: np.ndarray, p: np.ndarray, alpha: float, rtol: float,
-            max_iterations: int) -> NativeRun:
+    def run(self, grid: np.ndarray, p: np.ndarray, alpha: float, rtol: float, max_iterations: int,
+            reuse_jacobian: bool = False) -> NativeRun:
         """Forward run on ``grid``: ``(q, v, a, lam, z0, step iterations, initialization iterations)``
         (see ``fa_run``)."""
         grid = np.ascontiguousarray(grid, dtype=float)
@@ -129,16 +130,17 @@ class NativeLibrary:
         z0 = np.zeros(3 * self.n + 3 * self.m)
         iterations = np.zeros(max(N, 1), dtype=np.int32)
         init_iterations = ctypes.c_int(0)
+        factorizations = ctypes.c_long(0)
         message = ctypes.create_string_buffer(1024)
         status = self.library.fa_run(
             _pointer(grid), ctypes.c_long(N), ctypes.c_double(alpha), ctypes.c_double(rtol),
-            ctypes.c_int(max_iterations), _pointer(self._parameters(p)), _pointer(Q), _pointer(V), _pointer(A),
-            _pointer(L), _pointer(z0), iterations.ctypes.data_as(_int_p), ctypes.byref(init_iterations), message,
-            ctypes.c_int(1024),
+            ctypes.c_int(max_iterations), ctypes.c_int(int(reuse_jacobian)), _pointer(self._parameters(p)),
+            _pointer(Q), _pointer(V), _pointer(A), _pointer(L), _pointer(z0), iterations.ctypes.data_as(_int_p),
+            ctypes.byref(init_iterations), ctypes.byref(factorizations), message, ctypes.c_int(1024),
         )
         if status != 0:
             raise ConvergenceError(message.value.decode(errors="replace") or "the C engine failed")
-        return NativeRun(Q, V, A, L, z0, iterations[:N], init_iterations.value)
+        return NativeRun(Q, V, A, L, z0, iterations[:N], init_iterations.value, factorizations.value)
 
     def _call(self, function: str, *args, what: str) -> None:
         message = ctypes.create_string_buffer(1024)
@@ -147,7 +149,7 @@ class NativeLibrary:
             raise ConvergenceError(message.value.decode(errors="replace") or f"the {what} failed")
 
     def run_checkpointed(self, grid: np.ndarray, p: np.ndarray, alpha: float, rtol: float, max_iterations: int,
-                         every: int) -> tuple[np.ndarray, np.ndarray, NativeRun]:
+                         reuse_jacobian: bool, every: int) -> tuple[np.ndarray, np.ndarray, NativeRun]:
         """Forward run keeping the outputs and a checkpoint every ``every`` steps:
         ``(outputs, checkpoint states, run without states)`` (see ``fa_run_checkpointed``)."""
         grid = np.ascontiguousarray(grid, dtype=float)
@@ -157,12 +159,14 @@ class NativeLibrary:
         z0 = np.zeros(3 * self.n + 3 * self.m)
         iterations = np.zeros(max(N, 1), dtype=np.int32)
         init_iterations = ctypes.c_int(0)
+        factorizations = ctypes.c_long(0)
         self._call("fa_run_checkpointed", _pointer(grid), ctypes.c_long(N), ctypes.c_double(alpha),
-                   ctypes.c_double(rtol), ctypes.c_int(max_iterations), _pointer(self._parameters(p)),
-                   ctypes.c_long(every), _pointer(Y), _pointer(states), _pointer(z0),
-                   iterations.ctypes.data_as(_int_p), ctypes.byref(init_iterations), what="C engine")
+                   ctypes.c_double(rtol), ctypes.c_int(max_iterations), ctypes.c_int(int(reuse_jacobian)),
+                   _pointer(self._parameters(p)), ctypes.c_long(every), _pointer(Y), _pointer(states), _pointer(z0),
+                   iterations.ctypes.data_as(_int_p), ctypes.byref(init_iterations), ctypes.byref(factorizations),
+                   what="C engine")
         empty = (np.zeros((0, self.n)), np.zeros((0, self.n)), np.zeros((0, self.n)), np.zeros((0, self.m)))
-        return Y, states, NativeRun(*empty, z0, iterations[:N], init_iterations.value)
+        return Y, states, NativeRun(*empty, z0, iterations[:N], init_iterations.value, factorizations.value)
 
     def recompute(self, grid: np.ndarray, i0: int, i1: int, state: np.ndarray) -> tuple[np.ndarray, ...]:
         """``(q, v, a, lam)`` of the steps ``i0..i1`` recomputed from the checkpoint ``state``
@@ -232,7 +236,7 @@ def build_native(model: Model, *, cache: BuildCache | None = None,
     cache = cache or BuildCache.default()
 
     def build(folder: Path) -> None:
-        sources = write_sources(model_c_sources(derivation.derivatives), folder / "src",
+        sources = write_sources(model_c_sources(derivation), folder / "src",
                                 ENGINE_RUNTIME + (_DRIVER,))
         compile_shared(sources, folder / _LIBRARY, flags=_FLAGS, optimize=_OPTIMIZE,
                        what=f"the C engine of '{model.name}'", compiler=compiler)

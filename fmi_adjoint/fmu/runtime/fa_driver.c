@@ -71,9 +71,9 @@ int fa_simulate(double t0, double step, double alpha, double rtol, long n_steps,
  * every step (Q, V, A: (n_steps+1) x FA_N; L: (n_steps+1) x FA_M), the consistent initial
  * z (FA_NZ), the Newton iterations of each step and of the initialization.  0, or -1 with
  * a message. */
-int fa_run(const double *grid, long n_steps, double alpha, double rtol, int max_iterations, const double *p,
-           double *Q, double *V, double *A, double *L, double *z0, int *iterations, int *init_iterations,
-           char *message, int message_size)
+int fa_run(const double *grid, long n_steps, double alpha, double rtol, int max_iterations, int reuse_jacobian,
+           const double *p, double *Q, double *V, double *A, double *L, double *z0, int *iterations,
+           int *init_iterations, long *factorizations, char *message, int message_size)
 {
     fa_engine *e = fa_engine_new();
     if (!e) { copy_message(message, message_size, "out of memory for the C engine"); return -1; }
@@ -83,6 +83,7 @@ int fa_run(const double *grid, long n_steps, double alpha, double rtol, int max_
     s.alpha = alpha;
     s.rtol = rtol;
     s.max_iterations = max_iterations;
+    s.reuse_jacobian = reuse_jacobian;
     memcpy(fa_engine_parameters(e), p, sizeof(double) * ONE(FA_NP));
     fa_engine_set_planned_steps(e, n_steps);
     int status = fa_engine_initialize(e, grid[0], &s);
@@ -98,6 +99,7 @@ int fa_run(const double *grid, long n_steps, double alpha, double rtol, int max_
             iterations[i - 1] = fa_engine_last_iterations(e);
         }
     }
+    *factorizations = fa_engine_factorizations(e);
     if (status != 0) copy_message(message, message_size, fa_engine_message(e));
     fa_engine_free(e);
     return status;
@@ -448,8 +450,9 @@ int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, double al
  * block per step 0, every, 2 every, ... <= n_steps), for sweeps that recompute segments
  * instead of storing the trajectory.  0, or -1 with a message. */
 int fa_run_checkpointed(const double *grid, long n_steps, double alpha, double rtol, int max_iterations,
-                        const double *p, long every, double *Y, double *checkpoints, double *z0, int *iterations,
-                        int *init_iterations, char *message, int message_size)
+                        int reuse_jacobian, const double *p, long every, double *Y, double *checkpoints, double *z0,
+                        int *iterations, int *init_iterations, long *factorizations, char *message,
+                        int message_size)
 {
     fa_engine *e = fa_engine_new();
     double *x = (double *)malloc(sizeof(double) * (3 * FA_N + ONE(FA_M)));
@@ -466,6 +469,7 @@ int fa_run_checkpointed(const double *grid, long n_steps, double alpha, double r
     s.alpha = alpha;
     s.rtol = rtol;
     s.max_iterations = max_iterations;
+    s.reuse_jacobian = reuse_jacobian;
     memcpy(fa_engine_parameters(e), p, sizeof(double) * ONE(FA_NP));
     fa_engine_set_planned_steps(e, n_steps);
     int status = fa_engine_initialize(e, grid[0], &s);
@@ -483,6 +487,7 @@ int fa_run_checkpointed(const double *grid, long n_steps, double alpha, double r
         fa_engine_current(e, q, v, a, lam);
         fa_outputs(q, v, a, lam, grid[i], p, Y + i * FA_NY);
     }
+    *factorizations = fa_engine_factorizations(e);
     if (status != 0) copy_message(message, message_size, fa_engine_message(e));
     fa_engine_free(e);
     free(x);

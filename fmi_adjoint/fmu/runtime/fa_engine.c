@@ -31,6 +31,12 @@ struct fa_engine {
     fa_jacobian_values jac;
     double kkt[FA_KKT_STORAGE], rhs[NK], qn[FA_N], vn[FA_N];
     int pivots[NK];
+    /* Modified Newton (settings.reuse_jacobian): the factored matrix kkt of jac stays valid
+     * over steps while convergence is fast; part of the state (checkpoints, FMU state). */
+    int factor_valid;    /* kkt/pivots hold a factorization, of the step size factor_h */
+    int factor_stale;    /* convergence slowed: refactor at the next iteration */
+    double factor_h;
+    long factorizations; /* factorizations since initialization */
     double *Gz;          /* dense FA_NZ x FA_NZ initialization Jacobian (allocated) */
     double Gz_values[ONE(FA_NNZ_G_z)], Gp_values[ONE(FA_NNZ_G_p)], G[FA_NZ], zinit[FA_NZ];
     int init_pivots[FA_NZ];
@@ -40,8 +46,9 @@ void fa_engine_settings_default(fa_settings *s)
 {
     s->alpha = FA_DEFAULT_ALPHA;
     s->step = FA_DEFAULT_STEP;
-    s->rtol = 1e-10;
-    s->max_iterations = 25;
+    s->rtol = FA_NEWTON_RTOL;
+    s->max_iterations = FA_NEWTON_MAX_ITERATIONS;
+    s->reuse_jacobian = 0;
 }
 
 fa_engine *fa_engine_new(void)
@@ -152,7 +159,7 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
         }
     }
     int converged = 0;
-    for (int it = 1; it <= 50 && !converged; ++it) {
+    for (int it = 1; it <= FA_INIT_MAX_ITERATIONS && !converged; ++it) {
         e->init_iterations = it;
         fa_init_residual(Z_ARGS(z), t0, e->p, e->G);
         fa_init_jacobians(Z_ARGS(z), t0, e->p, e->Gz_values, e->Gp_values);
@@ -172,12 +179,13 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
         converged = 1;
         for (int i = 0; i < FA_NZ; ++i) {
             z[i] += e->G[i];
-            if (!(fabs(e->G[i]) <= 1e-12 * (1.0 + fabs(z[i])))) converged = 0;
+            if (!(fabs(e->G[i]) <= FA_INIT_TOLERANCE * (1.0 + fabs(z[i])))) converged = 0;
         }
     }
     if (!converged) {
         snprintf(e->message, sizeof e->message, "the initial positions could not be made consistent with the "
-                 "constraints in 50 Newton iterations; give positions closer to an assembled configuration");
+                 "constraints in %d Newton iterations; give positions closer to an assembled configuration",
+                 FA_INIT_MAX_ITERATIONS);
         return -1;
     }
     memcpy(e->q, z, sizeof(double) * FA_N);
@@ -191,6 +199,10 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
     e->t0 = t0;
     e->step = 0;
     e->initialized = 1;
+    e->factor_valid = 0;
+    e->factor_stale = 0;
+    e->factor_h = 0.0;
+    e->factorizations = 0;
     e->message[0] = '\0';
     return 0;
 }
@@ -234,10 +246,19 @@ int fa_engine_step_to(fa_engine *e, double t_prev, double t)
     }
     memcpy(z, e->z, sizeof z);
     int iteration, done = 0;
+    const int reuse = e->settings.reuse_jacobian;
+    double delta_prev = 0.0;
     for (iteration = 1; iteration <= e->settings.max_iterations; ++iteration) {
         for (int i = 0; i < FA_N; ++i) { e->qn[i] = q_pred[i] + bh2 * z[i]; e->vn[i] = v_pred[i] + gh * z[i]; }
-        fa_newton(e->qn, e->vn, z, z + FA_N, t, e->p, e->Ma, e->F, e->C, e->jac.M, e->jac.JM, e->jac.K, e->jac.JV,
-                  e->jac.Cq);
+        /* Full Newton refactors every iteration; modified Newton only without a valid
+         * factorization of this step size or when convergence slowed (hht.py). */
+        /* (Step sizes t_i - t_{i-1} differ in their last bits; only a real change counts.) */
+        const int refresh = !reuse || !e->factor_valid || e->factor_stale || fabs(h - e->factor_h) > 1e-9 * h;
+        if (refresh)
+            fa_newton(e->qn, e->vn, z, z + FA_N, t, e->p, e->Ma, e->F, e->C, e->jac.M, e->jac.JM, e->jac.K,
+                      e->jac.JV, e->jac.Cq);
+        else
+            fa_residual_terms(e->qn, e->vn, z, z + FA_N, t, e->p, e->Ma, e->F, e->C);
         /* Residual test scaled by the magnitude of each equation's terms (hht.py). */
         /* Floors: magnitudes of the predictor and of accepted steps, never of later
          * iterates (hht.py). */
@@ -258,11 +279,23 @@ int fa_engine_step_to(fa_engine *e, double t_prev, double t)
             c_terms[fa_Cq_row[k]] += fabs(j->Cq[k]) * (fabs(e->qn[fa_Cq_col[k]]) + e->position_scale);
         for (int k = 0; k < FA_M; ++k)
             if (!(fabs(e->C[k]) <= e->settings.rtol * c_terms[k])) converged = 0;
-        if (fa_kkt_factor(e->kkt, e->pivots, j, c_m, bh2, gh) != 0)
-            return failure(e, t, h, "the iteration matrix is singular", iteration);
+        if (refresh) {
+            e->factor_valid = 0;
+            if (fa_kkt_factor(e->kkt, e->pivots, j, c_m, bh2, gh) != 0)
+                return failure(e, t, h, "the iteration matrix is singular", iteration);
+            e->factor_valid = 1;
+            e->factor_stale = 0;
+            e->factor_h = h;
+            e->factorizations += 1;
+        }
         fa_kkt_solve(e->kkt, e->pivots, e->rhs, 0);
         if (!all_finite(e->rhs, NK)) return failure(e, t, h, "the solution became NaN or infinite", iteration);
-        for (int i = 0; i < NK; ++i) z[i] += e->rhs[i];
+        double delta = 0.0;
+        for (int i = 0; i < NK; ++i) { z[i] += e->rhs[i]; delta = fmax(delta, fabs(e->rhs[i])); }
+        /* Modified Newton: convergence slower than FA_NEWTON_REUSE_CONTRACTION per iteration
+         * asks for a fresh matrix. */
+        if (reuse && iteration > 1 && delta > FA_NEWTON_REUSE_CONTRACTION * delta_prev) e->factor_stale = 1;
+        delta_prev = delta;
         /* The update after a converged residual polishes the iterate to round-off. */
         if (converged) {
             for (int i = 0; i < FA_N; ++i) {
@@ -295,6 +328,7 @@ void fa_engine_current(const fa_engine *e, double *q, double *v, double *a, doub
 const double *fa_engine_initial_z(const fa_engine *e) { return e->zinit; }
 int fa_engine_last_iterations(const fa_engine *e) { return e->last_iterations; }
 int fa_engine_init_iterations(const fa_engine *e) { return e->init_iterations; }
+long fa_engine_factorizations(const fa_engine *e) { return e->factorizations; }
 
 void fa_engine_outputs(const fa_engine *e, double *y)
 {
@@ -302,8 +336,12 @@ void fa_engine_outputs(const fa_engine *e, double *y)
 }
 
 /* State layout: t0, step, alpha, step size, rtol, max_iterations, initialized, force_scale,
- * position_scale, q, v, z, F_old, p */
-#define FA_STATE_SIZE (9 + 2 * FA_N + NK + FA_N + ONE(FA_NP))
+ * position_scale, reuse_jacobian, factor_valid, factor_stale, factor_h, factorizations, q, v,
+ * z, F_old, p, then the factored iteration matrix (kkt), its pivots and the Jacobian values
+ * it was built from: the whole state of modified Newton, so that a run continued from a
+ * state (FMU state, checkpoint) is the same run bit for bit. */
+#define FA_JAC_DOUBLES (sizeof(fa_jacobian_values) / sizeof(double))
+#define FA_STATE_SIZE (14 + 2 * FA_N + NK + FA_N + ONE(FA_NP) + FA_KKT_STORAGE + NK + FA_JAC_DOUBLES)
 
 size_t fa_engine_state_size(void) { return FA_STATE_SIZE; }
 
@@ -311,33 +349,54 @@ void fa_engine_get_state(const fa_engine *e, double *b)
 {
     b[0] = e->t0; b[1] = (double)e->step; b[2] = e->settings.alpha; b[3] = e->settings.step;
     b[4] = e->settings.rtol; b[5] = (double)e->settings.max_iterations; b[6] = (double)e->initialized;
-    b[7] = e->force_scale; b[8] = e->position_scale;
-    double *w = b + 9;
+    b[7] = e->force_scale; b[8] = e->position_scale; b[9] = (double)e->settings.reuse_jacobian;
+    b[10] = (double)e->factor_valid; b[11] = (double)e->factor_stale; b[12] = e->factor_h;
+    b[13] = (double)e->factorizations;
+    double *w = b + 14;
     memcpy(w, e->q, sizeof e->q); w += FA_N;
     memcpy(w, e->v, sizeof e->v); w += FA_N;
     memcpy(w, e->z, sizeof e->z); w += NK;
     memcpy(w, e->F_old, sizeof e->F_old); w += FA_N;
-    memcpy(w, e->p, sizeof e->p);
+    memcpy(w, e->p, sizeof e->p); w += ONE(FA_NP);
+    memcpy(w, e->kkt, sizeof e->kkt); w += FA_KKT_STORAGE;
+    for (int i = 0; i < NK; ++i) w[i] = (double)e->pivots[i];
+    w += NK;
+    memcpy(w, &e->jac, sizeof e->jac);
 }
+
+static int is_flag(double x) { return x == 0.0 || x == 1.0; }
 
 int fa_engine_set_state(fa_engine *e, const double *b)
 {
-    if (!all_finite(b, (int)FA_STATE_SIZE)) return -1;
     /* Integers stored as doubles: convert only values in range (crafted data must not
-     * reach an undefined conversion). */
+     * reach an undefined conversion).  The factored matrix may hold any finite values; the
+     * pivots must be rows of the matrix. */
+    const double *tail = b + 14 + 2 * FA_N + NK + FA_N + ONE(FA_NP);
+    if (!all_finite(b, (int)FA_STATE_SIZE)) return -1;
     if (!(b[1] >= 0.0 && b[1] <= 9.0e15 && b[1] == floor(b[1]))) return -1;
     if (!(b[5] >= 1.0 && b[5] <= 1000.0 && b[5] == floor(b[5]))) return -1;
-    if (!(b[6] == 0.0 || b[6] == 1.0)) return -1;
+    if (!is_flag(b[6]) || !is_flag(b[9]) || !is_flag(b[10]) || !is_flag(b[11])) return -1;
     if (!(b[3] > 0.0) || !(b[2] >= -1.0 / 3.0 && b[2] <= 0.0) || !(b[4] > 0.0)) return -1;
+    if (!(b[7] >= 0.0) || !(b[8] >= 0.0) || !(b[12] >= 0.0)) return -1;
+    if (!(b[13] >= 0.0 && b[13] <= 9.0e15 && b[13] == floor(b[13]))) return -1;
+    for (int i = 0; i < NK; ++i) {
+        double piv = tail[FA_KKT_STORAGE + i];
+        if (!(piv >= 0.0 && piv < (double)NK && piv == floor(piv))) return -1;
+    }
     e->t0 = b[0]; e->step = (long)b[1]; e->settings.alpha = b[2]; e->settings.step = b[3];
-    if (!(b[7] >= 0.0) || !(b[8] >= 0.0)) return -1;
     e->settings.rtol = b[4]; e->settings.max_iterations = (int)b[5]; e->initialized = (int)b[6];
-    e->force_scale = b[7]; e->position_scale = b[8];
-    const double *w = b + 9;
+    e->force_scale = b[7]; e->position_scale = b[8]; e->settings.reuse_jacobian = (int)b[9];
+    e->factor_valid = (int)b[10]; e->factor_stale = (int)b[11]; e->factor_h = b[12];
+    e->factorizations = (long)b[13];
+    const double *w = b + 14;
     memcpy(e->q, w, sizeof e->q); w += FA_N;
     memcpy(e->v, w, sizeof e->v); w += FA_N;
     memcpy(e->z, w, sizeof e->z); w += NK;
     memcpy(e->F_old, w, sizeof e->F_old); w += FA_N;
-    memcpy(e->p, w, sizeof e->p);
+    memcpy(e->p, w, sizeof e->p); w += ONE(FA_NP);
+    memcpy(e->kkt, w, sizeof e->kkt); w += FA_KKT_STORAGE;
+    for (int i = 0; i < NK; ++i) e->pivots[i] = (int)w[i];
+    w += NK;
+    memcpy(&e->jac, w, sizeof e->jac);
     return 0;
 }

@@ -31,8 +31,9 @@ typedef struct {
 typedef struct {
     double alpha;        /* HHT alpha in [-1/3, 0] */
     double step;         /* fixed step h */
-    double rtol;         /* Newton tolerance (1e-10 as in Python) */
-    int max_iterations;  /* Newton iterations per step (25) */
+    double rtol;         /* Newton tolerance (default FA_NEWTON_RTOL, from Python) */
+    int max_iterations;  /* Newton iterations per step (default FA_NEWTON_MAX_ITERATIONS) */
+    int reuse_jacobian;  /* 1: modified Newton, the factored matrix kept over steps (hht.py) */
 } fa_settings;
 
 void fa_engine_settings_default(fa_settings *settings);
@@ -60,6 +61,7 @@ void fa_engine_current(const fa_engine *engine, double *q, double *v, double *a,
 const double *fa_engine_initial_z(const fa_engine *engine);
 int fa_engine_last_iterations(const fa_engine *engine);
 int fa_engine_init_iterations(const fa_engine *engine);
+long fa_engine_factorizations(const fa_engine *engine);
 
 /* Shared with the adjoint and sensitivity sweeps (fa_driver.c): the Jacobian values at a
  * state, the Newton matrix of a step assembled and factored in the planned storage
