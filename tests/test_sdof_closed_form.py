@@ -11,9 +11,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from fmi_adjoint.adjoint import adjoint_gradient, sensitivity_gradient
 from fmi_adjoint.costs import LeastSquaresCost
-from fmi_adjoint.integrate import simulate
 from tolerances import CLOSED_FORM, PRINTED_8_DECIMALS
 
 GOLDEN = "sdof_closed_form"
@@ -76,20 +74,24 @@ def test_closed_form_J_is_the_integral_of_the_closed_form_solution():
 
 
 @pytest.fixture(scope="module")
-def sdof_run(compiled_example):
-    model = compiled_example("sdof")
+def sdof_run(example_engine):
+    """188 496 steps of the native engine (the default; tests/test_engines.py shows the
+    Python reference engine computes the same run and sweeps to round-off)."""
+    engine = example_engine("sdof")
+    model = engine.compiled
     assert model.model.simulation.alpha == -0.05
     T = 6 * np.pi
-    traj = simulate(model, step=1e-4, t_end=T)
+    traj = engine.simulate(step=1e-4, t_end=T)
     times = np.append(np.arange(0.0, T, 1e-3), T)
     cost = LeastSquaresCost(times, np.zeros(times.size), ("x",))
-    return model, traj, cost
+    return engine, traj, cost
 
 
 def test_cost_and_adjoint_gradient_match_the_closed_forms(sdof_run, golden):
-    model, traj, cost = sdof_run
+    engine, traj, cost = sdof_run
+    model = engine.compiled
     ref = golden(GOLDEN)["values"]
-    result = adjoint_gradient(traj, cost)
+    result = engine.adjoint_gradient(traj, cost)
     assert result.method == "adjoint"
     assert result.gradient.shape == (model.n_p,)
     got = {
@@ -102,10 +104,11 @@ def test_cost_and_adjoint_gradient_match_the_closed_forms(sdof_run, golden):
 
 
 def test_forward_sensitivities_match_the_closed_forms(sdof_run, golden):
-    model, traj, cost = sdof_run
+    engine, traj, cost = sdof_run
+    model = engine.compiled
     ref = golden(GOLDEN)["values"]
     params = np.array([model.parameter_index("c"), model.parameter_index("d")])
-    result = sensitivity_gradient(traj, cost, params)
+    result = engine.sensitivity_gradient(traj, cost, params)
     assert result.J == pytest.approx(ref["J"], rel=CLOSED_FORM)
     assert result.gradient[params[0]] == pytest.approx(ref["dJ_dc"], rel=CLOSED_FORM)
     assert result.gradient[params[1]] == pytest.approx(ref["dJ_dd"], rel=CLOSED_FORM)

@@ -135,8 +135,9 @@ class NativeLibrary:
         status = self.library.fa_run(
             _pointer(grid), ctypes.c_long(N), ctypes.c_double(alpha), ctypes.c_double(rtol),
             ctypes.c_int(max_iterations), ctypes.c_int(int(reuse_jacobian)), _pointer(self._parameters(p)),
-            _pointer(Q), _pointer(V), _pointer(A), _pointer(L), _pointer(z0), iterations.ctypes.data_as(_int_p),
-            ctypes.byref(init_iterations), ctypes.byref(factorizations), message, ctypes.c_int(1024),
+            ctypes.c_long(0), _pointer(Q), _pointer(V), _pointer(A), _pointer(L), None, None, _pointer(z0),
+            iterations.ctypes.data_as(_int_p), ctypes.byref(init_iterations), ctypes.byref(factorizations), message,
+            ctypes.c_int(1024),
         )
         if status != 0:
             raise ConvergenceError(message.value.decode(errors="replace") or "the C engine failed")
@@ -151,7 +152,7 @@ class NativeLibrary:
     def run_checkpointed(self, grid: np.ndarray, p: np.ndarray, alpha: float, rtol: float, max_iterations: int,
                          reuse_jacobian: bool, every: int) -> tuple[np.ndarray, np.ndarray, NativeRun]:
         """Forward run keeping the outputs and a checkpoint every ``every`` steps:
-        ``(outputs, checkpoint states, run without states)`` (see ``fa_run_checkpointed``)."""
+        ``(outputs, checkpoint states, run without states)`` (``fa_run`` with ``every >= 1``)."""
         grid = np.ascontiguousarray(grid, dtype=float)
         N = len(grid) - 1
         Y = np.zeros((N + 1, self.n_y))
@@ -160,11 +161,11 @@ class NativeLibrary:
         iterations = np.zeros(max(N, 1), dtype=np.int32)
         init_iterations = ctypes.c_int(0)
         factorizations = ctypes.c_long(0)
-        self._call("fa_run_checkpointed", _pointer(grid), ctypes.c_long(N), ctypes.c_double(alpha),
+        self._call("fa_run", _pointer(grid), ctypes.c_long(N), ctypes.c_double(alpha),
                    ctypes.c_double(rtol), ctypes.c_int(max_iterations), ctypes.c_int(int(reuse_jacobian)),
-                   _pointer(self._parameters(p)), ctypes.c_long(every), _pointer(Y), _pointer(states), _pointer(z0),
-                   iterations.ctypes.data_as(_int_p), ctypes.byref(init_iterations), ctypes.byref(factorizations),
-                   what="C engine")
+                   _pointer(self._parameters(p)), ctypes.c_long(every), None, None, None, None, _pointer(Y),
+                   _pointer(states), _pointer(z0), iterations.ctypes.data_as(_int_p), ctypes.byref(init_iterations),
+                   ctypes.byref(factorizations), what="C engine")
         empty = (np.zeros((0, self.n)), np.zeros((0, self.n)), np.zeros((0, self.n)), np.zeros((0, self.m)))
         return Y, states, NativeRun(*empty, z0, iterations[:N], init_iterations.value, factorizations.value)
 

@@ -8,7 +8,7 @@
  *               and the initial state): the caller hands dJ/dY on the step grid and gets the
  *               full gradient;
  * fa_sensitivities_segment  forward sensitivities dY/dp of fmi_adjoint.adjoint.sensitivities;
- * fa_run_checkpointed, fa_recompute
+ * fa_run (every >= 1), fa_recompute
  *               a run that keeps only the outputs and checkpoints, and the recomputation of a
  *               segment from a checkpoint: the sweeps then run segment by segment, carrying
  *               their state across, so memory does not limit the run length.
@@ -67,16 +67,26 @@ int fa_simulate(double t0, double step, double alpha, double rtol, long n_steps,
     return status;
 }
 
-/* Forward run on grid[0..n_steps] (the last step may be uneven), storing q, v, a, lambda at
- * every step (Q, V, A: (n_steps+1) x FA_N; L: (n_steps+1) x FA_M), the consistent initial
- * z (FA_NZ), the Newton iterations of each step and of the initialization.  0, or -1 with
- * a message. */
+/* Forward run on grid[0..n_steps] (the last step may be uneven).  With every = 0 it stores
+ * q, v, a, lambda at every step (Q, V, A: (n_steps+1) x FA_N; L: (n_steps+1) x FA_M); with
+ * every >= 1 it stores only the outputs (Y: (n_steps+1) x FA_NY) and the engine's complete
+ * state every `every` steps (checkpoints: one fa_engine_state_size() block per step 0,
+ * every, 2 every, ... <= n_steps), for sweeps that recompute segments instead of reading a
+ * stored trajectory.  Always: the consistent initial z (FA_NZ), the Newton iterations of
+ * each step and of the initialization, the factorizations.  0, or -1 with a message. */
 int fa_run(const double *grid, long n_steps, double alpha, double rtol, int max_iterations, int reuse_jacobian,
-           const double *p, double *Q, double *V, double *A, double *L, double *z0, int *iterations,
-           int *init_iterations, long *factorizations, char *message, int message_size)
+           const double *p, long every, double *Q, double *V, double *A, double *L, double *Y, double *checkpoints,
+           double *z0, int *iterations, int *init_iterations, long *factorizations, char *message, int message_size)
 {
     fa_engine *e = fa_engine_new();
-    if (!e) { copy_message(message, message_size, "out of memory for the C engine"); return -1; }
+    double *x = (double *)malloc(sizeof(double) * (3 * FA_N + ONE(FA_M)));
+    if (!e || !x || every < 0) {
+        fa_engine_free(e);
+        free(x);
+        copy_message(message, message_size, "out of memory for the C engine");
+        return -1;
+    }
+    const size_t size = fa_engine_state_size();
     fa_settings s;
     fa_engine_settings_default(&s);
     s.step = n_steps > 0 ? grid[1] - grid[0] : 1.0;
@@ -90,18 +100,25 @@ int fa_run(const double *grid, long n_steps, double alpha, double rtol, int max_
     if (status == 0) {
         memcpy(z0, fa_engine_initial_z(e), sizeof(double) * FA_NZ);
         *init_iterations = fa_engine_init_iterations(e);
-        fa_engine_current(e, Q, V, A, L);
     }
-    for (long i = 1; status == 0 && i <= n_steps; ++i) {
-        status = fa_engine_step_to(e, grid[i - 1], grid[i]);
-        if (status == 0) {
-            fa_engine_current(e, Q + i * FA_N, V + i * FA_N, A + i * FA_N, L + i * FA_M);
+    for (long i = 0; status == 0 && i <= n_steps; ++i) {
+        if (i >= 1) {
+            status = fa_engine_step_to(e, grid[i - 1], grid[i]);
+            if (status != 0) break;
             iterations[i - 1] = fa_engine_last_iterations(e);
+        }
+        if (every == 0) {
+            fa_engine_current(e, Q + i * FA_N, V + i * FA_N, A + i * FA_N, L + i * FA_M);
+        } else {
+            if (i % every == 0) fa_engine_get_state(e, checkpoints + (size_t)(i / every) * size);
+            fa_engine_current(e, x, x + FA_N, x + 2 * FA_N, x + 3 * FA_N);
+            fa_outputs(x, x + FA_N, x + 2 * FA_N, x + 3 * FA_N, grid[i], p, Y + i * FA_NY);
         }
     }
     *factorizations = fa_engine_factorizations(e);
     if (status != 0) copy_message(message, message_size, fa_engine_message(e));
     fa_engine_free(e);
+    free(x);
     return status;
 }
 
@@ -445,57 +462,8 @@ int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, double al
     return status;
 }
 
-/* Forward run storing only the outputs at every step (Y: (n_steps+1) x FA_NY) and the
- * engine's complete state every `every` steps (checkpoints: one fa_engine_state_size()
- * block per step 0, every, 2 every, ... <= n_steps), for sweeps that recompute segments
- * instead of storing the trajectory.  0, or -1 with a message. */
-int fa_run_checkpointed(const double *grid, long n_steps, double alpha, double rtol, int max_iterations,
-                        int reuse_jacobian, const double *p, long every, double *Y, double *checkpoints, double *z0,
-                        int *iterations, int *init_iterations, long *factorizations, char *message,
-                        int message_size)
-{
-    fa_engine *e = fa_engine_new();
-    double *x = (double *)malloc(sizeof(double) * (3 * FA_N + ONE(FA_M)));
-    if (!e || !x || every < 1) {
-        fa_engine_free(e); free(x);
-        copy_message(message, message_size, "out of memory for the C engine");
-        return -1;
-    }
-    const size_t size = fa_engine_state_size();
-    double *q = x, *v = q + FA_N, *a = v + FA_N, *lam = a + FA_N;
-    fa_settings s;
-    fa_engine_settings_default(&s);
-    s.step = n_steps > 0 ? grid[1] - grid[0] : 1.0;
-    s.alpha = alpha;
-    s.rtol = rtol;
-    s.max_iterations = max_iterations;
-    s.reuse_jacobian = reuse_jacobian;
-    memcpy(fa_engine_parameters(e), p, sizeof(double) * ONE(FA_NP));
-    fa_engine_set_planned_steps(e, n_steps);
-    int status = fa_engine_initialize(e, grid[0], &s);
-    if (status == 0) {
-        memcpy(z0, fa_engine_initial_z(e), sizeof(double) * FA_NZ);
-        *init_iterations = fa_engine_init_iterations(e);
-    }
-    for (long i = 0; status == 0 && i <= n_steps; ++i) {
-        if (i >= 1) {
-            status = fa_engine_step_to(e, grid[i - 1], grid[i]);
-            if (status != 0) break;
-            iterations[i - 1] = fa_engine_last_iterations(e);
-        }
-        if (i % every == 0) fa_engine_get_state(e, checkpoints + (size_t)(i / every) * size);
-        fa_engine_current(e, q, v, a, lam);
-        fa_outputs(q, v, a, lam, grid[i], p, Y + i * FA_NY);
-    }
-    *factorizations = fa_engine_factorizations(e);
-    if (status != 0) copy_message(message, message_size, fa_engine_message(e));
-    fa_engine_free(e);
-    free(x);
-    return status;
-}
-
 /* Recompute the steps i0..i1 from the checkpoint state of step i0 (a block written by
- * fa_run_checkpointed), storing q, v, a, lambda of those steps (rows 0..i1-i0).  The same
+ * fa_run with every >= 1), storing q, v, a, lambda of those steps (rows 0..i1-i0).  The same
  * engine code on the same state: the same trajectory bit for bit. */
 int fa_recompute(const double *grid, long i0, long i1, const double *state, double *Q, double *V, double *A,
                  double *L, char *message, int message_size)
