@@ -18,6 +18,7 @@ import functools
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
+from types import CodeType
 
 import numpy as np
 import sympy as sp
@@ -27,7 +28,8 @@ from sympy.printing.pycode import PythonCodePrinter
 
 from .cse import ReducedOutputs, reduce_outputs
 
-__all__ = ["ArgumentGroup", "function_source", "generate_function", "load_function", "numeric_calls", "opaque_name"]
+__all__ = ["ArgumentGroup", "compile_source", "function_source", "generate_function", "load_function", "numeric_calls",
+           "opaque_name"]
 
 ArgumentGroup = tuple[str, Sequence[sp.Symbol] | sp.Symbol]
 _counter = itertools.count()
@@ -161,10 +163,17 @@ def function_source(
     return "\n".join(lines) + "\n"
 
 
+def compile_source(name: str, source: str) -> CodeType:
+    """Byte code of a source printed by :func:`function_source` (cached by the build cache:
+    compiling the sources of a large model costs more than the rest of a warm load)."""
+    return compile(source, f"<fmi_adjoint generated {name} #{next(_counter)}>", "exec")
+
+
 def load_function(name: str, source: str, tables: Mapping[str, tuple[Sequence[float], Sequence[float]]],
-                  calls: Mapping[str, Callable]) -> Callable[..., tuple[np.ndarray, ...]]:
-    """Execute a source printed by :func:`function_source` (possibly read back from the
-    build cache, whose entries are checksummed) and return the function.
+                  calls: Mapping[str, Callable], code: CodeType | None = None) -> Callable[..., tuple[np.ndarray, ...]]:
+    """Execute a source printed by :func:`function_source` (or its byte code ``code``,
+    possibly read back from the build cache, whose entries are checksummed) and return
+    the function.
 
     ``tables`` gives ``(times, values)`` of each table function, ``calls`` the numeric
     elements' callables (:func:`numeric_calls`)."""
@@ -173,7 +182,7 @@ def load_function(name: str, source: str, tables: Mapping[str, tuple[Sequence[fl
     for table, (times, values) in tables.items():
         namespace[table] = _interpolator(times, values)
     namespace.update(calls)
-    code = compile(source, f"<fmi_adjoint generated {name} #{next(_counter)}>", "exec")
+    code = code if code is not None else compile_source(name, source)
     exec(code, namespace)  # noqa: S102 -- source printed by sympy from validated trees, see module docstring
     function = namespace[name]
     function.source = source  # type: ignore[attr-defined]

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import marshal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,7 +44,7 @@ import numpy as np
 import sympy as sp
 
 from .cache import BuildCache, CacheError, fingerprint, source_fingerprint
-from .codegen import function_source, load_function, numeric_calls
+from .codegen import compile_source, function_source, load_function, numeric_calls
 from .cse import ReducedOutputs, reduce_outputs
 from .errors import FmiAdjointError, ModelError
 from .forces.numeric import AbstractNumericElement
@@ -417,7 +419,8 @@ def model_key(model: Model) -> str:
     The canonical text of the definition with parameter *values* neutralized (the
     generated functions take ``p`` as an argument, so a ``--set`` must not rebuild), the
     classes and source files of its force elements (plugins change without a version
-    bump during development), and fmi-adjoint's own code.
+    bump during development), fmi-adjoint's own code, and the interpreter's version (the
+    entry holds byte code).
     """
     import inspect
 
@@ -425,7 +428,7 @@ def model_key(model: Model) -> str:
         model, parameters=tuple(dataclasses.replace(par, value=0.0) for par in model.parameters),
         description="", source="",
     )
-    parts: list[str | bytes] = ["model", source_fingerprint(), repr(neutral)]
+    parts: list[str | bytes] = ["model", source_fingerprint(), sys.version, repr(neutral)]
     for cls in sorted({type(e) for e in model.forces}, key=lambda c: (c.__module__, c.__qualname__)):
         parts.append(f"{cls.__module__}.{cls.__qualname__}")
         try:
@@ -462,8 +465,13 @@ def compile_model(model: Model | SymbolicModel, *, cache: BuildCache | None = No
 
     def build(folder: Path) -> None:
         d = derivation.derivatives
-        payload = {"format": 1, "structure": ModelStructure.of(d).to_json(), "sources": numpy_sources(derivation)}
+        sources = numpy_sources(derivation)
+        payload = {"format": 1, "structure": ModelStructure.of(d).to_json(), "sources": sources}
         (folder / "numpy.json").write_text(json.dumps(payload))
+        # Byte code too (the key includes the interpreter's version): a warm load then skips
+        # compiling the sources, the bulk of its time on large models.
+        codes = {name: compile_source(name, source) for name, source in sources.items()}
+        (folder / "numpy.marshal").write_bytes(marshal.dumps(codes))
 
     try:
         entry = cache.entry("model", model_key(model), build)
@@ -476,21 +484,25 @@ def compile_model(model: Model | SymbolicModel, *, cache: BuildCache | None = No
         payload = json.loads((entry / "numpy.json").read_text())
         structure = ModelStructure.from_json(payload["structure"])
         sources = {str(k): str(v) for k, v in payload["sources"].items()}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        codes = marshal.loads((entry / "numpy.marshal").read_bytes())
+        if not isinstance(codes, dict) or set(codes) != set(sources):
+            raise ValueError("the byte code does not match the sources")
+    except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
         raise ModelError(f"the build cache entry {entry} of model '{model.name}' is unreadable ({exc}); "
                          "run 'fmi-adjoint cache clear'.") from None
     numeric = None
     if any(isinstance(e, AbstractNumericElement) for e in model.forces):
         # Numeric elements are Python code: their callables come from the assembled model.
         numeric = derivation.derivatives.sym if derivation._derivatives is not None else assemble(model)
-    return _assemble_compiled(model, structure, sources, numeric)
+    return _assemble_compiled(model, structure, sources, numeric, codes)
 
 
 def _assemble_compiled(definition: Model, structure: ModelStructure, sources: dict[str, str],
-                       sym: SymbolicModel | None) -> CompiledModel:
+                       sym: SymbolicModel | None, codes: dict | None = None) -> CompiledModel:
     tables = {name: (times, values) for name, times, values in structure.tables}
     calls = numeric_calls(sym) if sym is not None else {}
-    functions = {name: load_function(name, source, tables, calls) for name, source in sources.items()}
+    functions = {name: load_function(name, source, tables, calls, (codes or {}).get(name))
+                 for name, source in sources.items()}
     return CompiledModel(
         model=definition,
         n=structure.n,

@@ -22,8 +22,6 @@ Adding an engine: subclass :class:`AbstractEngine`, implement (1) :meth:`~Abstra
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
-from types import MappingProxyType
 from typing import ClassVar
 
 import numpy as np
@@ -42,7 +40,7 @@ from .integrate.initialization import initial_state
 from .model import Model
 from .native import NativeLibrary, build_native
 
-__all__ = ["AbstractEngine", "PythonEngine", "NativeEngine", "ENGINES", "DEFAULT_MEMORY_BUDGET", "default_engine"]
+__all__ = ["AbstractEngine", "PythonEngine", "NativeEngine", "DEFAULT_MEMORY_BUDGET", "default_engine"]
 
 
 class AbstractEngine(abc.ABC):
@@ -262,7 +260,3 @@ def default_engine(compiled: CompiledModel, *, cache: BuildCache | None = None) 
         if "has no C code" not in str(exc):
             raise
         return PythonEngine(compiled)
-
-
-#: The engines by command-line name (``--engine``); read-only.
-ENGINES: Mapping[str, type[AbstractEngine]] = MappingProxyType({"native": NativeEngine, "python": PythonEngine})

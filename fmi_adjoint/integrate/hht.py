@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 
 import numpy as np
-import scipy.linalg
+from scipy.linalg.lapack import dgetrf as _getrf
+from scipy.linalg.lapack import dgetrs as _getrs
 
 from ..compiled import CompiledModel
 from ..errors import ConvergenceError, ModelError
@@ -266,7 +266,7 @@ def _integrate(model: CompiledModel, p: np.ndarray, solver: HHT, grid: np.ndarra
                     stale = False
                     factorizations += 1
                 assert factored is not None  # refreshed above when missing
-                delta = scipy.linalg.lu_solve(factored[0], rhs, check_finite=False)
+                delta = _solve(factored[0], rhs)
                 if not np.all(np.isfinite(delta)):
                     raise _failure(model, i, n_steps, t, h, rhs, iteration)
                 z += delta
@@ -312,15 +312,21 @@ def _integrate(model: CompiledModel, p: np.ndarray, solver: HHT, grid: np.ndarra
 
 
 def _factor(matrix: np.ndarray) -> tuple:
-    """LU factors of the iteration matrix (LinAlgError if it is singular or not finite)."""
+    """LU factors of the iteration matrix (LAPACK getrf; LinAlgError if it is singular or
+    not finite).  LAPACK directly: scipy.linalg.lu_factor's checks and warnings cost more
+    than the factorization of these small matrices."""
     if not np.all(np.isfinite(matrix)):
         raise np.linalg.LinAlgError("not finite")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)  # exactly singular: checked below
-        factors = scipy.linalg.lu_factor(matrix, check_finite=False)
-    if np.any(np.diag(factors[0]) == 0):
+    lu, piv, info = _getrf(matrix)
+    if info != 0:
         raise np.linalg.LinAlgError("singular")
-    return factors
+    return lu, piv
+
+
+def _solve(factors: tuple, rhs: np.ndarray) -> np.ndarray:
+    """Solve with the factors of :func:`_factor` (LAPACK getrs)."""
+    x, _ = _getrs(factors[0], factors[1], rhs)
+    return x
 
 
 def _failure(model, i, n_steps, t, h, residual, iterations, singular=False) -> ConvergenceError:
