@@ -10,7 +10,6 @@ to one forward run, and the agreement of the three gradients.  Run: ./run bench
 from __future__ import annotations
 
 
-from fmi_adjoint import simulate
 from fmi_adjoint.examples import engine_tvd_data as data
 from _timing import compare_gradient_methods  # benchmarks/_timing.py (the script folder is on sys.path)
 
@@ -23,9 +22,9 @@ def main() -> None:
     exp = problem.experiments[0]
     p = exp.parameters(problem.names, x)
     compare_gradient_methods(
-        f"engine_tvd: {model.n} coordinates (26 of Sec. 4.4.2 incl. 2 TVD nodes + prescribed DMF secondary), "
-        f"{model.m} constraints (16 + drive)",
-        problem, x, lambda: simulate(model, p, t_end=exp.t_end, step=exp.step), repeats=2,
+        f"engine_tvd ({exp.engine.name} engine): {model.n} coordinates (26 of Sec. 4.4.2 incl. 2 TVD nodes + "
+        f"prescribed DMF secondary), {model.m} constraints (16 + drive)",
+        problem, x, lambda: exp.simulate(p), repeats=2,
     )
 
 

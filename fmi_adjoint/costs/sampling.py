@@ -49,8 +49,13 @@ class Sampler:
 
     def scatter(self, cotangent: np.ndarray) -> np.ndarray:
         """Transpose of :meth:`sample`: ``(n_samples, ...)`` to ``(N+1, ...)``."""
-        out = np.zeros((self.n_grid,) + cotangent.shape[1:])
-        w = self.theta.reshape((-1,) + (1,) * (cotangent.ndim - 1))
-        np.add.at(out, self.k, (1.0 - w) * cotangent)
-        np.add.at(out, self.k + 1, w * cotangent)
-        return out
+        # bincount per column: the same sums as np.add.at, an order of magnitude faster
+        # (this runs once per gradient on every step of the run).
+        flat = np.asarray(cotangent, dtype=float).reshape(len(self.k), -1)
+        w = self.theta[:, None]
+        lower, upper = (1.0 - w) * flat, w * flat
+        out = np.empty((self.n_grid, flat.shape[1]))
+        for c in range(flat.shape[1]):
+            out[:, c] = (np.bincount(self.k, lower[:, c], minlength=self.n_grid)
+                         + np.bincount(self.k + 1, upper[:, c], minlength=self.n_grid))
+        return out.reshape((self.n_grid,) + cotangent.shape[1:])

@@ -211,15 +211,20 @@ int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, double alpha, c
         const long r = i - i_lo; /* row in the segment arrays */
         const double *q = Q + r * FA_N, *v = V + r * FA_N, *a = A + r * FA_N, *lam = L + r * FA_M, t = grid[i];
         const double *yb = ybar + r * FA_NY;
-        /* Explicit output terms: g = (dY/dx)^T ybar_i, gradient += (dY/dp)^T ybar_i. */
-        fa_output_jacobians(q, v, a, lam, t, p, w.Y_q, w.Y_v, w.Y_a, w.Y_lam, w.Y_p);
+        /* Explicit output terms: g = (dY/dx)^T ybar_i, gradient += (dY/dp)^T ybar_i (none at
+         * steps the cost does not read: no sample next to them). */
         memset(gq, 0, sizeof(double) * 3 * FA_N);
         if (FA_M) memset(gl, 0, sizeof(double) * FA_M);
-        for (int k = 0; k < FA_NNZ_Y_q; ++k) gq[fa_Y_q_col[k]] += w.Y_q[k] * yb[fa_Y_q_row[k]];
-        for (int k = 0; k < FA_NNZ_Y_v; ++k) gv[fa_Y_v_col[k]] += w.Y_v[k] * yb[fa_Y_v_row[k]];
-        for (int k = 0; k < FA_NNZ_Y_a; ++k) ga[fa_Y_a_col[k]] += w.Y_a[k] * yb[fa_Y_a_row[k]];
-        for (int k = 0; k < FA_NNZ_Y_lam; ++k) gl[fa_Y_lam_col[k]] += w.Y_lam[k] * yb[fa_Y_lam_row[k]];
-        for (int k = 0; k < FA_NNZ_Y_p; ++k) gradient[fa_Y_p_col[k]] += w.Y_p[k] * yb[fa_Y_p_row[k]];
+        int sampled = 0;
+        for (int k = 0; k < FA_NY; ++k) sampled |= yb[k] != 0.0;
+        if (sampled) {
+            fa_output_jacobians(q, v, a, lam, t, p, w.Y_q, w.Y_v, w.Y_a, w.Y_lam, w.Y_p);
+            for (int k = 0; k < FA_NNZ_Y_q; ++k) gq[fa_Y_q_col[k]] += w.Y_q[k] * yb[fa_Y_q_row[k]];
+            for (int k = 0; k < FA_NNZ_Y_v; ++k) gv[fa_Y_v_col[k]] += w.Y_v[k] * yb[fa_Y_v_row[k]];
+            for (int k = 0; k < FA_NNZ_Y_a; ++k) ga[fa_Y_a_col[k]] += w.Y_a[k] * yb[fa_Y_a_row[k]];
+            for (int k = 0; k < FA_NNZ_Y_lam; ++k) gl[fa_Y_lam_col[k]] += w.Y_lam[k] * yb[fa_Y_lam_row[k]];
+            for (int k = 0; k < FA_NNZ_Y_p; ++k) gradient[fa_Y_p_col[k]] += w.Y_p[k] * yb[fa_Y_p_row[k]];
+        }
         fa_jacobians_at(q, v, a, lam, t, p, w.jac);
         /* r = -g - (df_{i+1}/dx_i)^T mu_{i+1}: Newmark couplings and the alpha-weighted old forces. */
         const double hn = h_next;
