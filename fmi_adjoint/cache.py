@@ -602,8 +602,9 @@ class BuildCache:
 
     @classmethod
     def default(cls) -> BuildCache:
-        """The cache in :func:`default_cache_root`."""
-        return cls(default_cache_root())
+        """The cache in :func:`default_cache_root`: one object per root and process, so an
+        unusable root falls back to one private folder, with one note."""
+        return _default_cache(default_cache_root())
 
     def entry(self, kind: str, key: str, build: Callable[[Path], None], *,
               note: Callable[[str], None] | None = None) -> Path:
@@ -742,3 +743,10 @@ class BuildCache:
             raise CacheError(f"cannot read the build cache {self.root}: {_os_reason(exc)}; make it readable "
                              f"('chmod u+rwx') or set {CACHE_VARIABLE} to another folder.") from None
         return found
+
+
+@functools.lru_cache(maxsize=8)
+def _default_cache(root: Path) -> BuildCache:
+    """:meth:`BuildCache.default` by root (a pure function of the root: the cache object
+    holds no state but its fallback folder)."""
+    return BuildCache(root)

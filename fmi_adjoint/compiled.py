@@ -419,8 +419,8 @@ def model_key(model: Model) -> str:
     The canonical text of the definition with parameter *values* neutralized (the
     generated functions take ``p`` as an argument, so a ``--set`` must not rebuild), the
     classes and source files of its force elements (plugins change without a version
-    bump during development), fmi-adjoint's own code, and the interpreter's version (the
-    entry holds byte code).
+    bump during development), fmi-adjoint's own code, the versions of the interpreter (the
+    entry holds byte code), sympy (derivatives, printers) and numpy.
     """
     import inspect
 
@@ -428,7 +428,8 @@ def model_key(model: Model) -> str:
         model, parameters=tuple(dataclasses.replace(par, value=0.0) for par in model.parameters),
         description="", source="",
     )
-    parts: list[str | bytes] = ["model", source_fingerprint(), sys.version, repr(neutral)]
+    parts: list[str | bytes] = ["model", source_fingerprint(), sys.version, f"sympy {sp.__version__}",
+                                f"numpy {np.__version__}", repr(neutral)]
     for cls in sorted({type(e) for e in model.forces}, key=lambda c: (c.__module__, c.__qualname__)):
         parts.append(f"{cls.__module__}.{cls.__qualname__}")
         try:

@@ -32,13 +32,14 @@ from .cache import BuildCache
 from .compiled import CompiledModel, Derivation, compile_model
 from .costs.base import AbstractCost
 from .costs.sampling import Sampler
-from .errors import CompilerError, ModelError
+from .errors import ModelError, NoCCodeError
 from .integrate import HHT, InitialState, Trajectory
 from .integrate.trajectory import Checkpoints
 from .integrate.hht import _integrate, prepare_run
 from .integrate.initialization import initial_state
 from .model import Model
 from .native import NativeLibrary, build_native
+from .toolchain import c_compiler
 
 __all__ = ["AbstractEngine", "PythonEngine", "NativeEngine", "DEFAULT_MEMORY_BUDGET", "default_engine"]
 
@@ -84,6 +85,7 @@ class AbstractEngine(abc.ABC):
     # -- gradients --------------------------------------------------------------------------
     def adjoint_gradient(self, traj: Trajectory, cost: AbstractCost) -> GradientResult:
         """Exact gradient of the discrete cost by the discrete adjoint (one backward sweep)."""
+        self._check_trajectory(traj)
         J, ybar, gradient = adjoint_seed(traj, cost)
         return GradientResult(J=J, gradient=self._adjoint_sweep(traj, ybar, gradient), method="adjoint")
 
@@ -94,9 +96,30 @@ class AbstractEngine(abc.ABC):
                              params: np.ndarray | None = None) -> np.ndarray:
         """``dY/dp`` of the outputs ``channels`` at ``sample_times``, shape
         ``(n_samples, n_channels, n_params)`` (forward sensitivities of the scheme)."""
-        params = np.arange(self.compiled.n_p) if params is None else np.asarray(params, dtype=int)
+        params = self._parameter_indices(params)
+        self._check_trajectory(traj)
         return self._sensitivities(traj, np.asarray(sample_times, dtype=float), np.asarray(channels, dtype=int),
                                    params)
+
+    def _parameter_indices(self, params: np.ndarray | None) -> np.ndarray:
+        """Distinct indices into the parameter vector (ModelError otherwise)."""
+        n_p = self.compiled.n_p
+        if params is None:
+            return np.arange(n_p)
+        params = np.asarray(params)
+        if params.ndim != 1 or not np.issubdtype(params.dtype, np.integer) or len(set(params.tolist())) != len(params) \
+                or (len(params) and not 0 <= params.min() <= params.max() < n_p):
+            raise ModelError(f"parameter indices {params.tolist()} must be distinct integers in [0, {n_p}); use "
+                             "CompiledModel.parameter_index(name).")
+        return params.astype(int)
+
+    def _check_trajectory(self, traj: Trajectory) -> None:
+        """A trajectory of this engine's model only (the sweeps index its arrays by the model's sizes)."""
+        model = self.compiled
+        if (traj.model.n, traj.model.m, traj.model.n_p, traj.model.n_y) != (model.n, model.m, model.n_p, model.n_y) \
+                or traj.model.parameter_names != model.parameter_names:
+            raise ModelError(f"the trajectory is of model '{traj.model.model.name}', not of this engine's model "
+                             f"'{model.model.name}'; simulate with this engine first.")
 
     @abc.abstractmethod
     def _sensitivities(self, traj: Trajectory, sample_times: np.ndarray, channels: np.ndarray,
@@ -106,7 +129,7 @@ class AbstractEngine(abc.ABC):
                              params: np.ndarray | None = None) -> GradientResult:
         """Gradient from forward sensitivities; entries of parameters not in ``params`` are zero."""
         model = self.compiled
-        params = np.arange(model.n_p) if params is None else np.asarray(params, dtype=int)
+        params = self._parameter_indices(params)
         _, channels, Y = sampled_outputs(traj, cost)
         value = cost.evaluate(Y, traj.p)
         dY = self.output_sensitivities(traj, cost.sample_times, channels, params)
@@ -191,7 +214,13 @@ class NativeEngine(AbstractEngine):
         if (N + 1) * self._row_bytes() <= self.memory_budget:
             run = self.library.run(grid, p, solver.alpha, solver.rtol, solver.max_iterations, solver.reuse_jacobian)
         else:
+            # Half the budget for one recomputed segment, half for the checkpoints.
             every = max(1, min(N, self.memory_budget // (2 * self._row_bytes())))
+            if (N // every + 1) * 8 * self.library.state_size > self.memory_budget // 2:
+                raise ModelError(
+                    f"{N} steps of model '{model.model.name}' do not fit the native engine's memory budget of "
+                    f"{self.memory_budget} bytes even with checkpoints; give a larger memory_budget or a "
+                    "larger step.")
             outputs, states, run = self.library.run_checkpointed(grid, p, solver.alpha, solver.rtol,
                                                                  solver.max_iterations, solver.reuse_jacobian, every)
             checkpoints = Checkpoints(every=every, states=states, outputs=outputs)
@@ -251,12 +280,11 @@ class NativeEngine(AbstractEngine):
 
 def default_engine(compiled: CompiledModel, *, cache: BuildCache | None = None) -> AbstractEngine:
     """The native engine of ``compiled``'s model (library through the build cache), or the
-    Python reference engine when there is no C compiler or an element has no C code."""
+    Python reference engine when the machine has no C compiler or an element has no C code
+    (the command line says so in a note; a compiler that fails is an error, not a fallback)."""
+    if c_compiler() is None:
+        return PythonEngine(compiled)
     try:
         return NativeEngine(compiled, build_native(compiled.model, cache=cache))
-    except CompilerError:
-        return PythonEngine(compiled)
-    except ModelError as exc:
-        if "has no C code" not in str(exc):
-            raise
+    except NoCCodeError:
         return PythonEngine(compiled)

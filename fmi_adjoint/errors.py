@@ -16,6 +16,7 @@ __all__ = [
     "IdentificationError",
     "OutputFileError",
     "CompilerError",
+    "NoCCodeError",
 ]
 
 
@@ -49,3 +50,7 @@ class OutputFileError(FmiAdjointError, OSError):
 
 class CompilerError(FmiAdjointError, RuntimeError):
     """No C compiler, or generated C code does not compile."""
+
+
+class NoCCodeError(ModelError):
+    """A force element has no C code, so the model runs only in the Python engine."""

@@ -113,20 +113,26 @@ def test_native_adjoint_equals_native_sensitivities(engines):
     assert np.max(np.abs(adjoint - forward)) <= ADJOINT_VS_FORWARD * np.max(np.abs(forward))
 
 
+def _small_budget(stored):
+    """The same engine with a memory budget of 2/3 of the stored run: segments of a third of
+    the run (half the budget each), the last one partial."""
+    row = 8 * (3 * stored.compiled.n + stored.compiled.m)
+    budget = (STEPS + 1) * row * 2 // 3
+    return NativeEngine(stored.compiled, stored.library, memory_budget=budget), budget // (2 * row)
+
+
 @pytest.mark.parametrize("name", ["slider_crank", "engine_mount"])
 def test_checkpointed_sweeps_equal_stored_sweeps(name):
     """Above its memory budget the native engine keeps checkpoints and recomputes segments
     in the sweeps (issue 11, part 6): same gradient and sensitivities to 1e-12."""
     model = load_model(example_path(name))
     stored = NativeEngine.build(model)
-    row = 8 * (3 * stored.compiled.n + stored.compiled.m)
-    # Budget for 37 states: segments of 18 steps, the last one partial.
-    small = NativeEngine(stored.compiled, stored.library, memory_budget=37 * row)
     t_end = _t_end(stored)
+    small, every = _small_budget(stored)
     cost = _cost(stored, t_end)
     a, b = stored.simulate(t_end=t_end), small.simulate(t_end=t_end)
-    assert a.checkpoints is None and b.checkpoints is not None and b.checkpoints.every == 18
-    assert b.q.size == 0 and len(b.checkpoints.states) == a.n_steps // 18 + 1
+    assert a.checkpoints is None and b.checkpoints is not None and b.checkpoints.every == every
+    assert b.q.size == 0 and len(b.checkpoints.states) == a.n_steps // every + 1 >= 3
     assert np.array_equal(a.outputs(), b.outputs())
     g_stored = stored.adjoint_gradient(a, cost).gradient
     g_checkpointed = small.adjoint_gradient(b, cost).gradient
@@ -168,8 +174,7 @@ def test_checkpoints_hold_the_modified_newton_state():
     Newton recomputes its segments bit for bit (same sweeps as the stored run)."""
     model = load_model(example_path("slider_crank"))
     stored = NativeEngine.build(model)
-    row = 8 * (3 * stored.compiled.n + stored.compiled.m)
-    small = NativeEngine(stored.compiled, stored.library, memory_budget=37 * row)
+    small, _ = _small_budget(stored)
     t_end = _t_end(stored)
     solver = HHT(alpha=model.simulation.alpha, reuse_jacobian=True)
     cost = _cost(stored, t_end)
@@ -178,3 +183,19 @@ def test_checkpoints_hold_the_modified_newton_state():
     g_stored = stored.adjoint_gradient(a, cost).gradient
     g_checkpointed = small.adjoint_gradient(b, cost).gradient
     assert np.max(np.abs(g_stored - g_checkpointed)) <= EXACT * np.max(np.abs(g_stored))
+
+
+def test_bad_parameter_indices_and_foreign_trajectories_are_refused():
+    """The C sweeps index their arrays by the model's sizes: the engine's front door refuses
+    indices out of range or repeated, and a trajectory of another model (review of issue 11)."""
+    sdof = NativeEngine.build(load_model(example_path("sdof")))
+    crank = NativeEngine.build(load_model(example_path("slider_crank")))
+    traj = sdof.simulate(t_end=0.05)
+    cost = LeastSquaresCost(traj.t, traj.outputs(), sdof.compiled.output_names)
+    for bad in ([-1], [sdof.compiled.n_p], [0, 0], [0.5]):
+        with pytest.raises(ModelError, match="distinct integers"):
+            sdof.output_sensitivities(traj, traj.t, [0], bad)
+    with pytest.raises(ModelError, match="not of this engine's model"):
+        crank.adjoint_gradient(traj, cost)
+    with pytest.raises(ModelError, match="max_iterations"):
+        HHT(max_iterations=1001)

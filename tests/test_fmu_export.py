@@ -180,8 +180,10 @@ def _relative_errors(result, names, reference, compiled, rows) -> dict[str, floa
 
 
 class _Settings(ctypes.Structure):
+    """``fa_settings`` of fa_engine.h, field for field."""
+
     _fields_ = [("alpha", ctypes.c_double), ("step", ctypes.c_double), ("rtol", ctypes.c_double),
-                ("max_iterations", ctypes.c_int)]
+                ("max_iterations", ctypes.c_int), ("reuse_jacobian", ctypes.c_int)]
 
 
 def _engine_run(name: str, n_steps: int, values: dict | None = None, changes: dict | None = None,
@@ -208,6 +210,10 @@ def _engine_run(name: str, n_steps: int, values: dict | None = None, changes: di
     engine = lib.fa_engine_new()
     try:
         p = lib.fa_engine_parameters(engine)
+        # The in-process library is cached without parameter values: the caller sets them all
+        # (as NativeLibrary does), here the model's, as an exported FMU has them.
+        for k, value in enumerate(compiled.defaults):
+            p[k] = value
         for key, value in (values or {}).items():
             p[compiled.parameter_names.index(key)] = value
         assert lib.fa_engine_initialize(engine, t0, ctypes.byref(settings)) == 0, lib.fa_engine_message(engine)

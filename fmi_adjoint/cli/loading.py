@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..compiled import CompiledModel
 from ..engines import AbstractEngine, NativeEngine, PythonEngine
-from ..errors import CompilerError, ExpressionError, ModelError
+from ..errors import CompilerError, ExpressionError, ModelError, NoCCodeError
 from ..examples import example_names, example_path
 from ..files import decode_text, read_regular
 from ..identify import Experiment
@@ -64,11 +64,7 @@ def resolve_engine(spec: str, values: dict[str, float] | None = None, *, engine:
             return PythonEngine.build(model)
         try:
             return NativeEngine.build(model)
-        except CompilerError as exc:
-            reason = str(exc)
-        except ModelError as exc:
-            if "has no C code" not in str(exc):
-                raise
+        except (CompilerError, NoCCodeError) as exc:  # no compiler, a failing one, or an element without C
             reason = str(exc)
         if engine == "native":
             raise ModelError(f"--engine native: {reason.rstrip('.')}; use --engine python or fix the cause.")

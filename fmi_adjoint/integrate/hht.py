@@ -47,6 +47,8 @@ __all__ = ["HHT", "MAX_STEPS", "NEWTON_MAX_ITERATIONS", "NEWTON_REUSE_CONTRACTIO
 #: Newton defaults of a step (see :class:`HHT`); the C engine reads them from ``model.h``.
 NEWTON_RTOL = 1e-10
 NEWTON_MAX_ITERATIONS = 25
+#: Largest ``max_iterations`` accepted (an engine state with more is refused as corrupt).
+NEWTON_ITERATION_LIMIT = 1000
 #: Modified Newton refactors when an update is larger than this fraction of the previous one.
 NEWTON_REUSE_CONTRACTION = 0.25
 
@@ -90,8 +92,10 @@ class HHT:
             raise ModelError(f"HHT alpha = {self.alpha!r} is outside [-1/3, 0], where the method is stable.")
         if not 0 < self.rtol < 1e-3:
             raise ModelError(f"HHT rtol = {self.rtol!r} must lie in (0, 1e-3).")
-        if self.max_iterations < 1:
-            raise ModelError(f"HHT max_iterations = {self.max_iterations!r} must be at least 1.")
+        if (isinstance(self.max_iterations, bool) or not isinstance(self.max_iterations, int)
+                or not 1 <= self.max_iterations <= NEWTON_ITERATION_LIMIT):
+            raise ModelError(f"HHT max_iterations = {self.max_iterations!r} must be a whole number in "
+                             f"[1, {NEWTON_ITERATION_LIMIT}].")
 
     @property
     def beta(self) -> float:
@@ -104,8 +108,8 @@ class HHT:
         return (1.0 - 2.0 * self.alpha) / 2.0
 
 
-#: Most steps one run may take: every step of the trajectory is stored (for the adjoint),
-#: so a larger count would exhaust memory before the run could fail on its own.
+#: Most steps one run may take (the Python engine stores every step for its sweeps; the
+#: native engine keeps checkpoints above its memory budget, but the outputs of every step).
 MAX_STEPS = 50_000_000
 
 

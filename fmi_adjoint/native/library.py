@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import platform
 import shutil
+import sysconfig
 from pathlib import Path
 from typing import NamedTuple
 
@@ -180,20 +182,44 @@ class NativeLibrary:
                    _pointer(A), _pointer(L), what="recomputation of a segment")
         return Q, V, A, L
 
+    def _check(self, what: str, array: np.ndarray, shape: tuple[int, ...]) -> None:
+        """The C code trusts its arrays: refuse a wrong shape or layout here."""
+        if array.shape != shape or array.dtype != np.float64 or not array.flags.c_contiguous:
+            raise FmiAdjointError(f"native engine: {what} has shape {array.shape} ({array.dtype}); the model "
+                                  f"needs a contiguous float64 array of shape {shape}.")
+
+    def _check_segment(self, grid, i_lo, i_hi, p, states) -> None:
+        if not 0 <= i_lo <= i_hi < len(grid):
+            raise FmiAdjointError(f"native engine: steps {i_lo}..{i_hi} are outside the grid of {len(grid)} points.")
+        rows = i_hi - i_lo + 1
+        self._check("p", p, (self.n_p,))
+        for name, array, width in zip(("q", "v", "a", "lam"), states, (self.n, self.n, self.n, self.m)):
+            self._check(name, array, (rows, width))
+
     def adjoint_segment(self, grid: np.ndarray, i_lo: int, i_hi: int, alpha: float, p: np.ndarray,
                         states: tuple[np.ndarray, ...], ybar: np.ndarray, carry: np.ndarray, w0: np.ndarray,
                         gradient: np.ndarray) -> None:
         """Adjoint sweep over the steps ``i_hi..i_lo`` (``fa_adjoint_segment``); ``states``
         and ``ybar`` hold those rows; ``carry``, ``w0`` and ``gradient`` are updated in place."""
         q, v, a, lam = (np.ascontiguousarray(x, dtype=float) for x in states)
+        ybar = np.ascontiguousarray(ybar, dtype=float)
+        self._check_segment(grid, i_lo, i_hi, p, (q, v, a, lam))
+        self._check("dJ/dY", ybar, (i_hi - i_lo + 1, self.n_y))
+        self._check("carry", carry, (1 + 3 * self.n,))
+        self._check("w0", w0, (3 * self.n + self.m,))
+        self._check("gradient", gradient, (self.n_p,))
         self._call("fa_adjoint_segment", _pointer(grid), ctypes.c_long(i_lo), ctypes.c_long(i_hi),
                    ctypes.c_double(alpha), _pointer(p), _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
-                   _pointer(np.ascontiguousarray(ybar, dtype=float)), _pointer(carry), _pointer(w0),
+                   _pointer(ybar), _pointer(carry), _pointer(w0),
                    _pointer(gradient), what="adjoint sweep")
 
     def adjoint_initial(self, z0: np.ndarray, t0: float, p: np.ndarray, w0: np.ndarray, gradient: np.ndarray) -> None:
         """The initial state's term of the gradient (``fa_adjoint_initial``), in place."""
-        self._call("fa_adjoint_initial", _pointer(np.ascontiguousarray(z0, dtype=float)), ctypes.c_double(t0),
+        z0 = np.ascontiguousarray(z0, dtype=float)
+        for name, array, shape in (("z0", z0, (3 * self.n + 3 * self.m,)), ("p", p, (self.n_p,)),
+                                   ("w0", w0, (3 * self.n + self.m,)), ("gradient", gradient, (self.n_p,))):
+            self._check(name, array, shape)
+        self._call("fa_adjoint_initial", _pointer(z0), ctypes.c_double(t0),
                    _pointer(p), _pointer(w0), _pointer(gradient), what="adjoint sweep")
 
     def sensitivity_carry(self, n_params: int) -> np.ndarray:
@@ -206,19 +232,32 @@ class NativeLibrary:
         """``dY/dp[:, params]`` at the needed steps of ``i_lo..i_hi`` (``fa_sensitivities_segment``),
         shape ``(needed[i_lo:i_hi+1].sum(), n_y, len(params))``; ``carry`` is updated in place."""
         q, v, a, lam = (np.ascontiguousarray(x, dtype=float) for x in states)
+        z0 = np.ascontiguousarray(z0, dtype=float)
         params = np.ascontiguousarray(params, dtype=np.int32)
+        self._check_segment(grid, i_lo, i_hi, p, (q, v, a, lam))
+        self._check("z0", z0, (3 * self.n + 3 * self.m,))
+        self._check("carry", carry, (int(self.library.fa_sensitivity_carry_size(ctypes.c_int(len(params)))),))
+        if needed.shape != (len(grid),) or needed.dtype != np.uint8:
+            raise FmiAdjointError(f"native engine: the step mask has shape {needed.shape} ({needed.dtype}); "
+                                  f"the grid needs uint8 of shape ({len(grid)},).")
+        in_range = not len(params) or 0 <= params.min() <= params.max() < self.n_p
+        if len(set(params.tolist())) != len(params) or not in_range:
+            raise FmiAdjointError(f"native engine: parameter indices {params.tolist()} must be distinct, in "
+                                  f"[0, {self.n_p}).")
         dY = np.zeros((int(needed[i_lo:i_hi + 1].sum()), self.n_y, len(params)))
         self._call("fa_sensitivities_segment", _pointer(grid), ctypes.c_long(i_lo), ctypes.c_long(i_hi),
                    ctypes.c_double(alpha), _pointer(p), _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
-                   _pointer(np.ascontiguousarray(z0, dtype=float)), ctypes.c_int(len(params)),
+                   _pointer(z0), ctypes.c_int(len(params)),
                    params.ctypes.data_as(_int_p), needed.ctypes.data_as(ctypes.POINTER(ctypes.c_ubyte)),
                    _pointer(carry), _pointer(dY), what="sensitivity sweep")
         return dY
 
 
 def native_key(model: Model, compiler: str) -> str:
-    """Build-cache key of the native library: the model's key, the compiler and flags."""
-    return fingerprint("native", model_key(model), compiler_fingerprint(compiler, [_OPTIMIZE, *_FLAGS]))
+    """Build-cache key of the native library: the model's key, the compiler and flags, the
+    machine (a home folder may be shared by machines of different architectures)."""
+    return fingerprint("native", model_key(model), compiler_fingerprint(compiler, [_OPTIMIZE, *_FLAGS]),
+                       platform.machine(), sysconfig.get_platform())
 
 
 def build_native(model: Model, *, cache: BuildCache | None = None,
@@ -237,7 +276,7 @@ def build_native(model: Model, *, cache: BuildCache | None = None,
     cache = cache or BuildCache.default()
 
     def build(folder: Path) -> None:
-        sources = write_sources(model_c_sources(derivation), folder / "src",
+        sources = write_sources(model_c_sources(derivation, defaults=False), folder / "src",
                                 ENGINE_RUNTIME + (_DRIVER,))
         compile_shared(sources, folder / _LIBRARY, flags=_FLAGS, optimize=_OPTIMIZE,
                        what=f"the C engine of '{model.name}'", compiler=compiler)

@@ -54,7 +54,7 @@ int fa_simulate(double t0, double step, double alpha, double rtol, long n_steps,
     s.step = step;
     s.alpha = alpha;
     if (rtol > 0) s.rtol = rtol;
-    if (p) memcpy(fa_engine_parameters(e), p, sizeof(double) * ONE(FA_NP));
+    if (p && FA_NP) memcpy(fa_engine_parameters(e), p, sizeof(double) * FA_NP);
     fa_engine_set_planned_steps(e, n_steps);
     int status = fa_engine_initialize(e, t0, &s);
     if (status == 0) fa_engine_outputs(e, y);
@@ -83,7 +83,7 @@ int fa_run(const double *grid, long n_steps, double alpha, double rtol, int max_
     if (!e || !x || every < 0) {
         fa_engine_free(e);
         free(x);
-        copy_message(message, message_size, "out of memory for the C engine");
+        copy_message(message, message_size, every < 0 ? "fa_run: every must be >= 0" : "out of memory for the C engine");
         return -1;
     }
     const size_t size = fa_engine_state_size();
@@ -94,7 +94,7 @@ int fa_run(const double *grid, long n_steps, double alpha, double rtol, int max_
     s.rtol = rtol;
     s.max_iterations = max_iterations;
     s.reuse_jacobian = reuse_jacobian;
-    memcpy(fa_engine_parameters(e), p, sizeof(double) * ONE(FA_NP));
+    if (FA_NP) memcpy(fa_engine_parameters(e), p, sizeof(double) * FA_NP);
     fa_engine_set_planned_steps(e, n_steps);
     int status = fa_engine_initialize(e, grid[0], &s);
     if (status == 0) {
@@ -347,7 +347,15 @@ int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, double al
     int status = 0;
     long row = 0;
     for (int k = 0; k < FA_NP; ++k) column[k] = -1;
-    for (int c = 0; c < P; ++c) column[params[c]] = c;
+    for (int c = 0; c < P; ++c) {
+        /* Distinct parameter indices (checked by the engine; refused here too). */
+        if (params[c] < 0 || params[c] >= FA_NP || column[params[c]] >= 0) {
+            free(mem); free(column); sweep_free(&w);
+            copy_message(message, message_size, "sensitivities: parameter indices must be distinct and in range");
+            return -1;
+        }
+        column[params[c]] = c;
+    }
 
     if (i_lo == 0) {
         /* S_0 = dx_0/dp = -(G_z^{-1} G_p)[selection]. */

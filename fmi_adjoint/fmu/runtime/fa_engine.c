@@ -1,6 +1,7 @@
 /* fmi-adjoint HHT runtime, see fa_engine.h.  Equation numbers: Lauss et al. 2018, (15). */
 #include "fa_engine.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -373,12 +374,12 @@ int fa_engine_set_state(fa_engine *e, const double *b)
      * pivots must be rows of the matrix. */
     const double *tail = b + 14 + 2 * FA_N + NK + FA_N + ONE(FA_NP);
     if (!all_finite(b, (int)FA_STATE_SIZE)) return -1;
-    if (!(b[1] >= 0.0 && b[1] <= 9.0e15 && b[1] == floor(b[1]))) return -1;
-    if (!(b[5] >= 1.0 && b[5] <= 1000.0 && b[5] == floor(b[5]))) return -1;
+    if (!(b[1] >= 0.0 && b[1] <= 9.0e15 && b[1] <= (double)LONG_MAX && b[1] == floor(b[1]))) return -1;
+    if (!(b[5] >= 1.0 && b[5] <= FA_NEWTON_ITERATION_LIMIT && b[5] == floor(b[5]))) return -1;
     if (!is_flag(b[6]) || !is_flag(b[9]) || !is_flag(b[10]) || !is_flag(b[11])) return -1;
     if (!(b[3] > 0.0) || !(b[2] >= -1.0 / 3.0 && b[2] <= 0.0) || !(b[4] > 0.0)) return -1;
     if (!(b[7] >= 0.0) || !(b[8] >= 0.0) || !(b[12] >= 0.0)) return -1;
-    if (!(b[13] >= 0.0 && b[13] <= 9.0e15 && b[13] == floor(b[13]))) return -1;
+    if (!(b[13] >= 0.0 && b[13] <= 9.0e15 && b[13] <= (double)LONG_MAX && b[13] == floor(b[13]))) return -1;
     for (int i = 0; i < NK; ++i) {
         double piv = tail[FA_KKT_STORAGE + i];
         if (!(piv >= 0.0 && piv < (double)NK && piv == floor(piv))) return -1;
