@@ -33,7 +33,8 @@ from .compiled import CompiledModel, Derivation, compile_model
 from .costs.base import AbstractCost
 from .costs.sampling import Sampler
 from .errors import ModelError, NoCCodeError
-from .integrate import HHT, InitialState, Trajectory
+from .integrate import InitialState, Trajectory
+from .integrate.schemes import AbstractScheme
 from .integrate.trajectory import Checkpoints
 from .integrate.hht import _integrate, prepare_run
 from .integrate.initialization import initial_state
@@ -66,8 +67,9 @@ class AbstractEngine(abc.ABC):
 
     # -- forward run --------------------------------------------------------------------
     def simulate(self, p: np.ndarray | None = None, *, t_end: float | None = None, step: float | None = None,
-                 solver: HHT | None = None, t0: float = 0.0) -> Trajectory:
-        """HHT run from a consistent initial state (see :func:`fmi_adjoint.integrate.simulate`).
+                 solver: AbstractScheme | None = None, t0: float = 0.0) -> Trajectory:
+        """Forward run (HHT or generalized-alpha) from a consistent initial state (see
+        :func:`fmi_adjoint.integrate.simulate`).
 
         Raises
         ------
@@ -80,7 +82,7 @@ class AbstractEngine(abc.ABC):
         return self._integrate(p, solver, grid)
 
     @abc.abstractmethod
-    def _integrate(self, p: np.ndarray, solver: HHT, grid: np.ndarray) -> Trajectory: ...
+    def _integrate(self, p: np.ndarray, solver: AbstractScheme, grid: np.ndarray) -> Trajectory: ...
 
     # -- gradients --------------------------------------------------------------------------
     def adjoint_gradient(self, traj: Trajectory, cost: AbstractCost) -> GradientResult:
@@ -150,7 +152,7 @@ class PythonEngine(AbstractEngine):
     def build(cls, model: Model, *, cache: BuildCache | None = None) -> PythonEngine:
         return cls(compile_model(model, cache=cache))
 
-    def _integrate(self, p: np.ndarray, solver: HHT, grid: np.ndarray) -> Trajectory:
+    def _integrate(self, p: np.ndarray, solver: AbstractScheme, grid: np.ndarray) -> Trajectory:
         # Overflow in a diverging step is detected from the values, not reported as warnings.
         with np.errstate(all="ignore"):
             init = initial_state(self.compiled, p, grid[0])
@@ -207,12 +209,12 @@ class NativeEngine(AbstractEngine):
     def _row_bytes(self) -> int:
         return 8 * (3 * self.compiled.n + self.compiled.m)
 
-    def _integrate(self, p: np.ndarray, solver: HHT, grid: np.ndarray) -> Trajectory:
+    def _integrate(self, p: np.ndarray, solver: AbstractScheme, grid: np.ndarray) -> Trajectory:
         model = self.compiled
         N = len(grid) - 1
         checkpoints = None
         if (N + 1) * self._row_bytes() <= self.memory_budget:
-            run = self.library.run(grid, p, solver.alpha, solver.rtol, solver.max_iterations, solver.reuse_jacobian)
+            run = self.library.run(grid, p, solver)
         else:
             # Half the budget for one recomputed segment, half for the checkpoints.
             every = max(1, min(N, self.memory_budget // (2 * self._row_bytes())))
@@ -221,11 +223,10 @@ class NativeEngine(AbstractEngine):
                     f"{N} steps of model '{model.model.name}' do not fit the native engine's memory budget of "
                     f"{self.memory_budget} bytes even with checkpoints; give a larger memory_budget or a "
                     "larger step.")
-            outputs, states, run = self.library.run_checkpointed(grid, p, solver.alpha, solver.rtol,
-                                                                 solver.max_iterations, solver.reuse_jacobian, every)
+            outputs, states, run = self.library.run_checkpointed(grid, p, solver, every)
             checkpoints = Checkpoints(every=every, states=states, outputs=outputs)
         return Trajectory(
-            model=model, p=p.copy(), alpha=solver.alpha, beta=solver.beta, gamma=solver.gamma, t=grid,
+            model=model, p=p.copy(), scheme=solver, t=grid,
             q=run.q, v=run.v, a=run.a, lam=run.lam,
             init=InitialState(z=run.z0, n=model.n, m=model.m, iterations=run.init_iterations),
             newton_iterations=run.iterations, factorizations=run.factorizations, checkpoints=checkpoints,
@@ -249,12 +250,12 @@ class NativeEngine(AbstractEngine):
     def _adjoint_sweep(self, traj: Trajectory, ybar: np.ndarray, gradient: np.ndarray) -> np.ndarray:
         model = self.compiled
         gradient = np.array(gradient, dtype=float)
-        carry = np.zeros(1 + 3 * model.n)  # h_{i+1}, mu1, mu2, mu3 of the step after the segment
+        carry = np.zeros(1 + 4 * model.n)  # h_{i+1}, mu1, mu2, mu3, mu5 of the step after the segment
         w0 = np.zeros(3 * model.n + model.m)
         grid = np.ascontiguousarray(traj.t)
         p = np.ascontiguousarray(traj.p)
         for lo, hi in reversed(self._segments(traj)):
-            self.library.adjoint_segment(grid, lo, hi, traj.alpha, p, self._states(traj, lo, hi), ybar[lo:hi + 1],
+            self.library.adjoint_segment(grid, lo, hi, traj.scheme, p, self._states(traj, lo, hi), ybar[lo:hi + 1],
                                          carry, w0, gradient)
         self.library.adjoint_initial(traj.init.z, float(grid[0]), p, w0, gradient)
         return gradient
@@ -267,7 +268,7 @@ class NativeEngine(AbstractEngine):
         carry = self.library.sensitivity_carry(len(params))
         grid = np.ascontiguousarray(traj.t)
         p = np.ascontiguousarray(traj.p)
-        parts = [self.library.sensitivities_segment(grid, lo, hi, traj.alpha, p, self._states(traj, lo, hi),
+        parts = [self.library.sensitivities_segment(grid, lo, hi, traj.scheme, p, self._states(traj, lo, hi),
                                                     traj.init.z, params, needed, carry)
                  for lo, hi in self._segments(traj)]
         dY = np.concatenate(parts)

@@ -183,14 +183,20 @@ class Output:
 
 @dataclasses.dataclass(frozen=True)
 class SimulationSettings:
-    """Defaults for a simulation of the model (overridable on the command line)."""
+    """Defaults for a simulation of the model (overridable on the command line).
+
+    ``integrator`` is ``"hht"`` (constant ``alpha``) or ``"generalized_alpha"`` (constant
+    ``rho_inf``), see :mod:`fmi_adjoint.integrate.schemes`.
+    """
 
     t_end: float = 1.0
     step: float = 1e-3
     alpha: float = -0.05
+    integrator: str = "hht"
+    rho_inf: float = 0.8
 
     def __post_init__(self) -> None:
-        for name in ("t_end", "step", "alpha"):
+        for name in ("t_end", "step", "alpha", "rho_inf"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ModelError(f"simulation.{name} = {value!r} is not a finite number.")
@@ -201,6 +207,12 @@ class SimulationSettings:
             raise ModelError(f"simulation.step = {self.step} must be positive.")
         if not -1.0 / 3.0 <= self.alpha <= 0.0:
             raise ModelError(f"simulation.alpha = {self.alpha} is outside [-1/3, 0], where HHT is stable.")
+        if self.integrator not in ("hht", "generalized_alpha"):
+            raise ModelError(f"simulation.integrator = {self.integrator!r} is unknown; write \"hht\" or "
+                             "\"generalized_alpha\".")
+        if not 0.0 <= self.rho_inf <= 1.0:
+            raise ModelError(f"simulation.rho_inf = {self.rho_inf} is outside [0, 1] (1: undamped, 0: the highest "
+                             "frequencies damped in one step).")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,9 @@ The format (all sections but ``model``, ``coordinates`` and ``outputs`` optional
     [simulation]                 # defaults for simulate / identify
     t_end = "6*pi"               # number, or expression of constants
     step = 1e-4
-    alpha = -0.05
+    alpha = -0.05                # HHT damping in [-1/3, 0]
+    integrator = "hht"           # or "generalized_alpha" (Arnold & Bruels 2007)
+    rho_inf = 0.8                # generalized-alpha spectral radius at infinity, [0, 1]
 
     [parameters]
     m = 1.0                                                  # value only
@@ -294,9 +296,17 @@ class _Reader:
 
     def simulation(self) -> SimulationSettings:
         where = self.where("simulation")
-        sim = self.table(self.doc.get("simulation", {}), where, {"t_end", "step", "alpha"})
-        values = {key: self.constant(val, self.where("simulation", key=key)) for key, val in sim.items()}
-        return SimulationSettings(**values)
+        sim = self.table(self.doc.get("simulation", {}), where, {"t_end", "step", "alpha", "integrator", "rho_inf"})
+        values: dict[str, object] = {}
+        for key, val in sim.items():
+            if key == "integrator":
+                if not isinstance(val, str):
+                    raise ModelError(f"{self.where('simulation', key=key)}: {excerpt(repr(val))} is not an integrator; "
+                                     "write \"hht\" or \"generalized_alpha\".")
+                values[key] = val
+            else:
+                values[key] = self.constant(val, self.where("simulation", key=key))
+        return SimulationSettings(**values)  # type: ignore[arg-type]
 
     def parameters(self) -> tuple[Parameter, ...]:
         return self.parameter_section("parameters", "parameter") + self.parameter_section("inputs", "input")

@@ -101,6 +101,11 @@ MODEL_FILES = {
     "attribute.toml": _replace('expression = "sin(t)"', "expression = '().__class__.__bases__'"),
     "lambda.toml": _replace('expression = "sin(t)"', "expression = 'lambda: t'"),
     "diverge.toml": DIVERGING_TOML,
+    # [simulation] integrator and rho_inf (line 7 is the inserted key)
+    "generalized_alpha.toml": _replace("step = 1e-2\n", 'step = 1e-2\nintegrator = "generalized_alpha"\n'),
+    "integrator_rk4.toml": _replace("step = 1e-2\n", 'step = 1e-2\nintegrator = "rk4"\n'),
+    "integrator_number.toml": _replace("step = 1e-2\n", "step = 1e-2\nintegrator = 3\n"),
+    "rho_inf_two.toml": _replace("step = 1e-2\n", 'step = 1e-2\nintegrator = "generalized_alpha"\nrho_inf = 2\n'),
 }
 
 
@@ -128,10 +133,20 @@ DATA_FILES = {
 }
 
 
+@pytest.fixture(scope="module")
+def base_fmu(tmp_path_factory) -> bytes:
+    """base.toml exported as an FMU (for the options that an FMU refuses)."""
+    folder = tmp_path_factory.mktemp("fmu")
+    (folder / "base.toml").write_text(BASE_TOML, encoding="utf-8")
+    assert main(["export", str(folder / "base.toml"), "-o", str(folder / "model.fmu")]) == 0
+    return (folder / "model.fmu").read_bytes()
+
+
 @pytest.fixture
-def workdir(tmp_path, monkeypatch):
+def workdir(tmp_path, monkeypatch, base_fmu):
     for name, text in {**MODEL_FILES, **DATA_FILES}.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
+    (tmp_path / "model.fmu").write_bytes(base_fmu)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -195,6 +210,37 @@ CASES = [
     ("alpha_in_identify", _identify("good.csv", "--alpha", "-0.4"), "result.json", ["alpha = -0.4", "[-1/3, 0]"]),
     ("negative_step", ["simulate", "base.toml", "--step", "-0.01", "-o", "out.csv"], "out.csv",
      ["--step", "positive"]),
+    # generalized-alpha (Arnold & Brüls 2007): rho_inf in [0, 1], each scheme with its own constant
+    ("rho_inf_above_one", ["simulate", "base.toml", "--integrator", "generalized_alpha", "--rho-inf", "1.5", "-o",
+                           "out.csv"], "out.csv", ["rho_inf = 1.5", "outside [0, 1]"]),
+    ("rho_inf_negative", ["simulate", "base.toml", "--integrator", "generalized_alpha", "--rho-inf", "-0.1", "-o",
+                          "out.csv"], "out.csv", ["rho_inf = -0.1", "outside [0, 1]"]),
+    ("rho_inf_in_identify", _identify("good.csv", "--integrator", "generalized_alpha", "--rho-inf", "1.5"),
+     "result.json", ["rho_inf = 1.5", "outside [0, 1]"]),
+    ("alpha_with_generalized_alpha", ["simulate", "base.toml", "--alpha", "-0.1", "--integrator", "generalized_alpha",
+                                      "-o", "out.csv"], "out.csv", ["--alpha", "HHT", "--rho-inf in [0, 1]"]),
+    ("alpha_on_a_generalized_alpha_model", ["simulate", "generalized_alpha.toml", "--alpha", "-0.1", "-o", "out.csv"],
+     "out.csv", ["--alpha", "HHT", "--rho-inf in [0, 1]"]),
+    ("rho_inf_on_an_hht_model", ["simulate", "base.toml", "--rho-inf", "0.5", "-o", "out.csv"], "out.csv",
+     ["--rho-inf", "generalized-alpha", "add --integrator generalized_alpha", "--alpha in [-1/3, 0]"]),
+    ("rho_inf_on_an_hht_model_in_gradient", ["gradient", "base.toml", "--data", "good.csv", "--params", "c",
+                                             "--rho-inf", "0.5"], "out.csv",
+     ["--rho-inf", "add --integrator generalized_alpha"]),
+    ("rho_inf_on_an_hht_model_in_export", ["export", "base.toml", "--rho-inf", "0.5", "-o", "out.fmu"], "out.fmu",
+     ["--rho-inf", "add --integrator generalized_alpha"]),
+    ("integrator_unknown", ["simulate", "base.toml", "--integrator", "rk4", "-o", "out.csv"], "out.csv",
+     ["--integrator", "'rk4'", "'hht'", "'generalized_alpha'"]),
+    ("model_integrator_unknown", ["simulate", "integrator_rk4.toml", "-o", "out.csv"], "out.csv",
+     ["integrator_rk4.toml", "simulation.integrator = 'rk4'", '"hht"', '"generalized_alpha"']),
+    ("model_integrator_not_a_string", ["simulate", "integrator_number.toml", "-o", "out.csv"], "out.csv",
+     ["integrator_number.toml", "line 7", "simulation.integrator", '"hht"', '"generalized_alpha"']),
+    ("model_rho_inf_out_of_range", ["simulate", "rho_inf_two.toml", "-o", "out.csv"], "out.csv",
+     ["rho_inf_two.toml", "simulation.rho_inf = 2", "outside [0, 1]"]),
+    ("integrator_with_fmu", ["identify", "--fmu", "model.fmu", "--data", "good.csv", "--params", "c", "--integrator",
+                             "generalized_alpha", "-o", "result.json"], "result.json",
+     ["--integrator", "model files", "FMU brings its own solver settings"]),
+    ("rho_inf_with_fmu", ["gradient", "--fmu", "model.fmu", "--data", "good.csv", "--params", "c", "--rho-inf", "0.5"],
+     "out.csv", ["--rho-inf", "model files", "FMU brings its own solver settings"]),
     ("output_folder_missing", ["simulate", "base.toml", "-o", "nodir/out.csv"], "nodir/out.csv",
      ["nodir/out.csv", "'nodir' does not exist", "create it"]),
 ]
@@ -221,7 +267,10 @@ def _check_error(code, stdout, stderr, words, output, folder):
 def test_bad_input_in_process(case, workdir, capsys):
     _, argv, output, words = case
     before = sorted(p.name for p in workdir.iterdir())
-    code = main(argv)
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's usage errors (--integrator rk4) exit from parse_args
+        code = exc.code
     captured = capsys.readouterr()
     _check_error(code, captured.out, captured.err, words, output, workdir)
     assert sorted(p.name for p in workdir.iterdir()) == before

@@ -122,7 +122,7 @@ def test_hht_run_follows_scipy(n, kind):
     x, v, a, lam = _reference(n, kind, traj.t, p)
     mid = n // 2 - 1
     a_hht = a.copy()
-    a_hht[1:] = (1 + traj.alpha) * a[1:] - traj.alpha * a[:-1]
+    a_hht[1:] = (1 + traj.scheme.alpha) * a[1:] - traj.scheme.alpha * a[:-1]
     y = traj.outputs()
     for column, reference in (("x_last", x[:, -1]), ("v_last", v[:, -1]), ("a_mid", a_hht[:, mid])):
         got = y[:, model.output_index(column)]
@@ -146,7 +146,7 @@ def test_hht_converges_at_second_order_on_the_chain():
         traj = simulate(model, t_end=T_END, step=h)
         x, _, a, lam = _reference(4, "cubic", traj.t, p)
         a_hht = a.copy()
-        a_hht[1:] = (1 + traj.alpha) * a[1:] - traj.alpha * a[:-1]
+        a_hht[1:] = (1 + traj.scheme.alpha) * a[1:] - traj.scheme.alpha * a[:-1]
         y = traj.outputs()
         errors.append([np.max(np.abs(y[:, model.output_index(name)] - ref))
                        for name, ref in (("x_last", x[:, -1]), ("a_mid", a_hht[:, 1]), ("rod_force", lam))])

@@ -175,14 +175,14 @@ def variant(work) -> Path:
 def tampered(work, exported, variant) -> dict:
     """The exported FMU with its binary replaced by one built from ``variant`` with the
     original instantiation token (so fmpy instantiates it): ``resources/`` untouched."""
-    from fmi_adjoint.fmu.export import build_fmu_binary
+    from fmi_adjoint.fmu.export import build_fmu_binary, export_scheme
 
     with open_fmu(exported) as archive:
         token = archive.description.guid
         settings = archive.native
     assert settings is not None
     binary, _ = build_fmu_binary(load_model(variant), work / "variant_build", fmi_version=2, token=token,
-                                 step=settings["step"], alpha=settings["alpha"])
+                                 step=settings["step"], solver=export_scheme(settings))
     replaced = binary.read_bytes()
     assert _sha256(binary) != settings["binary_sha256"]
     fmu = _rezip(exported, work / "tampered.fmu", replace={BINARY: replaced})

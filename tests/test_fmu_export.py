@@ -15,6 +15,9 @@
 * bad input (an element without C code, no compiler, unwritable or missing output
   folders, a write failure) ends with exit code 2, one ``fmi-adjoint: error:`` line and
   no partial file.
+* an FMU exported with generalized-alpha (Arnold & Brüls 2007; issue 13) runs that scheme:
+  bit for bit the in-process C engine (restored states included), its token covers the
+  scheme, and the trusted import identifies it on its embedded model with that scheme.
 
 The in-process C engine is driven through ``fa_engine.h`` (ctypes on the library of
 :func:`fmi_adjoint.native.build_native`) wherever a run with a parameter change
@@ -27,11 +30,14 @@ import ctypes
 import dataclasses
 import errno
 import functools
+import hashlib
+import json
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import uuid
 import zipfile
 from pathlib import Path
 
@@ -43,17 +49,19 @@ from fmpy.fmi2 import FMU2Slave
 from fmpy.fmi3 import FMU3Slave
 from lxml import etree
 
-from fmi_adjoint import ModelError, compile_model, load_model, simulate
+from fmi_adjoint import ModelError, compile_model, load_model, simulate, write_csv
 from fmi_adjoint.cli.main import main
 from fmi_adjoint.compiled import Derivation
 from fmi_adjoint.examples import example_names, example_path
-from fmi_adjoint.fmu.export import export_fmu, validate_against_schema
+from fmi_adjoint.fmu.archive import open_fmu
+from fmi_adjoint.fmu.export import export_fmu, export_scheme, validate_against_schema
 from fmi_adjoint.native import model_c_sources
 from fmi_adjoint.errors import CompilerError
 from fmi_adjoint.native import build_native, find_c_compiler
-from fmi_adjoint.integrate import HHT
+from fmi_adjoint.integrate import HHT, AbstractScheme, GeneralizedAlpha
 from test_native_engine import INDEX3_ROUNDOFF, SAME_ALGORITHM
-from tolerances import EXACT
+from test_cli import gradient_json
+from tolerances import EXACT, INDEX3_ROUNDOFF_GENERALIZED_ALPHA
 
 try:
     CC = find_c_compiler()
@@ -126,15 +134,18 @@ def _unpack(name: str, version: int, path: Path) -> Exported:
 
 @pytest.fixture(scope="module")
 def fmu(tmp_path_factory):
-    """``fmu(name, version)``: the bundled example exported once (module scope)."""
+    """``fmu(name, version, solver=None)``: the bundled example exported once (module scope),
+    with its own integrator or ``solver``."""
     folder = tmp_path_factory.mktemp("fmus")
-    cache: dict[tuple[str, int], Exported] = {}
+    cache: dict[tuple[str, int, AbstractScheme | None], Exported] = {}
 
-    def get(name: str, version: int) -> Exported:
-        if (name, version) not in cache:
-            path = export_fmu(example_path(name), folder / f"{name}_fmi{version}.fmu", fmi_version=version)
-            cache[name, version] = _unpack(name, version, Path(path))
-        return cache[name, version]
+    def get(name: str, version: int, solver: AbstractScheme | None = None) -> Exported:
+        if (name, version, solver) not in cache:
+            stem = name if solver is None else f"{name}_{solver.name}"
+            path = export_fmu(example_path(name), folder / f"{stem}_fmi{version}.fmu", fmi_version=version,
+                              solver=solver)
+            cache[name, version, solver] = _unpack(name, version, Path(path))
+        return cache[name, version, solver]
 
     return get
 
@@ -165,7 +176,7 @@ def _reference(name: str, values: tuple = ()):
     n, h, alpha = _horizon(name)
     p = compiled.parameter_vector(dict(values)) if values else compiled.defaults.copy()
     traj = simulate(compiled, p, t_end=n * h, step=h, solver=HHT(alpha=alpha))
-    times, y = _native(name).simulate(p, t_end=n * h, step=h, alpha=alpha)
+    times, y = _native(name).simulate(p, t_end=n * h, step=h, solver=HHT(alpha=alpha))
     assert np.array_equal(times, traj.t)
     return traj.t, traj.outputs(), y
 
@@ -182,8 +193,9 @@ def _relative_errors(result, names, reference, compiled, rows) -> dict[str, floa
 class _Settings(ctypes.Structure):
     """``fa_settings`` of fa_engine.h, field for field."""
 
-    _fields_ = [("alpha", ctypes.c_double), ("step", ctypes.c_double), ("rtol", ctypes.c_double),
-                ("max_iterations", ctypes.c_int), ("reuse_jacobian", ctypes.c_int)]
+    _fields_ = [("scheme", ctypes.c_int), ("alpha", ctypes.c_double), ("rho_inf", ctypes.c_double),
+                ("step", ctypes.c_double), ("rtol", ctypes.c_double), ("max_iterations", ctypes.c_int),
+                ("reuse_jacobian", ctypes.c_int)]
 
 
 def _engine_run(name: str, n_steps: int, values: dict | None = None, changes: dict | None = None,
@@ -1180,3 +1192,175 @@ def test_bad_fmi_version_and_step(tmp_path, capsys):
     _assert_clean_failure(2, capsys.readouterr().err, tmp_path, mentions="alpha")
     assert main(["export", "sdof", "--set", "nope=1", "-o", str(tmp_path / "x.fmu")]) == 2
     _assert_clean_failure(2, capsys.readouterr().err, tmp_path, mentions="nope")
+
+
+# ------------------------------------------- 8. generalized-alpha (Arnold & Brüls 2007) --
+
+#: The scheme of the generalized-alpha exports below and the length of their runs.
+GA = GeneralizedAlpha(rho_inf=0.8)
+GA_STEPS = 600
+
+
+def _ga_tolerance(model, compiled, name: str) -> float:
+    """_tolerance for generalized-alpha runs: outputs built from accelerations or multipliers
+    of a constrained model carry the scheme's larger round-off floor (tests/tolerances.py)."""
+    if compiled.m and _uses_a_or_lambda(model, name):
+        return INDEX3_ROUNDOFF_GENERALIZED_ALPHA
+    return SAME_ALGORITHM
+
+
+def _export_record(exported: Exported) -> dict:
+    return json.loads((exported.folder / "resources" / "export.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_generalized_alpha_fmu_equals_the_c_engine_and_the_python_engine(fmu, version):
+    """An FMU exported with ``GeneralizedAlpha(rho_inf=0.8)`` (Arnold & Brüls 2007, eqs. (7);
+    slider_crank: configuration-dependent mass matrix and constraints) runs that scheme:
+    bit for bit the in-process C engine's ``simulate(..., solver=GeneralizedAlpha(0.8))`` at
+    every communication point (intervals h and 5 h), within the round-off floor of the Python
+    engine's run of the same scheme, and far from the HHT run of the model's own settings."""
+    name = "slider_crank"
+    exported = fmu(name, version, GA)
+    model, compiled = _model(name)
+    h, n = model.simulation.step, GA_STEPS
+    record = _export_record(exported)
+    assert (record["integrator"], record["rho_inf"]) == ("generalized_alpha", 0.8) and "alpha" not in record
+    config = (exported.folder / "sources" / "fmu_config.h").read_text()
+    assert "#define FA_SCHEME 1\n" in config and "#define FA_SCHEME_PARAMETER 0.8\n" in config
+    p = compiled.defaults.copy()
+    times, native = _native(name).simulate(p, t_end=n * h, step=h, solver=GA)
+    traj = simulate(compiled, p, t_end=n * h, step=h, solver=GA)
+    assert np.array_equal(times, traj.t)
+    hht = _native(name).simulate(p, t_end=n * h, step=h, solver=HHT(alpha=model.simulation.alpha))[1]
+    for k in MULTIPLES:
+        result = fmpy.simulate_fmu(str(exported.path), stop_time=n * h, output_interval=k * h)
+        rows = np.arange(0, n + 1, k)
+        assert len(result) == len(rows)
+        assert np.max(np.abs(result["time"] - times[rows])) <= EXACT * times[-1]
+        errors = _relative_errors(result, exported.outputs, traj.outputs(), compiled, rows)
+        for out, error in errors.items():
+            assert error <= _ga_tolerance(model, compiled, out), (out, k, error)
+            j = compiled.output_names.index(out)
+            assert np.array_equal(result[out], native[rows, j]), f"{out}: FMU and in-process C engine differ"
+    # The scheme made a difference (slider_acc: 3e-3 relative between the schemes).
+    j = compiled.output_names.index("slider_acc")
+    assert np.max(np.abs(native[:, j] - hht[:, j])) > 1e3 * INDEX3_ROUNDOFF_GENERALIZED_ALPHA * np.max(
+        np.abs(native[:, j]))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_generalized_alpha_fmu_state_holds_the_pseudo_acceleration(fmu, version):
+    """Generalized-alpha carries the pseudo-acceleration abar from step to step (Arnold &
+    Brüls 2007, eq. (7b)): a restored or deserialized FMU state continues exactly as the
+    uninterrupted in-process run, which it could not without abar."""
+    name = "slider_crank"
+    exported = fmu(name, version, GA)
+    h = _model(name)[0].simulation.step
+    p = _model(name)[1].defaults.copy()
+    native = _native(name).simulate(p, t_end=450 * h, step=h, solver=GA)[1]
+    s = Slave(exported, "state")
+    s.run(100, 3 * h)
+    t1 = s.t
+    state = s.slave.getFMUState()
+    blob = s.slave.serializeFMUState(state)
+    s.run(50, 3 * h)
+    s.slave.setFMUState(state)
+    s.t = t1
+    again = s.run(50, 3 * h)
+    assert np.array_equal(again, native[300::3])
+    other = Slave(exported, "fresh", initialize=False)
+    restored = other.slave.deserializeFMUState(blob)
+    other.slave.setFMUState(restored)
+    other.t = t1
+    assert np.array_equal(other.run(50, 3 * h), native[300::3])
+    other.slave.freeFMUState(restored)
+    other.close()
+    s.slave.freeFMUState(state)
+    s.close()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_generalized_alpha_fmu_passes_validation(fmu, version):
+    exported = fmu("slider_crank", version, GA)
+    assert fmpy.validation.validate_fmu(str(exported.path)) == []
+    assert validate_against_schema(exported.xml, version) == []
+
+
+def test_the_instantiation_token_covers_the_scheme(fmu, tmp_path):
+    """The token hashes the scheme: an HHT export keeps the token of the exports made before
+    generalized-alpha existed (sha256 of the model text and (values, step, alpha, version),
+    so older FMUs stay trusted), a generalized-alpha export of the same model gets another,
+    and an export.json edited to another rho_inf or to HHT no longer reproduces the token, so
+    the embedded model is not trusted (its adjoint would differentiate another scheme)."""
+    hht, ga = fmu("slider_crank", 2), fmu("slider_crank", 2, GA)
+    text = example_path("slider_crank").read_text(encoding="utf-8")
+    settings = _model("slider_crank")[0].simulation
+    digest = hashlib.sha256((text + repr((None, settings.step, settings.alpha, 2))).encode()).digest()
+    assert hht.token == "{" + str(uuid.UUID(bytes=digest[:16], version=4)) + "}"
+    assert ga.token != hht.token
+    with open_fmu(ga.path) as archive:
+        assert archive.native is not None and archive.native_distrust is None
+        assert export_scheme(archive.native) == GA
+    record = _export_record(ga)
+    for edit in ({"rho_inf": 0.5}, {"integrator": "hht", "alpha": settings.alpha}):
+        forged = tmp_path / f"forged_{'_'.join(edit)}.fmu"
+        with zipfile.ZipFile(ga.path) as source, zipfile.ZipFile(forged, "w", zipfile.ZIP_DEFLATED) as target:
+            for info in source.infolist():
+                data = source.read(info)
+                if info.filename == "resources/export.json":
+                    data = json.dumps({**record, **edit}).encode()
+                target.writestr(info, data)
+        with open_fmu(forged) as archive:
+            assert archive.native is None, edit
+            assert "do not reproduce the FMU's instantiation token" in archive.native_distrust, edit
+
+
+def test_a_generalized_alpha_model_file_exports_and_identifies_with_its_scheme(tmp_path, capsys):
+    """``[simulation] integrator = "generalized_alpha"`` in a model file: ``export`` without
+    options writes a generalized-alpha FMU (export.json), the trusted import identifies it
+    on its embedded model with that scheme (the native discrete adjoint), and its cost and
+    gradient are those of the model file and of the bundled model with ``--integrator
+    generalized_alpha --rho-inf 0.8`` (same engine, same scheme: EXACT), while HHT gives
+    another gradient.  The same holds for an FMU exported with those options (FMI 3)."""
+    text = example_path("slider_crank").read_text(encoding="utf-8")
+    assert text.count("alpha = -0.1\n") == 1
+    toml = tmp_path / "crank_ga.toml"
+    toml.write_text(text.replace("alpha = -0.1\n", 'integrator = "generalized_alpha"\nrho_inf = 0.8\n'),
+                    encoding="utf-8")
+    from_file, with_options = tmp_path / "crank_ga.fmu", tmp_path / "crank_options.fmu"
+    assert main(["export", str(toml), "-o", str(from_file)]) == 0
+    assert main(["export", "slider_crank", "--fmi", "3", "--integrator", "generalized_alpha", "--rho-inf", "0.8",
+                 "-o", str(with_options)]) == 0
+    capsys.readouterr()
+    for path in (from_file, with_options):
+        with zipfile.ZipFile(path) as archive:
+            record = json.loads(archive.read("resources/export.json"))
+        assert (record["integrator"], record["rho_inf"]) == ("generalized_alpha", 0.8), path.name
+    # Data from perturbed parameters (0.3 s, every 10th step).
+    _, compiled = _model("slider_crank")
+    perturbed = compiled.parameter_vector({"c_s": 620.0, "d_s": 2.7, "m_s": 0.85})
+    times, y = _native("slider_crank").simulate(perturbed, t_end=0.3, step=1e-3, solver=GA)
+    data = tmp_path / "data.csv"
+    write_csv(data, times[::10], {out: y[::10, compiled.output_index(out)] for out in ("xs", "slider_acc")})
+    common = ["--data", data, "--params", "c_s,d_s,m_s"]
+    reference = gradient_json([toml, *common], capsys)
+    assert reference["integrator"] == "generalized_alpha(rho_inf=0.8)"
+    runs = {
+        "fmu": gradient_json(["--fmu", from_file, *common], capsys),
+        "fmu_options": gradient_json(["--fmu", with_options, *common], capsys),
+        "bundled_options": gradient_json(["slider_crank", *common, "--integrator", "generalized_alpha",
+                                          "--rho-inf", "0.8"], capsys),
+    }
+    for label, result in runs.items():
+        assert result["integrator"] == reference["integrator"], label
+        assert result["method"] == "adjoint", label
+        if label.startswith("fmu"):
+            assert result["gradient_path"]["method"] == "adjoint", label
+        assert abs(result["cost"] - reference["cost"]) <= EXACT * abs(reference["cost"]), label
+        for name, value in reference["gradient"].items():
+            assert value != 0.0
+            assert abs(result["gradient"][name] - value) <= EXACT * abs(value), (label, name)
+    hht = gradient_json(["slider_crank", *common], capsys)
+    assert hht["integrator"] == "hht(alpha=-0.1)"
+    assert abs(hht["gradient"]["m_s"] - reference["gradient"]["m_s"]) > 1e-3 * abs(reference["gradient"]["m_s"])

@@ -134,7 +134,7 @@ def assert_states_equal(traj, reference):
 def test_alpha_zero_is_the_trapezoidal_newmark_scheme():
     h, n_steps = 0.01, 500
     traj = simulate(compile_model(two_mass_model()), t_end=n_steps * h, step=h, solver=HHT(alpha=0.0))
-    assert traj.beta == 0.25 and traj.gamma == 0.5
+    assert traj.scheme.beta == 0.25 and traj.scheme.gamma == 0.5
     assert traj.n_steps == n_steps
     np.testing.assert_allclose(traj.t, h * np.arange(n_steps + 1), rtol=EXACT, atol=EXACT)
     assert_states_equal(traj, trapezoidal_newmark(h, n_steps))

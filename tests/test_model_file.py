@@ -12,7 +12,9 @@ import pytest
 from fmi_adjoint.compiled import compile_model
 from fmi_adjoint.errors import ExpressionError, ModelError
 from fmi_adjoint.examples import example_names, example_path
-from fmi_adjoint.integrate import HHT, simulate
+from fmi_adjoint.integrate import HHT, GeneralizedAlpha, simulate
+from fmi_adjoint.integrate.schemes import scheme_from_settings
+from fmi_adjoint.model import SimulationSettings
 from fmi_adjoint.model_file import load_model, parse_model
 from tolerances import EXACT
 
@@ -242,6 +244,68 @@ def test_alpha_that_is_not_a_number_is_rejected(alpha, fragment):
 def test_alpha_as_a_constant_expression_is_accepted():
     model = parse_model(model_text(alpha='"-1/3"'), source="m.toml")
     assert model.simulation.alpha == pytest.approx(-1.0 / 3.0, rel=EXACT)
+
+
+def scheme_text(lines: str, **changes) -> str:
+    """model_text with ``lines`` added to its [simulation] table."""
+    text = model_text(**changes)
+    assert text.count("step = 0.01\n") == 1
+    return text.replace("step = 0.01\n", "step = 0.01\n" + lines)
+
+
+def test_integrator_defaults_are_hht_and_rho_inf_0_8():
+    """Without ``integrator`` and ``rho_inf`` a model runs HHT with its alpha; rho_inf keeps
+    its default 0.8 for ``--integrator generalized_alpha``."""
+    settings = parse_model(model_text(), source="m.toml").simulation
+    assert (settings.integrator, settings.rho_inf) == ("hht", 0.8)
+    assert (SimulationSettings().integrator, SimulationSettings().rho_inf) == ("hht", 0.8)
+    assert scheme_from_settings(settings) == HHT(alpha=-0.05)
+    assert scheme_from_settings(settings, integrator="generalized_alpha") == GeneralizedAlpha(rho_inf=0.8)
+
+
+@pytest.mark.parametrize("rho_inf, value", [("0.8", 0.8), ('"4/5"', 0.8), ("0", 0.0), ("1", 1.0)])
+def test_integrator_and_rho_inf_are_read(tmp_path, rho_inf, value):
+    """``[simulation] integrator = "generalized_alpha"`` and ``rho_inf`` (a number or a constant
+    expression, [0, 1] inclusive) become the model's scheme: its default run is the run with
+    ``GeneralizedAlpha(rho_inf)`` (Arnold & Brüls 2007) bit for bit, not HHT's."""
+    text = scheme_text(f'integrator = "generalized_alpha"\nrho_inf = {rho_inf}\n',
+                       coordinate_extra="initial_position = 0.1\n")
+    model = load_model(write(tmp_path, text))
+    assert model.simulation.integrator == "generalized_alpha"
+    assert model.simulation.rho_inf == pytest.approx(value, rel=EXACT, abs=EXACT)
+    assert model.simulation.alpha == -0.05
+    assert scheme_from_settings(model.simulation) == GeneralizedAlpha(rho_inf=model.simulation.rho_inf)
+    compiled = compile_model(model)
+    own = simulate(compiled)
+    ga = simulate(compiled, solver=GeneralizedAlpha(rho_inf=model.simulation.rho_inf))
+    hht = simulate(compiled, solver=HHT(alpha=-0.05))
+    assert np.array_equal(own.outputs(), ga.outputs())
+    assert not np.array_equal(own.outputs(), hht.outputs())
+
+
+def test_an_explicit_hht_integrator_is_read():
+    settings = parse_model(scheme_text('integrator = "hht"\nrho_inf = 0.3\n'), source="m.toml").simulation
+    assert (settings.integrator, settings.rho_inf) == ("hht", 0.3)
+    assert scheme_from_settings(settings) == HHT(alpha=-0.05)
+
+
+@pytest.mark.parametrize("lines, fragment", [
+    ('integrator = "rk4"', "simulation.integrator = 'rk4' is unknown; write \"hht\" or \"generalized_alpha\""),
+    ('integrator = "HHT"', "simulation.integrator = 'HHT' is unknown"),
+    ("integrator = 3", "(line 8), simulation.integrator: '3' is not an integrator; write \"hht\" or"),
+    ('integrator = ["hht"]', "(line 8), simulation.integrator: \"['hht']\" is not an integrator; write \"hht\""),
+    ("rho_inf = 2", "simulation.rho_inf = 2.0 is outside [0, 1]"),
+    ("rho_inf = -0.1", "simulation.rho_inf = -0.1 is outside [0, 1]"),
+    ('rho_inf = "abc"', "(line 8), simulation.rho_inf: unknown name 'abc'"),
+    ("rho_inf = true", "(line 8), simulation.rho_inf: expected a number"),
+    ("rho_inf = nan", "(line 8), simulation.rho_inf: the number nan is not finite"),
+])
+def test_bad_integrator_or_rho_inf_is_named(lines, fragment):
+    assert line_number(scheme_text(lines + "\n"), lines) == 8
+    with pytest.raises(ModelError) as info:
+        parse_model(scheme_text(lines + "\n"), source="m.toml")
+    assert str(info.value).startswith("m.toml")
+    assert fragment in str(info.value)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fmi_adjoint import ConvergenceError, compile_model, load_model, simulate
+from fmi_adjoint import HHT, ConvergenceError, compile_model, load_model, simulate
 from fmi_adjoint.examples import example_names, example_path
 from fmi_adjoint.native import build_native, find_c_compiler
 from tolerances import INDEX3_ROUNDOFF
@@ -41,7 +41,7 @@ def test_outputs_equal_the_python_engine(pair):
     s = model.simulation
     t_end = min(round(s.t_end / s.step), 4000) * s.step
     traj = simulate(compiled, t_end=t_end)
-    times, y = native.simulate(t_end=t_end, step=s.step, alpha=s.alpha)
+    times, y = native.simulate(t_end=t_end, step=s.step, solver=HHT(alpha=s.alpha))
     assert np.array_equal(times, traj.t)
     reference = traj.outputs()
     for k, name in enumerate(compiled.output_names):
@@ -56,7 +56,7 @@ def test_parameters_reach_the_c_engine(pair):
     p = compiled.defaults * (1 + 0.01 * np.arange(1, compiled.n_p + 1) / compiled.n_p)
     t_end = min(round(s.t_end / s.step), 500) * s.step
     traj = simulate(compiled, p, t_end=t_end)
-    _, y = native.simulate(p, t_end=t_end, step=s.step, alpha=s.alpha)
+    _, y = native.simulate(p, t_end=t_end, step=s.step, solver=HHT(alpha=s.alpha))
     scale = np.max(np.abs(traj.outputs()), axis=0) + 1e-300
     assert np.max(np.abs(y - traj.outputs()) / scale) <= INDEX3_ROUNDOFF
 
@@ -66,7 +66,7 @@ def test_a_newton_failure_is_reported_not_crashed(pair):
     p = compiled.defaults.copy()
     p[:] = np.nan
     with pytest.raises(ConvergenceError, match="NaN or infinite"):
-        native.simulate(p, t_end=10 * model.simulation.step, step=model.simulation.step, alpha=-0.1)
+        native.simulate(p, t_end=10 * model.simulation.step, step=model.simulation.step, solver=HHT(alpha=-0.1))
     # The instance stays usable.
-    _, y = native.simulate(t_end=2 * model.simulation.step, step=model.simulation.step, alpha=-0.1)
+    _, y = native.simulate(t_end=2 * model.simulation.step, step=model.simulation.step, solver=HHT(alpha=-0.1))
     assert np.all(np.isfinite(y))

@@ -1,6 +1,7 @@
-"""The discrete adjoint of the HHT scheme (Lauss et al. 2018, eqs. (3)-(11), (16)-(20)).
+"""The discrete adjoint of the integration scheme (Lauss et al. 2018, eqs. (3)-(11), (16)-(20)).
 
-For residuals ``f_i(x_i, x_{i-1}, p) = 0`` (``x = (q, v, a, lambda)``) and a cost
+For residuals ``f_i(x_i, x_{i-1}, p) = 0`` (``x = (q, v, a, lambda, abar)``, the step of
+:mod:`fmi_adjoint.integrate.schemes`: HHT or generalized-alpha) and a cost
 ``J = Phi(Y(x_0..x_N, p), p)``, the adjoint variables ``mu_i`` solve backwards::
 
     (df_i/dx_i)^T mu_i = -dJ/dx_i - (df_{i+1}/dx_i)^T mu_{i+1},   mu_{N+1} = 0
@@ -11,12 +12,16 @@ and ``dJ/dp = dPhi/dp + sum_i (dJ/dY dY/dp)_explicit + sum_i mu_i^T df_i/dp
 outputs', and the last term carries parameter-dependent initial conditions through the
 consistent initialization (one linear solve with ``(dG/dz)^T``).
 
-Because ``f1`` and ``f2`` are explicit Newmark formulas, each backward step reduces to
+Because ``f1``, ``f2`` and ``f5`` are explicit formulas, each backward step reduces to
 one solve with the *transposed Newton matrix* of that step: from the rows of
-``(df_i/dx_i)^T`` for ``q`` and ``v``, ``mu1 = r_q - K3q^T mu3 - C_q^T mu4/(beta h^2)`` and
-``mu2 = r_v + J_V^T mu3`` (``K3q = J_M/(1+alpha) + J_C - J_Q``); substituted into the ``a``
-row this leaves ``[[S^T, C_q^T], [C_q, 0]] (mu3, mu4) = (r_a + beta h^2 r_q + gamma h r_v, r_lambda)``
-with ``S`` the Newton matrix block.  So the sweep costs less than the forward run.
+``(df_i/dx_i)^T`` for ``q``, ``v`` and ``abar``, ``mu1 = r_q - K3q^T mu3 - C_q^T mu4/b``,
+``mu2 = r_v + J_V^T mu3`` and ``mu5 = r_abar + beta h^2 mu1 + gamma h mu2``
+(``K3q = c_m J_M + J_C - J_Q``, ``b = beta c_a h^2``, ``g = gamma c_a h``); substituted into
+the ``a`` row this leaves
+``[[S^T, C_q^T], [C_q, 0]] (mu3, mu4) = (r_a + c_a r_abar + b r_q + g r_v, r_lambda)`` with
+``S`` the Newton matrix block.  ``mu5``, the adjoint of the pseudo-acceleration recursion,
+is carried to the previous step (HHT: ``abar = a``, and ``mu5`` only passes ``r_abar`` on).
+So the sweep costs less than the forward run.
 The sweep only reads the trajectory; it never calls the integrator.
 """
 
@@ -102,13 +107,14 @@ def adjoint_sweep(traj: Trajectory, ybar: np.ndarray, gradient: np.ndarray) -> n
     explicit ``dJ/dp``) plus every term the sweep adds (see module docstring)."""
     model = traj.model
     n, m, N = model.n, model.m, traj.n_steps
-    alpha, beta, gamma = traj.alpha, traj.beta, traj.gamma
-    c_m, c_old = 1.0 / (1.0 + alpha), alpha / (1.0 + alpha)
+    co = traj.scheme.coefficients()
+    beta, gamma, c_m, c_old = co.beta, co.gamma, co.c_m, co.c_old
     gradient = np.array(gradient, dtype=float)
     mu3 = np.zeros((N + 2, n))  # row N+1 stays zero: mu_{N+1} = 0
     mu4 = np.zeros((N + 2, m))
     mu1_next = np.zeros(n)
     mu2_next = np.zeros(n)
+    mu5_next = np.zeros(n)
     h_next = 0.0
     w0 = None
     width = chunk_width(traj)
@@ -123,27 +129,32 @@ def adjoint_sweep(traj: Trajectory, ybar: np.ndarray, gradient: np.ndarray) -> n
         for k in range(len(idx) - 1, -1, -1):
             i = idx[k]
             K, JV, Cq = lin.K[k], lin.JV[k], lin.Cq[k]
-            # (df_{i+1}/dx_i)^T mu_{i+1}: Newmark couplings and the alpha-weighted old forces.
+            # (df_{i+1}/dx_i)^T mu_{i+1}: Newmark couplings, the pseudo-acceleration
+            # recursion and the alpha-weighted old forces.
             m3 = mu3[i + 1]
             cq = -mu1_next - c_old * (K.T @ m3)
             cv = -h_next * mu1_next - mu2_next + c_old * (JV.T @ m3)
-            ca = -0.5 * h_next * h_next * (1.0 - 2.0 * beta) * mu1_next - h_next * (1.0 - gamma) * mu2_next
+            ca = -co.c_ao * mu5_next
+            cb = (-0.5 * h_next * h_next * (1.0 - 2.0 * beta) * mu1_next - h_next * (1.0 - gamma) * mu2_next
+                  - co.c_bo * mu5_next)
             cl = -c_old * (Cq @ m3)
-            rq, rv, ra, rl = -gq[k] - cq, -gv[k] - cv, -ga[k] - ca, -gl[k] - cl
+            rq, rv, ra, rl, rb = -gq[k] - cq, -gv[k] - cv, -ga[k] - ca, -gl[k] - cl, -cb
             if i == 0:
-                w0 = np.concatenate((-rq, -rv, -ra, -rl))
+                # abar_0 = a_0: the pseudo-acceleration's adjoint joins that of a_0.
+                w0 = np.concatenate((-rq, -rv, -(ra + rb), -rl))
                 break
             h = lin.h[k]
-            bh2, gh = beta * h * h, gamma * h
-            # Eliminating mu1, mu2 leaves the transposed Newton matrix for (mu3, mu4).
-            x = lin.inverse[k].T @ np.concatenate((ra + bh2 * rq + gh * rv, rl))
+            bh2, gh = beta * co.c_a * h * h, gamma * co.c_a * h
+            # Eliminating mu1, mu2, mu5 leaves the transposed Newton matrix for (mu3, mu4).
+            x = lin.inverse[k].T @ np.concatenate((ra + co.c_a * rb + bh2 * rq + gh * rv, rl))
             mu3[i], mu4[i] = x[:n], x[n:]
             mu1_next = rq - (c_m * lin.JM[k] + K).T @ mu3[i] - (Cq.T @ mu4[i]) / bh2
             mu2_next = rv + JV.T @ mu3[i]
+            mu5_next = rb + beta * h * h * mu1_next + gamma * h * mu2_next
             h_next = h
         # Parameter terms mu_i^T df_i/dp, vectorized over the chunk (eq. (20) extended).
         steps = idx >= 1
-        bh2 = beta * lin.h * lin.h
+        bh2 = beta * co.c_a * lin.h * lin.h
         gradient += np.einsum("kn,knp->p", mu3[idx][steps], (c_m * lin.Ma_p + lin.F_p)[steps])
         gradient += np.einsum("km,kmp->p", mu4[idx][steps] / bh2[steps, None], lin.C_p[steps])
         gradient -= c_old * np.einsum("kn,knp->p", mu3[idx + 1], lin.F_p)

@@ -1,4 +1,4 @@
-"""Jacobians of the HHT step residual along a frozen trajectory, evaluated in chunks.
+"""Jacobians of the step residual (HHT or generalized-alpha) along a frozen trajectory, evaluated in chunks.
 
 Both the adjoint sweep and the forward sensitivities need, at every step ``i``, the
 blocks of ``df_i/dx_i`` and ``df_{i+1}/dx_i`` (Lauss et al. 2018, eqs. (16)-(19)) and
@@ -63,15 +63,15 @@ def linearize(traj: Trajectory, idx: np.ndarray) -> StepLinearization:
     """Evaluate all step Jacobians at the steps ``idx`` of ``traj``."""
     model = traj.model
     n, m = model.n, model.m
-    alpha, beta, gamma = traj.alpha, traj.beta, traj.gamma
-    c_m = 1.0 / (1.0 + alpha)
+    co = traj.scheme.coefficients()
+    c_m = co.c_m
     args = (traj.q[idx], traj.v[idx], traj.a[idx], traj.lam[idx], traj.t[idx], traj.p)
     M, JM, K, JV, Cq = model.jacobian_terms(*args)
     Ma_p, F_p, C_p = model.parameter_terms(*args)
     Y_q, Y_v, Y_a, Y_lam, Y_p = model.output_jacobians(*args)
     h = np.where(idx >= 1, traj.t[idx] - traj.t[np.maximum(idx - 1, 0)], 1.0)
-    bh2 = (beta * h * h)[:, None, None]
-    gh = (gamma * h)[:, None, None]
+    bh2 = (co.beta * co.c_a * h * h)[:, None, None]
+    gh = (co.gamma * co.c_a * h)[:, None, None]
     matrix = np.zeros((len(idx), n + m, n + m))
     matrix[:, :n, :n] = c_m * M + bh2 * (c_m * JM + K) - gh * JV
     matrix[:, :n, n:] = np.swapaxes(Cq, 1, 2)

@@ -1,6 +1,8 @@
-"""Forward sensitivities by direct differentiation of the same discrete HHT scheme.
+"""Forward sensitivities by direct differentiation of the same discrete scheme (HHT or
+generalized-alpha, :mod:`fmi_adjoint.integrate.schemes`).
 
-``S_i = dx_i/dp`` obeys ``(df_i/dx_i) S_i = -(df_i/dx_{i-1}) S_{i-1} - df_i/dp`` with
+``S_i = dx_i/dp`` (``x`` includes the pseudo-acceleration ``abar``) obeys
+``(df_i/dx_i) S_i = -(df_i/dx_{i-1}) S_{i-1} - df_i/dp`` with
 ``S_0 = dx_0/dp`` from the consistent initialization.  Each step is one solve with the
 Newton matrix for all parameter columns at once.  The result, ``dY/dp`` at the sample
 times, gives the residual Jacobian of Gauss-Newton and the Fisher information.
@@ -41,8 +43,8 @@ def output_sensitivities(
     model = traj.model
     n, N = model.n, traj.n_steps
     params = np.arange(model.n_p) if params is None else np.asarray(params, dtype=int)
-    alpha, beta, gamma = traj.alpha, traj.beta, traj.gamma
-    c_m, c_old = 1.0 / (1.0 + alpha), alpha / (1.0 + alpha)
+    co = traj.scheme.coefficients()
+    beta, gamma, c_m, c_old = co.beta, co.gamma, co.c_m, co.c_old
     sampler = Sampler.from_grid(traj.t, sample_times)
     needed = np.zeros(N + 1, dtype=bool)
     needed[sampler.k] = True
@@ -51,6 +53,7 @@ def output_sensitivities(
     Gz, Gp, selection = initial_state_jacobians(traj)
     S = -np.linalg.solve(Gz, Gp[:, params])[selection]
     Sq, Sv, Sa, Sl = S[:n], S[n : 2 * n], S[2 * n : 3 * n], S[3 * n :]
+    Sb = Sa  # abar_0 = a_0
     dY = np.zeros((N + 1, len(channels), len(params)))
     prev: tuple[np.ndarray, ...] = ()  # (K, JV, Cq, F_p) of the previous step (step 0 sets it first)
     for idx in chunks(N + 1, chunk_width(traj)):
@@ -59,10 +62,11 @@ def output_sensitivities(
         for k, i in enumerate(idx):
             if i >= 1:
                 h = lin.h[k]
-                bh2, gh = beta * h * h, gamma * h
+                bh2, gh = beta * co.c_a * h * h, gamma * co.c_a * h
                 K0, JV0, Cq0, Fp0 = prev
-                b1 = Sq + h * Sv + 0.5 * h * h * (1.0 - 2.0 * beta) * Sa
-                b2 = Sv + h * (1.0 - gamma) * Sa
+                rest = co.c_ao * Sa + co.c_bo * Sb  # known part of dabar_i/dp (f5)
+                b1 = Sq + h * Sv + 0.5 * h * h * (1.0 - 2.0 * beta) * Sb + beta * h * h * rest
+                b2 = Sv + h * (1.0 - gamma) * Sb + gamma * h * rest
                 b3 = c_old * (K0 @ Sq - JV0 @ Sv + Cq0.T @ Sl) - (
                     c_m * lin.Ma_p[k][:, params] + F_p[k] - c_old * Fp0
                 )
@@ -71,7 +75,7 @@ def output_sensitivities(
                 bottom = b4 - lin.Cq[k] @ b1 / bh2
                 x = lin.inverse[k] @ np.concatenate((top, bottom))
                 Sa, Sl = x[:n], x[n:]
-                Sq, Sv = b1 + bh2 * Sa, b2 + gh * Sa
+                Sq, Sv, Sb = b1 + bh2 * Sa, b2 + gh * Sa, co.c_a * Sa + rest
             if needed[i]:
                 dY[i] = (
                     lin.Y_q[k][channels] @ Sq

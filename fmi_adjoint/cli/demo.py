@@ -35,7 +35,7 @@ def run_demo(output_dir: str, method: str = "least_squares") -> int:
     print("(a1 sampled at 5 kHz over 1 s, 1 % noise each; one line per iteration follows)", file=sys.stderr)
     specs = [f"{f}@A={a!r}" for f, a in zip(files, AMPLITUDES)]
     experiments = load_experiments(
-        str(example_path("engine_mount")), specs, {}, t_end=None, step=None, alpha=None,
+        str(example_path("engine_mount")), specs, {}, t_end=None, step=None,
     )
     # Continuation: the 100 N sweep alone converges from the paper's start values; the 300 N
     # sweep, far more nonlinear, joins once the parameters are close (from the start values

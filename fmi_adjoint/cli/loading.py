@@ -15,7 +15,7 @@ from ..errors import CompilerError, ExpressionError, ModelError, NoCCodeError
 from ..examples import example_names, example_path
 from ..files import decode_text, read_regular
 from ..identify import Experiment
-from ..integrate import HHT
+from ..integrate.schemes import scheme_from_settings
 from ..integrate.hht import MAX_STEPS
 from ..model_file import load_model
 from ..text import excerpt
@@ -196,7 +196,9 @@ def load_experiments(
     *,
     t_end: float | None,
     step: float | None,
-    alpha: float | None,
+    alpha: float | None = None,
+    integrator: str | None = None,
+    rho_inf: float | None = None,
     identified: Sequence[str] = (),
     cost: CostOptions | None = None,
     allow_external_tables: bool = False,
@@ -214,6 +216,9 @@ def load_experiments(
     options = cost or CostOptions()
     h = step if step is not None else model.model.simulation.step
     check_time_span(t_end, h)
+    solver = None
+    if integrator is not None or alpha is not None or rho_inf is not None:
+        solver = scheme_from_settings(model.model.simulation, integrator=integrator, alpha=alpha, rho_inf=rho_inf)
     experiments = []
     for spec in data_specs:
         file, values = experiment_settings(spec, settings, identified)
@@ -221,7 +226,6 @@ def load_experiments(
             model.parameter_index(name)
         experiment_cost, end = build_cost(options, Target.of_model(model), file, t_end=t_end, step=h)
         check_time_span(end, h, t_end_option="--t-end (or the last sample time)")
-        solver = HHT(alpha=alpha) if alpha is not None else None
         experiments.append(
             Experiment(model, experiment_cost, values=values, t_end=end, step=step, solver=solver,
                        name=Path(file).stem, engine=built)

@@ -18,7 +18,8 @@ from ..files import atomic_output, check_not_input, check_writable, same_file
 from ..text import excerpt
 from ..forces import element_type
 from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem, identify
-from ..integrate import HHT
+from ..integrate import HHT, AbstractScheme, GeneralizedAlpha
+from ..integrate.schemes import INTEGRATORS, scheme_from_settings
 from .cache_command import add_cache_parser, cmd_cache
 from .cost_options import CostOptions, add_cost_options, cost_options_from_args
 from .loading import (
@@ -50,10 +51,20 @@ def _common_model_options(parser: argparse.ArgumentParser, fmu: bool = False) ->
     else:
         parser.add_argument("model", metavar="MODEL", help="TOML model file or bundled example name")
     parser.add_argument("--set", action="append", metavar="NAME=VALUE", help="parameter value (repeatable)")
-    parser.add_argument("--step", type=float, help="HHT step h [s] (default: the model's)")
-    parser.add_argument("--alpha", type=float, help="HHT alpha in [-1/3, 0] (default: the model's)")
+    parser.add_argument("--step", type=float, help="integrator step h [s] (default: the model's)")
+    _scheme_options(parser)
     parser.add_argument("--t-end", type=float, help="end time [s] (default: model's, or the last sample)")
     _table_option(parser)
+
+
+def _scheme_options(parser) -> None:
+    """--integrator, --alpha, --rho-inf (the model file's [simulation] settings by default)."""
+    parser.add_argument("--integrator", choices=INTEGRATORS,
+                        help="hht (Lauss et al. 2018) or generalized_alpha (Arnold & Brüls 2007; second order also "
+                        "for configuration-dependent mass matrices) (default: the model's)")
+    parser.add_argument("--alpha", type=float, help="HHT alpha in [-1/3, 0] (default: the model's)")
+    parser.add_argument("--rho-inf", type=float,
+                        help="generalized-alpha spectral radius at infinity in [0, 1] (default: the model's)")
 
 
 def _table_option(parser: argparse.ArgumentParser) -> None:
@@ -155,8 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("model", metavar="MODEL", help="TOML model file or bundled example name")
     export.add_argument("--fmi", type=int, choices=(2, 3), default=2, help="FMI version")
     export.add_argument("--set", action="append", metavar="NAME=VALUE", help="parameter start value (repeatable)")
-    export.add_argument("--step", type=float, help="internal HHT step [s] (default: the model's)")
-    export.add_argument("--alpha", type=float, help="HHT alpha (default: the model's)")
+    export.add_argument("--step", type=float, help="internal integrator step [s] (default: the model's)")
+    _scheme_options(export)
     _table_option(export)
     export.add_argument("-o", "--output", required=True, metavar="OUT.fmu")
 
@@ -182,10 +193,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _check_solver_options(args) -> None:
+def _check_scheme_options(args) -> None:
+    """--alpha and --rho-inf in range (before any work)."""
     if args.alpha is not None:
         HHT(alpha=args.alpha)
+    if args.rho_inf is not None:
+        GeneralizedAlpha(rho_inf=args.rho_inf)
+
+
+def _check_solver_options(args) -> None:
+    _check_scheme_options(args)
     check_time_span(args.t_end, args.step)
+
+
+def _solver(args, settings) -> AbstractScheme | None:
+    """The scheme the options ask for over the model's ``settings`` (None: the model's own)."""
+    if args.integrator is None and args.alpha is None and args.rho_inf is None:
+        return None
+    return scheme_from_settings(settings, integrator=args.integrator, alpha=args.alpha, rho_inf=args.rho_inf)
 
 
 def _check_outputs(outputs: dict[str, str | None], inputs: Sequence[tuple[str, str | os.PathLike | None]]) -> None:
@@ -224,8 +249,7 @@ def cmd_simulate(args) -> int:
     check_time_span(settings.t_end if args.t_end is None else args.t_end,
                     settings.step if args.step is None else args.step)
     check_csv_columns(model.output_names)  # before simulating: the CSV could not be read back
-    solver = HHT(alpha=args.alpha) if args.alpha is not None else None
-    traj = engine.simulate(t_end=args.t_end, step=args.step, solver=solver)
+    traj = engine.simulate(t_end=args.t_end, step=args.step, solver=_solver(args, settings))
     times, outputs = traj.t, traj.outputs()
     bad = np.argwhere(~np.isfinite(outputs))
     if bad.size:
@@ -282,8 +306,9 @@ def _problem(args, bounds=None) -> _Setup:
     if args.gradient != "auto":
         raise ModelError("--gradient applies to --fmu; for a model file use --method.")
     experiments = load_experiments(
-        args.model, args.data, parse_assignments(args.set), t_end=args.t_end, step=args.step, alpha=args.alpha,
-        identified=names, cost=options, allow_external_tables=args.allow_external_tables, engine=args.engine,
+        args.model, args.data, parse_assignments(args.set), t_end=args.t_end, step=args.step,
+        integrator=args.integrator, alpha=args.alpha, rho_inf=args.rho_inf, identified=names, cost=options,
+        allow_external_tables=args.allow_external_tables, engine=args.engine,
     )
     return _Setup(IdentificationProblem(experiments, names, bounds=bounds), options)
 
@@ -295,8 +320,10 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
 
     if args.model is not None:
         raise ModelError(f"give either MODEL ({args.model}) or --fmu, not both.")
-    if args.alpha is not None:
-        raise ModelError("--alpha applies to model files; an FMU brings its own solver settings.")
+    for option in ("integrator", "alpha", "rho_inf"):
+        if getattr(args, option) is not None:
+            raise ModelError(f"--{option.replace('_', '-')} applies to model files; an FMU brings its own solver "
+                             "settings.")
     if args.workers is not None and args.workers < 1:
         raise ModelError(f"--workers {args.workers}: give at least 1.")
     archive = open_fmu(args.fmu)
@@ -334,6 +361,7 @@ def cmd_gradient(args) -> int:
         engine = getattr(problem.experiments[0], "engine", None) if hasattr(problem, "experiments") else None
         if engine is not None:  # a model file (or a trusted FMU's embedded model): the engine that ran
             result["engine"] = engine.name
+            result["integrator"] = problem.experiments[0].scheme.describe()
         if setup.choice is not None:
             result["gradient_path"] = _gradient_path(setup)
     finally:
@@ -381,6 +409,8 @@ def cmd_identify(args) -> int:
             payload["gradient_method"] = _gradient_path(setup)
         else:
             payload["gradient_method"] = "adjoint" if args.method == "lbfgsb" else "forward sensitivities"
+        if isinstance(problem, IdentificationProblem):  # a model file or a trusted FMU's embedded model
+            payload["integrator"] = problem.experiments[0].scheme.describe()
         text = json.dumps(payload, indent=2)
         if args.plot:
             # The figure before the result file: a failure leaves neither half-written.
@@ -436,11 +466,16 @@ def cmd_plugins(args) -> int:
 
 def cmd_export(args) -> int:
     from ..fmu.export import export_fmu
+    from ..model_file import load_model
 
     check_time_span(None, args.step)
+    _check_scheme_options(args)
     _check_outputs({"-o": args.output}, model_inputs(args.model))
-    path = export_fmu(model_path(args.model), args.output, fmi_version=args.fmi, values=parse_assignments(args.set),
-                      step=args.step, alpha=args.alpha, allow_external_tables=args.allow_external_tables)
+    path = model_path(args.model)
+    settings = load_model(path, allow_external_tables=args.allow_external_tables).simulation
+    path = export_fmu(path, args.output, fmi_version=args.fmi, values=parse_assignments(args.set),
+                      step=args.step, solver=_solver(args, settings),
+                      allow_external_tables=args.allow_external_tables)
     print(f"wrote {path} (FMI {args.fmi}.0 Co-Simulation)", file=sys.stderr)
     return 0
 

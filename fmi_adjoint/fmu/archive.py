@@ -36,7 +36,6 @@ import re
 import stat
 import tempfile
 import unicodedata
-import uuid
 import zipfile
 import zlib
 from pathlib import Path
@@ -390,6 +389,8 @@ class FmuArchive:
     def _claimed_settings(self) -> tuple[dict | None, str | None]:
         """The export settings if ``resources/`` claims an fmi-adjoint export and reproduces
         the instantiation token; else None and the reason (None if there is no such claim)."""
+        from .export import export_scheme, instantiation_token
+
         resources = self.directory / "resources"
         settings_file, model = resources / "export.json", resources / "model.toml"
         if not (settings_file.is_file() and model.is_file()):
@@ -407,8 +408,9 @@ class FmuArchive:
         try:
             text = model.read_text(encoding="utf-8")
             values = data["values"] or None
-            step, alpha, version = float(data["step"]), float(data["alpha"]), int(data["fmi_version"])
-        except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError, OverflowError):
+            step, version = float(data["step"]), int(data["fmi_version"])
+            solver = export_scheme(data)
+        except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError, OverflowError, FmiAdjointError):
             return broken
         # Everything here may be forged consistently (the token too): the rebuild decides, and
         # it must get well-formed settings.
@@ -419,8 +421,7 @@ class FmuArchive:
         token = self.description.guid or getattr(self.description, "instantiationToken", None)
         # export_fmu hashes the values it was given: None or a dict (stored as {} or the dict).
         for given in (values, {} if values is None else values):
-            digest = hashlib.sha256((text + repr((given, step, alpha, version))).encode()).digest()
-            if token == "{" + str(uuid.UUID(bytes=digest[:16], version=4)) + "}":
+            if token == instantiation_token(text, given, step, solver, version):
                 return data, None
         return broken
 
@@ -439,7 +440,7 @@ class FmuArchive:
             actual = hashlib.file_digest(handle, "sha256").hexdigest()
         if actual != recorded.lower():
             return f"the binary does not match the embedded model ({relative!r} is not the binary recorded at export)"
-        from .export import build_fmu_binary, expected_description
+        from .export import build_fmu_binary, export_scheme, expected_description
         from ..errors import CompilerError
         from ..native import find_c_compiler
 
@@ -456,7 +457,7 @@ class FmuArchive:
                 version, step = int(settings["fmi_version"]), float(settings["step"])
                 binary, sources = build_fmu_binary(model, Path(tmp), fmi_version=version,
                                                    token=self.description.guid, step=step,
-                                                   alpha=float(settings["alpha"]))
+                                                   solver=export_scheme(settings))
                 with open(binary, "rb") as handle:
                     rebuilt = hashlib.file_digest(handle, "sha256").hexdigest()
             expected = expected_description(model, version, self.description.guid, step, sources)

@@ -32,7 +32,7 @@ from lxml import etree
 from ..compiled import Derivation
 from ..errors import FmiAdjointError, ModelError
 from ..files import atomic_output, check_writable
-from ..integrate.hht import HHT
+from ..integrate.schemes import HHT, AbstractScheme, GeneralizedAlpha, scheme_from_settings
 from ..model import Model
 from ..model_file import load_model
 from ..text import c_string_literal
@@ -182,8 +182,37 @@ def _write_xml(root, path: Path) -> bytes:
     return data
 
 
+def instantiation_token(text: str, values: dict | None, step: float, solver: AbstractScheme, fmi_version: int) -> str:
+    """The instantiation token of an export: a hash of the model file and the export
+    settings (an HHT export hashes the settings as before generalized-alpha existed, so
+    older FMUs keep their tokens)."""
+    if isinstance(solver, HHT):
+        settings: tuple = (values, step, solver.alpha, fmi_version)
+    else:
+        settings = (values, step, solver.name, solver.parameter, fmi_version)
+    digest = hashlib.sha256((text + repr(settings)).encode()).digest()
+    return "{" + str(uuid.UUID(bytes=digest[:16], version=4)) + "}"
+
+
+def export_scheme(settings: dict) -> AbstractScheme:
+    """The integration scheme recorded in ``export.json`` (``integrator`` and its constant;
+    exports without ``integrator`` are HHT).
+
+    Raises
+    ------
+    KeyError, TypeError, ValueError, ModelError
+        A malformed record.
+    """
+    integrator = settings.get("integrator", HHT.name)
+    if integrator == GeneralizedAlpha.name:
+        return GeneralizedAlpha(rho_inf=float(settings["rho_inf"]))
+    if integrator != HHT.name:
+        raise ValueError(f"unknown integrator {integrator!r}")
+    return HHT(alpha=float(settings["alpha"]))
+
+
 def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, step: float,
-                     alpha: float) -> tuple[Path, list[str]]:
+                     solver: AbstractScheme) -> tuple[Path, list[str]]:
     """Write ``root/sources/`` and compile ``root/binaries/<platform>/<modelIdentifier>.so``.
 
     The one build of an FMU binary: :func:`export_fmu` uses it, and so does the import side
@@ -216,7 +245,8 @@ def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, 
     c_sources = [path.name for path in write_sources(generated, src, runtime)]
     (src / "fmu_config.h").write_text(
         "/* export settings of this FMU (fmi-adjoint) */\n#ifndef FMU_CONFIG_H\n#define FMU_CONFIG_H\n"
-        f'#define FA_INSTANTIATION_TOKEN "{token}"\n#define FA_STEP {step!r}\n#define FA_ALPHA {alpha!r}\n'
+        f'#define FA_INSTANTIATION_TOKEN "{token}"\n#define FA_STEP {step!r}\n#define FA_SCHEME {solver.code}\n'
+        f"#define FA_SCHEME_PARAMETER {solver.parameter!r}\n"
         f"#define FA_MODEL_IDENTIFIER {c_string_literal(identifier)}\n#endif\n"
     )
     platform = "linux64" if fmi_version == 2 else "x86_64-linux"
@@ -236,7 +266,7 @@ def export_fmu(
     fmi_version: int = 2,
     values: dict[str, float] | None = None,
     step: float | None = None,
-    alpha: float | None = None,
+    solver: AbstractScheme | None = None,
     allow_external_tables: bool = False,
 ) -> Path:
     """Export the model file ``source`` as a Co-Simulation FMU ``output``.
@@ -250,8 +280,11 @@ def export_fmu(
     fmi_version : {2, 3}
     values : dict, optional
         Parameter start values (``--set``).
-    step, alpha : float, optional
-        Internal HHT step and alpha (default: the model's simulation settings).
+    step : float, optional
+        Internal step (default: the model's simulation settings).
+    solver : AbstractScheme, optional
+        The FMU's integrator, HHT or generalized-alpha (default: the model's simulation
+        settings).
     allow_external_tables : bool
         Let ``table_load`` read files outside the model file's folder (trusted models only).
 
@@ -272,18 +305,16 @@ def export_fmu(
     model = load_model(source, allow_external_tables=allow_external_tables).with_values(values or {})
     settings = model.simulation
     step = settings.step if step is None else float(step)
-    alpha = settings.alpha if alpha is None else float(alpha)
-    HHT(alpha=alpha)  # validates alpha
+    solver = solver or scheme_from_settings(settings)
     if not step > 0:
         raise ModelError(f"--step {step}: the step must be positive.")
     identifier = _identifier(model.name)
-    digest = hashlib.sha256((source.read_text(encoding="utf-8") + repr((values, step, alpha, fmi_version))).encode())
-    token = "{" + str(uuid.UUID(bytes=digest.digest()[:16], version=4)) + "}"
+    token = instantiation_token(source.read_text(encoding="utf-8"), values, step, solver, fmi_version)
 
     with tempfile.TemporaryDirectory(prefix="fmi_adjoint_export_") as tmp:
         root = Path(tmp) / "fmu"
         binary, c_sources = build_fmu_binary(model, root, fmi_version=fmi_version, token=token, step=step,
-                                             alpha=alpha)
+                                             solver=solver)
         src = root / "sources"
         description = _model_description(model, fmi_version, identifier, token, step, c_sources)
         xml = _write_xml(description, root / "modelDescription.xml")
@@ -298,8 +329,9 @@ def export_fmu(
         # binary_sha256: an importer trusts the embedded model only for this very binary,
         # and only if the model rebuilds to it (fmi_adjoint.fmu.archive.FmuArchive.native).
         (resources / "export.json").write_text(json.dumps(
-            {"generator": f"fmi-adjoint {_VERSION}", "fmi_version": fmi_version, "step": step, "alpha": alpha,
-             "values": values or {}, "model_file": source.name,
+            {"generator": f"fmi-adjoint {_VERSION}", "fmi_version": fmi_version, "step": step,
+             "integrator": solver.name, solver.parameter_name: solver.parameter, "values": values or {},
+             "model_file": source.name,
              "binary_sha256": hashlib.sha256(binary.read_bytes()).hexdigest()}, indent=2) + "\n")
         # Zip next to the target, then rename: no partial .fmu on any failure.
         with atomic_output(output, "wb") as handle:

@@ -37,7 +37,7 @@ from ..data import Measurement
 from ..errors import ConvergenceError, IdentificationError
 from ..identify import Evaluation, Experiment, IdentificationProblem
 from ..identify.problem import gauss_newton_statistics
-from ..integrate import HHT, time_grid
+from ..integrate import time_grid
 from ..integrate.ode import trapezoidal_sensitivities
 from .archive import FmuArchive, FmuError
 from .session import DEFAULT_TIMEOUT, FmuSession, check_timeout, run_parallel
@@ -224,6 +224,7 @@ def _native_problem(archive, experiments, names, bounds, start) -> Identificatio
     """The in-process problem on the embedded model, with the FMU's start values."""
     from ..engines import NativeEngine
     from ..model_file import load_model
+    from .export import export_scheme
 
     settings = archive.native
     # The embedded model's C engine: the FMU's own engine, in-process with its adjoint (the
@@ -233,7 +234,7 @@ def _native_problem(archive, experiments, names, bounds, start) -> Identificatio
     declared = {p.name for p in model.model.all_parameters}
     fmu_values = {v.name: v.start for v in archive.variables.values()
                   if v.causality == "parameter" and v.name in declared and v.start is not None}
-    solver = HHT(alpha=float(settings.get("alpha", model.model.simulation.alpha)))
+    solver = export_scheme(settings)
     step = float(settings.get("step", model.model.simulation.step))
     runs = [Experiment(model, exp.cost, values={**fmu_values, **exp.values}, t_end=exp.t_end, step=step,
                        solver=solver, name=exp.name, engine=engine) for exp in experiments]

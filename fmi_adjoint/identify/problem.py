@@ -15,7 +15,8 @@ from ..compiled import CompiledModel
 from ..costs.base import AbstractCost
 from ..errors import IdentificationError
 from ..engines import AbstractEngine, default_engine
-from ..integrate import HHT, Trajectory
+from ..integrate import AbstractScheme, Trajectory
+from ..integrate.schemes import scheme_from_settings
 
 __all__ = ["Experiment", "IdentificationProblem", "Evaluation", "GRADIENT_METHODS", "gauss_newton_statistics"]
 
@@ -35,7 +36,8 @@ class Experiment:
         state, ...); identified parameters override them.
     t_end, step : float, optional
         Defaults: the model's simulation settings.
-    solver : HHT, optional
+    solver : AbstractScheme, optional
+        HHT or generalized-alpha (default: the model's simulation settings).
     name : str
     engine : AbstractEngine, optional
         Runs the forward simulation, the adjoint and the sensitivities (default:
@@ -48,7 +50,7 @@ class Experiment:
     values: Mapping[str, float] = dataclasses.field(default_factory=dict)
     t_end: float | None = None
     step: float | None = None
-    solver: HHT | None = None
+    solver: AbstractScheme | None = None
     name: str = "experiment"
     engine: AbstractEngine = None  # type: ignore[assignment]  # set in __post_init__
 
@@ -65,11 +67,14 @@ class Experiment:
             p[self.model.parameter_index(name)] = value
         return p
 
+    @property
+    def scheme(self) -> AbstractScheme:
+        """The integration scheme of this experiment's runs (``solver``, else the model's)."""
+        return self.solver or scheme_from_settings(self.model.model.simulation)
+
     def simulate(self, p: np.ndarray) -> Trajectory:
         """Forward run of this experiment."""
-        settings = self.model.model.simulation
-        solver = self.solver or HHT(alpha=settings.alpha)
-        return self.engine.simulate(p, t_end=self.t_end, step=self.step, solver=solver)
+        return self.engine.simulate(p, t_end=self.t_end, step=self.step, solver=self.scheme)
 
 
 @dataclasses.dataclass(frozen=True)

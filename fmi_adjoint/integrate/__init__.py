@@ -1,7 +1,9 @@
 """Forward integration: consistent initialization, HHT, the frozen trajectory."""
 
-from .hht import HHT, simulate, time_grid
+from .hht import simulate, time_grid
+from .schemes import HHT, AbstractScheme, GeneralizedAlpha
 from .initialization import InitialState, initial_state
 from .trajectory import Trajectory
 
-__all__ = ["HHT", "InitialState", "Trajectory", "initial_state", "simulate", "time_grid"]
+__all__ = ["AbstractScheme", "GeneralizedAlpha", "HHT", "InitialState", "Trajectory", "initial_state", "simulate",
+           "time_grid"]

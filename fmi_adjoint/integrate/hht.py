@@ -1,34 +1,38 @@
-"""Hilber-Hughes-Taylor integration of index-3 DAEs.
+"""Integration of index-3 DAEs with HHT or generalized-alpha (one step, two sets of constants).
 
-The step residual (Lauss et al. 2018, eq. (15); Oberpeilsteiner 2018, Sec. 2.4.2)::
+The step residual, in the unified form of :mod:`fmi_adjoint.integrate.schemes` (HHT:
+Lauss et al. 2018, eq. (15), Oberpeilsteiner 2018, Sec. 2.4.2; generalized-alpha: Arnold
+& Brüls 2007)::
 
-    f1 = q_i - q_{i-1} - h v_{i-1} - h^2/2 [(1-2 beta) a_{i-1} + 2 beta a_i]
-    f2 = v_i - v_{i-1} - h [(1-gamma) a_{i-1} + gamma a_i]
-    f3 = (M a)_i / (1+alpha) + F_i - alpha/(1+alpha) F_{i-1},   F = C_q^T lambda - Q
-    f4 = C(q_i, t_i) / (beta h^2)
+    f1 = q_i - q_{i-1} - h v_{i-1} - h^2 [(1/2 - beta) abar_{i-1} + beta abar_i]
+    f2 = v_i - v_{i-1} - h [(1 - gamma) abar_{i-1} + gamma abar_i]
+    f5 = abar_i - c_a a_i - c_ao a_{i-1} - c_bo abar_{i-1}
+    f3 = c_m (M a)_i + F_i - c_old F_{i-1},   F = C_q^T lambda - Q
+    f4 = C(q_i, t_i) / (beta c_a h^2)
 
-with ``beta = (1-alpha)^2/4`` and ``gamma = (1-2 alpha)/2``.  ``f1`` and ``f2`` are
-explicit in ``(q_i, v_i)``, so Newton iterates on ``(a_i, lambda_i)`` with the exact
-iteration matrix (eq. (16) reduced; the constraint rows scaled by ``1/(beta h^2)`` as
-in Negrut et al. 2007)::
+``f1``, ``f2`` and ``f5`` are explicit in ``(q_i, v_i, abar_i)``, so Newton iterates on
+``(a_i, lambda_i)`` with the exact iteration matrix (Lauss et al. eq. (16) reduced; the
+constraint rows scaled by ``1/(beta c_a h^2)`` as in Negrut et al. 2007)::
 
-    [ S      C_q^T ]     S = M/(1+alpha) + beta h^2 (J_M/(1+alpha) + J_C - J_Q) - gamma h J_V
-    [ C_q    0     ]
+    [ S      C_q^T ]     S = c_m M + b (c_m J_M + J_C - J_Q) - g J_V,
+    [ C_q    0     ]     b = beta c_a h^2,  g = gamma c_a h
 
 The discrete adjoint (:mod:`fmi_adjoint.adjoint`) differentiates exactly this residual.
 
 Order: for a constant mass matrix (redundant absolute coordinates, all examples of the
-papers) the scheme is second order for every alpha.  When ``M`` depends on ``q`` and
-``alpha != 0`` this published form pairs ``M(q_{i+1}) a_{i+1}`` with forces at
+papers) HHT is second order for every alpha.  When ``M`` depends on ``q`` and
+``alpha != 0`` the published HHT form pairs ``M(q_{i+1}) a_{i+1}`` with forces at
 ``t_{i+1+alpha}``; then ``a`` deviates from the generalized-alpha pseudo-acceleration by
 ``alpha (M_{i+1}^{-1} M_i - I) qddot_i = O(alpha h)`` and velocities, and in the limit
-positions, converge at first order only.  Use ``alpha = 0`` (trapezoidal rule) or
-constant-mass coordinates for such models where second order matters.
+positions, converge at first order only (on slider_crank with ``alpha = -0.1`` positions
+fall by about 4 per halving down to ``h = T/512`` and by 2 from ``T/1024`` on: the first-order
+term is small but it dominates in the limit).  Generalized-alpha (``integrator =
+"generalized_alpha"``) keeps second order there with numerical damping
+(``tests/test_generalized_alpha.py`` measures both).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -38,74 +42,13 @@ from scipy.linalg.lapack import dgetrs as _getrs
 from ..compiled import CompiledModel
 from ..errors import ConvergenceError, ModelError
 from .initialization import initial_state
+from .schemes import (HHT, NEWTON_ITERATION_LIMIT, NEWTON_MAX_ITERATIONS, NEWTON_REUSE_CONTRACTION, NEWTON_RTOL,
+                      AbstractScheme, scheme_from_settings)
 from .trajectory import Trajectory
 
-__all__ = ["HHT", "MAX_STEPS", "NEWTON_MAX_ITERATIONS", "NEWTON_REUSE_CONTRACTION", "NEWTON_RTOL", "prepare_run",
+__all__ = ["HHT", "MAX_STEPS", "NEWTON_ITERATION_LIMIT", "NEWTON_MAX_ITERATIONS", "NEWTON_REUSE_CONTRACTION",
+           "NEWTON_RTOL", "prepare_run",
            "time_grid", "simulate"]
-
-
-#: Newton defaults of a step (see :class:`HHT`); the C engine reads them from ``model.h``.
-NEWTON_RTOL = 1e-10
-NEWTON_MAX_ITERATIONS = 25
-#: Largest ``max_iterations`` accepted (an engine state with more is refused as corrupt).
-NEWTON_ITERATION_LIMIT = 1000
-#: Modified Newton refactors when an update is larger than this fraction of the previous one.
-NEWTON_REUSE_CONTRACTION = 0.25
-
-
-@dataclasses.dataclass(frozen=True)
-class HHT:
-    """HHT-alpha integrator settings.
-
-    Attributes
-    ----------
-    alpha : float
-        Numerical damping, in [-1/3, 0]; 0 gives the trapezoidal Newmark rule.
-    rtol : float
-        Newton has converged when every residual is below ``rtol`` times the magnitude
-        of its own terms (force rows: ``|inertia| + |F| + |alpha-term|`` plus the largest
-        force seen; constraint rows: ``|C_q| (|q| + position scale)``).  Round-off always
-        passes this test, whatever the step.  One more Newton update then polishes the
-        iterate to round-off, so the computed trajectory is a smooth function of the
-        parameters (finite differences of the cost are clean).
-    max_iterations : int
-        Newton iterations allowed per step.
-    reuse_jacobian : bool
-        Modified Newton: keep the factored iteration matrix over iterations and steps, and
-        refactor (at the current iterate) only when there is none for this step size or
-        when an update exceeds ``NEWTON_REUSE_CONTRACTION`` (0.25) times the previous one.
-        A mature multibody code's default; on linear models one factorization serves the
-        whole run.  The convergence test is the same, but the polishing update then
-        contracts linearly, so the converged states differ from full Newton's by about
-        ``rtol`` times the contraction (measured below 1e-11 relative).  The adjoint stays
-        exact for the computed run: the sweep uses the exact step Jacobian at the converged
-        states, whatever matrix the iteration used.
-    """
-
-    alpha: float = -0.05
-    rtol: float = NEWTON_RTOL
-    max_iterations: int = NEWTON_MAX_ITERATIONS
-    reuse_jacobian: bool = False
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.alpha, (int, float)) or not -1.0 / 3.0 <= self.alpha <= 0.0:
-            raise ModelError(f"HHT alpha = {self.alpha!r} is outside [-1/3, 0], where the method is stable.")
-        if not 0 < self.rtol < 1e-3:
-            raise ModelError(f"HHT rtol = {self.rtol!r} must lie in (0, 1e-3).")
-        if (isinstance(self.max_iterations, bool) or not isinstance(self.max_iterations, int)
-                or not 1 <= self.max_iterations <= NEWTON_ITERATION_LIMIT):
-            raise ModelError(f"HHT max_iterations = {self.max_iterations!r} must be a whole number in "
-                             f"[1, {NEWTON_ITERATION_LIMIT}].")
-
-    @property
-    def beta(self) -> float:
-        """Newmark beta = (1 - alpha)^2 / 4."""
-        return (1.0 - self.alpha) ** 2 / 4.0
-
-    @property
-    def gamma(self) -> float:
-        """Newmark gamma = (1 - 2 alpha) / 2."""
-        return (1.0 - 2.0 * self.alpha) / 2.0
 
 
 #: Most steps one run may take (the Python engine stores every step for its sweeps; the
@@ -140,10 +83,10 @@ def simulate(
     *,
     t_end: float | None = None,
     step: float | None = None,
-    solver: HHT | None = None,
+    solver: AbstractScheme | None = None,
     t0: float = 0.0,
 ) -> Trajectory:
-    """Integrate the model with HHT from a consistent initial state.
+    """Integrate the model from a consistent initial state.
 
     Parameters
     ----------
@@ -152,8 +95,9 @@ def simulate(
         Parameter vector (defaults: the model's nominal values).
     t_end, step : float, optional
         Defaults from the model's simulation settings.
-    solver : HHT, optional
-        Defaults to ``HHT(alpha=model's default alpha)``.
+    solver : AbstractScheme, optional
+        :class:`HHT` or :class:`~fmi_adjoint.integrate.schemes.GeneralizedAlpha`; defaults
+        to the model's simulation settings (``integrator``, ``alpha``, ``rho_inf``).
     t0 : float
 
     Returns
@@ -173,8 +117,8 @@ def simulate(
 
 
 def prepare_run(model: CompiledModel, p: np.ndarray | None, *, t_end: float | None = None,
-                step: float | None = None, solver: HHT | None = None,
-                t0: float = 0.0) -> tuple[np.ndarray, HHT, np.ndarray]:
+                step: float | None = None, solver: AbstractScheme | None = None,
+                t0: float = 0.0) -> tuple[np.ndarray, AbstractScheme, np.ndarray]:
     """The front door of every engine's forward run: ``(p, solver, grid)`` checked.
 
     Refuses a parameter vector of the wrong shape or with non-finite values, and a run
@@ -187,7 +131,9 @@ def prepare_run(model: CompiledModel, p: np.ndarray | None, *, t_end: float | No
     if not np.all(np.isfinite(p)):
         bad = [model.parameter_names[k] for k in np.flatnonzero(~np.isfinite(p))]
         raise ModelError(f"parameter(s) {bad} are not finite; give finite values.")
-    solver = solver or HHT(alpha=settings.alpha)
+    solver = solver or scheme_from_settings(settings)
+    if not isinstance(solver, AbstractScheme):
+        raise ModelError(f"solver = {solver!r} is not an integration scheme; give HHT(...) or GeneralizedAlpha(...).")
     grid = time_grid(t0, settings.t_end if t_end is None else t_end, settings.step if step is None else step)
     for where, first, last in model.table_spans:
         if grid[0] < first or grid[-1] > last:
@@ -198,16 +144,17 @@ def prepare_run(model: CompiledModel, p: np.ndarray | None, *, t_end: float | No
     return p, solver, grid
 
 
-def _integrate(model: CompiledModel, p: np.ndarray, solver: HHT, grid: np.ndarray, init) -> Trajectory:
+def _integrate(model: CompiledModel, p: np.ndarray, solver: AbstractScheme, grid: np.ndarray, init) -> Trajectory:
     n, m = model.n, model.m
-    alpha, beta, gamma = solver.alpha, solver.beta, solver.gamma
-    c_m, c_old = 1.0 / (1.0 + alpha), alpha / (1.0 + alpha)
+    co = solver.coefficients()
+    beta, gamma, c_m, c_old = co.beta, co.gamma, co.c_m, co.c_old
     n_steps = len(grid) - 1
     Q = np.empty((n_steps + 1, n))
     V = np.empty((n_steps + 1, n))
     Z = np.empty((n_steps + 1, n + m))  # (a, lambda) per step
     iterations = np.zeros(n_steps, dtype=np.int32)
     q, v, a, lam = (np.array(x, dtype=float) for x in init.state)
+    abar = a.copy()  # pseudo-acceleration, abar_0 = a_0 (schemes.py)
     Q[0], V[0], Z[0, :n], Z[0, n:] = q, v, a, lam
     F_old = model.residual_terms(q, v, a, lam, grid[0], p)[1]
     force_scale = 0.0  # largest force-term magnitude of accepted steps: floor of the force test
@@ -226,9 +173,11 @@ def _integrate(model: CompiledModel, p: np.ndarray, solver: HHT, grid: np.ndarra
     for i in range(1, n_steps + 1):
         t = float(grid[i])
         h = t - float(grid[i - 1])
-        bh2, gh = beta * h * h, gamma * h
-        q_pred = q + h * v + (0.5 - beta) * h * h * z[:n]
-        v_pred = v + (1.0 - gamma) * h * z[:n]
+        bh2, gh = beta * co.c_a * h * h, gamma * co.c_a * h
+        # Known part of abar_i (f5): zero for HHT, where abar = a.
+        rest = co.c_ao * z[:n] + co.c_bo * abar
+        q_pred = q + h * v + (0.5 - beta) * h * h * abar + beta * h * h * rest
+        v_pred = v + (1.0 - gamma) * h * abar + gamma * h * rest
         rhs_old = c_old * F_old
         z = z.copy()
         delta_prev = 0.0
@@ -288,6 +237,7 @@ def _integrate(model: CompiledModel, p: np.ndarray, solver: HHT, grid: np.ndarra
                 raise _failure(model, i, n_steps, t, h, rhs, solver.max_iterations)
             q = q_pred + bh2 * z[:n]
             v = v_pred + gh * z[:n]
+            abar = co.c_a * z[:n] + rest
             F_old = residual(q, v, z[:n], z[n:], t, p)[1]
         except np.linalg.LinAlgError:
             raise _failure(model, i, n_steps, t, h, rhs, iteration, singular=True) from None
@@ -301,9 +251,7 @@ def _integrate(model: CompiledModel, p: np.ndarray, solver: HHT, grid: np.ndarra
     return Trajectory(
         model=model,
         p=p.copy(),
-        alpha=alpha,
-        beta=beta,
-        gamma=gamma,
+        scheme=solver,
         t=grid,
         q=Q,
         v=V,

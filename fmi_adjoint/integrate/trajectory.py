@@ -9,6 +9,7 @@ import numpy as np
 from ..compiled import CompiledModel
 from ..errors import ModelError
 from .initialization import InitialState
+from .schemes import AbstractScheme
 
 __all__ = ["Checkpoints", "Trajectory"]
 
@@ -45,17 +46,19 @@ class Checkpoints:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Trajectory:
-    """States of an HHT run at the step times, with Newton statistics.
+    """States of a run at the step times, with Newton statistics.
 
     Attributes
     ----------
     model : CompiledModel
     p : numpy.ndarray
         Parameter vector used.
-    alpha, beta, gamma : float
-        HHT constants of the run.
+    scheme : AbstractScheme
+        The integration scheme of the run (its constants: ``scheme.coefficients()``).
     t : numpy.ndarray, shape (N+1,)
     q, v, a : numpy.ndarray, shape (N+1, n)
+        ``a``: the scheme's acceleration variable (generalized-alpha: the accelerations
+        ``qddot``; HHT: its ``a``, which belongs to ``t_i + alpha h``).
     lam : numpy.ndarray, shape (N+1, m)
     init : InitialState
         The consistent initial state (needed to differentiate it).
@@ -72,9 +75,7 @@ class Trajectory:
 
     model: CompiledModel
     p: np.ndarray
-    alpha: float
-    beta: float
-    gamma: float
+    scheme: AbstractScheme
     t: np.ndarray
     q: np.ndarray
     v: np.ndarray

@@ -23,6 +23,7 @@ import numpy as np
 from ..cache import BuildCache, compiler_fingerprint, fingerprint
 from ..compiled import Derivation, model_key
 from ..errors import CompilerError, ConvergenceError, FmiAdjointError
+from ..integrate.schemes import AbstractScheme
 from ..model import Model
 from ..toolchain import c_compiler, compile_shared
 from .model_code import model_c_sources
@@ -77,6 +78,13 @@ def _pointer(array: np.ndarray):
     return array.ctypes.data_as(_double_p)
 
 
+def _scheme_args(solver: AbstractScheme) -> tuple:
+    """``(scheme code, its parameter)`` as the C functions take them (``fa_scheme_coefficients``)."""
+    if not isinstance(solver, AbstractScheme):
+        raise FmiAdjointError(f"native engine: {solver!r} is not an integration scheme (HHT or GeneralizedAlpha).")
+    return ctypes.c_int(solver.code), ctypes.c_double(solver.parameter)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class NativeLibrary:
     """A loaded native engine of one model; the functions of ``fa_driver.c``.
@@ -101,7 +109,7 @@ class NativeLibrary:
             raise FmiAdjointError(f"parameter vector has shape {p.shape}; the model needs ({self.n_p},).")
         return p
 
-    def simulate(self, p: np.ndarray | None = None, *, t_end: float, step: float, alpha: float,
+    def simulate(self, p: np.ndarray | None = None, *, t_end: float, step: float, solver: AbstractScheme,
                  t0: float = 0.0, rtol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
         """Fixed-step run as an FMU does it; returns step times and outputs ``(N+1, n_y)``.
 
@@ -114,15 +122,14 @@ class NativeLibrary:
         message = ctypes.create_string_buffer(512)
         params = _pointer(self._parameters(p))
         status = self.library.fa_simulate(
-            ctypes.c_double(t0), ctypes.c_double(step), ctypes.c_double(alpha), ctypes.c_double(rtol),
+            ctypes.c_double(t0), ctypes.c_double(step), *_scheme_args(solver), ctypes.c_double(rtol),
             ctypes.c_long(n_steps), params, _pointer(y), message, ctypes.c_int(512),
         )
         if status != 0:
             raise ConvergenceError(message.value.decode(errors="replace") or "the C engine failed")
         return t0 + step * np.arange(n_steps + 1, dtype=float), y
 
-    def run(self, grid: np.ndarray, p: np.ndarray, alpha: float, rtol: float, max_iterations: int,
-            reuse_jacobian: bool = False) -> NativeRun:
+    def run(self, grid: np.ndarray, p: np.ndarray, solver: AbstractScheme) -> NativeRun:
         """Forward run on ``grid``: ``(q, v, a, lam, z0, step iterations, initialization iterations)``
         (see ``fa_run``)."""
         grid = np.ascontiguousarray(grid, dtype=float)
@@ -135,8 +142,9 @@ class NativeLibrary:
         factorizations = ctypes.c_long(0)
         message = ctypes.create_string_buffer(1024)
         status = self.library.fa_run(
-            _pointer(grid), ctypes.c_long(N), ctypes.c_double(alpha), ctypes.c_double(rtol),
-            ctypes.c_int(max_iterations), ctypes.c_int(int(reuse_jacobian)), _pointer(self._parameters(p)),
+            _pointer(grid), ctypes.c_long(N), *_scheme_args(solver), ctypes.c_double(solver.rtol),
+            ctypes.c_int(solver.max_iterations), ctypes.c_int(int(solver.reuse_jacobian)),
+            _pointer(self._parameters(p)),
             ctypes.c_long(0), _pointer(Q), _pointer(V), _pointer(A), _pointer(L), None, None, _pointer(z0),
             iterations.ctypes.data_as(_int_p), ctypes.byref(init_iterations), ctypes.byref(factorizations), message,
             ctypes.c_int(1024),
@@ -151,8 +159,8 @@ class NativeLibrary:
         if status != 0:
             raise ConvergenceError(message.value.decode(errors="replace") or f"the {what} failed")
 
-    def run_checkpointed(self, grid: np.ndarray, p: np.ndarray, alpha: float, rtol: float, max_iterations: int,
-                         reuse_jacobian: bool, every: int) -> tuple[np.ndarray, np.ndarray, NativeRun]:
+    def run_checkpointed(self, grid: np.ndarray, p: np.ndarray, solver: AbstractScheme,
+                         every: int) -> tuple[np.ndarray, np.ndarray, NativeRun]:
         """Forward run keeping the outputs and a checkpoint every ``every`` steps:
         ``(outputs, checkpoint states, run without states)`` (``fa_run`` with ``every >= 1``)."""
         grid = np.ascontiguousarray(grid, dtype=float)
@@ -163,8 +171,9 @@ class NativeLibrary:
         iterations = np.zeros(max(N, 1), dtype=np.int32)
         init_iterations = ctypes.c_int(0)
         factorizations = ctypes.c_long(0)
-        self._call("fa_run", _pointer(grid), ctypes.c_long(N), ctypes.c_double(alpha),
-                   ctypes.c_double(rtol), ctypes.c_int(max_iterations), ctypes.c_int(int(reuse_jacobian)),
+        self._call("fa_run", _pointer(grid), ctypes.c_long(N), *_scheme_args(solver),
+                   ctypes.c_double(solver.rtol), ctypes.c_int(solver.max_iterations),
+                   ctypes.c_int(int(solver.reuse_jacobian)),
                    _pointer(self._parameters(p)), ctypes.c_long(every), None, None, None, None, _pointer(Y),
                    _pointer(states), _pointer(z0), iterations.ctypes.data_as(_int_p), ctypes.byref(init_iterations),
                    ctypes.byref(factorizations), what="C engine")
@@ -196,7 +205,7 @@ class NativeLibrary:
         for name, array, width in zip(("q", "v", "a", "lam"), states, (self.n, self.n, self.n, self.m)):
             self._check(name, array, (rows, width))
 
-    def adjoint_segment(self, grid: np.ndarray, i_lo: int, i_hi: int, alpha: float, p: np.ndarray,
+    def adjoint_segment(self, grid: np.ndarray, i_lo: int, i_hi: int, solver: AbstractScheme, p: np.ndarray,
                         states: tuple[np.ndarray, ...], ybar: np.ndarray, carry: np.ndarray, w0: np.ndarray,
                         gradient: np.ndarray) -> None:
         """Adjoint sweep over the steps ``i_hi..i_lo`` (``fa_adjoint_segment``); ``states``
@@ -205,11 +214,11 @@ class NativeLibrary:
         ybar = np.ascontiguousarray(ybar, dtype=float)
         self._check_segment(grid, i_lo, i_hi, p, (q, v, a, lam))
         self._check("dJ/dY", ybar, (i_hi - i_lo + 1, self.n_y))
-        self._check("carry", carry, (1 + 3 * self.n,))
+        self._check("carry", carry, (1 + 4 * self.n,))
         self._check("w0", w0, (3 * self.n + self.m,))
         self._check("gradient", gradient, (self.n_p,))
         self._call("fa_adjoint_segment", _pointer(grid), ctypes.c_long(i_lo), ctypes.c_long(i_hi),
-                   ctypes.c_double(alpha), _pointer(p), _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
+                   *_scheme_args(solver), _pointer(p), _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
                    _pointer(ybar), _pointer(carry), _pointer(w0),
                    _pointer(gradient), what="adjoint sweep")
 
@@ -226,7 +235,7 @@ class NativeLibrary:
         """A zero carry for ``fa_sensitivities_segment`` with ``n_params`` columns."""
         return np.zeros(int(self.library.fa_sensitivity_carry_size(ctypes.c_int(n_params))))
 
-    def sensitivities_segment(self, grid: np.ndarray, i_lo: int, i_hi: int, alpha: float, p: np.ndarray,
+    def sensitivities_segment(self, grid: np.ndarray, i_lo: int, i_hi: int, solver: AbstractScheme, p: np.ndarray,
                               states: tuple[np.ndarray, ...], z0: np.ndarray, params: np.ndarray,
                               needed: np.ndarray, carry: np.ndarray) -> np.ndarray:
         """``dY/dp[:, params]`` at the needed steps of ``i_lo..i_hi`` (``fa_sensitivities_segment``),
@@ -246,7 +255,7 @@ class NativeLibrary:
                                   f"[0, {self.n_p}).")
         dY = np.zeros((int(needed[i_lo:i_hi + 1].sum()), self.n_y, len(params)))
         self._call("fa_sensitivities_segment", _pointer(grid), ctypes.c_long(i_lo), ctypes.c_long(i_hi),
-                   ctypes.c_double(alpha), _pointer(p), _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
+                   *_scheme_args(solver), _pointer(p), _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
                    _pointer(z0), ctypes.c_int(len(params)),
                    params.ctypes.data_as(_int_p), needed.ctypes.data_as(ctypes.POINTER(ctypes.c_ubyte)),
                    _pointer(carry), _pointer(dY), what="sensitivity sweep")

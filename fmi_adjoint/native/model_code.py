@@ -32,7 +32,8 @@ from ..compiled import Derivation, GeneratedFunction, ModelDerivatives
 from ..cprint import C_MATH_CONSTANTS, CPrinter, c_reduced_assignments, indexed
 from ..errors import NoCCodeError
 from ..forces.numeric import numeric_elements
-from ..integrate.hht import NEWTON_ITERATION_LIMIT, NEWTON_MAX_ITERATIONS, NEWTON_REUSE_CONTRACTION, NEWTON_RTOL
+from ..integrate.schemes import (NEWTON_ITERATION_LIMIT, NEWTON_MAX_ITERATIONS, NEWTON_REUSE_CONTRACTION, NEWTON_RTOL,
+                                 scheme_from_settings)
 from ..integrate.initialization import INIT_MAX_ITERATIONS, INIT_TOLERANCE
 from ..sparsity import MatrixLayout, plan_layout
 from ..text import c_string_literal
@@ -196,6 +197,8 @@ def model_c_sources(derivation: Derivation, *, defaults: bool = True) -> dict[st
         f"#define FA_NK {n + m}",
         f"#define FA_DEFAULT_STEP {settings.step!r}",
         f"#define FA_DEFAULT_ALPHA {settings.alpha!r}",
+        f"#define FA_DEFAULT_SCHEME {scheme_from_settings(settings).code}",
+        f"#define FA_DEFAULT_RHO_INF {settings.rho_inf!r}",
         # Newton and initialization constants: defined once, in fmi_adjoint.integrate.
         f"#define FA_NEWTON_RTOL {NEWTON_RTOL!r}",
         f"#define FA_NEWTON_MAX_ITERATIONS {NEWTON_MAX_ITERATIONS}",

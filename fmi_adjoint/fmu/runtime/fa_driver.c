@@ -1,6 +1,6 @@
 /* Batch driver of the runtime: the native engine of fmi_adjoint.native (ctypes).
  *
- * fa_run        forward HHT run on a time grid, keeping the trajectory (q, v, a, lambda at
+ * fa_run        forward run (HHT or generalized-alpha, schemes.py) on a time grid, keeping the trajectory (q, v, a, lambda at
  *               every step and the consistent initial z), as fmi_adjoint.integrate.simulate;
  * fa_adjoint_segment, fa_adjoint_initial
  *               the discrete adjoint sweep of fmi_adjoint.adjoint.discrete (Lauss et al.
@@ -41,18 +41,26 @@ static int all_finite(const double *x, long n)
     return 1;
 }
 
+/* The scheme (FA_SCHEME_*) and its parameter (alpha or rho_inf) into settings. */
+static void set_scheme(fa_settings *s, int scheme, double parameter)
+{
+    s->scheme = scheme;
+    if (scheme == FA_SCHEME_GENERALIZED_ALPHA) s->rho_inf = parameter;
+    else s->alpha = parameter;
+}
+
 /* Simulate n_steps steps from t0 with parameters p (NULL: defaults); write the outputs at
  * the n_steps + 1 step times into y (row-major).  Returns 0, or -1 with the engine's
  * message copied into message (capacity message_size). */
-int fa_simulate(double t0, double step, double alpha, double rtol, long n_steps, const double *p, double *y,
-                char *message, int message_size)
+int fa_simulate(double t0, double step, int scheme, double parameter, double rtol, long n_steps, const double *p,
+                double *y, char *message, int message_size)
 {
     fa_engine *e = fa_engine_new();
     if (!e) { copy_message(message, message_size, "out of memory"); return -1; }
     fa_settings s;
     fa_engine_settings_default(&s);
     s.step = step;
-    s.alpha = alpha;
+    set_scheme(&s, scheme, parameter);
     if (rtol > 0) s.rtol = rtol;
     if (p && FA_NP) memcpy(fa_engine_parameters(e), p, sizeof(double) * FA_NP);
     fa_engine_set_planned_steps(e, n_steps);
@@ -74,7 +82,7 @@ int fa_simulate(double t0, double step, double alpha, double rtol, long n_steps,
  * every, 2 every, ... <= n_steps), for sweeps that recompute segments instead of reading a
  * stored trajectory.  Always: the consistent initial z (FA_NZ), the Newton iterations of
  * each step and of the initialization, the factorizations.  0, or -1 with a message. */
-int fa_run(const double *grid, long n_steps, double alpha, double rtol, int max_iterations, int reuse_jacobian,
+int fa_run(const double *grid, long n_steps, int scheme, double parameter, double rtol, int max_iterations, int reuse_jacobian,
            const double *p, long every, double *Q, double *V, double *A, double *L, double *Y, double *checkpoints,
            double *z0, int *iterations, int *init_iterations, long *factorizations, char *message, int message_size)
 {
@@ -90,7 +98,7 @@ int fa_run(const double *grid, long n_steps, double alpha, double rtol, int max_
     fa_settings s;
     fa_engine_settings_default(&s);
     s.step = n_steps > 0 ? grid[1] - grid[0] : 1.0;
-    s.alpha = alpha;
+    set_scheme(&s, scheme, parameter);
     s.rtol = rtol;
     s.max_iterations = max_iterations;
     s.reuse_jacobian = reuse_jacobian;
@@ -186,25 +194,29 @@ static long selection(long k)
 
 /* Discrete adjoint sweep over the steps i_hi down to i_lo (a segment: the whole run, or one
  * recomputed between checkpoints).  Q, V, A, L and ybar (dJ/dY, FA_NY per step) hold the rows
- * i_lo..i_hi.  carry (1 + 3 FA_N: h_{i+1}, mu1_{i+1}, mu2_{i+1}, mu3_{i+1}; zero before the
- * last segment) links the segments.  gradient (FA_NP) is accumulated into.  The segment with
+ * i_lo..i_hi.  carry (1 + 4 FA_N: h_{i+1}, mu1_{i+1}, mu2_{i+1}, mu3_{i+1}, mu5_{i+1}; zero
+ * before the last segment) links the segments.  The step: schemes.py (adjoint: discrete.py).  gradient (FA_NP) is accumulated into.  The segment with
  * i_lo = 0 writes w0 (3 FA_N + FA_M), the adjoint of the initial state, for fa_adjoint_initial.
  * 0, or -1 with a message. */
-int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, double alpha, const double *p, const double *Q,
-                       const double *V, const double *A, const double *L, const double *ybar, double *carry,
-                       double *w0, double *gradient, char *message, int message_size)
+int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, int scheme, double parameter, const double *p,
+                       const double *Q, const double *V, const double *A, const double *L, const double *ybar,
+                       double *carry, double *w0, double *gradient, char *message, int message_size)
 {
-    const double beta = (1.0 - alpha) * (1.0 - alpha) / 4.0, gamma = (1.0 - 2.0 * alpha) / 2.0;
-    const double c_m = 1.0 / (1.0 + alpha), c_old = alpha / (1.0 + alpha);
+    fa_coefficients co;
+    if (fa_scheme_coefficients(scheme, parameter, &co) != 0) {
+        copy_message(message, message_size, "adjoint sweep: invalid scheme settings");
+        return -1;
+    }
+    const double beta = co.beta, gamma = co.gamma, c_m = co.c_m, c_old = co.c_old;
     sweep_memory w;
     if (sweep_alloc(&w) != 0) { copy_message(message, message_size, "out of memory for the adjoint sweep"); return -1; }
-    double *vec = (double *)calloc((size_t)(8 * FA_N + 4 * FA_M + NK + 8), sizeof(double));
+    double *vec = (double *)calloc((size_t)(9 * FA_N + 4 * FA_M + NK + 8), sizeof(double));
     if (!vec) { sweep_free(&w); copy_message(message, message_size, "out of memory for the adjoint sweep"); return -1; }
     double *gq = vec, *gv = gq + FA_N, *ga = gv + FA_N, *rq = ga + FA_N, *rv = rq + FA_N, *ra = rv + FA_N;
-    double *mu3 = ra + FA_N, *tmp = mu3 + FA_N;
-    double *gl = tmp + FA_N, *rl = gl + FA_M, *mu4 = rl + FA_M, *x = mu4 + FA_M;
+    double *mu3 = ra + FA_N, *rb = mu3 + FA_N;
+    double *gl = rb + FA_N, *rl = gl + FA_M, *mu4 = rl + FA_M, *x = mu4 + FA_M;
     double h_next = carry[0];
-    double *mu1n = carry + 1, *mu2n = mu1n + FA_N, *mu3n = mu2n + FA_N;
+    double *mu1n = carry + 1, *mu2n = mu1n + FA_N, *mu3n = mu2n + FA_N, *mu5n = mu3n + FA_N;
     const fa_jacobian_values *j = w.jac;
     int status = 0;
     for (long i = i_hi; i >= i_lo; --i) {
@@ -226,12 +238,14 @@ int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, double alpha, c
             for (int k = 0; k < FA_NNZ_Y_p; ++k) gradient[fa_Y_p_col[k]] += w.Y_p[k] * yb[fa_Y_p_row[k]];
         }
         fa_jacobians_at(q, v, a, lam, t, p, w.jac);
-        /* r = -g - (df_{i+1}/dx_i)^T mu_{i+1}: Newmark couplings and the alpha-weighted old forces. */
+        /* r = -g - (df_{i+1}/dx_i)^T mu_{i+1}: Newmark couplings, the pseudo-acceleration
+         * recursion and the alpha-weighted old forces. */
         const double hn = h_next;
         for (int n = 0; n < FA_N; ++n) {
             rq[n] = -gq[n] + mu1n[n];
             rv[n] = -gv[n] + hn * mu1n[n] + mu2n[n];
-            ra[n] = -ga[n] + 0.5 * hn * hn * (1.0 - 2.0 * beta) * mu1n[n] + hn * (1.0 - gamma) * mu2n[n];
+            ra[n] = -ga[n] + co.c_ao * mu5n[n];
+            rb[n] = 0.5 * hn * hn * (1.0 - 2.0 * beta) * mu1n[n] + hn * (1.0 - gamma) * mu2n[n] + co.c_bo * mu5n[n];
         }
         for (int k = 0; k < FA_M; ++k) rl[k] = -gl[k];
         for (int k = 0; k < FA_NNZ_K; ++k) rq[fa_K_col[k]] += c_old * j->K[k] * mu3n[fa_K_row[k]];
@@ -241,13 +255,18 @@ int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, double alpha, c
         fa_parameter_terms(q, v, a, lam, t, p, w.Ma_p, w.F_p, w.C_p);
         for (int k = 0; k < FA_NNZ_F_p; ++k) gradient[fa_F_p_col[k]] -= c_old * w.F_p[k] * mu3n[fa_F_p_row[k]];
         if (i == 0) {
-            for (int n = 0; n < FA_N; ++n) { w0[n] = -rq[n]; w0[FA_N + n] = -rv[n]; w0[2 * FA_N + n] = -ra[n]; }
+            /* abar_0 = a_0: the pseudo-acceleration's adjoint joins that of a_0. */
+            for (int n = 0; n < FA_N; ++n) {
+                w0[n] = -rq[n];
+                w0[FA_N + n] = -rv[n];
+                w0[2 * FA_N + n] = -(ra[n] + rb[n]);
+            }
             for (int k = 0; k < FA_M; ++k) w0[3 * FA_N + k] = -rl[k];
             break;
         }
-        const double h = grid[i] - grid[i - 1], bh2 = beta * h * h, gh = gamma * h;
-        /* Eliminating mu1, mu2 leaves the transposed Newton matrix for (mu3, mu4). */
-        for (int n = 0; n < FA_N; ++n) x[n] = ra[n] + bh2 * rq[n] + gh * rv[n];
+        const double h = grid[i] - grid[i - 1], bh2 = beta * co.c_a * h * h, gh = gamma * co.c_a * h;
+        /* Eliminating mu1, mu2, mu5 leaves the transposed Newton matrix for (mu3, mu4). */
+        for (int n = 0; n < FA_N; ++n) x[n] = ra[n] + co.c_a * rb[n] + bh2 * rq[n] + gh * rv[n];
         for (int k = 0; k < FA_M; ++k) x[FA_N + k] = rl[k];
         if (fa_kkt_factor(w.kkt, w.piv, j, c_m, bh2, gh) != 0) {
             copy_message(message, message_size, "adjoint sweep: a step's Newton matrix is singular");
@@ -264,6 +283,8 @@ int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, double alpha, c
         for (int k = 0; k < FA_NNZ_K; ++k) mu1n[fa_K_col[k]] -= j->K[k] * mu3[fa_K_row[k]];
         for (int k = 0; k < FA_NNZ_Cq; ++k) mu1n[fa_Cq_col[k]] -= j->Cq[k] * mu4[fa_Cq_row[k]] / bh2;
         for (int k = 0; k < FA_NNZ_JV; ++k) mu2n[fa_JV_col[k]] += j->JV[k] * mu3[fa_JV_row[k]];
+        /* mu5 = r_abar + beta h^2 mu1 + gamma h mu2 (the abar row). */
+        for (int n = 0; n < FA_N; ++n) mu5n[n] = rb[n] + beta * h * h * mu1n[n] + gamma * h * mu2n[n];
         /* mu_i^T df_i/dp (eq. (20) extended by d(M a)/dp and dC/dp). */
         for (int k = 0; k < FA_NNZ_Ma_p; ++k) gradient[fa_Ma_p_col[k]] += c_m * w.Ma_p[k] * mu3[fa_Ma_p_row[k]];
         for (int k = 0; k < FA_NNZ_F_p; ++k) gradient[fa_F_p_col[k]] += w.F_p[k] * mu3[fa_F_p_row[k]];
@@ -307,11 +328,11 @@ int fa_adjoint_initial(const double *z0, double t0, const double *p, const doubl
 }
 
 /* Doubles of the carry of fa_sensitivities_segment for P parameters: the sensitivities
- * S = (Sq, Sv, Sa, Sl) of the last step (P columns each), and that step's K, J_V, C_q and
+ * S = (Sq, Sv, Sa, Sl, Sb) of the last step (P columns each; Sb: the pseudo-acceleration), and that step's K, J_V, C_q and
  * F_p values (the next step's right-hand side needs them). */
 long fa_sensitivity_carry_size(int P)
 {
-    return (long)(P > 0 ? P : 1) * (3 * FA_N + FA_M) + (long)(sizeof(fa_jacobian_values) / sizeof(double))
+    return (long)(P > 0 ? P : 1) * (4 * FA_N + FA_M) + (long)(sizeof(fa_jacobian_values) / sizeof(double))
            + ONE(FA_NNZ_F_p);
 }
 
@@ -320,18 +341,22 @@ long fa_sensitivity_carry_size(int P)
  * fa_sensitivity_carry_size; the segment with i_lo = 0 starts from dx_0/dp of the consistent
  * initialization at z0).  Writes dY/dp at the steps with needed[i] != 0 (absolute index) in
  * step order into dY (rows x FA_NY x P).  0, or -1 with a message. */
-int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, double alpha, const double *p,
-                             const double *Q, const double *V, const double *A, const double *L, const double *z0,
-                             int P, const int *params, const unsigned char *needed, double *carry, double *dY,
-                             char *message, int message_size)
+int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, int scheme, double parameter,
+                             const double *p, const double *Q, const double *V, const double *A, const double *L,
+                             const double *z0, int P, const int *params, const unsigned char *needed, double *carry,
+                             double *dY, char *message, int message_size)
 {
-    const double beta = (1.0 - alpha) * (1.0 - alpha) / 4.0, gamma = (1.0 - 2.0 * alpha) / 2.0;
-    const double c_m = 1.0 / (1.0 + alpha), c_old = alpha / (1.0 + alpha);
+    fa_coefficients co;
+    if (fa_scheme_coefficients(scheme, parameter, &co) != 0) {
+        copy_message(message, message_size, "sensitivities: invalid scheme settings");
+        return -1;
+    }
+    const double beta = co.beta, gamma = co.gamma, c_m = co.c_m, c_old = co.c_old;
     const long n = FA_N, m = FA_M;
     sweep_memory w;
     if (sweep_alloc(&w) != 0) { copy_message(message, message_size, "out of memory for the sensitivities"); return -1; }
     size_t cols = (size_t)(P > 0 ? P : 1);
-    double *mem = (double *)calloc(cols * (size_t)(4 * n + m + NK) + (size_t)FA_NZ + 1, sizeof(double));
+    double *mem = (double *)calloc(cols * (size_t)(5 * n + m + NK) + (size_t)FA_NZ + 1, sizeof(double));
     int *column = (int *)malloc(sizeof(int) * ONE(FA_NP));
     if (!mem || !column) {
         free(mem); free(column); sweep_free(&w);
@@ -339,10 +364,10 @@ int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, double al
         return -1;
     }
     /* Carried: S of the last step, and its Jacobian and F_p values. */
-    double *Sq = carry, *Sv = Sq + cols * n, *Sa = Sv + cols * n, *Sl = Sa + cols * n;
-    fa_jacobian_values *j0 = (fa_jacobian_values *)(void *)(Sl + cols * m);
+    double *Sq = carry, *Sv = Sq + cols * n, *Sa = Sv + cols * n, *Sl = Sa + cols * n, *Sb = Sl + cols * m;
+    fa_jacobian_values *j0 = (fa_jacobian_values *)(void *)(Sb + cols * n);
     double *F_p_prev = (double *)(void *)(j0 + 1);
-    double *b1 = mem, *b2 = b1 + cols * n, *b3 = b2 + cols * n, *b4 = b3 + cols * n;
+    double *b1 = mem, *b2 = b1 + cols * n, *b3 = b2 + cols * n, *rest = b3 + cols * n, *b4 = rest + cols * n;
     double *x = b4 + cols * m, *rhs = x + cols * NK;
     int status = 0;
     long row = 0;
@@ -374,6 +399,7 @@ int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, double al
                 Sa[c * n + i] = rhs[selection(2 * n + i)];
             }
             for (long k = 0; k < m; ++k) Sl[c * m + k] = rhs[selection(3 * n + k)];
+            memcpy(Sb + c * n, Sa + c * n, sizeof(double) * n); /* abar_0 = a_0 */
         }
     }
     for (long i = i_lo; status == 0 && i <= i_hi; ++i) {
@@ -383,15 +409,16 @@ int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, double al
         fa_parameter_terms(q, v, a, lam, t, p, w.Ma_p, w.F_p, w.C_p);
         const fa_jacobian_values *j = w.jac;
         if (i >= 1) {
-            const double h = grid[i] - grid[i - 1], bh2 = beta * h * h, gh = gamma * h;
+            const double h = grid[i] - grid[i - 1], bh2 = beta * co.c_a * h * h, gh = gamma * co.c_a * h;
             memset(b3, 0, sizeof(double) * cols * n);
             memset(b4, 0, sizeof(double) * cols * m);
             for (int c = 0; c < P; ++c) {
-                const double *sq = Sq + c * n, *sv = Sv + c * n, *sa = Sa + c * n;
-                double *B1 = b1 + c * n, *B2 = b2 + c * n;
+                const double *sq = Sq + c * n, *sv = Sv + c * n, *sa = Sa + c * n, *sb = Sb + c * n;
+                double *B1 = b1 + c * n, *B2 = b2 + c * n, *R = rest + c * n;
                 for (long k = 0; k < n; ++k) {
-                    B1[k] = sq[k] + h * sv[k] + 0.5 * h * h * (1.0 - 2.0 * beta) * sa[k];
-                    B2[k] = sv[k] + h * (1.0 - gamma) * sa[k];
+                    R[k] = co.c_ao * sa[k] + co.c_bo * sb[k]; /* known part of dabar_i/dp (f5) */
+                    B1[k] = sq[k] + h * sv[k] + 0.5 * h * h * (1.0 - 2.0 * beta) * sb[k] + beta * h * h * R[k];
+                    B2[k] = sv[k] + h * (1.0 - gamma) * sb[k] + gamma * h * R[k];
                 }
             }
             /* b3 = c_old (K0 Sq - JV0 Sv + Cq0^T Sl) - (c_m Ma_p + F_p - c_old F_p0)[:, params]. */
@@ -439,6 +466,7 @@ int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, double al
                     Sa[c * n + k] = X[k];
                     Sq[c * n + k] = b1[c * n + k] + bh2 * X[k];
                     Sv[c * n + k] = b2[c * n + k] + gh * X[k];
+                    Sb[c * n + k] = co.c_a * X[k] + rest[c * n + k];
                 }
                 for (long k = 0; k < m; ++k) Sl[c * m + k] = X[n + k];
             }

@@ -1,4 +1,5 @@
-/* fmi-adjoint HHT runtime, see fa_engine.h.  Equation numbers: Lauss et al. 2018, (15). */
+/* fmi-adjoint runtime, see fa_engine.h.  The step: schemes.py and hht.py (HHT: Lauss et al.
+ * 2018, (15); generalized-alpha: Arnold & Brüls 2007). */
 #include "fa_engine.h"
 
 #include <limits.h>
@@ -19,6 +20,7 @@ struct fa_engine {
     long step;                  /* i: t = t0 + i h */
     double p[ONE(FA_NP)];
     double q[FA_N], v[FA_N], z[NK]; /* z = (a, lambda) */
+    double abar[FA_N];          /* pseudo-acceleration (HHT: equal to a) */
     double F_old[FA_N];
     double force_scale;    /* largest force-term magnitude seen (Newton test floor) */
     double position_scale; /* largest |q| seen */
@@ -43,9 +45,47 @@ struct fa_engine {
     int init_pivots[FA_NZ];
 };
 
+int fa_scheme_coefficients(int scheme, double parameter, fa_coefficients *c)
+{
+    if (scheme == FA_SCHEME_HHT) {
+        const double alpha = parameter;
+        if (!(alpha >= -1.0 / 3.0 && alpha <= 0.0)) return -1;
+        c->beta = (1.0 - alpha) * (1.0 - alpha) / 4.0;
+        c->gamma = (1.0 - 2.0 * alpha) / 2.0;
+        c->c_m = 1.0 / (1.0 + alpha);
+        c->c_old = alpha / (1.0 + alpha);
+        c->c_a = 1.0;
+        c->c_ao = 0.0;
+        c->c_bo = 0.0;
+        return 0;
+    }
+    if (scheme == FA_SCHEME_GENERALIZED_ALPHA) {
+        const double rho = parameter;
+        if (!(rho >= 0.0 && rho <= 1.0)) return -1;
+        const double am = (2.0 * rho - 1.0) / (rho + 1.0), af = rho / (rho + 1.0);
+        const double gamma = 0.5 + af - am;
+        c->beta = 0.25 * (gamma + 0.5) * (gamma + 0.5);
+        c->gamma = gamma;
+        c->c_m = 1.0;
+        c->c_old = 0.0;
+        c->c_a = (1.0 - af) / (1.0 - am);
+        c->c_ao = af / (1.0 - am);
+        c->c_bo = -am / (1.0 - am);
+        return 0;
+    }
+    return -1;
+}
+
+double fa_settings_parameter(const fa_settings *s)
+{
+    return s->scheme == FA_SCHEME_GENERALIZED_ALPHA ? s->rho_inf : s->alpha;
+}
+
 void fa_engine_settings_default(fa_settings *s)
 {
+    s->scheme = FA_DEFAULT_SCHEME;
     s->alpha = FA_DEFAULT_ALPHA;
+    s->rho_inf = FA_DEFAULT_RHO_INF;
     s->step = FA_DEFAULT_STEP;
     s->rtol = FA_NEWTON_RTOL;
     s->max_iterations = FA_NEWTON_MAX_ITERATIONS;
@@ -131,9 +171,12 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
 {
     if (settings) e->settings = *settings;
     const fa_settings *s = &e->settings;
-    if (!(s->alpha >= -1.0 / 3.0 && s->alpha <= 0.0) || !(s->step > 0.0) || !isfinite(s->step)) {
-        snprintf(e->message, sizeof e->message, "invalid settings: alpha = %g must lie in [-1/3, 0] and step = %g "
-                 "must be positive", s->alpha, s->step);
+    fa_coefficients co;
+    if (fa_scheme_coefficients(s->scheme, fa_settings_parameter(s), &co) != 0 || !(s->step > 0.0)
+        || !isfinite(s->step)) {
+        snprintf(e->message, sizeof e->message, "invalid settings: scheme %d with alpha = %g in [-1/3, 0] (HHT) or "
+                 "rho_inf = %g in [0, 1] (generalized-alpha), and step = %g positive", s->scheme, s->alpha,
+                 s->rho_inf, s->step);
         return -1;
     }
     if (!all_finite(e->p, FA_NP)) {
@@ -193,6 +236,7 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
     memcpy(e->v, z + FA_N + FA_M, sizeof(double) * FA_N);
     memcpy(e->z, z + 2 * FA_N + 2 * FA_M, sizeof(double) * FA_N);       /* a */
     memcpy(e->z + FA_N, z + 3 * FA_N + 2 * FA_M, sizeof(double) * FA_M); /* lambda */
+    memcpy(e->abar, e->z, sizeof(double) * FA_N);                        /* abar_0 = a_0 */
     fa_residual_terms(e->q, e->v, e->z, e->z + FA_N, t0, e->p, e->Ma, e->F_old, e->C);
     e->force_scale = 0.0;
     e->position_scale = 0.0;
@@ -234,15 +278,20 @@ int fa_engine_step_to(fa_engine *e, double t_prev, double t)
         snprintf(e->message, sizeof e->message, "the engine is not initialized");
         return -1;
     }
-    const double alpha = e->settings.alpha;
-    const double beta = (1.0 - alpha) * (1.0 - alpha) / 4.0, gamma = (1.0 - 2.0 * alpha) / 2.0;
-    const double c_m = 1.0 / (1.0 + alpha), c_old = alpha / (1.0 + alpha);
-    const double h = t - t_prev, bh2 = beta * h * h, gh = gamma * h;
+    fa_coefficients co;
+    if (fa_scheme_coefficients(e->settings.scheme, fa_settings_parameter(&e->settings), &co) != 0) {
+        snprintf(e->message, sizeof e->message, "invalid scheme settings");
+        return -1;
+    }
+    const double beta = co.beta, gamma = co.gamma, c_m = co.c_m, c_old = co.c_old;
+    const double h = t - t_prev, bh2 = beta * co.c_a * h * h, gh = gamma * co.c_a * h;
     const fa_jacobian_values *j = &e->jac;
-    double q_pred[FA_N], v_pred[FA_N], rhs_old[FA_N], z[NK], terms[FA_N], c_terms[ONE(FA_M)];
+    double q_pred[FA_N], v_pred[FA_N], rhs_old[FA_N], rest[FA_N], z[NK], terms[FA_N], c_terms[ONE(FA_M)];
     for (int i = 0; i < FA_N; ++i) {
-        q_pred[i] = e->q[i] + h * e->v[i] + (0.5 - beta) * h * h * e->z[i];
-        v_pred[i] = e->v[i] + (1.0 - gamma) * h * e->z[i];
+        /* Known part of abar_i (f5): zero for HHT, where abar = a. */
+        rest[i] = co.c_ao * e->z[i] + co.c_bo * e->abar[i];
+        q_pred[i] = e->q[i] + h * e->v[i] + (0.5 - beta) * h * h * e->abar[i] + beta * h * h * rest[i];
+        v_pred[i] = e->v[i] + (1.0 - gamma) * h * e->abar[i] + gamma * h * rest[i];
         rhs_old[i] = c_old * e->F_old[i];
     }
     memcpy(z, e->z, sizeof z);
@@ -308,7 +357,11 @@ int fa_engine_step_to(fa_engine *e, double t_prev, double t)
         }
     }
     if (!done) return failure(e, t, h, "no convergence", e->settings.max_iterations);
-    for (int i = 0; i < FA_N; ++i) { e->q[i] = q_pred[i] + bh2 * z[i]; e->v[i] = v_pred[i] + gh * z[i]; }
+    for (int i = 0; i < FA_N; ++i) {
+        e->q[i] = q_pred[i] + bh2 * z[i];
+        e->v[i] = v_pred[i] + gh * z[i];
+        e->abar[i] = co.c_a * z[i] + rest[i];
+    }
     memcpy(e->z, z, sizeof z);
     fa_residual_terms(e->q, e->v, e->z, e->z + FA_N, t, e->p, e->Ma, e->F_old, e->C);
     if (!all_finite(e->q, FA_N) || !all_finite(e->F_old, FA_N))
@@ -337,12 +390,13 @@ void fa_engine_outputs(const fa_engine *e, double *y)
 }
 
 /* State layout: t0, step, alpha, step size, rtol, max_iterations, initialized, force_scale,
- * position_scale, reuse_jacobian, factor_valid, factor_stale, factor_h, factorizations, q, v,
- * z, F_old, p, then the factored iteration matrix (kkt), its pivots and the Jacobian values
+ * position_scale, reuse_jacobian, factor_valid, factor_stale, factor_h, factorizations, scheme,
+ * rho_inf, q, v, z, abar, F_old, p, then the factored iteration matrix (kkt), its pivots and the Jacobian values
  * it was built from: the whole state of modified Newton, so that a run continued from a
  * state (FMU state, checkpoint) is the same run bit for bit. */
 #define FA_JAC_DOUBLES (sizeof(fa_jacobian_values) / sizeof(double))
-#define FA_STATE_SIZE (14 + 2 * FA_N + NK + FA_N + ONE(FA_NP) + FA_KKT_STORAGE + NK + FA_JAC_DOUBLES)
+#define FA_STATE_HEAD 16
+#define FA_STATE_SIZE (FA_STATE_HEAD + 3 * FA_N + NK + FA_N + ONE(FA_NP) + FA_KKT_STORAGE + NK + FA_JAC_DOUBLES)
 
 size_t fa_engine_state_size(void) { return FA_STATE_SIZE; }
 
@@ -352,11 +406,12 @@ void fa_engine_get_state(const fa_engine *e, double *b)
     b[4] = e->settings.rtol; b[5] = (double)e->settings.max_iterations; b[6] = (double)e->initialized;
     b[7] = e->force_scale; b[8] = e->position_scale; b[9] = (double)e->settings.reuse_jacobian;
     b[10] = (double)e->factor_valid; b[11] = (double)e->factor_stale; b[12] = e->factor_h;
-    b[13] = (double)e->factorizations;
-    double *w = b + 14;
+    b[13] = (double)e->factorizations; b[14] = (double)e->settings.scheme; b[15] = e->settings.rho_inf;
+    double *w = b + FA_STATE_HEAD;
     memcpy(w, e->q, sizeof e->q); w += FA_N;
     memcpy(w, e->v, sizeof e->v); w += FA_N;
     memcpy(w, e->z, sizeof e->z); w += NK;
+    memcpy(w, e->abar, sizeof e->abar); w += FA_N;
     memcpy(w, e->F_old, sizeof e->F_old); w += FA_N;
     memcpy(w, e->p, sizeof e->p); w += ONE(FA_NP);
     memcpy(w, e->kkt, sizeof e->kkt); w += FA_KKT_STORAGE;
@@ -372,12 +427,15 @@ int fa_engine_set_state(fa_engine *e, const double *b)
     /* Integers stored as doubles: convert only values in range (crafted data must not
      * reach an undefined conversion).  The factored matrix may hold any finite values; the
      * pivots must be rows of the matrix. */
-    const double *tail = b + 14 + 2 * FA_N + NK + FA_N + ONE(FA_NP);
+    const double *tail = b + FA_STATE_HEAD + 3 * FA_N + NK + FA_N + ONE(FA_NP);
+    fa_coefficients co;
     if (!all_finite(b, (int)FA_STATE_SIZE)) return -1;
     if (!(b[1] >= 0.0 && b[1] <= 9.0e15 && b[1] <= (double)LONG_MAX && b[1] == floor(b[1]))) return -1;
     if (!(b[5] >= 1.0 && b[5] <= FA_NEWTON_ITERATION_LIMIT && b[5] == floor(b[5]))) return -1;
     if (!is_flag(b[6]) || !is_flag(b[9]) || !is_flag(b[10]) || !is_flag(b[11])) return -1;
     if (!(b[3] > 0.0) || !(b[2] >= -1.0 / 3.0 && b[2] <= 0.0) || !(b[4] > 0.0)) return -1;
+    if (!(b[14] == FA_SCHEME_HHT || b[14] == FA_SCHEME_GENERALIZED_ALPHA)) return -1;
+    if (fa_scheme_coefficients((int)b[14], b[14] == FA_SCHEME_HHT ? b[2] : b[15], &co) != 0) return -1;
     if (!(b[7] >= 0.0) || !(b[8] >= 0.0) || !(b[12] >= 0.0)) return -1;
     if (!(b[13] >= 0.0 && b[13] <= 9.0e15 && b[13] <= (double)LONG_MAX && b[13] == floor(b[13]))) return -1;
     for (int i = 0; i < NK; ++i) {
@@ -388,11 +446,12 @@ int fa_engine_set_state(fa_engine *e, const double *b)
     e->settings.rtol = b[4]; e->settings.max_iterations = (int)b[5]; e->initialized = (int)b[6];
     e->force_scale = b[7]; e->position_scale = b[8]; e->settings.reuse_jacobian = (int)b[9];
     e->factor_valid = (int)b[10]; e->factor_stale = (int)b[11]; e->factor_h = b[12];
-    e->factorizations = (long)b[13];
-    const double *w = b + 14;
+    e->factorizations = (long)b[13]; e->settings.scheme = (int)b[14]; e->settings.rho_inf = b[15];
+    const double *w = b + FA_STATE_HEAD;
     memcpy(e->q, w, sizeof e->q); w += FA_N;
     memcpy(e->v, w, sizeof e->v); w += FA_N;
     memcpy(e->z, w, sizeof e->z); w += NK;
+    memcpy(e->abar, w, sizeof e->abar); w += FA_N;
     memcpy(e->F_old, w, sizeof e->F_old); w += FA_N;
     memcpy(e->p, w, sizeof e->p); w += ONE(FA_NP);
     memcpy(e->kkt, w, sizeof e->kkt); w += FA_KKT_STORAGE;

@@ -1,4 +1,5 @@
-/* fmi-adjoint HHT runtime: the index-3 HHT integrator of fmi_adjoint.integrate.hht in C.
+/* fmi-adjoint runtime: the index-3 integrators of fmi_adjoint.integrate (HHT and
+ * generalized-alpha, one step with the seven constants of fmi_adjoint.integrate.schemes) in C.
  *
  * The same residuals, the same Newton iteration (exact iteration matrix, the same
  * convergence and round-off-floor tests) and the same consistent initialization as the
@@ -27,9 +28,25 @@ typedef struct {
     double Cq[FA_ONE(FA_NNZ_Cq)];
 } fa_jacobian_values;
 
+/* Integration schemes (fa_settings.scheme), as AbstractScheme.code in schemes.py. */
+#define FA_SCHEME_HHT 0
+#define FA_SCHEME_GENERALIZED_ALPHA 1
+
+/* The constants of the unified step (schemes.py, SchemeCoefficients). */
+typedef struct {
+    double beta, gamma, c_m, c_old, c_a, c_ao, c_bo;
+} fa_coefficients;
+
+/* Constants of scheme (FA_SCHEME_*) with its parameter (HHT alpha in [-1/3, 0],
+ * generalized-alpha rho_inf in [0, 1]), by the formulas of schemes.py in the same order of
+ * operations.  0, or -1 for an unknown scheme or a parameter out of range. */
+int fa_scheme_coefficients(int scheme, double parameter, fa_coefficients *c);
+
 /* Settings of a run; fa_engine_settings_default() fills the model's defaults. */
 typedef struct {
+    int scheme;          /* FA_SCHEME_HHT or FA_SCHEME_GENERALIZED_ALPHA */
     double alpha;        /* HHT alpha in [-1/3, 0] */
+    double rho_inf;      /* generalized-alpha spectral radius at infinity in [0, 1] */
     double step;         /* fixed step h */
     double rtol;         /* Newton tolerance (default FA_NEWTON_RTOL, from Python) */
     int max_iterations;  /* Newton iterations per step (default FA_NEWTON_MAX_ITERATIONS) */
@@ -70,6 +87,8 @@ long fa_engine_factorizations(const fa_engine *engine);
 void fa_jacobians_at(const double *q, const double *v, const double *a, const double *lam, double t,
                      const double *p, fa_jacobian_values *values);
 int fa_kkt_factor(double *kkt, int *piv, const fa_jacobian_values *values, double c_m, double bh2, double gh);
+/* The scheme's parameter in settings: alpha (HHT) or rho_inf (generalized-alpha). */
+double fa_settings_parameter(const fa_settings *settings);
 void fa_kkt_solve(const double *kkt, const int *piv, double *x, int transposed);
 void fa_init_jacobian_dense(const double *values, double *Gz);
 
@@ -82,7 +101,7 @@ long fa_engine_step_count(const fa_engine *engine);
 void fa_engine_outputs(const fa_engine *engine, double *y);
 const char *fa_engine_message(const fa_engine *engine);
 
-/* Complete state (time, step counter, q, v, a, lambda, F_old, scales, parameters) as
+/* Complete state (time, step counter, scheme, q, v, a, lambda, abar, F_old, scales, parameters) as
  * doubles, for FMU state get/set and serialization. */
 size_t fa_engine_state_size(void);
 void fa_engine_get_state(const fa_engine *engine, double *buffer);

@@ -18,8 +18,9 @@
 #ifndef FA_STEP
 #define FA_STEP FA_DEFAULT_STEP
 #endif
-#ifndef FA_ALPHA
-#define FA_ALPHA FA_DEFAULT_ALPHA
+#ifndef FA_SCHEME /* the integrator of the export (fa_engine.h) and its alpha or rho_inf */
+#define FA_SCHEME FA_DEFAULT_SCHEME
+#define FA_SCHEME_PARAMETER (FA_DEFAULT_SCHEME == FA_SCHEME_HHT ? FA_DEFAULT_ALPHA : FA_DEFAULT_RHO_INF)
 #endif
 
 #define FA_FMU_MAGIC 0x46414d55u   /* "FAMU": live instance */
@@ -152,7 +153,9 @@ static void fa_settings_of_fmu(fa_settings *s)
 {
     fa_engine_settings_default(s);
     s->step = FA_STEP;
-    s->alpha = FA_ALPHA;
+    s->scheme = FA_SCHEME;
+    if (FA_SCHEME == FA_SCHEME_GENERALIZED_ALPHA) s->rho_inf = FA_SCHEME_PARAMETER;
+    else s->alpha = FA_SCHEME_PARAMETER;
 }
 
 double fa_fmu_time(const fa_fmu *f)
@@ -189,7 +192,9 @@ fa_status fa_fmu_exit_initialization(fa_fmu *f, const char *function)
     }
     f->mode = FA_MODE_STEP;
     fa_log(f, FA_OK, FA_CATEGORY_EVENTS, "%s: consistent initial state of model '%s' at t = %.17g s (internal "
-           "step %.17g s, HHT alpha %g)", function, FA_MODEL_NAME, f->start_time, (double)FA_STEP, (double)FA_ALPHA);
+           "step %.17g s, %s %g)", function, FA_MODEL_NAME, f->start_time, (double)FA_STEP,
+           FA_SCHEME == FA_SCHEME_GENERALIZED_ALPHA ? "generalized-alpha rho_inf" : "HHT alpha",
+           (double)FA_SCHEME_PARAMETER);
     return FA_OK;
 }
 
