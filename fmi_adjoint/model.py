@@ -25,7 +25,7 @@ import sympy as sp
 from .errors import ModelError
 from .expressions import CONSTANTS, FUNCTIONS, parse_expression
 from .forces.base import AbstractForceElement
-from .text import check_free_text, check_identifier
+from .text import check_free_text, check_identifier, excerpt
 
 __all__ = [
     "Parameter",
@@ -208,7 +208,7 @@ class SimulationSettings:
         if not -1.0 / 3.0 <= self.alpha <= 0.0:
             raise ModelError(f"simulation.alpha = {self.alpha} is outside [-1/3, 0], where HHT is stable.")
         if self.integrator not in ("hht", "generalized_alpha"):
-            raise ModelError(f"simulation.integrator = {self.integrator!r} is unknown; write \"hht\" or "
+            raise ModelError(f"simulation.integrator = {excerpt(str(self.integrator))} is unknown; write \"hht\" or "
                              "\"generalized_alpha\".")
         if not 0.0 <= self.rho_inf <= 1.0:
             raise ModelError(f"simulation.rho_inf = {self.rho_inf} is outside [0, 1] (1: undamped, 0: the highest "

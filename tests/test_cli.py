@@ -254,7 +254,7 @@ def test_gradient_with_generalized_alpha(crank_data, capsys):
     differences of the same discrete cost (as test_gradient_methods_agree for HHT) on the
     position channel xs.  With slider_acc in the data the finite differences are not a
     reference at GRADIENT_VS_FD: generalized-alpha carries the round-off of the accelerations
-    on through its recursion (tests/tolerances.py, INDEX3_ROUNDOFF_GENERALIZED_ALPHA), so the
+    on through its recursion (fmi_adjoint/integrate/schemes.py, GeneralizedAlpha), so the
     cost is noisy at 1e-10 relative (HHT: 1e-11; rho_inf = 0.9: 3.5e-9, whatever the Newton
     rtol) and fourth-order differences at step 1e-3 err by up to 1.2e-6 (m_s; rho_inf = 0.9:
     3.6e-5), with random sign, and less at larger steps, while the adjoint matches the forward

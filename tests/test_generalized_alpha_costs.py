@@ -1,5 +1,6 @@
-"""Every cost and the identification work with generalized-alpha (issue 13, part 3), and the
-C engine computes the schemes' constants exactly as Python does.
+"""Every cost and the identification work with generalized-alpha (issue 13, part 3); the C
+engine computes the schemes' constants exactly as Python does, refuses crafted states, and
+the sweeps are exact also over an uneven last step.
 
 On slider_crank (mass matrix M(q, p), two constraints, parameters in M, C and the initial
 state) run with :class:`~fmi_adjoint.integrate.GeneralizedAlpha`: the native discrete
@@ -19,7 +20,8 @@ import math
 import numpy as np
 import pytest
 
-from fmi_adjoint import HHT, Experiment, GeneralizedAlpha, IdentificationProblem
+from fmi_adjoint import HHT, ConvergenceError, Experiment, GeneralizedAlpha, IdentificationProblem
+from fmi_adjoint.engines import PythonEngine
 from fmi_adjoint.costs import EngineOrderCost, FourierCoefficients, FourierCost, LeastSquaresCost, PODCost, RunUp
 from fmi_adjoint.identify import identify
 from tolerances import ADJOINT_VS_FORWARD, GRADIENT_VS_FD
@@ -103,6 +105,13 @@ class _Coefficients(ctypes.Structure):
     _fields_ = [(name, ctypes.c_double) for name in ("beta", "gamma", "c_m", "c_old", "c_a", "c_ao", "c_bo")]
 
 
+def _coefficients_function(engine):
+    """``fa_scheme_coefficients`` of the engine's library, with a prototype of its own (the
+    shared library object is left as it is)."""
+    prototype = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_double, ctypes.POINTER(_Coefficients))
+    return prototype(("fa_scheme_coefficients", engine.library.library))
+
+
 @pytest.mark.parametrize("solver", [HHT(alpha=0.0), HHT(alpha=-0.05), HHT(alpha=-1 / 3), GeneralizedAlpha(rho_inf=0.0),
                                     GeneralizedAlpha(rho_inf=0.37), GeneralizedAlpha(rho_inf=0.9),
                                     GeneralizedAlpha(rho_inf=1.0)], ids=lambda s: s.describe())
@@ -110,8 +119,7 @@ def test_c_and_python_compute_the_same_constants_bit_for_bit(crank, solver):
     """One formula per constant, written twice (schemes.py and fa_scheme_coefficients): the
     engines can only agree to round-off if these agree exactly."""
     engine, _ = crank
-    function = engine.library.library.fa_scheme_coefficients
-    function.argtypes = [ctypes.c_int, ctypes.c_double, ctypes.POINTER(_Coefficients)]
+    function = _coefficients_function(engine)
     got = _Coefficients()
     assert function(solver.code, solver.parameter, ctypes.byref(got)) == 0
     want = solver.coefficients()
@@ -122,6 +130,43 @@ def test_c_and_python_compute_the_same_constants_bit_for_bit(crank, solver):
 @pytest.mark.parametrize("code, parameter", [(0, 0.1), (0, -0.34), (1, -0.01), (1, 1.01), (2, 0.5), (1, math.nan)])
 def test_c_refuses_constants_out_of_range(crank, code, parameter):
     engine, _ = crank
-    function = engine.library.library.fa_scheme_coefficients
-    function.argtypes = [ctypes.c_int, ctypes.c_double, ctypes.POINTER(_Coefficients)]
-    assert function(code, parameter, ctypes.byref(_Coefficients())) == -1
+    assert _coefficients_function(engine)(code, parameter, ctypes.byref(_Coefficients())) == -1
+
+
+@pytest.mark.parametrize("field, value", [(14, 0.5), (14, 2.0), (14, -1.0), (15, 1.5), (15, -0.2), (15, math.nan)])
+def test_crafted_checkpoint_states_are_refused(crank, field, value):
+    """The engine state carries the scheme code (field 14) and rho_inf (15): a state with a
+    code that is not a scheme or a constant out of range is refused before any conversion."""
+    engine, _ = crank
+    grid = np.linspace(0.0, 0.01, 11)
+    _, states, _ = engine.library.run_checkpointed(grid, engine.compiled.defaults.copy(), SOLVER, every=5)
+    state = states[0].copy()
+    state[14] = 1.0 if field == 15 else state[14]  # a generalized-alpha state, so that rho_inf is read
+    engine.library.recompute(grid, 0, 3, state)  # the untouched state is accepted
+    state[field] = value
+    with pytest.raises(ConvergenceError, match="checkpoint state is invalid"):
+        engine.library.recompute(grid, 0, 3, state)
+
+
+@pytest.mark.parametrize("kind", ["native", "python"])
+def test_sweeps_are_exact_over_an_uneven_last_step(crank, kind):
+    """t_end = (N + 0.3) h: the last step is 1.3 h, so h_{i+1} != h_i in the couplings of the
+    last two steps (f1, f2 and the pseudo-acceleration recursion): adjoint = forward
+    sensitivities = central differences there too."""
+    engine, truth = crank
+    engine = engine if kind == "native" else PythonEngine(engine.compiled)
+    t_end = 0.2 + 0.3e-3
+    model = engine.compiled
+    channels = ("xs", "slider_acc", "rod_force_x")
+    reference = engine.simulate(model.parameter_vector(TRUE), t_end=t_end, solver=SOLVER)
+    assert reference.t[-1] - reference.t[-2] == pytest.approx(1.3e-3, rel=1e-9)
+    Y = reference.outputs()[:, [model.output_index(c) for c in channels]]
+    cost = LeastSquaresCost(reference.t[-40:], Y[-40:], channels, scales=np.abs(Y).max(axis=0))
+    problem = IdentificationProblem([Experiment(model, cost, t_end=t_end, solver=SOLVER, engine=engine)], PARAMS)
+    x = problem.start.copy()
+    adjoint = problem.evaluate(x, "adjoint").gradient
+    forward = problem.evaluate(x, "forward").gradient
+    fd = problem.finite_differences(x, rel=1e-3, order=4)
+    scale = np.max(np.abs(fd))
+    assert np.max(np.abs(adjoint - forward)) <= ADJOINT_VS_FORWARD * scale
+    assert np.max(np.abs(adjoint - fd)) <= GRADIENT_VS_FD * scale, (adjoint, fd)

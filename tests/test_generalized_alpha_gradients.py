@@ -18,7 +18,7 @@ defaults, evaluated at the defaults:
   scheme) to ``GRADIENT_VS_FD`` relative to the largest component.  Steps: relative to
   ``|p_k|``, 3e-4 (truncation ~d^4 against round-off ~1/d); 1e-4 on engine_mount, whose cost
   is the most nonlinear in the hydro mass ``m_H`` (its mode, h omega = 1.36, is lightly damped,
-  see ``LIGHTLY_DAMPED_MODE_FACTOR``: error 1.2e-6 at 3e-4, 1.5e-9 at 1e-4); 1e-3 on
+  see :class:`~fmi_adjoint.integrate.schemes.GeneralizedAlpha`: error 1.2e-6 at 3e-4, 1.5e-9 at 1e-4); 1e-3 on
   slider_crank, where round-off dominates (``d_phi``: 3.7e-7 at 1e-4, 1.5e-8 at 1e-3);
   an absolute step of 1e-6 (SI units) for the parameters whose default is 0 (engine_mount's
   free lengths and input ``F_ext``; a relative step does not exist there and a step of

@@ -78,25 +78,3 @@ DECAY_RATE_AT_LARGE_STEP = 1e-2
 #: every bundled example, least squares of all outputs: up to 3.3e-12 with HHT, 1.6e-12 with
 #: generalized-alpha (rho_inf = 0.8), both on slider_crank.
 ADJOINT_VS_FORWARD_OF_LARGEST = 1e-10
-
-#: Factor by which a lightly damped fast mode of an index-3 model, carried through a whole run,
-#: amplifies state perturbations (round-off, Newton tolerance) into the gradient beyond what the
-#: tiers above were measured with.  engine_mount's hydro-mass mode (omega = 1.36e4 rad/s,
-#: h omega = 1.36) keeps per step 0.9914 of its amplitude with HHT (alpha = -0.05) but 0.9985 with
-#: generalized-alpha (rho_inf = 0.8: Chung & Hulbert's dissipation spares the mid frequencies),
-#: so over 300 steps it survives (0.9985/0.9914)^300 = 8.5 times more.  Measured, gradient of
-#: each engine's own run: 5.4e-10 (HHT), 3.7e-9 (generalized-alpha; 1.2e-9..3.9e-9 over
-#: 200..400 steps); modified against full Newton: 4.1e-7 (HHT), 5.2e-6 (generalized-alpha).
-LIGHTLY_DAMPED_MODE_FACTOR = 10.0
-
-#: INDEX3_ROUNDOFF for generalized-alpha at rho_inf = 0.8 over a few hundred steps.  The true
-#: acceleration follows from the pseudo-acceleration by a_i = (abar_i - c_bo abar_{i-1})/c_a
-#: - rho_inf a_{i-1} (c_ao/c_a = rho_inf, integrate/schemes.py), so round-off in a_i is carried
-#: on with the factor -rho_inf per step, where HHT solves a_i afresh.  The floor is a property
-#: of the scheme, not of one implementation: the Python engine against itself with one
-#: parameter of slider_crank moved by one ulp differs in slider_acc by up to 2.5e-8 (200 steps),
-#: 1.2e-8 (300..600), 5.0e-9 (2000); the C engine against the Python engine by 1.2e-8, 5.4e-9,
-#: 8.3e-9 and 3.6e-9 over 200, 300, 600 and 2000 steps (HHT, alpha = -0.1: 3.8e-9 at 300
-#: steps), relative to the signal magnitude over the run.  It grows with rho_inf (C against
-#: Python at 300 steps: 1.1e-9 at 0.5, 1.8e-8 at 0.9, 2.7e-7 at 0.99).
-INDEX3_ROUNDOFF_GENERALIZED_ALPHA = 5e-8

@@ -64,7 +64,8 @@ def _scheme_options(parser) -> None:
                         "for configuration-dependent mass matrices) (default: the model's)")
     parser.add_argument("--alpha", type=float, help="HHT alpha in [-1/3, 0] (default: the model's)")
     parser.add_argument("--rho-inf", type=float,
-                        help="generalized-alpha spectral radius at infinity in [0, 1] (default: the model's)")
+                        help="generalized-alpha spectral radius at infinity in [0, 1] (default: the model's, else "
+                        "0.8); 1 leaves accelerations and multipliers of constrained models unconverged")
 
 
 def _table_option(parser: argparse.ArgumentParser) -> None:

@@ -184,10 +184,10 @@ def _write_xml(root, path: Path) -> bytes:
 
 def instantiation_token(text: str, values: dict | None, step: float, solver: AbstractScheme, fmi_version: int) -> str:
     """The instantiation token of an export: a hash of the model file and the export
-    settings (an HHT export hashes the settings as before generalized-alpha existed, so
-    older FMUs keep their tokens)."""
+    settings (an HHT export hashes the same tuple as before generalized-alpha existed; the
+    tuples of the two schemes differ in length, so their tokens cannot coincide)."""
     if isinstance(solver, HHT):
-        settings: tuple = (values, step, solver.alpha, fmi_version)
+        settings: tuple = (values, step, solver.parameter, fmi_version)
     else:
         settings = (values, step, solver.name, solver.parameter, fmi_version)
     digest = hashlib.sha256((text + repr(settings)).encode()).digest()
@@ -305,7 +305,9 @@ def export_fmu(
     model = load_model(source, allow_external_tables=allow_external_tables).with_values(values or {})
     settings = model.simulation
     step = settings.step if step is None else float(step)
-    solver = solver or scheme_from_settings(settings)
+    solver = scheme_from_settings(settings) if solver is None else solver
+    if not isinstance(solver, AbstractScheme):
+        raise ModelError(f"solver = {solver!r} is not an integration scheme; give HHT(...) or GeneralizedAlpha(...).")
     if not step > 0:
         raise ModelError(f"--step {step}: the step must be positive.")
     identifier = _identifier(model.name)

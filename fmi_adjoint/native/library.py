@@ -110,10 +110,12 @@ class NativeLibrary:
         return p
 
     def simulate(self, p: np.ndarray | None = None, *, t_end: float, step: float, solver: AbstractScheme,
-                 t0: float = 0.0, rtol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
+                 t0: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Fixed-step run as an FMU does it; returns step times and outputs ``(N+1, n_y)``.
 
-        ``t_end - t0`` must be a whole number of steps (the FMU's communication grid).
+        ``t_end - t0`` must be a whole number of steps (the FMU's communication grid).  The
+        solver's scheme, constant and ``rtol`` are used; like an FMU, the run takes the default
+        ``max_iterations`` and full Newton.
         """
         n_steps = int(round((t_end - t0) / step))
         if n_steps < 1 or abs(n_steps * step - (t_end - t0)) > 1e-9 * step * n_steps:
@@ -122,7 +124,7 @@ class NativeLibrary:
         message = ctypes.create_string_buffer(512)
         params = _pointer(self._parameters(p))
         status = self.library.fa_simulate(
-            ctypes.c_double(t0), ctypes.c_double(step), *_scheme_args(solver), ctypes.c_double(rtol),
+            ctypes.c_double(t0), ctypes.c_double(step), *_scheme_args(solver), ctypes.c_double(solver.rtol),
             ctypes.c_long(n_steps), params, _pointer(y), message, ctypes.c_int(512),
         )
         if status != 0:

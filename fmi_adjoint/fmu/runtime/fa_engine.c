@@ -420,6 +420,12 @@ void fa_engine_get_state(const fa_engine *e, double *b)
     memcpy(w, &e->jac, sizeof e->jac);
 }
 
+int fa_engine_state_matches(const double *b, const fa_settings *s)
+{
+    return b[14] == (double)s->scheme && b[3] == s->step
+           && (s->scheme == FA_SCHEME_GENERALIZED_ALPHA ? b[15] == s->rho_inf : b[2] == s->alpha);
+}
+
 static int is_flag(double x) { return x == 0.0 || x == 1.0; }
 
 int fa_engine_set_state(fa_engine *e, const double *b)

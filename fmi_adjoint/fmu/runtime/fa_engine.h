@@ -106,6 +106,9 @@ const char *fa_engine_message(const fa_engine *engine);
 size_t fa_engine_state_size(void);
 void fa_engine_get_state(const fa_engine *engine, double *buffer);
 int fa_engine_set_state(fa_engine *engine, const double *buffer);
+/* 1 if the state buffer was written under settings' scheme, its alpha or rho_inf and step
+ * (an FMU refuses a state of another integrator setting than it was exported with), else 0. */
+int fa_engine_state_matches(const double *buffer, const fa_settings *settings);
 
 #if defined(__GNUC__) && !defined(FA_EXPORT_ALL)
 #pragma GCC visibility pop

@@ -424,6 +424,11 @@ fa_status fa_fmu_set_state(fa_fmu *f, void *state, const char *function)
 {
     fa_state *s = fa_state_check(f, state, function);
     if (!s) return FA_ERROR;
+    fa_settings own;
+    fa_settings_of_fmu(&own);
+    if (!fa_engine_state_matches(s->data + FA_STATE_EXTRA, &own))
+        return fa_fmu_error(f, function, "the FMU state was saved under another integrator, its constant or its step "
+                            "than this FMU's; use a state of this FMU");
     if (fa_engine_set_state(f->engine, s->data + FA_STATE_EXTRA) != 0)
         return fa_fmu_error(f, function, "the FMU state holds non-finite values");
     f->mode = (fa_mode)(int)s->data[0];
