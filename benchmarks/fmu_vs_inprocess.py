@@ -46,7 +46,7 @@ def bench(name: str, folder: Path) -> None:
     native = build_native(model)
 
     t_py, traj = best_of(REPEATS, lambda: simulate(compiled, t_end=t_end, step=h, solver=HHT(alpha=alpha)))
-    t_c, (_, y_c) = best_of(REPEATS, lambda: native.simulate(t_end=t_end, step=h, alpha=alpha))
+    t_c, (_, y_c) = best_of(REPEATS, lambda: native.simulate(t_end=t_end, step=h, solver=HHT(alpha=alpha)))
     print(f"{name}: {compiled.n} coordinates, {compiled.m} constraints, {n} steps of h = {h:g} s, alpha = {alpha:g}")
     print(f"  (c) Python engine            {n / t_py:12,.0f} steps/s   ({t_py:7.3f} s)   1.00")
     print(f"  (b) C engine in-process      {n / t_c:12,.0f} steps/s   ({t_c:7.3f} s)   {t_py / t_c:7.1f} x Python")
