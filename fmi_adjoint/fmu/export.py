@@ -1,6 +1,6 @@
 """Export a model as a standalone FMI 2.0 or FMI 3.0 Co-Simulation FMU.
 
-The FMU runs the C HHT engine (``runtime/fa_engine.c``) on the model's generated C code
+The FMU runs the C engine (``runtime/fa_engine.c``, HHT or generalized-alpha) on the model's generated C code
 (:mod:`fmi_adjoint.native.model_code`); no Python is needed on the target.  Contents::
 
     modelDescription.xml        written with lxml, validated against fmpy's FMI schema
@@ -32,7 +32,7 @@ from lxml import etree
 from ..compiled import Derivation
 from ..errors import FmiAdjointError, ModelError
 from ..files import atomic_output, check_writable
-from ..integrate.schemes import HHT, AbstractScheme, GeneralizedAlpha, scheme_from_settings
+from ..integrate.schemes import AbstractScheme, scheme_from_record, scheme_from_settings
 from ..model import Model
 from ..model_file import load_model
 from ..text import c_string_literal
@@ -184,31 +184,16 @@ def _write_xml(root, path: Path) -> bytes:
 
 def instantiation_token(text: str, values: dict | None, step: float, solver: AbstractScheme, fmi_version: int) -> str:
     """The instantiation token of an export: a hash of the model file and the export
-    settings (an HHT export hashes the same tuple as before generalized-alpha existed; the
-    tuples of the two schemes differ in length, so their tokens cannot coincide)."""
-    if isinstance(solver, HHT):
-        settings: tuple = (values, step, solver.parameter, fmi_version)
-    else:
-        settings = (values, step, solver.name, solver.parameter, fmi_version)
-    digest = hashlib.sha256((text + repr(settings)).encode()).digest()
+    settings, the scheme's by :meth:`~fmi_adjoint.integrate.schemes.AbstractScheme.token_fields`
+    (an HHT export hashes the tuple of the exports made before generalized-alpha existed)."""
+    digest = hashlib.sha256((text + repr((values, step, *solver.token_fields(), fmi_version))).encode()).digest()
     return "{" + str(uuid.UUID(bytes=digest[:16], version=4)) + "}"
 
 
 def export_scheme(settings: dict) -> AbstractScheme:
-    """The integration scheme recorded in ``export.json`` (``integrator`` and its constant;
-    exports without ``integrator`` are HHT).
-
-    Raises
-    ------
-    KeyError, TypeError, ValueError, ModelError
-        A malformed record.
-    """
-    integrator = settings.get("integrator", HHT.name)
-    if integrator == GeneralizedAlpha.name:
-        return GeneralizedAlpha(rho_inf=float(settings["rho_inf"]))
-    if integrator != HHT.name:
-        raise ValueError(f"unknown integrator {integrator!r}")
-    return HHT(alpha=float(settings["alpha"]))
+    """The integration scheme recorded in ``export.json`` (see
+    :func:`~fmi_adjoint.integrate.schemes.scheme_from_record`)."""
+    return scheme_from_record(settings)
 
 
 def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, step: float,
@@ -332,7 +317,7 @@ def export_fmu(
         # and only if the model rebuilds to it (fmi_adjoint.fmu.archive.FmuArchive.native).
         (resources / "export.json").write_text(json.dumps(
             {"generator": f"fmi-adjoint {_VERSION}", "fmi_version": fmi_version, "step": step,
-             "integrator": solver.name, solver.parameter_name: solver.parameter, "values": values or {},
+             **solver.record(), "values": values or {},
              "model_file": source.name,
              "binary_sha256": hashlib.sha256(binary.read_bytes()).hexdigest()}, indent=2) + "\n")
         # Zip next to the target, then rename: no partial .fmu on any failure.

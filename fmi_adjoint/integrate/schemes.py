@@ -66,8 +66,9 @@ from typing import ClassVar
 
 from ..errors import ModelError
 
-__all__ = ["AbstractScheme", "GeneralizedAlpha", "HHT", "INTEGRATORS", "SchemeCoefficients", "NEWTON_ITERATION_LIMIT",
-           "NEWTON_MAX_ITERATIONS", "NEWTON_REUSE_CONTRACTION", "NEWTON_RTOL", "scheme_from_settings"]
+__all__ = ["AbstractScheme", "GeneralizedAlpha", "HHT", "INTEGRATORS", "NEWTON_ITERATION_LIMIT",
+           "NEWTON_MAX_ITERATIONS", "NEWTON_REUSE_CONTRACTION", "NEWTON_RTOL", "SchemeCoefficients",
+           "scheme_from_record", "scheme_from_settings"]
 
 #: Newton defaults of a step (see :class:`AbstractScheme`); the C engine reads them from ``model.h``.
 NEWTON_RTOL = 1e-10
@@ -157,6 +158,21 @@ class AbstractScheme(abc.ABC):
         """``hht(alpha=-0.05)``-style label for messages and result files."""
         return f"{self.name}({self.parameter_name}={self.parameter!r})"
 
+    def record(self) -> dict[str, str | float]:
+        """The scheme as a record (an FMU's ``export.json``): ``integrator`` and its constant;
+        :func:`scheme_from_record` reads it back."""
+        return {"integrator": self.name, self.parameter_name: self.parameter}
+
+    @classmethod
+    @abc.abstractmethod
+    def from_parameter(cls, value: float) -> AbstractScheme:
+        """The scheme with its one constant ``value`` (and default Newton settings)."""
+
+    @abc.abstractmethod
+    def token_fields(self) -> tuple:
+        """What an FMU's instantiation token hashes of the scheme
+        (:func:`fmi_adjoint.fmu.export.instantiation_token`)."""
+
     parameter_name: ClassVar[str]
 
 
@@ -189,6 +205,13 @@ class HHT(AbstractScheme):
     @property
     def parameter(self) -> float:
         return float(self.alpha)
+
+    @classmethod
+    def from_parameter(cls, value: float) -> HHT:
+        return cls(alpha=value)
+
+    def token_fields(self) -> tuple:
+        return (self.parameter,)  # the tuple of the exports made before generalized-alpha existed
 
     def coefficients(self) -> SchemeCoefficients:
         alpha = float(self.alpha)
@@ -236,6 +259,13 @@ class GeneralizedAlpha(AbstractScheme):
     def parameter(self) -> float:
         return float(self.rho_inf)
 
+    @classmethod
+    def from_parameter(cls, value: float) -> GeneralizedAlpha:
+        return cls(rho_inf=value)
+
+    def token_fields(self) -> tuple:
+        return (self.name, self.parameter)  # one field more than HHT's: the tokens cannot coincide
+
     @property
     def alpha_m(self) -> float:
         """alpha_m = (2 rho_inf - 1)/(rho_inf + 1)."""
@@ -282,3 +312,19 @@ def scheme_from_settings(settings, *, integrator: str | None = None, alpha: floa
         raise ModelError("--rho-inf is generalized-alpha's constant; add --integrator generalized_alpha, or damp "
                          "HHT by --alpha in [-1/3, 0].")
     return HHT(alpha=settings.alpha if alpha is None else float(alpha))
+
+
+def scheme_from_record(record: dict) -> AbstractScheme:
+    """The scheme of a record written by :meth:`AbstractScheme.record` (a record without
+    ``integrator`` is HHT: FMUs exported before generalized-alpha existed).
+
+    Raises
+    ------
+    KeyError, TypeError, ValueError, ModelError
+        A malformed record.
+    """
+    integrator = record.get("integrator", HHT.name)
+    for cls in (HHT, GeneralizedAlpha):
+        if integrator == cls.name:
+            return cls.from_parameter(float(record[cls.parameter_name]))
+    raise ValueError(f"unknown integrator {integrator!r}")
