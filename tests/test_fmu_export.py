@@ -827,22 +827,31 @@ def test_invalid_values_and_newton_failures_end_in_error_not_crash(fmu, version)
 # ------------------------------------------------------------------ 6. FMU states --
 
 
+@pytest.mark.parametrize("scheme", ["hht", "generalized_alpha"])
 @pytest.mark.parametrize("version", VERSIONS)
-def test_fmu_state_and_serialization_reproduce_the_continuation(fmu, version):
-    exported = fmu("slider_crank", version)
-    h = _model("slider_crank")[0].simulation.step
+def test_fmu_state_and_serialization_reproduce_the_continuation(fmu, version, scheme):
+    """A restored state, and one deserialized into a fresh instance, continue exactly as the
+    uninterrupted in-process C run of the export's scheme.  With generalized-alpha the state
+    must hold the pseudo-acceleration abar, whose recursion reads the previous step's (Arnold &
+    Brüls 2007, eq. (7b)): without it the continuation would differ."""
+    name = "slider_crank"
+    model, compiled = _model(name)
+    solver = GA if scheme == "generalized_alpha" else HHT(alpha=model.simulation.alpha)
+    exported = fmu(name, version, GA if scheme == "generalized_alpha" else None)
+    h = model.simulation.step
+    native = _native(name).simulate(compiled.defaults.copy(), t_end=450 * h, step=h, solver=solver)[1]
     s = Slave(exported, "state")
     s.run(100, 3 * h)
     t1 = s.t
     state = s.slave.getFMUState()
     blob = s.slave.serializeFMUState(state)
     first = s.run(50, 3 * h)
+    assert np.array_equal(first, native[300::3])
     s.slave.setFMUState(state)
     s.t = t1
     if version == 3:
         assert s.slave.getFloat64([0]) == [pytest.approx(t1, rel=EXACT)]
-    again = s.run(50, 3 * h)
-    assert np.array_equal(first, again)
+    assert np.array_equal(s.run(50, 3 * h), first)
     # The state survives serialization into a fresh, uninitialized instance.
     other = Slave(exported, "fresh", initialize=False)
     restored = other.slave.deserializeFMUState(blob)
@@ -852,6 +861,47 @@ def test_fmu_state_and_serialization_reproduce_the_continuation(fmu, version):
     other.slave.freeFMUState(restored)
     other.close()
     s.slave.freeFMUState(state)
+    s.close()
+
+
+def _reserialized(blob: bytes, changes: dict[int, float]) -> bytes:
+    """``blob`` (a serialized FMU state: 32-byte header, then doubles) with the doubles at the
+    given indices changed and the FNV-1a checksum of the payload recomputed, as fa_fmu_common.c
+    writes it: a state the checksum cannot tell from a genuine one."""
+    payload = np.frombuffer(blob[32:], dtype=np.float64).copy()
+    for index, value in changes.items():
+        payload[index] = value
+    data = payload.tobytes()
+    checksum = 14695981039346656037
+    for byte in data:
+        checksum = ((checksum ^ byte) * 1099511628211) % 2**64
+    return blob[:24] + checksum.to_bytes(8, sys.byteorder) + data
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_state_of_another_integrator_setting_is_refused(fmu, version):
+    """An FMU runs the scheme it was exported with: a state whose scheme code or rho_inf (engine
+    state fields 14 and 15, after the FMU's 3 leading values) were changed, with a valid
+    checksum, is refused at fmi2SetFMUState/fmi3SetFMUState, and the instance goes on."""
+    from fmpy.fmi1 import FMICallException
+
+    exported = fmu("slider_crank", version, GA)
+    h = _model("slider_crank")[0].simulation.step
+    s = Slave(exported, "target")
+    s.run(10, h)
+    state = s.slave.getFMUState()
+    blob = bytes(s.slave.serializeFMUState(state))
+    s.slave.freeFMUState(state)
+    scheme, rho_inf = 3 + 14, 3 + 15
+    genuine = s.slave.deserializeFMUState(_reserialized(blob, {}))  # the rewriting itself is faithful
+    s.slave.setFMUState(genuine)
+    s.slave.freeFMUState(genuine)
+    for changes in ({scheme: 0.0}, {rho_inf: 0.6}):
+        foreign = s.slave.deserializeFMUState(_reserialized(blob, changes))
+        with pytest.raises(FMICallException):
+            s.slave.setFMUState(foreign)
+        s.slave.freeFMUState(foreign)
+    assert s.run(2, h).shape[0] == 3  # still usable
     s.close()
 
 
@@ -1242,37 +1292,6 @@ def test_generalized_alpha_fmu_equals_the_c_engine_and_the_python_engine(fmu, ve
     j = compiled.output_names.index("slider_acc")
     assert np.max(np.abs(native[:, j] - hht[:, j])) > 1e3 * INDEX3_ROUNDOFF * np.max(
         np.abs(native[:, j]))
-
-
-@pytest.mark.parametrize("version", VERSIONS)
-def test_generalized_alpha_fmu_state_holds_the_pseudo_acceleration(fmu, version):
-    """Generalized-alpha carries the pseudo-acceleration abar from step to step (Arnold &
-    Brüls 2007, eq. (7b)): a restored or deserialized FMU state continues exactly as the
-    uninterrupted in-process run, which it could not without abar."""
-    name = "slider_crank"
-    exported = fmu(name, version, GA)
-    h = _model(name)[0].simulation.step
-    p = _model(name)[1].defaults.copy()
-    native = _native(name).simulate(p, t_end=450 * h, step=h, solver=GA)[1]
-    s = Slave(exported, "state")
-    s.run(100, 3 * h)
-    t1 = s.t
-    state = s.slave.getFMUState()
-    blob = s.slave.serializeFMUState(state)
-    s.run(50, 3 * h)
-    s.slave.setFMUState(state)
-    s.t = t1
-    again = s.run(50, 3 * h)
-    assert np.array_equal(again, native[300::3])
-    other = Slave(exported, "fresh", initialize=False)
-    restored = other.slave.deserializeFMUState(blob)
-    other.slave.setFMUState(restored)
-    other.t = t1
-    assert np.array_equal(other.run(50, 3 * h), native[300::3])
-    other.slave.freeFMUState(restored)
-    other.close()
-    s.slave.freeFMUState(state)
-    s.close()
 
 
 @pytest.mark.parametrize("version", VERSIONS)

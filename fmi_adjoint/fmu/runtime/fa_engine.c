@@ -16,6 +16,7 @@
 
 struct fa_engine {
     fa_settings settings;
+    fa_coefficients co;         /* the scheme's constants, from settings (initialize, set_state) */
     double t0;
     long step;                  /* i: t = t0 + i h */
     double p[ONE(FA_NP)];
@@ -171,8 +172,7 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
 {
     if (settings) e->settings = *settings;
     const fa_settings *s = &e->settings;
-    fa_coefficients co;
-    if (fa_scheme_coefficients(s->scheme, fa_settings_parameter(s), &co) != 0 || !(s->step > 0.0)
+    if (fa_scheme_coefficients(s->scheme, fa_settings_parameter(s), &e->co) != 0 || !(s->step > 0.0)
         || !isfinite(s->step)) {
         snprintf(e->message, sizeof e->message, "invalid settings: scheme %d with alpha = %g in [-1/3, 0] (HHT) or "
                  "rho_inf = %g in [0, 1] (generalized-alpha), and step = %g positive", s->scheme, s->alpha,
@@ -278,11 +278,7 @@ int fa_engine_step_to(fa_engine *e, double t_prev, double t)
         snprintf(e->message, sizeof e->message, "the engine is not initialized");
         return -1;
     }
-    fa_coefficients co;
-    if (fa_scheme_coefficients(e->settings.scheme, fa_settings_parameter(&e->settings), &co) != 0) {
-        snprintf(e->message, sizeof e->message, "invalid scheme settings");
-        return -1;
-    }
+    const fa_coefficients co = e->co;
     const double beta = co.beta, gamma = co.gamma, c_m = co.c_m, c_old = co.c_old;
     const double h = t - t_prev, bh2 = beta * co.c_a * h * h, gh = gamma * co.c_a * h;
     const fa_jacobian_values *j = &e->jac;
@@ -448,6 +444,7 @@ int fa_engine_set_state(fa_engine *e, const double *b)
         double piv = tail[FA_KKT_STORAGE + i];
         if (!(piv >= 0.0 && piv < (double)NK && piv == floor(piv))) return -1;
     }
+    e->co = co;
     e->t0 = b[0]; e->step = (long)b[1]; e->settings.alpha = b[2]; e->settings.step = b[3];
     e->settings.rtol = b[4]; e->settings.max_iterations = (int)b[5]; e->initialized = (int)b[6];
     e->force_scale = b[7]; e->position_scale = b[8]; e->settings.reuse_jacobian = (int)b[9];
