@@ -17,6 +17,8 @@ __all__ = [
     "OutputFileError",
     "CompilerError",
     "NoCCodeError",
+    "CheckpointError",
+    "ExecutorError",
 ]
 
 
@@ -54,3 +56,12 @@ class CompilerError(FmiAdjointError, RuntimeError):
 
 class NoCCodeError(ModelError):
     """A force element has no C code, so the model runs only in the Python engine."""
+
+
+class CheckpointError(FmiAdjointError, ValueError):
+    """A checkpoint file cannot be written, read or resumed (wrong file, damaged, other run)."""
+
+
+class ExecutorError(FmiAdjointError, RuntimeError):
+    """Parallel work cannot run: a missing optional dependency (Dask), an unreachable
+    cluster, or a task that killed its worker on every retry."""

@@ -22,6 +22,7 @@ RANK = {
     "toolchain": 2,
     "files": 2,
     "forces": 3,
+    "scale": 3,
     "data": 3,
     "model": 4,
     "codegen": 4,
