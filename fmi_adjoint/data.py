@@ -19,7 +19,8 @@ from .errors import DataError
 from .files import atomic_output, decode_text, read_regular
 from .text import excerpt
 
-__all__ = ["MAX_COLUMNS", "Measurement", "check_csv_columns", "name_list", "read_csv", "write_csv", "write_csv_rows"]
+__all__ = ["MAX_COLUMNS", "Measurement", "check_csv_columns", "name_list", "parse_csv", "read_csv", "read_csv_bytes",
+           "write_csv", "write_csv_rows"]
 
 _MAX_BYTES = 512 * 1024 * 1024
 #: Most columns a CSV file may have (the time column included).
@@ -76,8 +77,18 @@ def read_csv(path: str | os.PathLike, *, time_column: str = "time", unit: str = 
         Naming the file, the row and column of the first problem, and the fix.
     """
     path = Path(path)
-    where = str(path)
-    raw = read_regular(path, _MAX_BYTES, "a CSV file", DataError)
+    return parse_csv(read_csv_bytes(path), str(path), time_column=time_column, unit=unit, min_rows=min_rows)
+
+
+def read_csv_bytes(path: str | os.PathLike) -> bytes:
+    """The bytes of a CSV file, with the checks of :func:`read_csv` (regular file, at most
+    512 MiB); :func:`parse_csv` reads them.  Data travels to parallel workers as these bytes."""
+    return read_regular(path, _MAX_BYTES, "a CSV file", DataError)
+
+
+def parse_csv(raw: bytes, where: str, *, time_column: str = "time", unit: str = "seconds", min_rows: int = 2
+              ) -> Measurement:
+    """:func:`read_csv` of the bytes ``raw`` of the file ``where`` (named in messages)."""
     try:
         text = decode_text(raw)
     except UnicodeDecodeError as exc:

@@ -72,11 +72,13 @@ import math
 import os
 import re
 import tomllib
+import hashlib
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
-from .data import read_csv
+from .data import parse_csv, read_csv_bytes
 from .errors import DataError, ExpressionError, ModelError
 from .expressions import parse_expression
 from .files import decode_text, read_regular
@@ -94,7 +96,7 @@ from .model import (
 )
 from .text import excerpt
 
-__all__ = ["load_model", "parse_model"]
+__all__ = ["ModelSource", "load_model", "parse_model"]
 
 _MAX_BYTES = 4 * 1024 * 1024
 #: Most entries of a list-valued element property (dmf_spring stages, tvd branches, spline
@@ -135,24 +137,84 @@ def load_model(path: str | os.PathLike, registry: Registry | None = None, *,
         the message names the file, the line where it can be located, and the fix.
     """
     path = Path(path)
+    return parse_model(_model_text(path), source=str(path), directory=path.parent, registry=registry,
+                       allow_external_tables=allow_external_tables)
+
+
+def _model_text(path: Path) -> str:
     raw = read_regular(path, _MAX_BYTES, "a TOML model file or the name of a bundled example", ModelError)
     try:
-        text = decode_text(raw)  # a byte-order mark is not a syntax error
+        return decode_text(raw)  # a byte-order mark is not a syntax error
     except UnicodeDecodeError:
         raise ModelError(f"{path}: not a UTF-8 text file; save the model file as UTF-8 TOML.") from None
-    return parse_model(text, source=str(path), directory=path.parent, registry=registry,
-                       allow_external_tables=allow_external_tables)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSource:
+    """A model file as it travels to parallel workers: its text and the bytes of the table
+    files it reads, never a compiled object (issue 14).
+
+    :meth:`from_path` reads and checks the file as :func:`load_model` does (table files
+    inside the model's folder unless ``allow_external_tables``); :meth:`load` parses the text
+    again anywhere, taking the tables from :attr:`tables` instead of the disk, so a worker on
+    another machine builds the same model (through its build cache).
+
+    Attributes
+    ----------
+    text : str
+    source : str
+        The file's path, named in messages.
+    directory : str
+        The file's folder (table file names are relative to it).
+    tables : tuple of (str, bytes)
+        Table file name as written in the model file, and its bytes.
+    """
+
+    text: str
+    source: str = "<model>"
+    directory: str = "."
+    tables: tuple[tuple[str, bytes], ...] = ()
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike, registry: Registry | None = None, *,
+                  allow_external_tables: bool = False) -> ModelSource:
+        """Read and check the model file ``path`` (see :func:`load_model`)."""
+        path = Path(path)
+        text = _model_text(path)
+        tables: dict[str, bytes] = {}
+        _parse(text, str(path), path.parent, registry, allow_external_tables, None, tables)
+        return cls(text, str(path), str(path.parent), tuple(sorted(tables.items())))
+
+    def load(self, registry: Registry | None = None) -> Model:
+        """The model (tables from :attr:`tables`)."""
+        return parse_model(self.text, self.source, Path(self.directory), registry, tables=dict(self.tables))
+
+    def digest(self) -> str:
+        """SHA-256 of the text and the tables (what a worker builds from)."""
+        h = hashlib.sha256()
+        for part in (self.text.encode(), self.source.encode(), self.directory.encode()):
+            h.update(len(part).to_bytes(8, "little") + part)
+        for name, raw in self.tables:
+            h.update(len(name.encode()).to_bytes(8, "little") + name.encode() + hashlib.sha256(raw).digest())
+        return h.hexdigest()
 
 
 def parse_model(
     text: str, source: str = "<model>", directory: Path | None = None, registry: Registry | None = None, *,
-    allow_external_tables: bool = False,
+    allow_external_tables: bool = False, tables: Mapping[str, bytes] | None = None,
 ) -> Model:
     """Build a :class:`Model` from the text of a TOML model file.
 
     ``table_load`` files are read relative to ``directory`` (default: the current folder)
     and, unless ``allow_external_tables``, only from inside it (see :func:`load_model`).
+    ``tables`` (file name as written in the model file to its bytes) replaces the disk.
     """
+    return _parse(text, source, directory, registry, allow_external_tables, tables, None)
+
+
+def _parse(text: str, source: str, directory: Path | None, registry: Registry | None, allow_external_tables: bool,
+           tables: Mapping[str, bytes] | None, read: dict[str, bytes] | None) -> Model:
+    """:func:`parse_model`; the table files read are added to ``read``."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -161,6 +223,7 @@ def parse_model(
         raise ModelError(f"{source}: a number has too many digits to be read; write it as a float, "
                          "e.g. 1.5e300.") from None
     reader = _Reader(doc, text, source, directory or Path("."), registry, allow_external_tables)
+    reader.tables, reader.read_tables = tables, read
     model = reader.model()
     # Expressions are parsed with the model's names when the equations are assembled;
     # doing it here reports them against the file instead of later from compile_model.
@@ -181,6 +244,10 @@ class _Reader:
         self.lines = text.splitlines()
         self.source = source
         self.directory = directory
+        #: Table files given as bytes (a :class:`ModelSource`), else None: read from disk.
+        self.tables: Mapping[str, bytes] | None = None
+        #: Where the table files read from disk are recorded, if anywhere.
+        self.read_tables: dict[str, bytes] | None = None
 
     # -- locating entries in the text for messages ---------------------------------
     def line_for_message(self, message: str) -> str:
@@ -416,7 +483,12 @@ class _Reader:
         if "\0" in name:
             raise ModelError(f"{where}.file: {excerpt(name)} holds a NUL character; give a file name.")
         file = self.directory / name
-        if not self.allow_external_tables:
+        if self.tables is not None:
+            if name not in self.tables:
+                raise ModelError(f"{where}.file: {excerpt(name)} is not among the tables sent with the model; "
+                                 "build the model source with ModelSource.from_path.")
+            raw = self.tables[name]
+        if self.tables is None and not self.allow_external_tables:
             folder = self.directory.resolve()
             if not file.resolve().is_relative_to(folder):
                 raise ModelError(
@@ -425,7 +497,11 @@ class _Reader:
                     "this model file."
                 )
         try:
-            table = read_csv(file)
+            if self.tables is None:
+                raw = read_csv_bytes(file)
+            if self.read_tables is not None:
+                self.read_tables[name] = raw
+            table = parse_csv(raw, str(file))
             values = table.column(column)
         except DataError as exc:
             raise ModelError(f"{where}: {exc}") from None

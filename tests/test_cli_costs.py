@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fmi_adjoint import Experiment, IdentificationProblem, compile_model, load_model, simulate, write_csv
-from fmi_adjoint.cli.cost_options import step_grid
+from fmi_adjoint.identify.data_costs import step_grid
 from fmi_adjoint.costs import EngineOrderCost, FourierCoefficients, FourierCost, PODCost, RunUp
 from fmi_adjoint.examples import example_path
 

@@ -14,7 +14,7 @@ from ..examples import EXAMPLES_DIR, example_path
 from ..examples.engine_mount_data import AMPLITUDES, CSV_NAMES, TRUE_VALUES
 from ..files import OutputFileError, atomic_output
 from ..identify import IdentificationProblem, identify
-from .loading import load_experiments
+from .loading import load_problem, problem_spec
 from .plotting import plot_identification
 
 __all__ = ["run_demo"]
@@ -34,9 +34,9 @@ def run_demo(output_dir: str, method: str = "least_squares") -> int:
           f"A = {' N and '.join(f'{a:g}' for a in AMPLITUDES)} N", file=sys.stderr)
     print("(a1 sampled at 5 kHz over 1 s, 1 % noise each; one line per iteration follows)", file=sys.stderr)
     specs = [f"{f}@A={a!r}" for f, a in zip(files, AMPLITUDES)]
-    experiments = load_experiments(
-        str(example_path("engine_mount")), specs, {}, t_end=None, step=None,
-    )
+    _, joint = load_problem(problem_spec(str(example_path("engine_mount")), specs, {}, names, t_end=None,
+                                         step=None))
+    experiments = list(joint.experiments)
     # Continuation: the 100 N sweep alone converges from the paper's start values; the 300 N
     # sweep, far more nonlinear, joins once the parameters are close (from the start values
     # directly, the joint fit finds a wrong local minimum).

@@ -11,7 +11,7 @@ from ..data import read_csv
 from ..errors import ModelError
 from ..fmu.archive import FmuArchive, FmuError
 from ..fmu.fmu_problem import FmuExperiment
-from .cost_options import CostOptions, Target, csv_header, build_cost
+from ..identify.data_costs import CostOptions, DataFile, Target, build_cost
 from .loading import experiment_settings
 
 __all__ = ["load_fmu_experiments", "fmu_target"]
@@ -58,13 +58,14 @@ def load_fmu_experiments(
     for spec in data_specs:
         file, values = experiment_settings(spec, settings, identified)
         end_guess = t_end if t_end is not None else target.t_end
+        data = DataFile.from_path(file)
         if step is not None:
             h = step
-        elif "time" in csv_header(file):
-            h = _default_step(archive, read_csv(file).times, end_guess)
+        elif "time" in data.header():
+            h = _default_step(archive, data.read().times, end_guess)
         else:
             h = _default_step(archive, None, end_guess)
-        experiment_cost, end = build_cost(cost, target, file, t_end=t_end, step=h)
+        experiment_cost, end = build_cost(cost, target, data, t_end=t_end, step=h)
         if not (h > 0 and math.isfinite(h)):
             raise ModelError(f"--step {h!r}: the step must be positive.")
         if inputs is not None and (inputs.times[0] > 1e-12 or inputs.times[-1] < end * (1 - 1e-12)):

@@ -10,19 +10,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..compiled import CompiledModel
-from ..engines import AbstractEngine, NativeEngine, PythonEngine
-from ..errors import CompilerError, ExpressionError, ModelError, NoCCodeError
+from ..engines import AbstractEngine
+from ..errors import ModelError
 from ..examples import example_names, example_path
 from ..files import decode_text, read_regular
-from ..identify import Experiment
+from ..identify import IdentificationProblem
+from ..identify.data_costs import CostOptions, DataFile
+from ..identify.spec import ExperimentSpec, ProblemSpec, build_engine, check_time_span, model_error_in
 from ..integrate.schemes import scheme_from_settings
-from ..integrate.hht import MAX_STEPS
-from ..model_file import load_model
+from ..model_file import ModelSource, load_model
 from ..text import excerpt
-from .cost_options import CostOptions, Target, build_cost
 
 __all__ = ["model_path", "model_inputs", "resolve_engine", "resolve_model", "check_time_span", "parse_assignments",
-           "parse_bounds", "experiment_settings", "load_experiments"]
+           "parse_bounds", "experiment_settings", "problem_spec", "load_problem"]
 
 #: Most integrator steps of one simulation (as in :func:`fmi_adjoint.integrate.time_grid`).
 _MAX_MODEL_BYTES = 4 * 1024 * 1024
@@ -51,30 +51,17 @@ def resolve_model(spec: str, values: dict[str, float] | None = None, *,
 
 def resolve_engine(spec: str, values: dict[str, float] | None = None, *, engine: str = "auto",
                    allow_external_tables: bool = False) -> AbstractEngine:
-    """Build MODEL's engine through the build cache (``--engine``).
-
-    ``auto``: the native engine, or the Python reference with a one-line note when there
-    is no C compiler or an element has no C code; ``native``: the same without fallback.
-    """
+    """Build MODEL's engine through the build cache (``--engine``; see
+    :func:`~fmi_adjoint.identify.spec.build_engine`); the fallback note goes to stderr."""
     source = model_path(spec)
     model = load_model(source, allow_external_tables=allow_external_tables)
     try:
-        model = model.with_values(values or {})
-        if engine == "python":
-            return PythonEngine.build(model)
-        try:
-            return NativeEngine.build(model)
-        except (CompilerError, NoCCodeError) as exc:  # no compiler, a failing one, or an element without C
-            reason = str(exc)
-        if engine == "native":
-            raise ModelError(f"--engine native: {reason.rstrip('.')}; use --engine python or fix the cause.")
-        print(f"fmi-adjoint: note: using the Python engine ({reason.rstrip('.')}).", file=sys.stderr)
-        return PythonEngine.build(model)
-    except ExpressionError as exc:
-        raise ExpressionError(f"{source}: {exc}") from None
+        built, note = build_engine(model.with_values(values or {}), engine)
     except ModelError as exc:
-        text = str(exc)
-        raise ModelError(text if str(source) in text else f"{source}: {text}") from None
+        raise model_error_in(str(source), exc) from None
+    if note:
+        print(f"fmi-adjoint: note: {note}", file=sys.stderr)
+    return built
 
 
 def model_inputs(spec: str) -> list[tuple[str, Path]]:
@@ -99,26 +86,6 @@ def model_inputs(spec: str) -> list[tuple[str, Path]]:
                 and "\0" not in force["file"]:
             files.append(("table file", source.parent / force["file"]))
     return files
-
-
-def check_time_span(t_end: float | None, step: float | None, *, t_end_option: str = "--t-end",
-                    step_option: str = "--step") -> None:
-    """The one check of an end time and a step, shared by every command.
-
-    Each must be finite and positive, and together they must give at most
-    :data:`MAX_STEPS` steps (the trajectory is stored at every step: a larger count
-    exhausts the memory before any step is taken).  ``None`` means "not known yet".
-    """
-    for option, value, what in ((step_option, step, "step"), (t_end_option, t_end, "end time")):
-        if value is None:
-            continue
-        if not math.isfinite(value) or not value > 0:
-            raise ModelError(f"{option} {value!r}: the {what} must be a finite positive number of seconds.")
-    if t_end is not None and step is not None and t_end / step > MAX_STEPS:
-        raise ModelError(
-            f"{t_end_option} {t_end:g} with {step_option} {step:g} gives {t_end / step:.3g} steps, more than the "
-            f"limit of {MAX_STEPS:.0e}; choose a larger {step_option} or a smaller {t_end_option}."
-        )
 
 
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
@@ -189,45 +156,47 @@ def experiment_settings(spec: str, settings: dict[str, float], identified) -> tu
     return file, values
 
 
-def load_experiments(
+def problem_spec(
     model_spec: str,
     data_specs: list[str],
     settings: dict[str, float],
+    names: Sequence[str],
     *,
     t_end: float | None,
     step: float | None,
-    alpha: float | None = None,
     integrator: str | None = None,
+    alpha: float | None = None,
     rho_inf: float | None = None,
-    identified: Sequence[str] = (),
     cost: CostOptions | None = None,
+    bounds: dict[str, tuple[float, float]] | None = None,
     allow_external_tables: bool = False,
     engine: str = "auto",
-) -> list[Experiment]:
-    """One experiment per ``--data FILE[@NAME=VALUE,...]``, sharing the model.
+) -> ProblemSpec:
+    """The :class:`~fmi_adjoint.identify.spec.ProblemSpec` of MODEL and one experiment per
+    ``--data FILE[@NAME=VALUE,...]``: the files read once, here.
 
     The settings after ``@`` apply to that experiment only (excitation, initial state).
-    ``cost`` chooses what is compared (default: least squares of the time series).
-    Without ``--t-end`` each experiment is simulated up to its last sample (spectra: the
-    model's end time).  ``engine``: ``--engine`` (see :func:`resolve_engine`).
+    ``integrator``, ``alpha``, ``rho_inf`` override the model's integration settings.
     """
-    built = resolve_engine(model_spec, engine=engine, allow_external_tables=allow_external_tables)
-    model = built.compiled
-    options = cost or CostOptions()
-    h = step if step is not None else model.model.simulation.step
-    check_time_span(t_end, h)
+    path = model_path(model_spec)
+    source = ModelSource.from_path(path, allow_external_tables=allow_external_tables)
     solver = None
     if integrator is not None or alpha is not None or rho_inf is not None:
-        solver = scheme_from_settings(model.model.simulation, integrator=integrator, alpha=alpha, rho_inf=rho_inf)
+        solver = scheme_from_settings(source.load().simulation, integrator=integrator, alpha=alpha, rho_inf=rho_inf)
     experiments = []
     for spec in data_specs:
-        file, values = experiment_settings(spec, settings, identified)
-        for name in values:
-            model.parameter_index(name)
-        experiment_cost, end = build_cost(options, Target.of_model(model), file, t_end=t_end, step=h)
-        check_time_span(end, h, t_end_option="--t-end (or the last sample time)")
-        experiments.append(
-            Experiment(model, experiment_cost, values=values, t_end=end, step=step, solver=solver,
-                       name=Path(file).stem, engine=built)
-        )
-    return experiments
+        file, values = experiment_settings(spec, settings, names)
+        experiments.append(ExperimentSpec(DataFile.from_path(file), tuple(values.items()), Path(file).stem))
+    return ProblemSpec.create(source, experiments, names, cost=cost, bounds=bounds, t_end=t_end, step=step,
+                              solver=solver, engine=engine)
+
+
+def load_problem(spec: ProblemSpec) -> tuple[ProblemSpec, IdentificationProblem]:
+    """Build ``spec`` here (engine fallback noted on stderr); the spec with its engine resolved."""
+    try:
+        resolved, problem, note = spec.resolved()
+    except ModelError as exc:
+        raise model_error_in(spec.model.source, exc) from None
+    if note:
+        print(f"fmi-adjoint: note: {note}", file=sys.stderr)
+    return resolved, problem

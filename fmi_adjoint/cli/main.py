@@ -18,18 +18,20 @@ from ..files import atomic_output, check_not_input, check_writable, same_file
 from ..text import excerpt
 from ..forces import element_type
 from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem, identify
+from ..identify.spec import ProblemSpec
 from ..integrate import HHT, AbstractScheme, GeneralizedAlpha
 from ..integrate.schemes import INTEGRATORS, scheme_from_settings
 from .cache_command import add_cache_parser, cmd_cache
 from .cost_options import CostOptions, add_cost_options, cost_options_from_args
 from .loading import (
     check_time_span,
-    load_experiments,
+    load_problem,
     model_inputs,
     model_path,
     parse_assignments,
     parse_bounds,
     parse_names,
+    problem_spec,
     resolve_engine,
 )
 
@@ -269,8 +271,10 @@ def cmd_simulate(args) -> int:
 class _Setup:
     """The problem of ``gradient``/``identify`` and what must be released afterwards."""
 
-    def __init__(self, problem, options: CostOptions, choice=None, archive=None):
+    def __init__(self, problem, options: CostOptions, choice=None, archive=None, spec: ProblemSpec | None = None):
         self.problem, self.options, self.choice, self.archive = problem, options, choice, archive
+        #: The problem as model text, data and settings (model files; None for an FMU).
+        self.spec = spec
 
     def sampled(self, x: np.ndarray) -> np.ndarray:
         """Sampled outputs of the first experiment at the identified values ``x``."""
@@ -306,12 +310,13 @@ def _problem(args, bounds=None) -> _Setup:
         raise ModelError("--verbose shows the log of an FMU binary and applies to --fmu; remove it or give --fmu.")
     if args.gradient != "auto":
         raise ModelError("--gradient applies to --fmu; for a model file use --method.")
-    experiments = load_experiments(
-        args.model, args.data, parse_assignments(args.set), t_end=args.t_end, step=args.step,
-        integrator=args.integrator, alpha=args.alpha, rho_inf=args.rho_inf, identified=names, cost=options,
+    spec = problem_spec(
+        args.model, args.data, parse_assignments(args.set), names, t_end=args.t_end, step=args.step,
+        integrator=args.integrator, alpha=args.alpha, rho_inf=args.rho_inf, cost=options, bounds=bounds,
         allow_external_tables=args.allow_external_tables, engine=args.engine,
     )
-    return _Setup(IdentificationProblem(experiments, names, bounds=bounds), options)
+    spec, problem = load_problem(spec)
+    return _Setup(problem, options, spec=spec)
 
 
 def _fmu_problem(args, options, names, bounds) -> _Setup:

@@ -1,0 +1,324 @@
+"""Costs built from data files and the cost options (``--cost time|fourier|orders|pod``).
+
+What ``--data`` holds depends on the cost:
+
+* ``time``: a time series (``time`` column, one column per measured output);
+  least squares in the time domain.
+* ``fourier``: either a time series, whose Fourier coefficients at the analysed
+  frequencies are the measurement, or a measured spectrum (``frequency`` column in Hz,
+  an ``amplitude`` column, optionally ``A`` and ``B`` coefficient columns and a
+  ``weight`` column).  The frequencies are the spectrum's rows, ``--frequencies``, or
+  the harmonics ``k / T_w`` inside ``--band``.
+* ``orders``: a measured order spectrum (``speed`` column in rpm, ``amplitude``,
+  optionally ``weight``) of engine order ``--order`` over the run-up ``--runup``.
+* ``pod``: a time series; the proper orthogonal modes of its channels define the modal
+  coordinates compared (``--modes``).
+
+Costs without time samples in their data (spectra, order spectra) sample the simulated
+output at every integrator step up to the end time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+
+import numpy as np
+
+from ..costs import (
+    AbstractCost,
+    EngineOrderCost,
+    FourierCoefficients,
+    FourierCost,
+    LeastSquaresCost,
+    PODCost,
+    RunUp,
+)
+from ..costs.fourier import KINDS, WINDOWS
+from ..data import Measurement, name_list, parse_csv, read_csv_bytes
+from ..errors import DataError
+from ..integrate import time_grid
+from ..text import excerpt
+
+__all__ = ["COSTS", "KINDS", "WINDOWS", "CostOptions", "DataFile", "Target", "build_cost", "step_grid"]
+
+COSTS = ("time", "fourier", "orders", "pod")
+_HEADER_BYTES = 4 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class CostOptions:
+    """The cost chosen on the command line, with its options (see the module docstring).
+
+    Frequencies and bands are in Hz, speeds in rpm, times in s.
+    """
+
+    cost: str = "time"
+    channel: str | None = None
+    frequencies: tuple[float, ...] = ()
+    band: tuple[float, float] | None = None
+    window: str = "rectangular"
+    window_limits: tuple[float, float] | None = None
+    kind: str | None = None
+    order: float | None = None
+    runup: RunUp | None = None
+    speeds: tuple[float, float] | None = None
+    modes: tuple[int, ...] = (1,)
+    weights: dict[str, float] = dataclasses.field(default_factory=dict)
+    scales: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def describe(self) -> dict:
+        """JSON-ready summary for result files."""
+        out: dict = {"cost": self.cost}
+        if self.cost in ("fourier", "orders"):
+            out["channel"] = self.channel
+            out["kind"] = self.spectrum_kind
+        if self.cost == "fourier":
+            out.update(window=self.window, band_hz=self.band, window_limits=self.window_limits,
+                       frequencies_hz=list(self.frequencies) or None)
+        if self.cost == "orders":
+            out.update(order=self.order, runup=dataclasses.asdict(self.runup) if self.runup else None,
+                       speeds_rpm=self.speeds)
+        if self.cost == "pod":
+            out["modes"] = list(self.modes)
+        return out
+
+    @property
+    def spectrum_kind(self) -> str:
+        """Misfit of amplitudes: eq. (4.6) "power" for spectra, "amplitude" for orders by default."""
+        if self.kind is not None:
+            return self.kind
+        return "amplitude" if self.cost == "orders" else "power"
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What the data are compared with: a model or an FMU, by its output names."""
+
+    name: str
+    output_names: tuple[str, ...]
+    t_end: float
+
+    @classmethod
+    def of_model(cls, model) -> Target:
+        """The target of a compiled model."""
+        return cls(model.model.name, tuple(model.output_names), float(model.model.simulation.t_end))
+
+
+@dataclasses.dataclass(frozen=True)
+class DataFile:
+    """A data file as it travels to parallel workers: its name (for messages) and bytes.
+
+    :meth:`from_path` reads it with the checks of :func:`~fmi_adjoint.data.read_csv`
+    (a regular file of at most 512 MiB); :meth:`read` parses it as ``read_csv`` would.
+    """
+
+    name: str
+    raw: bytes
+
+    @classmethod
+    def from_path(cls, path: str) -> DataFile:
+        """Read the file ``path``."""
+        return cls(str(path), read_csv_bytes(path))
+
+    def header(self) -> list[str]:
+        """The header cells ([] if there is no readable first line; :meth:`read` names the problem)."""
+        for line in self.raw[:_HEADER_BYTES].splitlines():
+            if line.strip():
+                try:
+                    text = line.decode("utf-8").lstrip("\ufeff")
+                except UnicodeDecodeError:
+                    return []
+                return [cell.strip() for cell in text.split(",")]
+        return []
+
+    def read(self, *, time_column: str = "time", unit: str = "seconds", min_rows: int = 2) -> Measurement:
+        """The samples (see :func:`~fmi_adjoint.data.read_csv`)."""
+        return parse_csv(self.raw, self.name, time_column=time_column, unit=unit, min_rows=min_rows)
+
+    def digest(self) -> str:
+        """SHA-256 of the name and the bytes."""
+        return hashlib.sha256(self.name.encode() + b"\0" + self.raw).hexdigest()
+
+
+def _check_channel(options: CostOptions, model: Target, file: str, columns: tuple[str, ...]) -> str:
+    channel = options.channel
+    if channel is None:
+        if len(columns) == 1 and columns[0] in model.output_names:
+            return columns[0]
+        raise DataError(
+            f"--cost {options.cost}: name the analysed output with --channel (outputs of model "
+            f"'{model.name}': {', '.join(model.output_names)})."
+        )
+    if channel not in model.output_names:
+        raise DataError(
+            f"--channel {channel!r} is not an output of '{model.name}'. "
+            f"Outputs: {', '.join(model.output_names)}."
+        )
+    return channel
+
+
+def _check_columns(measurement: Measurement, model: Target, file: str) -> None:
+    if not measurement.columns:
+        raise DataError(
+            f"{file}: no measured column besides 'time'; add columns named like the model's outputs "
+            f"({', '.join(model.output_names)})."
+        )
+    for name in measurement.columns:
+        if name not in model.output_names:
+            raise DataError(
+                f"{file}: column {excerpt(name)} matches no output of '{model.name}'. "
+                f"Outputs: {', '.join(model.output_names)}. Rename or drop the column."
+            )
+
+
+def _spectrum_columns(measurement: Measurement, required: tuple[str, ...], file: str, what: str) -> None:
+    allowed = {"amplitude", "A", "B", "weight"}
+    unknown = [c for c in measurement.columns if c not in allowed]
+    missing = [c for c in required if c not in measurement.columns]
+    if unknown or missing:
+        raise DataError(
+            f"{file}: a {what} has the columns {', '.join(required)} (optional: weight); "
+            f"{'unknown: ' + name_list(unknown) if unknown else 'missing: ' + ', '.join(missing)}."
+        )
+
+
+def step_grid(t_end: float, step: float) -> np.ndarray:
+    """The integrator's step times on ``[0, t_end]`` (sample times of spectral data)."""
+    return time_grid(0.0, t_end, step)
+
+
+def build_cost(
+    options: CostOptions, model: Target, data: DataFile | str, *, t_end: float | None, step: float
+) -> tuple[AbstractCost, float]:
+    """The cost of one ``--data`` file and the end time of its simulation.
+
+    ``t_end`` is the ``--t-end`` option (None: the last sample of a time series, or the
+    model's end time for spectra).
+    """
+    if isinstance(data, str):
+        data = DataFile.from_path(data)
+    file = data.name
+    cost = options.cost
+    if cost == "orders" or (cost == "fourier" and "frequency" in data.header()):
+        return _spectral_cost(options, model, data, t_end=t_end, step=step)
+    measurement = data.read()
+    _check_columns(measurement, model, file)
+    end = t_end if t_end is not None else float(measurement.times[-1])
+    if cost == "time":
+        for name in list(options.weights) + list(options.scales):
+            if name not in measurement.columns:
+                raise DataError(f"--weight/--scale {name!r}: no such data column in {file}.")
+        columns = measurement.columns
+        return LeastSquaresCost(
+            measurement.times, measurement.values, columns,
+            weights=np.array([options.weights.get(c, 1.0) for c in columns]),
+            scales=np.array([options.scales.get(c, 1.0) for c in columns]),
+        ), end
+    if cost == "pod":
+        return PODCost(measurement.times, measurement.values, measurement.columns, modes=options.modes), end
+    # Fourier coefficients of a measured time series.
+    channel = _check_channel(options, model, file, measurement.columns)
+    if channel not in measurement.columns:
+        raise DataError(f"{file}: no column {channel!r} for --channel; columns: {', '.join(measurement.columns)}.")
+    times = measurement.times
+    lo, hi = options.window_limits or (float(times[0]), float(times[-1]))
+    omegas = _omegas(options, times, lo, hi, file)
+    coefficients = FourierCoefficients(times, omegas, window=options.window, t_lower=lo, t_upper=hi)
+    A, B = coefficients(measurement.column(channel))
+    cost_obj = _fourier_cost(options, coefficients, channel, A=A, B=B, amplitude=None, weights=None)
+    return cost_obj, end
+
+
+def _omegas(options: CostOptions, times: np.ndarray, lo: float, hi: float, file: str) -> np.ndarray:
+    """The analysed angular frequencies of a time series, bounded before anything is allocated.
+
+    Frequencies above the Nyquist frequency of the samples in the window (half their mean
+    rate) only alias, and a band reaching far above it would ask for millions of harmonics
+    (``--band 0:1e9``: 16 GB), so both are refused with the limit.
+    """
+    window_length = hi - lo
+    inside = int(np.count_nonzero((times >= lo) & (times <= hi)))
+    nyquist = max(inside - 1, 1) / (2.0 * window_length) if window_length > 0 else 0.0
+    if options.frequencies:
+        top = max(options.frequencies)
+        if top > nyquist * (1 + 1e-9):
+            raise DataError(
+                f"--frequencies: {top:g} Hz is above the Nyquist frequency {nyquist:.6g} Hz of the samples of "
+                f"{file} in the window; give frequencies up to {nyquist:.6g} Hz."
+            )
+        return 2 * np.pi * np.asarray(options.frequencies)
+    if options.band is None:
+        raise DataError(
+            f"{file}: a time series needs the analysed frequencies: --frequencies F1,F2,... or --band LO:HI (Hz)."
+        )
+    low, high = options.band
+    if high > nyquist * (1 + 1e-9):
+        raise DataError(
+            f"--band {low:g}:{high:g} Hz reaches above the Nyquist frequency {nyquist:.6g} Hz of the samples of "
+            f"{file} in the window (the limit of the band); choose HI <= {nyquist:.6g}."
+        )
+    df = 1.0 / window_length
+    k = np.arange(math.ceil(low / df - 1e-9), math.floor(high / df + 1e-9) + 1)
+    k = k[k >= 1]
+    if k.size == 0:
+        raise DataError(
+            f"--band {low:g}:{high:g} Hz holds no harmonic k/T_w of the {window_length:g} s "
+            "window; widen the band or give --frequencies."
+        )
+    return 2 * np.pi * k * df
+
+
+def _fourier_cost(options, coefficients, channel, *, A, B, amplitude, weights) -> FourierCost:
+    kind = options.spectrum_kind
+    band = options.band
+    select = np.ones(coefficients.omegas.size) if weights is None else weights
+    if band is not None:
+        hz = coefficients.omegas / (2 * np.pi)
+        inside = (hz >= band[0] * (1 - 1e-12)) & (hz <= band[1] * (1 + 1e-12))
+        if not inside.any():
+            raise DataError(f"--band {band[0]:g}:{band[1]:g} Hz holds none of the spectrum's frequencies.")
+        select = select * inside
+    if kind == "complex" and (A is None or B is None):
+        raise DataError("--spectrum complex needs the measured coefficients: a time series, or A and B columns.")
+    return FourierCost(coefficients, channel, measured_A=A, measured_B=B, measured_amplitude=amplitude,
+                       kind=kind, weights=select)
+
+
+def _spectral_cost(options, model, data: DataFile, *, t_end, step) -> tuple[AbstractCost, float]:
+    """A cost on a measured spectrum or order spectrum (no time samples in the data)."""
+    file = data.name
+    end = t_end if t_end is not None else model.t_end
+    grid = step_grid(end, step)
+    channel = _check_channel(options, model, file, ())
+    if options.cost == "orders":
+        spectrum = data.read(time_column="speed", unit="rpm", min_rows=1)
+        _spectrum_columns(spectrum, ("amplitude",), file, "measured order spectrum")
+        speeds = spectrum.times
+        amplitude = spectrum.column("amplitude")
+        weights = spectrum.column("weight") if "weight" in spectrum.columns else np.ones(speeds.size)
+        if options.speeds is not None:
+            inside = (speeds >= options.speeds[0]) & (speeds <= options.speeds[1])
+            if not inside.any():
+                raise DataError(f"--speeds {options.speeds[0]:g}:{options.speeds[1]:g} holds no row of {file}.")
+            speeds, amplitude, weights = speeds[inside], amplitude[inside], weights[inside]
+        return EngineOrderCost(grid, channel, options.order, speeds, amplitude, options.runup,
+                               kind=options.spectrum_kind, weights=weights), end
+    if options.frequencies:
+        raise DataError(f"{file} is a spectrum: its 'frequency' rows are the analysed frequencies; drop --frequencies.")
+    spectrum = data.read(time_column="frequency", unit="Hz", min_rows=1)
+    complex_kind = options.spectrum_kind == "complex"
+    _spectrum_columns(spectrum, ("A", "B") if complex_kind else ("amplitude",), file, "measured spectrum")
+    lo, hi = options.window_limits or (0.0, end)
+    if hi > end * (1 + 1e-12):
+        raise DataError(f"--window-limits end at {hi:g} s, after the simulation end {end:g} s; use --t-end.")
+    coefficients = FourierCoefficients(grid, 2 * np.pi * spectrum.times, window=options.window, t_lower=lo, t_upper=hi)
+    A = spectrum.column("A") if "A" in spectrum.columns else None
+    B = spectrum.column("B") if "B" in spectrum.columns else None
+    measured = spectrum.column("amplitude") if "amplitude" in spectrum.columns else None
+    weight_column = spectrum.column("weight") if "weight" in spectrum.columns else None
+    if weight_column is not None and np.any(weight_column < 0):
+        raise DataError(f"{file}: the weight column must be >= 0.")
+    return _fourier_cost(options, coefficients, channel, A=A, B=B, amplitude=measured, weights=weight_column), end
+

@@ -1,0 +1,183 @@
+"""What an identification is built from: model text, data bytes and settings (issue 14).
+
+A :class:`ProblemSpec` is the picklable description of an identification problem.  The
+parent process builds it from the files once; every worker (a local process or a Dask
+worker on another machine) builds the same :class:`~fmi_adjoint.identify.IdentificationProblem`
+from it through the build cache, so a model is compiled once per machine and never
+travels as a compiled object.  The command line only parses options into a spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+
+from ..compiled import CompiledModel
+from ..engines import AbstractEngine, NativeEngine, PythonEngine
+from ..errors import CompilerError, ExpressionError, ModelError, NoCCodeError
+from ..integrate import AbstractScheme
+from ..integrate.hht import MAX_STEPS
+from ..model import Model
+from ..model_file import ModelSource
+from .data_costs import CostOptions, DataFile, Target, build_cost
+from .problem import Experiment, IdentificationProblem
+
+__all__ = ["ENGINES", "ExperimentSpec", "ProblemSpec", "build_engine", "check_time_span"]
+
+#: ``--engine`` choices.
+ENGINES = ("auto", "native", "python")
+
+
+def check_time_span(t_end: float | None, step: float | None, *, t_end_option: str = "--t-end",
+                    step_option: str = "--step") -> None:
+    """The one check of an end time and a step, shared by every command.
+
+    Each must be finite and positive, and together they must give at most
+    :data:`MAX_STEPS` steps (the trajectory is stored at every step: a larger count
+    exhausts the memory before any step is taken).  ``None`` means "not known yet".
+    """
+    for option, value, what in ((step_option, step, "step"), (t_end_option, t_end, "end time")):
+        if value is None:
+            continue
+        if not math.isfinite(value) or not value > 0:
+            raise ModelError(f"{option} {value!r}: the {what} must be a finite positive number of seconds.")
+    if t_end is not None and step is not None and t_end / step > MAX_STEPS:
+        raise ModelError(
+            f"{t_end_option} {t_end:g} with {step_option} {step:g} gives {t_end / step:.3g} steps, more than the "
+            f"limit of {MAX_STEPS:.0e}; choose a larger {step_option} or a smaller {t_end_option}."
+        )
+
+
+def build_engine(model: Model, engine: str = "auto") -> tuple[AbstractEngine, str | None]:
+    """The engine of ``model`` through the build cache, and a note if ``auto`` fell back.
+
+    ``auto``: the native engine, or the Python reference when there is no C compiler or an
+    element has no C code (the note says why); ``native``: the same without fallback;
+    ``python``: the reference engine.
+    """
+    if engine not in ENGINES:
+        raise ModelError(f"engine {engine!r} is not one of {', '.join(ENGINES)}.")
+    if engine == "python":
+        return PythonEngine.build(model), None
+    try:
+        return NativeEngine.build(model), None
+    except (CompilerError, NoCCodeError) as exc:  # no compiler, a failing one, or an element without C
+        reason = str(exc).rstrip(".")
+    if engine == "native":
+        raise ModelError(f"--engine native: {reason}; use --engine python or fix the cause.")
+    return PythonEngine.build(model), f"using the Python engine ({reason})."
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentSpec:
+    """One experiment: its data file and its parameter values (``--set`` and the settings
+    after ``@`` of ``--data FILE@NAME=VALUE``)."""
+
+    data: DataFile
+    values: tuple[tuple[str, float], ...] = ()
+    name: str = "experiment"
+
+
+@dataclasses.dataclass(frozen=True)
+class ProblemSpec:
+    """An identification problem as model text, data bytes and settings.
+
+    Attributes
+    ----------
+    model : ModelSource
+    experiments : tuple of ExperimentSpec
+    names : tuple of str
+        Identified parameters.
+    cost : CostOptions
+    bounds : tuple of (str, float, float)
+        Bounds overriding the model's.
+    t_end, step : float, optional
+        ``--t-end`` (default: each experiment's last sample) and ``--step``.
+    solver : AbstractScheme, optional
+        The integration scheme (default: the model's settings).
+    engine : {"auto", "native", "python"}
+        Resolved to ``native`` or ``python`` by :meth:`resolved` in the parent, so that
+        every worker runs the engine the parent chose.
+    """
+
+    model: ModelSource
+    experiments: tuple[ExperimentSpec, ...]
+    names: tuple[str, ...]
+    cost: CostOptions = CostOptions()
+    bounds: tuple[tuple[str, float, float], ...] = ()
+    t_end: float | None = None
+    step: float | None = None
+    solver: AbstractScheme | None = None
+    engine: str = "auto"
+
+    @classmethod
+    def create(cls, model: ModelSource, experiments: Sequence[ExperimentSpec], names: Sequence[str], *,
+               cost: CostOptions | None = None, bounds: Mapping[str, tuple[float, float]] | None = None,
+               t_end: float | None = None, step: float | None = None, solver: AbstractScheme | None = None,
+               engine: str = "auto") -> ProblemSpec:
+        """A spec from plain Python values."""
+        return cls(model, tuple(experiments), tuple(names), cost or CostOptions(),
+                   tuple((n, float(lo), float(hi)) for n, (lo, hi) in (bounds or {}).items()),
+                   t_end, step, solver, engine)
+
+    def digest(self) -> str:
+        """SHA-256 naming the problem: workers keep built problems under it, and a
+        checkpoint records it to refuse resuming another problem."""
+        h = hashlib.sha256()
+        h.update(self.model.digest().encode())
+        for exp in self.experiments:
+            h.update(exp.data.digest().encode() + repr((exp.values, exp.name)).encode())
+        solver = None if self.solver is None else sorted(self.solver.record().items())
+        rest = (self.names, self.cost, self.bounds, self.t_end, self.step, solver, self.engine)
+        h.update(repr(rest).encode())
+        return h.hexdigest()
+
+    def resolved(self) -> tuple[ProblemSpec, IdentificationProblem, str | None]:
+        """Build the problem here; the spec with the engine that ran (``auto`` resolved),
+        the problem, and the fallback note of ``auto`` (None if the native engine ran)."""
+        engine, note = build_engine(self.model.load(), self.engine)
+        spec = dataclasses.replace(self, engine=engine.name)
+        return spec, spec._problem(engine), note
+
+    def build(self) -> IdentificationProblem:
+        """The identification problem (in a worker: through its build cache)."""
+        engine, _ = build_engine(self.model.load(), self.engine)
+        return self._problem(engine)
+
+    def _problem(self, engine: AbstractEngine) -> IdentificationProblem:
+        bounds = {name: (lo, hi) for name, lo, hi in self.bounds}
+        return IdentificationProblem(experiment_list(engine, self.experiments, cost=self.cost, t_end=self.t_end,
+                                                     step=self.step, solver=self.solver),
+                                     self.names, bounds=bounds)
+
+
+def experiment_list(engine: AbstractEngine, specs: Sequence[ExperimentSpec], *, cost: CostOptions,
+                    t_end: float | None, step: float | None, solver: AbstractScheme | None) -> list[Experiment]:
+    """One :class:`Experiment` per spec, sharing ``engine``.
+
+    Without ``t_end`` each experiment is simulated up to its last sample (spectra: the
+    model's end time).
+    """
+    model: CompiledModel = engine.compiled
+    h = step if step is not None else model.model.simulation.step
+    check_time_span(t_end, h)
+    experiments = []
+    for spec in specs:
+        values = dict(spec.values)
+        for name in values:
+            model.parameter_index(name)
+        experiment_cost, end = build_cost(cost, Target.of_model(model), spec.data, t_end=t_end, step=h)
+        check_time_span(end, h, t_end_option="--t-end (or the last sample time)")
+        experiments.append(Experiment(model, experiment_cost, values=values, t_end=end, step=step, solver=solver,
+                                      name=spec.name, engine=engine))
+    return experiments
+
+
+def model_error_in(source: str, exc: ModelError) -> ModelError:
+    """``exc`` with the model file named once (expression errors keep their class)."""
+    text = str(exc)
+    if isinstance(exc, ExpressionError):
+        return ExpressionError(f"{source}: {text}")
+    return ModelError(text if source in text else f"{source}: {text}")
