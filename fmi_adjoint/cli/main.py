@@ -17,7 +17,7 @@ from ..examples import EXAMPLES_DIR, example_names
 from ..files import atomic_output, check_not_input, check_writable, same_file
 from ..text import excerpt
 from ..forces import element_type
-from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem, identify
+from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem
 from ..identify.spec import ProblemSpec
 from ..integrate import HHT, AbstractScheme, GeneralizedAlpha
 from ..integrate.schemes import INTEGRATORS, scheme_from_settings
@@ -48,7 +48,6 @@ def _common_model_options(parser: argparse.ArgumentParser, fmu: bool = False) ->
         group.add_argument("--gradient", choices=("auto", "adjoint", "sensitivity", "fd"), default="auto",
                            help="auto (default): adjoint for FMUs exported by fmi-adjoint, sensitivity for Model "
                            "Exchange FMUs with directional derivatives, else fd (parallel finite differences)")
-        group.add_argument("--workers", type=int, help="processes for finite differences (default: CPU count)")
         _fmu_process_options(group)
     else:
         parser.add_argument("model", metavar="MODEL", help="TOML model file or bundled example name")
@@ -68,6 +67,17 @@ def _scheme_options(parser) -> None:
     parser.add_argument("--rho-inf", type=float,
                         help="generalized-alpha spectral radius at infinity in [0, 1] (default: the model's, else "
                         "0.8); 1 leaves accelerations and multipliers of constrained models unconverged")
+
+
+def _parallel_options(parser: argparse.ArgumentParser) -> None:
+    """--workers and --dask: where the parallel work runs (experiments, starts, finite differences)."""
+    group = parser.add_argument_group("parallel work (experiments, starts, finite-difference columns)")
+    group.add_argument("--workers", type=int, metavar="N",
+                       help="local worker processes (default: the CPU count when there is parallel work; 1: all in "
+                       "this process); results do not depend on it")
+    group.add_argument("--dask", metavar="ADDRESS",
+                       help="run the work on an existing Dask cluster, e.g. tcp://scheduler:8786 (default: "
+                       "$FMI_ADJOINT_DASK, else local processes); needs pip install 'fmi-adjoint[dask]'")
 
 
 def _table_option(parser: argparse.ArgumentParser) -> None:
@@ -140,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     grad.add_argument("--method", choices=GRADIENT_METHODS, default="adjoint")
     grad.add_argument("--json", action="store_true", help="print JSON to stdout")
     _engine_option(grad)
+    _parallel_options(grad)
     add_cost_options(grad)
 
     ident = sub.add_parser("identify", help="identify parameters from data")
@@ -155,6 +166,18 @@ def build_parser() -> argparse.ArgumentParser:
     ident.add_argument("--plot", metavar="FIT.png",
                        help="PNG of measured, initial and identified outputs (spectra, orders, modal coordinates) "
                        "of the first experiment, and the convergence history")
+    _parallel_options(ident)
+    starts = ident.add_argument_group("multi-start and checkpoints")
+    starts.add_argument("--starts", type=int, default=1, metavar="N",
+                        help="run the optimizer from N starts: the start values, then a Sobol sequence inside the "
+                        "bounds; the best result is reported, every start in 'multistart' of the result")
+    starts.add_argument("--seed", type=int, default=0, help="seed of the Sobol sequence (default 0)")
+    starts.add_argument("--checkpoint", metavar="RUN.ckpt",
+                        help="record every evaluation and finished start in this new file, to continue an "
+                        "interrupted run with --resume")
+    starts.add_argument("--resume", metavar="RUN.ckpt",
+                        help="continue the run recorded in RUN.ckpt (same command line; --workers/--dask may "
+                        "differ); the result equals an uninterrupted run")
     add_cost_options(ident)
 
     plugins = sub.add_parser("plugins", help="list or check the registered force elements")
@@ -286,11 +309,16 @@ class _Setup:
         exp = problem.experiments[0]
         return sampled_outputs(exp.simulate(exp.parameters(problem.names, x)), exp.cost)[2]
 
+    #: The executor of a distributed problem (closed with the setup).
+    executor = None
+
     def close(self) -> None:
         if hasattr(self.problem, "close"):
             self.problem.close()
         if self.archive is not None:
             self.archive.close()
+        if self.executor is not None:
+            self.executor.close()
 
 
 def _problem(args, bounds=None) -> _Setup:
@@ -303,7 +331,7 @@ def _problem(args, bounds=None) -> _Setup:
         return _fmu_problem(args, options, names, bounds)
     if args.model is None:
         raise ModelError("give MODEL (a TOML file or example name) or --fmu MODEL.fmu.")
-    for option in ("inputs", "workers", "fmu_timeout"):
+    for option in ("inputs", "fmu_timeout"):
         if getattr(args, option) is not None:
             raise ModelError(f"--{option.replace('_', '-')} applies to --fmu; remove it or give --fmu.")
     if args.verbose:
@@ -316,7 +344,40 @@ def _problem(args, bounds=None) -> _Setup:
         allow_external_tables=args.allow_external_tables, engine=args.engine,
     )
     spec, problem = load_problem(spec)
-    return _Setup(problem, options, spec=spec)
+    setup = _Setup(problem, options, spec=spec)
+    executor = _executor(args, _parallel_tasks(args, problem))
+    if executor is not None:
+        from ..identify.parallel import DistributedProblem
+
+        setup.executor = executor
+        setup.problem = DistributedProblem(problem, spec, executor)
+    return setup
+
+
+def _parallel_tasks(args, problem) -> int:
+    """How many tasks can run at once: starts times experiments, or the finite-difference points."""
+    starts = getattr(args, "starts", 1) or 1
+    tasks = starts * len(problem.experiments)
+    if getattr(args, "method", None) == "fd":
+        tasks = max(tasks, 4 * len(problem.names))
+    return tasks
+
+
+def _executor(args, tasks: int):
+    """The executor of the options (None: everything in this process)."""
+    if args.workers is not None and args.workers < 1:
+        raise ModelError(f"--workers {args.workers}: give at least 1.")
+    address = args.dask or os.environ.get("FMI_ADJOINT_DASK") or None
+    if address:
+        from ..scale.dask import DaskExecutor
+
+        return DaskExecutor(address)
+    workers = args.workers if args.workers is not None else min(os.cpu_count() or 1, tasks)
+    if workers <= 1 or tasks <= 1:
+        return None
+    from ..scale.pool import LocalPool
+
+    return LocalPool(workers)
 
 
 def _fmu_problem(args, options, names, bounds) -> _Setup:
@@ -332,6 +393,9 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
                              "settings.")
     if args.workers is not None and args.workers < 1:
         raise ModelError(f"--workers {args.workers}: give at least 1.")
+    if args.dask or os.environ.get("FMI_ADJOINT_DASK"):
+        raise ModelError("--dask (or FMI_ADJOINT_DASK) applies to model files; an FMU's finite-difference columns "
+                         "run in local worker processes (--workers N); remove --dask or unset FMI_ADJOINT_DASK.")
     archive = open_fmu(args.fmu)
     try:
         experiments = load_fmu_experiments(
@@ -391,19 +455,49 @@ def _gradient_path(setup: _Setup) -> dict:
 
 
 def cmd_identify(args) -> int:
+    from ..identify.multistart import open_checkpoint, result_warnings, run_starts, sobol_starts
+
     if args.max_iter < 1:
         raise ModelError(f"--max-iter {args.max_iter}: give at least 1 iteration (default 200).")
-    _check_outputs({"-o": args.output, "--plot": args.plot},
-                   [*(model_inputs(args.model) if args.model else []), *_data_inputs(args)])
+    if args.starts < 1:
+        raise ModelError(f"--starts {args.starts}: give at least 1 start (default 1).")
+    if args.checkpoint and args.resume:
+        raise ModelError("give either --checkpoint (a new run) or --resume (continue one), not both.")
+    ckpt = args.checkpoint or args.resume
+    _check_outputs({"-o": args.output, "--plot": args.plot, "--checkpoint": args.checkpoint},
+                   [*(model_inputs(args.model) if args.model else []), *_data_inputs(args),
+                    ("checkpoint", args.resume)])
     setup = _problem(args, parse_bounds(args.bounds))
+    log = None
     try:
         problem, options = setup.problem, setup.options
         if args.method == "least_squares" and args.cost != "time":
             raise ModelError(
                 f"--method least_squares needs residuals, which --cost {args.cost} does not have; use --method lbfgsb."
             )
-        result = identify(problem, args.method, scaling=args.scaling, max_iterations=args.max_iter)
+        starts = sobol_starts(problem, args.starts, args.seed, args.scaling)
+        replay: list = []
+        if ckpt:
+            log, replay = open_checkpoint(ckpt, _checkpoint_header(args, setup), resume=bool(args.resume))
+        try:
+            outcome = run_starts(problem, starts, args.method, scaling=args.scaling, max_iterations=args.max_iter,
+                                 seed=args.seed, progress=sys.stderr, checkpoint=log, replay=replay)
+        except KeyboardInterrupt:
+            if ckpt:
+                print(f"fmi-adjoint: note: {ckpt} holds the run so far; continue it with the same command and "
+                      f"--resume {ckpt}.", file=sys.stderr)
+            raise
+        result = outcome.best
         payload = result.to_json()
+        warnings = result_warnings(result, _noise_floor(problem))
+        if args.starts > 1:
+            payload["multistart"] = outcome.to_json()
+            if outcome.global_minimum_starts == 1:
+                warnings.append(f"only 1 of {args.starts} starts reached the best cost: the global minimum may not "
+                                "be found yet; run more --starts.")
+        payload["warnings"] = warnings
+        for text in warnings:
+            print(f"fmi-adjoint: warning: {text}", file=sys.stderr)
         payload["model"] = args.model if args.fmu is None else None
         payload["settings"] = parse_assignments(args.set)
         if args.fmu is not None:
@@ -417,6 +511,10 @@ def cmd_identify(args) -> int:
             payload["gradient_method"] = "adjoint" if args.method == "lbfgsb" else "forward sensitivities"
         if isinstance(problem, IdentificationProblem):  # a model file or a trusted FMU's embedded model
             payload["integrator"] = problem.experiments[0].scheme.describe()
+        payload["executor"] = setup.executor.describe() if setup.executor is not None else {"executor": "serial",
+                                                                                          "workers": 1}
+        if ckpt:
+            payload["checkpoint"] = ckpt
         text = json.dumps(payload, indent=2)
         if args.plot:
             # The figure before the result file: a failure leaves neither half-written.
@@ -427,6 +525,8 @@ def cmd_identify(args) -> int:
                      result.cost_history)
             print(f"wrote {args.plot}", file=sys.stderr)
     finally:
+        if log is not None:
+            log.close()
         setup.close()
     if args.output:
         with atomic_output(args.output) as handle:
@@ -435,6 +535,32 @@ def cmd_identify(args) -> int:
     if args.json or not args.output:
         print(text)
     return 0 if result.success else 1
+
+
+#: Options that do not change the result (where the work runs, where it is written).
+_NOT_IN_CHECKPOINT = ("workers", "dask", "checkpoint", "resume", "output", "json", "plot", "verbose", "fmu_timeout")
+
+
+def _checkpoint_header(args, setup: _Setup) -> dict:
+    """What a checkpoint must match to be resumed: the options the result depends on and the
+    content of every input (model text, tables, data; or the FMU, data and inputs)."""
+    import hashlib
+
+    options = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_IN_CHECKPOINT}
+    if setup.spec is not None:
+        content = setup.spec.digest()
+    else:
+        h = hashlib.sha256()
+        for _, path in _data_inputs(args):
+            if path:
+                h.update(hashlib.sha256(Path(path).read_bytes()).digest())
+        content = h.hexdigest()
+    return {"format": "fmi-adjoint identify", "content": content, "options": options}
+
+
+def _noise_floor(problem) -> float | None:
+    floor = getattr(problem, "noise_floor", None)
+    return floor() if floor is not None else None
 
 
 def cmd_plugins(args) -> int:

@@ -93,6 +93,60 @@ class LeastSquaresCost(AbstractCost):
         object.__setattr__(self, "scales", scales)
         object.__setattr__(self, "_factors", np.sqrt(factors_squared))
 
+    def noise_variances(self) -> np.ndarray:
+        """Per-channel noise variance ``sigma_c**2`` estimated from the data themselves.
+
+        Each inner sample is compared with the straight line through its two neighbours,
+        ``e_i = y_i - (b_i y_{i-1} + a_i y_{i+1})`` with ``a_i = h_-/(h_- + h_+)``,
+        ``b_i = h_+/(h_- + h_+)`` (``h_-, h_+`` the spacings before and after ``t_i``), and
+        ``sigma_c**2 = mean_i(e_i**2 / (1 + a_i**2 + b_i**2))``.  For white noise of
+        variance ``sigma**2`` every term has expectation ``sigma**2`` (the pseudo-residuals
+        of Gasser, Sroka & Jennen-Steinmetz 1986, Biometrika 73, 625); on evenly spaced
+        samples (``a = b = 1/2``) this is the second-difference estimator
+        ``mean((y_{i+1} - 2 y_i + y_{i-1})**2) / 6``.  It is exact in expectation
+        for white noise on a signal that is linear over any three neighbouring samples, and
+        zero on noise-free data of degree at most one.  A deterministic signal adds its own
+        (non-negative) term ``mean(e_signal**2 / (1 + a**2 + b**2))`` to the expectation, so
+        the expected estimate is an upper bound of the noise variance, tight for smooth
+        signals (curvature small over the sample interval); a signal that changes fast
+        between samples raises it.  The noise is assumed stationary (one variance for all
+        samples of a channel).
+
+        Returns
+        -------
+        numpy.ndarray, shape (n_channels,)
+
+        Raises
+        ------
+        DataError
+            If there are fewer than three samples.
+        """
+        ts, y = self.sample_times, self.data
+        if ts.size < 3:
+            raise DataError(f"estimating the measurement noise needs at least three samples, got {ts.size}; "
+                            "give more samples or the noise level itself.")
+        h = np.diff(ts)
+        before, after = h[:-1], h[1:]
+        a = (before / (before + after))[:, None]
+        b = (after / (before + after))[:, None]
+        e = y[1:-1] - (b * y[:-2] + a * y[2:])
+        return np.mean(e**2 / (1.0 + a**2 + b**2), axis=0)
+
+    def noise_floor(self) -> float:
+        """The cost that measurement noise alone gives at a perfect fit, estimated from the data.
+
+        With residuals equal to white noise of variance ``sigma_c**2`` per channel, the
+        expectation of ``J`` (class docstring) is
+        ``J_noise = 1/2 sum_i eta_i sum_c weight_c sigma_c**2 / scale_c**2`` with the same
+        trapezoidal weights ``eta_i``, channel weights and scales as ``J``;
+        ``sigma_c**2`` is estimated by :meth:`noise_variances` (an upper bound for smooth
+        signals, see there).  A fit whose cost is near ``J_noise`` cannot be improved by
+        the model; a cost far above it can.
+        """
+        eta = trapezoidal_weights(self.sample_times)
+        weights, scales = np.asarray(self.weights), np.asarray(self.scales)  # arrays after __post_init__
+        return 0.5 * float(eta.sum()) * float(np.sum(weights * self.noise_variances() / scales**2))
+
     def residuals(self, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         factors = self._factors  # type: ignore[attr-defined]
         return (factors * (Y - self.data)).ravel(), factors

@@ -23,6 +23,7 @@ hang (``timeout``) or an interrupt of the binary ends in one error, the workers 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import sys
@@ -288,6 +289,14 @@ class FmuProblem:
             raise FmuError(f"{archive.path.name}: the Model Exchange interface has event indicators, which the "
                            "project's integrator does not handle; use the Co-Simulation interface.")
         self._probed = False
+
+    def with_start(self, start: np.ndarray) -> FmuProblem:
+        """The same problem from another start point (a start of a multi-start, run one after
+        another); it shares this problem's worker processes, which :meth:`close` ends."""
+        other = copy.copy(self)
+        other.start = np.array(start, dtype=float)
+        other.simulations = 0
+        return other
 
     # -- simulation ----------------------------------------------------------------------
     def _values(self, exp: FmuExperiment, x: np.ndarray) -> dict[str, float]:

@@ -101,16 +101,18 @@ class IdentificationResult:
 
 
 class _Progress:
-    def __init__(self, names, stream: TextIO | None):
+    def __init__(self, names, stream: TextIO | None, label: str = ""):
         self.names = names
         self.stream = stream
+        self.label = label
         self.iteration = 0
 
     def line(self, J: float, gnorm: float, x: np.ndarray) -> None:
         if self.stream is None:
             return
         values = " ".join(f"{n}={v:.6g}" for n, v in zip(self.names, x))
-        print(f"iter {self.iteration:4d}  J={J:.6e}  |g|={gnorm:.3e}  {values}", file=self.stream, flush=True)
+        print(f"{self.label}iter {self.iteration:4d}  J={J:.6e}  |g|={gnorm:.3e}  {values}", file=self.stream,
+              flush=True)
 
 
 def identify(
@@ -122,6 +124,7 @@ def identify(
     tolerance: float = 1e-12,
     progress: TextIO | str | None = "stderr",
     statistics: bool = True,
+    label: str = "",
 ) -> IdentificationResult:
     """Identify the parameters of ``problem``.
 
@@ -144,6 +147,8 @@ def identify(
         ``sys.stderr`` current at the call.
     statistics : bool
         Compute standard errors and correlations (needs least-squares costs).
+    label : str
+        Prefix of the progress lines (``"start  3 "`` in a multi-start).
 
     Returns
     -------
@@ -163,7 +168,7 @@ def identify(
 
     if isinstance(progress, str) and progress != "stderr":
         raise IdentificationError(f"progress {progress!r} is not a text stream, 'stderr' or None; pass one of those.")
-    progress_log = _Progress(problem.names, sys.stderr if isinstance(progress, str) else progress)
+    progress_log = _Progress(problem.names, sys.stderr if isinstance(progress, str) else progress, label)
     cost_history: list[float] = []
     gnorm_history: list[float] = []
     failed = [0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import time
@@ -18,9 +19,12 @@ from ..engines import AbstractEngine, default_engine
 from ..integrate import AbstractScheme, Trajectory
 from ..integrate.schemes import scheme_from_settings
 
-__all__ = ["Experiment", "IdentificationProblem", "Evaluation", "GRADIENT_METHODS", "gauss_newton_statistics"]
+__all__ = ["Experiment", "IdentificationProblem", "Evaluation", "GRADIENT_METHODS", "PART_KINDS",
+           "gauss_newton_statistics", "ordered_sum"]
 
 GRADIENT_METHODS = ("adjoint", "forward", "fd", "continuous")
+#: What :meth:`IdentificationProblem.part` computes for one experiment.
+PART_KINDS = ("cost", "adjoint", "forward", "continuous", "residuals", "jacobian", "fisher")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -139,6 +143,85 @@ class IdentificationProblem:
         #: The gradient method :func:`~fmi_adjoint.identify.identify` uses with L-BFGS-B.
         self.gradient_method = "adjoint"
 
+    def with_start(self, start: np.ndarray) -> IdentificationProblem:
+        """The same problem from another start point (a start of a multi-start); it counts its
+        own simulations."""
+        other = copy.copy(self)
+        other.start = np.array(start, dtype=float)
+        other.simulations = 0
+        return other
+
+    # -- the work of one experiment (what a parallel task runs) -----------------------
+    def part(self, index: int, x: np.ndarray, kind: str, noise_std: Mapping[str, float] | None = None):
+        """The contribution of experiment ``index`` at identified values ``x``.
+
+        ``kind``: ``cost`` (J), ``adjoint``/``forward``/``continuous`` ((J, gradient,
+        seconds of the forward run)),
+        ``residuals`` ((r, None)), ``jacobian`` ((r, dr/dx)), ``fisher`` (its Fisher
+        information for the noise levels ``noise_std``).  Every sum over experiments is formed
+        from these parts in experiment order (:meth:`_parts`), wherever they were computed.
+        """
+        exp = self.experiments[index]
+        x = np.asarray(x, dtype=float)
+        if kind == "fisher":
+            return self._fisher_part(exp, x, noise_std or {})
+        started = time.perf_counter()
+        traj = exp.simulate(exp.parameters(self.names, x))
+        forward_seconds = time.perf_counter() - started
+        idx = np.array([exp.model.parameter_index(n) for n in self.names])
+        if kind == "cost":
+            _, _, Y = sampled_outputs(traj, exp.cost)
+            return exp.cost.evaluate(Y, traj.p).J
+        if kind == "adjoint":
+            result = exp.engine.adjoint_gradient(traj, exp.cost)
+        elif kind == "forward":
+            result = exp.engine.sensitivity_gradient(traj, exp.cost, idx)
+        elif kind == "continuous":
+            try:
+                result = continuous_adjoint_gradient(traj, exp.cost)
+            except NotImplementedError as exc:
+                raise IdentificationError(f"continuous adjoint: {exc}") from None
+        elif kind in ("residuals", "jacobian"):
+            _, channels, Y = sampled_outputs(traj, exp.cost)
+            try:
+                r, factors = exp.cost.residuals(Y)
+            except NotImplementedError:
+                raise IdentificationError(
+                    f"experiment '{exp.name}': {type(exp.cost).__name__} is not a sum of squares; "
+                    "use the lbfgsb method."
+                ) from None
+            if kind == "residuals":
+                return r, None
+            dY = exp.engine.output_sensitivities(traj, exp.cost.sample_times, channels, idx)
+            return r, (factors[:, :, None] * dY).reshape(-1, len(idx))
+        else:
+            raise IdentificationError(f"part {kind!r} is not one of {', '.join(PART_KINDS)}.")
+        return result.J, result.gradient[idx], forward_seconds
+
+    def _fisher_part(self, exp: Experiment, x: np.ndarray, noise_std: Mapping[str, float]) -> np.ndarray:
+        channels = channel_indices(exp.model, exp.cost)
+        missing = [c for c in exp.cost.channels if c not in noise_std]
+        if missing:
+            raise IdentificationError(f"noise_std: give a standard deviation for channel(s) {missing}.")
+        sigma = np.array([float(noise_std[c]) for c in exp.cost.channels])
+        if np.any(sigma <= 0) or not np.all(np.isfinite(sigma)):
+            raise IdentificationError(f"noise_std: {sigma.tolist()} must be positive and finite.")
+        traj = exp.simulate(exp.parameters(self.names, x))
+        idx = np.array([exp.model.parameter_index(n) for n in self.names])
+        dY = exp.engine.output_sensitivities(traj, exp.cost.sample_times, channels, idx)
+        return np.einsum("scp,c,scq->pq", dY, 1.0 / sigma**2, dY)
+
+    def _parts(self, x: np.ndarray, kind: str, noise_std: Mapping[str, float] | None = None) -> list:
+        """:meth:`part` of every experiment, in experiment order (here: one after another;
+        :class:`~fmi_adjoint.identify.parallel.DistributedProblem` runs them as tasks)."""
+        parts = [self.part(i, x, kind, noise_std) for i in range(len(self.experiments))]
+        self.simulations += len(parts)
+        return parts
+
+    def _costs(self, points: Sequence[np.ndarray]) -> list[float]:
+        """:meth:`cost` at several points (the finite-difference stencil), in order."""
+        return [self.cost(x) for x in points]
+
     # -- evaluation -------------------------------------------------------------------
     def trajectories(self, x: np.ndarray) -> list[Trajectory]:
         """Forward runs of all experiments at identified values ``x``."""
@@ -149,12 +232,8 @@ class IdentificationProblem:
         return runs
 
     def cost(self, x: np.ndarray) -> float:
-        """Total cost at ``x``."""
-        total = 0.0
-        for exp, traj in zip(self.experiments, self.trajectories(x)):
-            _, _, Y = sampled_outputs(traj, exp.cost)
-            total += exp.cost.evaluate(Y, traj.p).J
-        return total
+        """Total cost at ``x`` (summed in experiment order)."""
+        return ordered_sum(self._parts(np.asarray(x, dtype=float), "cost"))
 
     def evaluate(self, x: np.ndarray, method: str = "adjoint", fd_rel_step: float = 1e-3) -> Evaluation:
         """Cost and gradient with respect to the identified parameters.
@@ -176,28 +255,15 @@ class IdentificationProblem:
         x = np.asarray(x, dtype=float)
         sims0 = self.simulations
         start = time.perf_counter()
-        trajs = self.trajectories(x)
-        forward_seconds = (time.perf_counter() - start) / len(trajs)
-        J, gradient = 0.0, np.zeros(len(self.names))
-        for exp, traj in zip(self.experiments, trajs):
-            idx = np.array([exp.model.parameter_index(n) for n in self.names])
-            if method == "adjoint":
-                result = exp.engine.adjoint_gradient(traj, exp.cost)
-            elif method == "forward":
-                result = exp.engine.sensitivity_gradient(traj, exp.cost, idx)
-            elif method == "continuous":
-                try:
-                    result = continuous_adjoint_gradient(traj, exp.cost)
-                except NotImplementedError as exc:
-                    raise IdentificationError(f"continuous adjoint: {exc}") from None
-            else:  # finite differences: the cost here, the gradient below
-                _, _, Y = sampled_outputs(traj, exp.cost)
-                J += exp.cost.evaluate(Y, traj.p).J
-                continue
-            J += result.J
-            gradient += result.gradient[idx]
         if method == "fd":
+            J = self.cost(x)
+            forward_seconds = (time.perf_counter() - start) / len(self.experiments)
             gradient = self.finite_differences(x, fd_rel_step)
+        else:
+            parts = self._parts(x, method)
+            J = ordered_sum(J_k for J_k, _, _ in parts)
+            gradient = ordered_sum((g_k for _, g_k, _ in parts), np.zeros(len(self.names)))
+            forward_seconds = sum(seconds for _, _, seconds in parts) / len(parts)
         return Evaluation(
             J=J,
             gradient=gradient,
@@ -220,30 +286,40 @@ class IdentificationProblem:
         dynamics, reaches about 1e-12 relative on nonlinear models; a step of 1e-3
         relative with the fourth-order stencil keeps round-off and truncation errors
         near 1e-7 of the gradient (measured on the bundled examples).  Where a bound is closer than two steps
-        the stencil is shifted (one-sided second order).
+        the stencil is shifted (one-sided second order).  All stencil points are evaluated
+        at once (:meth:`_costs`: in parallel on a distributed problem).
         """
         if order not in (2, 4):
             raise IdentificationError(f"finite-difference order {order!r} is not 2 or 4.")
+        x = np.asarray(x, dtype=float)
         steps = self.fd_steps(x, rel)
-        gradient = np.zeros(len(x))
         reach = 2 if order == 4 else 1
+        stencils: list[tuple[tuple[float, ...], tuple[float, ...], float]] = []
         for k in range(len(x)):
             d = steps[k]
-
-            def J(offset: float, k: int = k) -> float:
-                xk = x.copy()
-                xk[k] += offset
-                return self.cost(xk)
-
             if x[k] - reach * d >= self.lower[k] and x[k] + reach * d <= self.upper[k]:
                 if order == 4:
-                    gradient[k] = (-J(2 * d) + 8 * J(d) - 8 * J(-d) + J(-2 * d)) / (12 * d)
+                    stencils.append(((2 * d, d, -d, -2 * d), (-1.0, 8.0, -8.0, 1.0), 12 * d))
                 else:
-                    gradient[k] = (J(d) - J(-d)) / (2 * d)
+                    stencils.append(((d, -d), (1.0, -1.0), 2 * d))
             elif x[k] + 2 * d <= self.upper[k]:
-                gradient[k] = (-3 * J(0.0) + 4 * J(d) - J(2 * d)) / (2 * d)
+                stencils.append(((0.0, d, 2 * d), (-3.0, 4.0, -1.0), 2 * d))
             else:
-                gradient[k] = (3 * J(0.0) - 4 * J(-d) + J(-2 * d)) / (2 * d)
+                stencils.append(((0.0, -d, -2 * d), (3.0, -4.0, 1.0), 2 * d))
+        points = []
+        for k, (offsets, _, _) in enumerate(stencils):
+            for offset in offsets:
+                xk = x.copy()
+                xk[k] += offset
+                points.append(xk)
+        costs = iter(self._costs(points))
+        gradient = np.zeros(len(x))
+        for k, (offsets, weights, divisor) in enumerate(stencils):
+            values = [next(costs) for _ in offsets]
+            total = 0.0
+            for w, value in zip(weights, values):
+                total += w * value
+            gradient[k] = total / divisor
         return gradient
 
     def residuals(self, x: np.ndarray, jacobian: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
@@ -254,22 +330,9 @@ class IdentificationProblem:
         IdentificationError
             If a cost is not a least-squares cost.
         """
-        rs, jacs = [], []
-        for exp, traj in zip(self.experiments, self.trajectories(np.asarray(x, dtype=float))):
-            _, channels, Y = sampled_outputs(traj, exp.cost)
-            try:
-                r, factors = exp.cost.residuals(Y)
-            except NotImplementedError:
-                raise IdentificationError(
-                    f"experiment '{exp.name}': {type(exp.cost).__name__} is not a sum of squares; "
-                    "use the lbfgsb method."
-                ) from None
-            rs.append(r)
-            if jacobian:
-                idx = np.array([exp.model.parameter_index(n) for n in self.names])
-                dY = exp.engine.output_sensitivities(traj, exp.cost.sample_times, channels, idx)
-                jacs.append((factors[:, :, None] * dY).reshape(-1, len(idx)))
-        return np.concatenate(rs), (np.vstack(jacs) if jacobian else None)
+        parts = self._parts(np.asarray(x, dtype=float), "jacobian" if jacobian else "residuals")
+        r = np.concatenate([r_k for r_k, _ in parts])
+        return r, (np.vstack([J_k for _, J_k in parts]) if jacobian else None)
 
     def fisher_information(self, x: np.ndarray, noise_std: Mapping[str, float]) -> np.ndarray:
         """Fisher information matrix of the identified parameters for Gaussian noise.
@@ -285,20 +348,8 @@ class IdentificationProblem:
         noise_std : mapping of str to float
             Noise standard deviation per measured channel (output name).
         """
-        x = np.asarray(x, dtype=float)
-        fisher = np.zeros((len(self.names), len(self.names)))
-        for exp, traj in zip(self.experiments, self.trajectories(x)):
-            channels = channel_indices(exp.model, exp.cost)
-            missing = [c for c in exp.cost.channels if c not in noise_std]
-            if missing:
-                raise IdentificationError(f"noise_std: give a standard deviation for channel(s) {missing}.")
-            sigma = np.array([float(noise_std[c]) for c in exp.cost.channels])
-            if np.any(sigma <= 0) or not np.all(np.isfinite(sigma)):
-                raise IdentificationError(f"noise_std: {sigma.tolist()} must be positive and finite.")
-            idx = np.array([exp.model.parameter_index(n) for n in self.names])
-            dY = exp.engine.output_sensitivities(traj, exp.cost.sample_times, channels, idx)
-            fisher += np.einsum("scp,c,scq->pq", dY, 1.0 / sigma**2, dY)
-        return fisher
+        parts = self._parts(np.asarray(x, dtype=float), "fisher", dict(noise_std))
+        return ordered_sum(parts, np.zeros((len(self.names), len(self.names))))
 
     def statistics(self, x: np.ndarray) -> dict:
         """Standard errors and correlations from the Gauss-Newton Hessian (see
@@ -306,6 +357,27 @@ class IdentificationProblem:
         r, Jr = self.residuals(x, jacobian=True)
         assert Jr is not None  # jacobian=True always returns the Jacobian
         return gauss_newton_statistics(r, Jr)
+
+    def noise_floor(self) -> float | None:
+        """The cost that measurement noise alone would leave at a perfect fit, estimated from
+        the data (:meth:`~fmi_adjoint.costs.LeastSquaresCost.noise_floor`); None if a cost is
+        not a least-squares cost of a time series."""
+        total = 0.0
+        for exp in self.experiments:
+            floor = getattr(exp.cost, "noise_floor", None)
+            if floor is None:
+                return None
+            total += floor()
+        return total
+
+
+def ordered_sum(terms, start=0.0):
+    """``start + t_1 + t_2 + ...`` strictly in the given order: the one way every sum over
+    experiments is formed, so serial and parallel runs agree bit for bit."""
+    total = start
+    for term in terms:
+        total = total + term
+    return total
 
 
 def gauss_newton_statistics(r: np.ndarray, Jr: np.ndarray) -> dict:

@@ -1,0 +1,427 @@
+"""Multi-start identification with checkpoints that resume to the same result (issue 14).
+
+Start points
+------------
+Start 0 is the problem's own start (the user's or the paper's values); starts 1..N-1 are
+a scrambled Sobol sequence (scipy.stats.qmc, seeded) in the optimizer's scaled space
+(:class:`~fmi_adjoint.identify.scaling.ParameterScaling` of the start values): uniform
+between bounds with ``bounds`` scaling, log-uniform with ``log`` scaling.  Every parameter
+needs finite bounds.
+
+Running them
+------------
+Each start is an ordinary :func:`~fmi_adjoint.identify.identify` run.  On a
+:class:`~fmi_adjoint.identify.parallel.DistributedProblem` with more than one worker, the
+starts run in optimizer threads of this process and each of their evaluations is a task
+on the executor; a start sees only its own evaluations, so its path, and the result, do
+not depend on the number of workers or on timing.  A start whose model fails (Newton
+divergence at the start point) is reported as failed with its message; the others go on.
+
+Checkpoint and resume: deterministic replay
+-------------------------------------------
+scipy's optimizers keep their state inside the call, so it cannot be saved.  They are,
+however, deterministic functions of the values they are given.  The checkpoint
+(:class:`~fmi_adjoint.identify.checkpoint.CheckpointLog`) therefore records every
+evaluation of every start as it happens (point, cost, gradient or residuals, bit-exact),
+and every finished start.  On resume, finished starts are taken from the file, and the
+others are run again from their start with their evaluations answered from the record
+(no simulation) until the record ends; from there they continue with real evaluations.
+The optimizer retraces its path exactly, so the final result equals an uninterrupted run.
+A resumed run that asks for another point than the record holds (the model, the data or
+fmi-adjoint changed) stops with an error instead of mixing two runs.
+
+Clusters
+--------
+Finished starts are grouped by final cost: sorted by cost, a start joins the cluster of
+the previous one when its cost is within :data:`CLUSTER_RTOL` (relative) of the cluster's
+lowest.  The best start's cluster is taken as the global minimum found.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Sequence
+from typing import TextIO
+
+import numpy as np
+from scipy.stats import qmc
+
+from ..errors import CheckpointError, ConvergenceError, FmiAdjointError, IdentificationError
+from .checkpoint import CheckpointLog, Record
+from .optimize import IdentificationResult, identify
+from .problem import Evaluation, IdentificationProblem, gauss_newton_statistics
+from .scaling import ParameterScaling
+
+__all__ = ["CLUSTER_RTOL", "NOISE_FACTOR", "Cluster", "MultiStartResult", "StartResult", "Stopped", "run_starts",
+           "sobol_starts", "result_warnings", "open_checkpoint"]
+
+#: Starts whose final costs agree to this relative difference are one cluster (one minimum):
+#: converged runs into the same minimum agree to ~1e-10 (the optimizers' tolerances).
+CLUSTER_RTOL = 1e-6
+#: A best cost more than this multiple of the data's noise floor is flagged: a fit that
+#: leaves ten times the noise energy in the residuals has not found the model's behaviour.
+NOISE_FACTOR = 10.0
+
+
+class Stopped(KeyboardInterrupt):
+    """Raised in optimizer threads when the run is interrupted (Ctrl-C)."""
+
+
+def sobol_starts(problem: IdentificationProblem, count: int, seed: int = 0, scaling: str = "auto"
+                 ) -> list[np.ndarray]:
+    """``count`` start points: the problem's start, then a scrambled Sobol sequence in the
+    scaled parameter space (see the module docstring)."""
+    if count < 1:
+        raise IdentificationError(f"--starts {count}: give at least 1 start.")
+    if count > 1:
+        open_ = [n for n, lo, hi in zip(problem.names, problem.lower, problem.upper)
+                 if not (np.isfinite(lo) and np.isfinite(hi))]
+        if open_:
+            raise IdentificationError(
+                f"--starts {count} draws start points between the bounds, but {', '.join(open_)} "
+                f"{'has' if len(open_) == 1 else 'have'} no finite bounds; give them with --bounds NAME=LO:HI."
+            )
+    scale = ParameterScaling.create(problem.names, problem.start, problem.lower, problem.upper, scaling)
+    starts = [problem.start.copy()]
+    if count == 1:
+        return starts
+    lo_u = np.array([b[0] for b in scale.scaled_bounds()], dtype=float)
+    hi_u = np.array([b[1] for b in scale.scaled_bounds()], dtype=float)
+    sampler = qmc.Sobol(len(problem.names), scramble=True, rng=seed)
+    draws = sampler.random_base2(int(np.ceil(np.log2(count - 1))) if count > 2 else 0)[: count - 1]
+    for point in draws:
+        x = scale.to_physical(lo_u + point * (hi_u - lo_u))
+        starts.append(np.clip(x, problem.lower, problem.upper))
+    return starts
+
+
+@dataclasses.dataclass(frozen=True)
+class StartResult:
+    """One start of a multi-start: its result, or why it failed."""
+
+    index: int
+    start: np.ndarray
+    result: IdentificationResult | None
+    error: str | None = None
+    resumed: bool = False
+
+    def to_json(self) -> dict:
+        out: dict = {"start": self.index, "initial": self.start.tolist()}
+        if self.result is None:
+            out.update(failed=True, message=self.error)
+            return out
+        r = self.result
+        out.update(failed=False, cost=r.cost, parameters=r.parameters.tolist(), success=r.success,
+                   iterations=r.iterations, simulations=r.simulations, message=r.message,
+                   active_bounds=list(r.active_bounds), seconds=r.seconds)
+        return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """Starts that ended at the same cost (see the module docstring)."""
+
+    cost: float
+    starts: tuple[int, ...]
+    parameters: np.ndarray
+
+    def to_json(self) -> dict:
+        return {"cost": self.cost, "count": len(self.starts), "starts": list(self.starts),
+                "parameters": self.parameters.tolist()}
+
+
+@dataclasses.dataclass(frozen=True)
+class MultiStartResult:
+    """All starts, their clusters, and the best result."""
+
+    best: IdentificationResult
+    best_start: int
+    starts: tuple[StartResult, ...]
+    clusters: tuple[Cluster, ...]
+    seed: int
+    seconds: float
+
+    @property
+    def global_minimum_starts(self) -> int:
+        """How many starts reached the best cluster."""
+        return len(self.clusters[0].starts)
+
+    def to_json(self) -> dict:
+        return {
+            "starts": len(self.starts), "seed": self.seed, "best_start": self.best_start,
+            "reached_best_cluster": self.global_minimum_starts,
+            "failed_starts": [s.index for s in self.starts if s.result is None],
+            "clusters": [c.to_json() for c in self.clusters],
+            "results": [s.to_json() for s in self.starts],
+            "seconds": self.seconds,
+        }
+
+
+def result_warnings(result: IdentificationResult, noise_floor: float | None) -> list[str]:
+    """Warnings on a (best) fit: a parameter on a bound, a cost far above the noise floor."""
+    warnings = []
+    if result.active_bounds:
+        warnings.append(f"{', '.join(result.active_bounds)} ended on a bound: the minimum may lie outside the "
+                        "bounds (widen them with --bounds) or the fit is in a wrong basin (try --starts).")
+    if noise_floor is not None and result.cost > NOISE_FACTOR * noise_floor:
+        warnings.append(f"the final cost {result.cost:.4g} is {result.cost / max(noise_floor, 1e-300):.3g} times "
+                        f"the noise floor {noise_floor:.4g} estimated from the data: the fit does not explain the "
+                        "data (a wrong local minimum: try --starts; or a model that lacks the behaviour).")
+    return warnings
+
+
+# -- recording and replaying evaluations -------------------------------------------------
+class _Recorded:
+    """One start's problem whose evaluations are written to the checkpoint, or answered
+    from it on resume (the interface :func:`identify` uses)."""
+
+    def __init__(self, problem: IdentificationProblem, index: int, log: CheckpointLog | None,
+                 replay: collections.deque, stop: threading.Event):
+        self.problem, self.index, self.log, self.replay, self.stop = problem, index, log, replay, stop
+        self.names, self.start, self.lower, self.upper = problem.names, problem.start, problem.lower, problem.upper
+        self.gradient_method = problem.gradient_method
+        self.sequence = 0
+
+    @property
+    def simulations(self) -> int:
+        return self.problem.simulations
+
+    def _recorded(self, kind: str, x: np.ndarray) -> Record | None:
+        if self.stop.is_set():
+            raise Stopped
+        self.sequence += 1
+        if not self.replay:
+            return None
+        record = self.replay.popleft()
+        if record.meta.get("kind") != kind or record.arrays["x"].tobytes() != np.asarray(x, float).tobytes():
+            raise CheckpointError(
+                f"start {self.index}, evaluation {self.sequence}: the resumed run asks for another point than the "
+                "checkpoint recorded (the model, the data or fmi-adjoint changed since it was written); start anew "
+                "without --resume."
+            )
+        if record.meta.get("failed"):
+            raise ConvergenceError(record.meta.get("message", "recorded failure"))
+        return record
+
+    def _write(self, kind: str, x: np.ndarray, arrays: dict, failed: str | None = None) -> None:
+        if self.log is None:
+            return
+        meta: dict = {"start": self.index, "sequence": self.sequence, "kind": kind}
+        if failed is not None:
+            meta.update(failed=True, message=failed)
+        self.log.append("evaluation", meta, {"x": np.asarray(x, dtype=float), **arrays})
+
+    def evaluate(self, x: np.ndarray, method: str = "adjoint", fd_rel_step: float = 1e-3) -> Evaluation:
+        kind = f"evaluate:{method}:{fd_rel_step!r}"
+        record = self._recorded(kind, x)
+        if record is not None:
+            return Evaluation(J=float(record.arrays["J"][0]), gradient=record.arrays["g"].copy(), method=method,
+                              forward_seconds=0.0, gradient_seconds=0.0, simulations=0)
+        try:
+            ev = self.problem.evaluate(x, method, fd_rel_step)
+        except ConvergenceError as exc:
+            self._write(kind, x, {}, failed=str(exc))
+            raise
+        self._write(kind, x, {"J": np.array([ev.J]), "g": np.asarray(ev.gradient, dtype=float)})
+        return ev
+
+    def residuals(self, x: np.ndarray, jacobian: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+        kind = f"residuals:{bool(jacobian)}"
+        record = self._recorded(kind, x)
+        if record is not None:
+            return record.arrays["r"].copy(), (record.arrays["jac"].copy() if jacobian else None)
+        try:
+            r, jac = self.problem.residuals(x, jacobian)
+        except ConvergenceError as exc:
+            self._write(kind, x, {}, failed=str(exc))
+            raise
+        arrays = {"r": np.asarray(r, dtype=float)}
+        if jac is not None:
+            arrays["jac"] = np.asarray(jac, dtype=float)
+        self._write(kind, x, arrays)
+        return r, jac
+
+    def statistics(self, x: np.ndarray) -> dict:
+        r, jac = self.residuals(x, jacobian=True)
+        assert jac is not None
+        return gauss_newton_statistics(r, jac)
+
+
+_RESULT_ARRAYS = ("initial", "parameters", "cost_history", "gradient_norm_history")
+
+
+def _result_record(result: IdentificationResult) -> tuple[dict, dict]:
+    meta = {f.name: getattr(result, f.name) for f in dataclasses.fields(result) if f.name not in _RESULT_ARRAYS}
+    meta["names"] = list(result.names)
+    meta["active_bounds"] = list(result.active_bounds)
+    arrays = {name: np.asarray(getattr(result, name), dtype=float) for name in _RESULT_ARRAYS}
+    arrays["costs"] = np.array([result.cost_initial, result.cost])
+    meta.pop("cost_initial")
+    meta.pop("cost")
+    return meta, arrays
+
+
+def _result_from_record(record: Record) -> IdentificationResult:
+    meta = dict(record.meta)
+    meta.pop("start", None)
+    a = record.arrays
+    return IdentificationResult(
+        names=tuple(meta.pop("names")), initial=a["initial"].copy(), parameters=a["parameters"].copy(),
+        cost_initial=float(a["costs"][0]), cost=float(a["costs"][1]),
+        cost_history=a["cost_history"].tolist(), gradient_norm_history=a["gradient_norm_history"].tolist(),
+        active_bounds=tuple(meta.pop("active_bounds")), **meta,
+    )
+
+
+def open_checkpoint(path: str, header: dict, *, resume: bool) -> tuple[CheckpointLog, list[Record]]:
+    """A new checkpoint with ``header``, or (``resume``) the one at ``path`` and its records.
+
+    A checkpoint is resumed only by the run that wrote it: every entry of ``header`` (the
+    problem's digest and the options the result depends on) must equal the stored one.
+    """
+    expected = json.loads(json.dumps(header))
+    if not resume:
+        return CheckpointLog.create(path, expected), []
+    log, stored, records = CheckpointLog.resume(path)
+    differing = sorted(k for k in set(expected) | set(stored) if stored.get(k) != expected.get(k))
+    if differing:
+        log.close()
+        raise CheckpointError(
+            f"{path} was written by another identification ({', '.join(differing)} differ); resume it with the "
+            "command line that wrote it, or start anew with --checkpoint NEW.ckpt."
+        )
+    return log, list(records)
+
+
+# -- the run -----------------------------------------------------------------------------
+def run_starts(
+    problem: IdentificationProblem,
+    starts: Sequence[np.ndarray],
+    method: str = "lbfgsb",
+    *,
+    scaling: str = "auto",
+    max_iterations: int = 200,
+    seed: int = 0,
+    progress: TextIO | None = None,
+    statistics: bool = True,
+    checkpoint: CheckpointLog | None = None,
+    replay: Sequence[Record] = (),
+    threads: int | None = None,
+) -> MultiStartResult:
+    """Run :func:`identify` from each of ``starts`` (see the module docstring).
+
+    Parameters
+    ----------
+    problem : IdentificationProblem
+        Possibly a :class:`~fmi_adjoint.identify.parallel.DistributedProblem`.
+    starts : sequence of numpy.ndarray
+        Start points (physical values), e.g. from :func:`sobol_starts`.
+    checkpoint : CheckpointLog, optional
+        Where evaluations and finished starts are recorded.
+    replay : sequence of Record
+        The records of the checkpoint being resumed.
+    threads : int, optional
+        Starts run at once (default: two per worker of a distributed problem's executor,
+        else one: the starts run one after another).
+    """
+    started = time.perf_counter()
+    finished: dict[int, StartResult] = {}
+    pending_records: dict[int, collections.deque] = collections.defaultdict(collections.deque)
+    for record in replay:
+        index = int(record.meta.get("start", -1))
+        if not 0 <= index < len(starts):
+            raise CheckpointError(f"the checkpoint holds start {index}, but this run has {len(starts)} starts; "
+                                  "resume with the options that wrote it.")
+        if record.kind == "start":
+            finished[index] = _finished_from_record(record, starts[index])
+        elif record.kind == "evaluation":
+            pending_records[index].append(record)
+    stop = threading.Event()
+    lock = threading.Lock()
+
+    def one(index: int) -> StartResult:
+        x0 = np.asarray(starts[index], dtype=float)
+        view = _Recorded(problem.with_start(x0), index, checkpoint, pending_records.pop(index, collections.deque()),
+                         stop)
+        label = f"start {index:3d} " if len(starts) > 1 else ""
+        try:
+            result = identify(view, method, scaling=scaling, max_iterations=max_iterations,  # type: ignore[arg-type]
+                              progress=progress, statistics=statistics, label=label)
+        except Stopped:
+            raise
+        except (FmiAdjointError, np.linalg.LinAlgError) as exc:
+            if isinstance(exc, CheckpointError):
+                raise
+            outcome = StartResult(index, x0, None, f"{type(exc).__name__}: {exc}")
+            meta: dict = {"start": index, "failed": True, "message": outcome.error}
+            arrays: dict = {}
+        else:
+            outcome = StartResult(index, x0, result)
+            meta, arrays = _result_record(result)
+            meta["start"] = index
+        if checkpoint is not None:
+            checkpoint.append("start", meta, arrays)
+        if progress is not None and len(starts) > 1:
+            with lock:
+                text = (f"failed: {outcome.error}" if outcome.result is None else
+                        f"J={outcome.result.cost:.6e} after {outcome.result.iterations} iterations")
+                print(f"start {index:3d} done: {text}", file=progress, flush=True)
+        return outcome
+
+    todo = [k for k in range(len(starts)) if k not in finished]
+    workers = getattr(getattr(problem, "executor", None), "workers", 1)
+    count = threads if threads is not None else (2 * workers if workers > 1 else 1)
+    if count <= 1 or len(todo) <= 1:
+        for k in todo:
+            finished[k] = one(k)
+    else:
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(count, len(todo)),
+                                                     thread_name_prefix="fmi-adjoint-start")
+        try:
+            futures = {k: pool.submit(one, k) for k in todo}
+            for k, future in futures.items():
+                finished[k] = future.result()
+        except BaseException:
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+    ordered = tuple(finished[k] for k in range(len(starts)))
+    clusters = cluster_starts(ordered)
+    if not clusters:
+        raise IdentificationError(
+            "every start failed: " + "; ".join(f"start {s.index}: {s.error}" for s in ordered[:3])
+            + ("" if len(ordered) <= 3 else "; ...") + ". Narrow the bounds or check the model at those points."
+        )
+    best_index = clusters[0].starts[0]
+    best = ordered[best_index].result
+    assert best is not None
+    return MultiStartResult(best, best_index, ordered, clusters, seed, time.perf_counter() - started)
+
+
+def _finished_from_record(record: Record, start: np.ndarray) -> StartResult:
+    index = int(record.meta["start"])
+    if record.meta.get("failed"):
+        return StartResult(index, np.asarray(start, dtype=float), None, str(record.meta.get("message")), resumed=True)
+    return StartResult(index, np.asarray(start, dtype=float), _result_from_record(record), resumed=True)
+
+
+def cluster_starts(starts: Sequence[StartResult]) -> tuple[Cluster, ...]:
+    """Clusters of the finished starts by final cost, the lowest first (ties: lower index)."""
+    done = sorted((s for s in starts if s.result is not None), key=lambda s: (s.result.cost, s.index))  # type: ignore
+    clusters: list[list[StartResult]] = []
+    for s in done:
+        assert s.result is not None
+        if clusters:
+            low = clusters[-1][0].result.cost  # type: ignore[union-attr]
+            if s.result.cost - low <= CLUSTER_RTOL * max(abs(low), 1e-300):
+                clusters[-1].append(s)
+                continue
+        clusters.append([s])
+    return tuple(Cluster(c[0].result.cost, tuple(s.index for s in c), c[0].result.parameters.copy())  # type: ignore
+                 for c in clusters)
