@@ -172,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run the optimizer from N starts: the start values, then a Sobol sequence inside the "
                         "bounds; the best result is reported, every start in 'multistart' of the result")
     starts.add_argument("--seed", type=int, default=0, help="seed of the Sobol sequence (default 0)")
+    starts.add_argument("--continuation", action="store_true",
+                        help="with several --data: run each start once per experiment, that experiment alone first, "
+                        "then all of them (a joint fit whose basin is narrow)")
     starts.add_argument("--checkpoint", metavar="RUN.ckpt",
                         help="record every evaluation and finished start in this new file, to continue an "
                         "interrupted run with --resume")
@@ -455,7 +458,14 @@ def _gradient_path(setup: _Setup) -> dict:
 
 
 def cmd_identify(args) -> int:
-    from ..identify.multistart import open_checkpoint, result_warnings, run_starts, sobol_starts
+    from ..identify.multistart import (
+        AllExperiments,
+        ExperimentContinuation,
+        open_checkpoint,
+        result_warnings,
+        run_starts,
+        sobol_starts,
+    )
 
     if args.max_iter < 1:
         raise ModelError(f"--max-iter {args.max_iter}: give at least 1 iteration (default 200).")
@@ -475,7 +485,10 @@ def cmd_identify(args) -> int:
             raise ModelError(
                 f"--method least_squares needs residuals, which --cost {args.cost} does not have; use --method lbfgsb."
             )
-        starts = sobol_starts(problem, args.starts, args.seed, args.scaling)
+        if args.continuation and not isinstance(problem, IdentificationProblem):
+            raise ModelError("--continuation applies to model files (and FMUs exported by fmi-adjoint); remove it.")
+        plan = ExperimentContinuation() if args.continuation else AllExperiments()
+        starts = plan.starts(sobol_starts(problem, args.starts, args.seed, args.scaling), len(problem.experiments))
         replay: list = []
         if ckpt:
             log, replay = open_checkpoint(ckpt, _checkpoint_header(args, setup), resume=bool(args.resume))
@@ -490,10 +503,10 @@ def cmd_identify(args) -> int:
         result = outcome.best
         payload = result.to_json()
         warnings = result_warnings(result, _noise_floor(problem))
-        if args.starts > 1:
+        if len(starts) > 1:
             payload["multistart"] = outcome.to_json()
             if outcome.global_minimum_starts == 1:
-                warnings.append(f"only 1 of {args.starts} starts reached the best cost: the global minimum may not "
+                warnings.append(f"only 1 of {len(starts)} starts reached the best cost: the global minimum may not "
                                 "be found yet; run more --starts.")
         payload["warnings"] = warnings
         for text in warnings:

@@ -51,15 +51,17 @@ class PartTask:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class CostTask:
-    """The total cost at one point (a finite-difference stencil point), run in a worker."""
+    """The total cost of the experiments ``indices`` at one point (a finite-difference stencil
+    point), run in a worker."""
 
     spec: ProblemSpec
     key: str
     x: np.ndarray
+    indices: tuple[int, ...]
 
     def run(self, context: WorkerContext) -> float:
         with context.resident(self.key, self.spec.build) as problem:
-            return problem.cost(self.x)
+            return problem.restricted(self.indices).cost(self.x)
 
     def __repr__(self) -> str:
         return "CostTask"
@@ -83,12 +85,13 @@ class DistributedProblem(IdentificationProblem):
     def _parts(self, x: np.ndarray, kind: str, noise_std: Mapping[str, float] | None = None) -> list:
         noise = None if noise_std is None else tuple(sorted(noise_std.items()))
         x = np.array(x, dtype=float)
-        tasks = [PartTask(self.spec, self.key, i, x, kind, noise) for i in range(len(self.experiments))]
+        tasks = [PartTask(self.spec, self.key, i, x, kind, noise) for i in self.indices]
         parts = self.executor.map(tasks)
         self.simulations += len(parts)
         return parts
 
     def _costs(self, points: Sequence[np.ndarray]) -> list[float]:
-        costs = self.executor.map([CostTask(self.spec, self.key, np.array(x, dtype=float)) for x in points])
+        costs = self.executor.map([CostTask(self.spec, self.key, np.array(x, dtype=float), self.indices)
+                                   for x in points])
         self.simulations += len(points) * len(self.experiments)
         return costs

@@ -142,12 +142,25 @@ class IdentificationProblem:
         self.simulations = 0
         #: The gradient method :func:`~fmi_adjoint.identify.identify` uses with L-BFGS-B.
         self.gradient_method = "adjoint"
+        #: Position of each experiment in the problem this one was restricted from.
+        self.indices: tuple[int, ...] = tuple(range(len(self.experiments)))
 
     def with_start(self, start: np.ndarray) -> IdentificationProblem:
         """The same problem from another start point (a start of a multi-start); it counts its
         own simulations."""
         other = copy.copy(self)
         other.start = np.array(start, dtype=float)
+        other.simulations = 0
+        return other
+
+    def restricted(self, keep: Sequence[int]) -> IdentificationProblem:
+        """The problem of the experiments ``keep`` only (positions in this problem), with the
+        same parameters, bounds and start (the first stage of a continuation)."""
+        if not keep or any(not 0 <= k < len(self.experiments) for k in keep):
+            raise IdentificationError(f"experiments {list(keep)}: give positions among 0..{len(self.experiments) - 1}.")
+        other = copy.copy(self)
+        other.experiments = tuple(self.experiments[k] for k in keep)
+        other.indices = tuple(self.indices[k] for k in keep)
         other.simulations = 0
         return other
 

@@ -125,15 +125,24 @@ class AbstractExecutor(abc.ABC):
         """Start ``task``; the future holds its result."""
 
     def map(self, tasks: Iterable[Task]) -> list:
-        """Results of ``tasks`` in their order (the first failure is raised after all ended)."""
+        """Results of ``tasks`` in their order (the first failure is raised after all ended).
+
+        Ctrl-C while waiting (or any other exception that is not an :class:`Exception`) is
+        raised at once, and the tasks that have not started are cancelled."""
         futures = [self.submit(task) for task in tasks]
-        results, failure = [], None
-        for future in futures:
-            try:
-                results.append(future.result())
-            except BaseException as exc:  # noqa: BLE001 -- raised below, after every task ended
-                failure = failure or exc
-                results.append(None)
+        results: list = []
+        failure: Exception | None = None
+        try:
+            for future in futures:
+                try:
+                    results.append(future.result())
+                except Exception as exc:  # noqa: BLE001 -- raised below, after every task ended
+                    failure = failure or exc
+                    results.append(None)
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
         if failure is not None:
             raise failure
         return results

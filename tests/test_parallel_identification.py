@@ -1,0 +1,267 @@
+"""Identification on an executor (issue 14): serial, process pool and a real Dask cluster
+give the same numbers bit for bit; a killed worker changes nothing; a run killed with
+SIGKILL or stopped with Ctrl-C resumes from its checkpoint to the uninterrupted result;
+bad options are one clear error each."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from fmi_adjoint.cli.loading import load_problem, problem_spec
+from fmi_adjoint.cli.main import main
+from fmi_adjoint.examples import EXAMPLES_DIR
+from fmi_adjoint.identify.multistart import run_starts, sobol_starts
+from fmi_adjoint.identify.parallel import DistributedProblem
+from fmi_adjoint.scale import SerialExecutor
+from fmi_adjoint.scale.pool import LocalPool
+
+pytestmark = pytest.mark.xdist_group("parallel")
+
+distributed = pytest.importorskip("distributed")
+
+SWEEP = str(EXAMPLES_DIR / "engine_mount_measured.csv")
+SWEEP_300 = str(EXAMPLES_DIR / "engine_mount_measured_A300.csv")
+NAMES = "c_E1,d_E"
+#: Short identifications: 4 starts of at most 12 iterations each on the 100 N sweep.
+COMMON = ["engine_mount", "--data", f"{SWEEP}@A=100", "--params", NAMES, "--method", "lbfgsb", "--max-iter", "12",
+          "--bounds", "c_E1=5e4:2e5", "--bounds", "d_E=0.5:20"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A Dask LocalCluster of 2 worker processes (one thread each)."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+        with Client(c) as client:
+            yield c, client
+
+
+def _run(argv, capsys):
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _identify(tmp_path, capsys, name, *extra):
+    out = tmp_path / f"{name}.json"
+    code, _, err = _run(["identify", *COMMON, *extra, "-o", out], capsys)
+    assert code in (0, 1), err
+    return json.loads(out.read_text()), err
+
+
+def _numbers(result: dict) -> dict:
+    """Everything of a RESULT.json that the worker count must not change (timings aside)."""
+    keep = {k: result[k] for k in ("parameters", "cost", "cost_initial", "cost_history", "gradient_norm_history",
+                                   "iterations", "std_errors", "correlation", "success", "message")}
+    if "multistart" in result:
+        runs = result["multistart"]["results"]
+        keep["starts"] = [{k: v for k, v in r.items() if k != "seconds"} for r in runs]
+        keep["clusters"] = result["multistart"]["clusters"]
+    return keep
+
+
+def test_serial_pool_and_dask_multistarts_agree_bit_for_bit(tmp_path, capsys, cluster):
+    local, _ = cluster
+    serial, _ = _identify(tmp_path, capsys, "serial", "--starts", 4, "--workers", 1)
+    pool, _ = _identify(tmp_path, capsys, "pool", "--starts", 4, "--workers", 2)
+    dask, _ = _identify(tmp_path, capsys, "dask", "--starts", 4, "--dask", local.scheduler_address)
+    assert serial["executor"] == {"executor": "serial", "workers": 1}
+    assert pool["executor"]["executor"] == "pool" and pool["executor"]["workers"] == 2
+    assert dask["executor"]["executor"] == "dask" and dask["executor"]["workers"] == 2
+    assert len(serial["multistart"]["results"]) == 4
+    # json round-trips floats exactly: equal dictionaries are equal bits.
+    assert _numbers(pool) == _numbers(serial)
+    assert _numbers(dask) == _numbers(serial)
+
+
+def test_a_multi_experiment_gradient_is_the_same_on_every_executor(capsys, cluster):
+    local, _ = cluster
+    argv = ["gradient", "engine_mount", "--data", f"{SWEEP}@A=100", "--data", f"{SWEEP_300}@A=300",
+            "--params", "c_E1,c_E2,d_E,d_H2", "--json"]
+    results = []
+    for extra in (["--workers", 1], ["--workers", 2], ["--dask", local.scheduler_address],
+                  ["--workers", 2, "--method", "fd"], ["--workers", 1, "--method", "fd"]):
+        code, out, err = _run([*argv, *extra], capsys)
+        assert code == 0, err
+        results.append(json.loads(out))
+    adjoint, fd = results[:3], results[3:]
+    assert all(r["cost"] == adjoint[0]["cost"] and r["gradient"] == adjoint[0]["gradient"] for r in adjoint)
+    assert fd[0]["cost"] == fd[1]["cost"] and fd[0]["gradient"] == fd[1]["gradient"]
+
+
+def _distributed_problem(executor):
+    spec = problem_spec("engine_mount", [f"{SWEEP}@A=100"], {}, ["c_E1", "d_E"], t_end=None, step=None,
+                        bounds={"c_E1": (5e4, 2e5), "d_E": (0.5, 20.0)})
+    spec, local = load_problem(spec)
+    return local, DistributedProblem(local, spec, executor)
+
+
+def _kill_one_while_busy(pids_of, busy: threading.Event, done: threading.Event, killed: list) -> None:
+    """After the run has been busy for a while, SIGKILL one worker process (once)."""
+    busy.wait()
+    time.sleep(1.0)
+    if not done.is_set():
+        pid = pids_of()[0]
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+
+
+def _multistart(problem, starts, busy=None):
+    if busy is not None:
+        busy.set()
+    return run_starts(problem, starts, "lbfgsb", max_iterations=12, progress=None)
+
+
+def _same_outcome(a, b):
+    assert a.best_start == b.best_start
+    for sa, sb in zip(a.starts, b.starts):
+        assert sa.result.parameters.tobytes() == sb.result.parameters.tobytes()
+        assert sa.result.cost == sb.result.cost and sa.result.cost_history == sb.result.cost_history
+
+
+@pytest.mark.parametrize("where", ["pool", "dask"])
+def test_a_worker_killed_during_a_multistart_changes_nothing(where, cluster):
+    local_problem, _ = _distributed_problem(SerialExecutor())
+    starts = sobol_starts(local_problem, 4, seed=1)
+    reference = _multistart(local_problem, starts)
+    if where == "pool":
+        executor = LocalPool(2)
+        pids = executor.worker_pids
+    else:
+        from fmi_adjoint.scale.dask import DaskExecutor
+
+        _, client = cluster
+        executor = DaskExecutor(client=client)
+
+        def pids():
+            return list(client.run(os.getpid).values())
+    with executor:
+        _, problem = _distributed_problem(executor)
+        busy, done, killed = threading.Event(), threading.Event(), []
+        killer = threading.Thread(target=_kill_one_while_busy, args=(pids, busy, done, killed))
+        killer.start()
+        try:
+            outcome = _multistart(problem, starts, busy)
+        finally:
+            done.set()
+            killer.join()
+    assert killed, "the run ended before a worker could be killed"
+    _same_outcome(outcome, reference)
+    if where == "pool":
+        assert executor.worker_deaths >= 1
+
+
+def _start_cli(tmp_path, *extra):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "fmi_adjoint", "identify", *COMMON, "--starts", "4", "--workers",
+                             "1", *map(str, extra)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=tmp_path)
+
+
+def _wait_for_second_start(process) -> list[str]:
+    """Lines of stderr until the second start has made a few iterations."""
+    lines: list[str] = []
+    deadline = time.monotonic() + 120
+    seen_done = False
+    iterations_after = 0
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("start   0 done"):
+            seen_done = True
+        elif seen_done and line.startswith("start   1 iter"):
+            iterations_after += 1
+            if iterations_after >= 3:
+                return lines
+    raise AssertionError("the run did not reach its second start: " + "".join(lines[-5:]))
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"])
+def test_an_interrupted_identification_resumes_to_the_uninterrupted_result(tmp_path, capsys, how):
+    reference, _ = _identify(tmp_path, capsys, "reference", "--starts", 4, "--workers", 1)
+    ckpt = tmp_path / "run.ckpt"
+    process = _start_cli(tmp_path, "--checkpoint", ckpt)
+    try:
+        _wait_for_second_start(process)
+        process.send_signal(getattr(signal, how))
+        _, rest = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    if how == "SIGINT":
+        assert process.returncode == 130
+        assert f"--resume {ckpt}" in rest  # the message says how to continue
+    else:
+        assert process.returncode == -signal.SIGKILL
+    resumed, err = _identify(tmp_path, capsys, "resumed", "--starts", 4, "--workers", 2, "--resume", ckpt)
+    assert _numbers(resumed) == _numbers(reference)
+    assert resumed["checkpoint"] == str(ckpt)
+
+
+def test_checkpoint_misuse_is_one_clear_error(tmp_path, capsys):
+    ckpt = tmp_path / "run.ckpt"
+    _identify(tmp_path, capsys, "first", "--checkpoint", ckpt, "--max-iter", 2)
+    code, _, err = _run(["identify", *COMMON, "--checkpoint", ckpt], capsys)
+    assert code == 2 and "already exists; resume it with --resume" in err
+    code, _, err = _run(["identify", *COMMON, "--starts", 3, "--resume", ckpt], capsys)
+    assert code == 2 and "was written by another identification (options differ)" in err
+    code, _, err = _run(["identify", *COMMON, "--checkpoint", ckpt, "--resume", ckpt], capsys)
+    assert code == 2 and "either --checkpoint" in err
+    code, _, err = _run(["identify", *COMMON, "--resume", tmp_path / "missing.ckpt"], capsys)
+    assert code == 2 and "missing.ckpt" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--starts", 0], "--starts 0: give at least 1 start"),
+    (["--workers", 0], "--workers 0: give at least 1"),
+    (["--starts", 3, "--bounds", "d_E=0.5:inf"], "d_E has no finite bounds; give them with --bounds"),
+    (["--dask", "tcp://127.0.0.1:1"], "tcp://127.0.0.1:1"),
+])
+def test_bad_parallel_options_are_one_clear_error(tmp_path, capsys, extra, message):
+    code, out, err = _run(["identify", *COMMON, *extra, "-o", tmp_path / "r.json"], capsys)
+    assert code == 2, err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_missing_dask_names_the_extra_to_install(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    code, _, err = _run(["identify", *COMMON, "--dask", "tcp://127.0.0.1:8786"], capsys)
+    assert code == 2 and "pip install 'fmi-adjoint[dask]'" in err
+    monkeypatch.setenv("FMI_ADJOINT_DASK", "tcp://127.0.0.1:8786")
+    code, _, err = _run(["identify", *COMMON], capsys)
+    assert code == 2 and "pip install 'fmi-adjoint[dask]'" in err
+
+
+def test_the_best_of_several_starts_is_flagged_when_it_sits_on_a_bound(tmp_path, capsys):
+    result, err = _identify(tmp_path, capsys, "bound", "--bounds", "d_E=0.5:2", "--max-iter", 40)
+    assert result["active_bounds"] == ["d_E"]
+    assert any("d_E ended on a bound" in w for w in result["warnings"])
+    assert "fmi-adjoint: warning: d_E ended on a bound" in err
+    assert any("times the noise floor" in w for w in result["warnings"])
+
+
+def test_serial_distributed_problem_equals_the_local_problem_bit_for_bit():
+    local, problem = _distributed_problem(SerialExecutor())
+    x = local.start * np.array([1.1, 0.9])
+    for method in ("adjoint", "forward", "fd"):
+        a, b = local.evaluate(x, method), problem.evaluate(x, method)
+        assert a.J == b.J and a.gradient.tobytes() == b.gradient.tobytes(), method
+    ra, ja = local.residuals(x)
+    rb, jb = problem.residuals(x)
+    assert ra.tobytes() == rb.tobytes() and ja.tobytes() == jb.tobytes()
+    noise = {"a1": 0.1}
+    assert local.fisher_information(x, noise).tobytes() == problem.fisher_information(x, noise).tobytes()
