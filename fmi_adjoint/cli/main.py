@@ -380,7 +380,8 @@ def _executor(args, tasks: int):
         return None
     from ..scale.pool import LocalPool
 
-    return LocalPool(workers)
+    # Workers start with the identification code imported (once, in the fork server).
+    return LocalPool(workers, preload=("fmi_adjoint.identify.parallel",))
 
 
 def _fmu_problem(args, options, names, bounds) -> _Setup:

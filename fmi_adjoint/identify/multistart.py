@@ -432,7 +432,8 @@ def run_starts(
             with lock:
                 text = (f"failed: {outcome.error}" if outcome.result is None else
                         f"J={outcome.result.cost:.6e} after {outcome.result.iterations} iterations")
-                print(f"start {index:3d} done: {text}", file=progress, flush=True)
+                progress.write(f"start {index:3d} done: {text}\n")
+                progress.flush()
         return outcome
 
     todo = [k for k in range(len(starts)) if k not in finished]

@@ -111,8 +111,9 @@ class _Progress:
         if self.stream is None:
             return
         values = " ".join(f"{n}={v:.6g}" for n, v in zip(self.names, x))
-        print(f"{self.label}iter {self.iteration:4d}  J={J:.6e}  |g|={gnorm:.3e}  {values}", file=self.stream,
-              flush=True)
+        # One write per line: the starts of a multi-start print from several threads.
+        self.stream.write(f"{self.label}iter {self.iteration:4d}  J={J:.6e}  |g|={gnorm:.3e}  {values}\n")
+        self.stream.flush()
 
 
 def identify(

@@ -8,10 +8,12 @@ task runs again, as the :class:`~fmi_adjoint.scale.base.AbstractExecutor` contra
 Design
 ------
 * **Start method**: "forkserver" with this module preloaded, so a new worker is a fork of a
-  small server that has already imported the worker loop (milliseconds, not the half second
-  of a fresh interpreter); "spawn" where there is no forkserver.  Never plain "fork": the
-  parent runs optimizer threads that submit concurrently, and forking a multi-threaded
-  process can copy a held lock into the child.
+  small server that has already imported the worker loop (about 10 ms instead of about
+  0.1 s for a fresh interpreter); "spawn" where there is no forkserver.  Never plain "fork":
+  the parent runs optimizer threads that submit concurrently, and forking a multi-threaded
+  process can copy a held lock into the child.  With either method a worker imports the
+  parent's main script again (as ``__mp_main__``), so scripts need the
+  ``if __name__ == "__main__":`` guard.
 * **Workers** (:func:`_serve`) run one task at a time: a pickled task arrives over a
   :func:`multiprocessing.Pipe`, ``task.run(context)`` runs, ``("ok", result)`` or
   ``("error", exception, traceback text)`` goes back.  The loop owns the worker's one
@@ -29,17 +31,20 @@ Design
   with :class:`ExecutorError` naming the task and the exit code or signal (the retry count
   of Dask's ``allowed-failures``).
 * **Signals and shutdown**: workers ignore SIGINT (Ctrl-C reaches only the parent, which
-  closes the pool) and ask the kernel for SIGKILL when their parent dies
-  (``PR_SET_PDEATHSIG``; with "forkserver" the parent is the server, which exits when this
-  process does).  :meth:`LocalPool.close` cancels queued futures, sends end-of-file to idle
-  workers, terminates busy ones, kills what is left after a grace period and reaps every
-  process.  Until then an :mod:`atexit` hook closes a pool the program forgot.
+  closes the pool) and end when the pool's process dies, even by SIGKILL and in the middle
+  of a task (:func:`_die_with_parent`: ``PR_SET_PDEATHSIG`` and a thread that watches
+  multiprocessing's parent sentinel; the forkserver itself outlives the pool's process while
+  it has children, so the kernel's signal alone would not do).  :meth:`LocalPool.close`
+  cancels queued futures, sends end-of-file to idle workers, terminates busy ones, kills
+  what is left after a grace period and reaps every process.  Until then an :mod:`atexit`
+  hook closes a pool the program forgot.
 """
 
 from __future__ import annotations
 
 import atexit
 import collections
+from collections.abc import Sequence
 import ctypes
 import multiprocessing
 import os
@@ -207,12 +212,12 @@ def _exit_status(code: int | None) -> str:
     return f"exit code {code}"
 
 
-def _context(method: str) -> Any:
+def _context(method: str, preload: tuple[str, ...] = ()) -> Any:
     context = multiprocessing.get_context(method)
     if method == "forkserver":
         # Takes effect when the (process-wide) server starts; a server already running keeps
-        # its own list and still works, the workers then import this module themselves.
-        context.set_forkserver_preload([__name__])
+        # its own list and still works, the workers then import these modules themselves.
+        context.set_forkserver_preload([__name__, *preload])
     return context
 
 
@@ -221,13 +226,15 @@ class LocalPool(AbstractExecutor):
 
     ``max_retries`` is how often a task whose worker died is run again before its future
     fails with :class:`ExecutorError` (so a task may kill ``max_retries + 1`` workers).
+    ``preload``: modules the fork server imports once for all workers (the first pool of a
+    process decides: the server is process-wide).
     Workers start on the first :meth:`submit`; use the pool in a ``with`` block or call
     :meth:`close`.
     """
 
     name = "pool"
 
-    def __init__(self, workers: int | None = None, *, max_retries: int = 3):
+    def __init__(self, workers: int | None = None, *, max_retries: int = 3, preload: Sequence[str] = ()):
         count = (os.cpu_count() or 1) if workers is None else workers
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ExecutorError(f"LocalPool(workers={workers!r}): the number of worker processes must be a whole "
@@ -237,6 +244,9 @@ class LocalPool(AbstractExecutor):
                                 "must be a whole number of at least 0; give e.g. max_retries=3.")
         self._count = count
         self.max_retries = max_retries
+        #: Modules the fork server imports once, so that workers start with them (e.g.
+        #: ``fmi_adjoint.identify.parallel``: 1.3 s per worker otherwise).
+        self.preload = tuple(preload)
         #: "forkserver" where available, else "spawn" (never "fork": see the module docstring).
         self.start_method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
         self._lock = threading.Lock()
@@ -244,6 +254,7 @@ class LocalPool(AbstractExecutor):
         self._procs: list[_Worker] = []
         self._idle: collections.deque[_Worker] = collections.deque()  # longest idle first
         self._closed = False
+        self._failure: BaseException | None = None  # what stopped the dispatcher, if not close()
         self._deaths = 0
         self._dispatcher: threading.Thread | None = None
         self._wake_reader: Connection | None = None
@@ -280,6 +291,9 @@ class LocalPool(AbstractExecutor):
                 "picklable: module-level classes and functions, no lambdas, open files or locks."))
             return future
         with self._lock:
+            if self._failure is not None:
+                raise ExecutorError(f"this LocalPool stopped ({type(self._failure).__name__}: {self._failure}); "
+                                    "open a new pool, or run serially (--workers 1).") from self._failure
             if self._closed:
                 raise ExecutorError("this LocalPool is closed; submit tasks before close() (or the end of its "
                                     "'with' block), or open a new pool.")
@@ -320,7 +334,7 @@ class LocalPool(AbstractExecutor):
     def _dispatch(self) -> None:
         failure: BaseException | None = None
         try:
-            self._serve_queue(_context(self.start_method))
+            self._serve_queue(_context(self.start_method, self.preload))
         except BaseException as exc:  # noqa: BLE001 -- reported through every future, below
             failure = exc
         finally:
@@ -350,9 +364,10 @@ class LocalPool(AbstractExecutor):
                 with self._lock:
                     self._wake_reader.recv_bytes()
                     self._wake_pending = False
-            for w in procs:  # in start order, so replies are read in a fixed order
-                if w.conn in ready or w.process.sentinel in ready:
-                    self._collect(w)
+            for w in procs:
+                exited = w.process.sentinel in ready
+                if exited or w.conn in ready:
+                    self._collect(w, exited)
 
     def _start_worker(self, context: Any) -> _Worker:
         parent_end, child_end = context.Pipe()
@@ -387,9 +402,10 @@ class LocalPool(AbstractExecutor):
             except OSError:
                 pass  # the worker died; its sentinel reports it and the job is queued again
 
-    def _collect(self, worker: _Worker) -> None:
-        """Read the reply of ``worker`` if there is one, and bury it if it died."""
-        ended = False
+    def _collect(self, worker: _Worker, exited: bool) -> None:
+        """Read the reply of ``worker`` if there is one (a worker may die right after it
+        answered), and bury the worker if it died."""
+        ended = exited
         try:
             if worker.conn.poll():
                 reply = worker.conn.recv_bytes()
@@ -400,7 +416,7 @@ class LocalPool(AbstractExecutor):
                     self._resolve(job, reply)
         except (EOFError, OSError):
             ended = True
-        if ended or worker.process.exitcode is not None:
+        if ended:
             self._bury(worker)
 
     def _resolve(self, job: _Job, reply: bytes) -> None:
@@ -445,6 +461,7 @@ class LocalPool(AbstractExecutor):
         """Stop every worker and resolve every future left (runs last in the dispatcher)."""
         with self._lock:
             self._closed = True
+            self._failure = failure
             procs, self._procs = self._procs, []
             self._idle.clear()
             left = list(self._pending)
@@ -472,10 +489,11 @@ class LocalPool(AbstractExecutor):
 
     @staticmethod
     def _abandon(job: _Job, failure: BaseException | None = None) -> None:
-        """Cancel a job that never started; fail one that did (it was running or retried)."""
-        if job.future.cancel():
-            return
+        """At close: cancel a job that never started, fail one that did (it ran, or waits for
+        a retry).  After an internal failure: fail every job with it."""
         if failure is None:
+            if job.future.cancel():
+                return
             error = ExecutorError(f"the LocalPool was closed before {job.task!r} finished; close the pool only "
                                   "after the results are in.")
         else:
