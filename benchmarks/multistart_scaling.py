@@ -105,7 +105,7 @@ def main() -> None:
     if LocalCluster is not None:
         from fmi_adjoint.scale.dask import DaskExecutor
 
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster, \
                 Client(cluster) as client, DaskExecutor(client=client) as dask:
             outcome, wall, startup = run(dask)
             rows.append(("dask LocalCluster, 2", startup, wall, 2, same(outcome, serial)))

@@ -41,8 +41,8 @@ def cluster():
     """A Dask LocalCluster of 2 worker processes (one thread each)."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
-        with Client(c) as client:
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as c:
+        with Client(c, set_as_default=False) as client:
             yield c, client
 
 
