@@ -13,11 +13,12 @@ the bounds, seed 0), trust-region least squares.  It runs
 
 Wall times exclude the start-up (worker processes started, the model built in each from
 the build cache), which is printed apart: it is paid once per run, not per task.
-Overhead per task: the wall time of 400 empty tasks per worker slot through each executor
-(round trip: pickling, queue, reply), and, from the identification, the mean task time.
-The 100-worker estimate assumes every start is its own chain of evaluations (a start
-cannot run faster than its evaluations one after another): with S starts on W >= S workers
-the run takes the longest start's time plus its task count times the per-task overhead.
+Overhead per task: empty tasks through each executor, one at a time (latency: pickling,
+queue, reply) and 400 in flight (the cost per task at the executor's throughput limit);
+from the identification, the mean task time.  The 100-worker estimate for 100 starts takes
+the larger of two bounds: every start is a chain of evaluations (the longest start's time
+plus its task count times the latency), and the executor passes all tasks at its measured
+throughput.
 Run:
     .venv/bin/python benchmarks/multistart_scaling.py
 """
@@ -71,12 +72,17 @@ def same(a, b) -> bool:
                for sa, sb in zip(a.starts, b.starts))
 
 
-def overhead(executor, slots: int) -> float:
-    """Seconds per empty task, with ``slots`` tasks in flight at a time."""
+def overhead(executor, slots: int) -> tuple[float, float]:
+    """Seconds per empty task: the latency of one task at a time (submit, run, reply), and the
+    cost per task with many in flight (the executor's throughput limit)."""
     executor.map([CallTask(math.fsum, [1.0]) for _ in range(2 * slots)])  # workers started
     started = time.perf_counter()
+    for _ in range(EMPTY_TASKS // 4):
+        executor.submit(CallTask(math.fsum, [1.0])).result()
+    latency = (time.perf_counter() - started) / (EMPTY_TASKS // 4)
+    started = time.perf_counter()
     executor.map([CallTask(math.fsum, [1.0]) for _ in range(EMPTY_TASKS)])
-    return (time.perf_counter() - started) / EMPTY_TASKS
+    return latency, (time.perf_counter() - started) / EMPTY_TASKS
 
 
 def main() -> None:
@@ -105,33 +111,42 @@ def main() -> None:
     if LocalCluster is not None:
         from fmi_adjoint.scale.dask import DaskExecutor
 
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0") as cluster, \
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                          dashboard_address="127.0.0.1:0") as cluster, \
                 Client(cluster) as client, DaskExecutor(client=client) as dask:
             outcome, wall, startup = run(dask)
             rows.append(("dask LocalCluster, 2", startup, wall, 2, same(outcome, serial)))
-            dask_overhead = overhead(dask, 2)
+            dask_latency, dask_cost = overhead(dask, 2)
     for label, startup, wall, workers, equal in rows:
         note = "  (oversubscribed: {cores} cores)".format(cores=cores) if workers > cores else ""
         print(f"{label:22s} {startup:12.2f} {wall:9.2f} {t_serial / wall:9.2f} {t_serial / wall / workers:10.2f}  "
               f"{'yes' if equal else 'NO'}{note}")
     with SerialExecutor() as inline:
-        serial_overhead = overhead(inline, 1)
+        serial_latency, _ = overhead(inline, 1)
     with LocalPool(2) as pool:
-        pool_overhead = overhead(pool, 2)
-    print(f"overhead per empty task: serial {serial_overhead * 1e6:.1f} us, pool (2 workers) "
-          f"{pool_overhead * 1e3:.3f} ms" + (f", dask LocalCluster (2 workers) {dask_overhead * 1e3:.3f} ms"
-                                               if LocalCluster is not None else ""))
-    # Paper estimate for 100 workers: each start is a chain of tasks; with 100 starts on 100
-    # workers the run lasts as long as the longest start plus its tasks' overhead.
+        pool_latency, pool_cost = overhead(pool, 2)
+    print(f"overhead per empty task: serial {serial_latency * 1e6:.1f} us; pool (2 workers) {pool_latency * 1e3:.3f} "
+          f"ms one at a time, {pool_cost * 1e3:.3f} ms each with many in flight" +
+          (f"; dask LocalCluster (2 workers) {dask_latency * 1e3:.3f} ms one at a time, {dask_cost * 1e3:.3f} ms each "
+           "with many in flight" if LocalCluster is not None else ""))
+    # Paper estimate for 100 starts on 100 workers: a start is a chain of tasks, so the run
+    # lasts at least the longest start plus its tasks' latency; and the executor passes at
+    # most one task per "cost with many in flight", which bounds it from below too.
     task = t_serial / evaluations
     longest = max(per_start)
     chain = max(s.result.simulations for s in serial.starts)
-    remote = dask_overhead if LocalCluster is not None else pool_overhead
-    estimate = longest + chain * remote
+    latency, cost = (dask_latency, dask_cost) if LocalCluster is not None else (pool_latency, pool_cost)
+    total = 100 / STARTS * evaluations
+    by_chain = longest + chain * latency
+    by_throughput = total * cost
+    estimate = max(by_chain, by_throughput)
     serial_100 = 100 / STARTS * t_serial
-    print(f"estimate for 100 starts on 100 workers: {estimate:.2f} s against {serial_100:.1f} s serial "
-          f"(speed-up {serial_100 / estimate:.0f}; longest start {longest:.2f} s of {chain} tasks of "
-          f"{task * 1e3:.1f} ms, + {remote * 1e3:.2f} ms overhead each)")
+    limit = "the longest start" if by_chain >= by_throughput else "the executor's throughput"
+    print(f"estimate for 100 starts on 100 workers: {estimate:.2f} s against {serial_100:.1f} s serial (speed-up "
+          f"{serial_100 / estimate:.1f}); limited by {limit}: longest start {longest:.2f} s of {chain} tasks of "
+          f"{task * 1e3:.1f} ms + "
+          f"{latency * 1e3:.2f} ms latency each = {by_chain:.2f} s; {total:.0f} tasks x {cost * 1e3:.2f} ms = "
+          f"{by_throughput:.2f} s")
     assert all(equal for *_, equal in rows), "an executor changed the numbers"
     assert np.isfinite(estimate)
 

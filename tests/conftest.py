@@ -24,8 +24,14 @@ def pytest_configure(config) -> None:
     starts cold and never touches the user's cache.  ``FMI_ADJOINT_CACHE`` set by the caller
     wins (e.g. to keep builds across runs while developing)."""
     import os
+    import signal
     import tempfile
 
+    # A suite started in the background of a non-interactive shell (`./run test &`) inherits
+    # SIGINT ignored, and so would every process it starts: the tests that press Ctrl-C on a
+    # command would then see it ignored.  A Python handler is reset to the default on exec.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.environ.get("FMI_ADJOINT_CACHE"):
         return
     # The controller runs this before it starts the xdist workers, which inherit the variable.

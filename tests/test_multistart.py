@@ -21,6 +21,7 @@ from fmi_adjoint.identify.multistart import (
     sobol_starts,
 )
 from fmi_adjoint.identify.problem import gauss_newton_statistics
+from tolerances import NOISE_FREE_RECOVERY
 
 
 class TwoMinima:
@@ -31,6 +32,7 @@ class TwoMinima:
 
     names = ("x0", "x1")
     gradient_method = "adjoint"
+    thread_safe = True  # its counters are under a lock
 
     def __init__(self, start=(0.0, 0.0), fail_above: float = 2.5, interrupt_at: int | None = None, shift=0.0):
         self.start = np.array(start, dtype=float)
@@ -101,8 +103,8 @@ def test_starts_find_both_minima_cluster_them_and_report_a_failed_start(method):
     assert "Newton iteration diverged" in failed[0].error
     assert len(outcome.clusters) == 2
     best, local = outcome.clusters
-    assert best.cost == pytest.approx(0.0, abs=1e-16)
-    np.testing.assert_allclose(best.parameters, [-2.0, 0.5], atol=1e-7)
+    assert best.cost <= NOISE_FREE_RECOVERY**2  # J = 0 at the exact minimum
+    np.testing.assert_allclose(best.parameters, [-2.0, 0.5], atol=NOISE_FREE_RECOVERY)
     assert local.cost > 0.1
     assert sorted(best.starts + local.starts) == [0, 1, 2, 4]
     assert outcome.best.cost == best.cost and outcome.best_start == best.starts[0]

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -201,6 +202,7 @@ def test_an_interrupted_identification_resumes_to_the_uninterrupted_result(tmp_p
         if process.poll() is None:
             process.kill()
             process.wait()
+        process.stderr.close()
     if how == "SIGINT":
         assert process.returncode == 130
         assert f"--resume {ckpt}" in rest  # the message says how to continue
@@ -229,6 +231,10 @@ def test_checkpoint_misuse_is_one_clear_error(tmp_path, capsys):
     (["--workers", 0], "--workers 0: give at least 1"),
     (["--starts", 3, "--bounds", "d_E=0.5:inf"], "d_E has no finite bounds; give them with --bounds"),
     (["--dask", "tcp://127.0.0.1:1"], "tcp://127.0.0.1:1"),
+    (["--starts", 2, "--seed", -1], "--seed -1: give a whole number >= 0"),
+    (["--starts", 100000], "--starts 100000: at most 4096 starts"),
+    (["--workers", 2, "--dask", "tcp://127.0.0.1:1"], "give either --workers 2 (local processes) or --dask"),
+    (["--continuation"], "--continuation fits each experiment alone first and needs two or more --data"),
 ])
 def test_bad_parallel_options_are_one_clear_error(tmp_path, capsys, extra, message):
     code, out, err = _run(["identify", *COMMON, *extra, "-o", tmp_path / "r.json"], capsys)
@@ -297,3 +303,15 @@ def test_continuation_recovers_the_engine_mount_joint_fit_that_a_single_start_mi
     assert single["cost"] > 1000 * continued["cost"]
     assert any("times the noise floor" in w for w in single["warnings"])
     assert not any("noise floor" in w for w in continued["warnings"])
+
+
+def test_two_samples_identify_without_a_noise_floor(tmp_path, capsys):
+    """Too few samples to estimate the noise: the fit ends normally, without the warning."""
+    data = tmp_path / "two.csv"
+    rows = Path(SWEEP).read_text().splitlines()[:3]  # header and two samples
+    data.write_text("\n".join(rows) + "\n")
+    out = tmp_path / "r.json"
+    code, _, err = _run(["identify", "engine_mount", "--data", f"{data}@A=100", "--params", "c_E1", "--max-iter", 2,
+                         "-o", out], capsys)
+    assert code in (0, 1), err
+    assert not any("noise floor" in w for w in json.loads(out.read_text())["warnings"])

@@ -85,3 +85,8 @@ ADJOINT_VS_FORWARD_OF_LARGEST = 1e-10
 #: n = 2e5, so 5 % is 11 standard deviations.  A sine's own curvature adds (w h^2)^4 / 6
 #: ~ 1e-15 relative: negligible.
 NOISE_FLOOR_ESTIMATE = 0.05
+
+#: Parameters identified from noise-free data (or on a problem with an exact minimum) against
+#: the true values, relative (absolute near zero): the optimizers stop on relative cost or step
+#: changes of 1e-12, and the parameters follow to about its square root.
+NOISE_FREE_RECOVERY = 1e-6

@@ -367,21 +367,13 @@ def _parallel_tasks(args, problem) -> int:
 
 
 def _executor(args, tasks: int):
-    """The executor of the options (None: everything in this process)."""
-    if args.workers is not None and args.workers < 1:
-        raise ModelError(f"--workers {args.workers}: give at least 1.")
-    address = args.dask or os.environ.get("FMI_ADJOINT_DASK") or None
-    if address:
-        from ..scale.dask import DaskExecutor
+    """The executor of the options (None: everything in this process).  An explicit
+    ``--workers`` wins over ``FMI_ADJOINT_DASK``; ``--dask`` with ``--workers`` is refused."""
+    from ..scale.select import choose_executor
 
-        return DaskExecutor(address)
-    workers = args.workers if args.workers is not None else min(os.cpu_count() or 1, tasks)
-    if workers <= 1 or tasks <= 1:
-        return None
-    from ..scale.pool import LocalPool
-
+    dask = args.dask or (os.environ.get("FMI_ADJOINT_DASK") or None if args.workers is None else None)
     # Workers start with the identification code imported (once, in the fork server).
-    return LocalPool(workers, preload=("fmi_adjoint.identify.parallel",))
+    return choose_executor(workers=args.workers, dask=dask, tasks=tasks, preload=("fmi_adjoint.identify.parallel",))
 
 
 def _fmu_problem(args, options, names, bounds) -> _Setup:
@@ -397,9 +389,12 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
                              "settings.")
     if args.workers is not None and args.workers < 1:
         raise ModelError(f"--workers {args.workers}: give at least 1.")
-    if args.dask or os.environ.get("FMI_ADJOINT_DASK"):
-        raise ModelError("--dask (or FMI_ADJOINT_DASK) applies to model files; an FMU's finite-difference columns "
-                         "run in local worker processes (--workers N); remove --dask or unset FMI_ADJOINT_DASK.")
+    if args.dask:  # FMI_ADJOINT_DASK is for model files; an FMU ignores it
+        raise ModelError("--dask applies to model files; an FMU's finite-difference columns run in local sandboxed "
+                         "worker processes (--workers N); remove --dask.")
+    if getattr(args, "starts", 1) > 1:
+        raise ModelError(f"--starts {args.starts} applies to model files; an FMU problem runs one start (give other "
+                         "start values with --set), or export the model and identify the model file.")
     archive = open_fmu(args.fmu)
     try:
         experiments = load_fmu_experiments(
@@ -462,8 +457,8 @@ def cmd_identify(args) -> int:
     from ..identify.multistart import (
         AllExperiments,
         ExperimentContinuation,
+        checkpoint_header,
         open_checkpoint,
-        result_warnings,
         run_starts,
         sobol_starts,
     )
@@ -488,27 +483,28 @@ def cmd_identify(args) -> int:
             )
         if args.continuation and not isinstance(problem, IdentificationProblem):
             raise ModelError("--continuation applies to model files (and FMUs exported by fmi-adjoint); remove it.")
+        if args.continuation and len(problem.experiments) < 2:
+            raise ModelError("--continuation fits each experiment alone first and needs two or more --data files; "
+                             "remove it or add --data.")
         plan = ExperimentContinuation() if args.continuation else AllExperiments()
         starts = plan.starts(sobol_starts(problem, args.starts, args.seed, args.scaling), len(problem.experiments))
         replay: list = []
         if ckpt:
-            log, replay = open_checkpoint(ckpt, _checkpoint_header(args, setup), resume=bool(args.resume))
+            log, replay = open_checkpoint(ckpt, _checkpoint_header(args, setup, checkpoint_header),
+                                          resume=bool(args.resume))
         try:
             outcome = run_starts(problem, starts, args.method, scaling=args.scaling, max_iterations=args.max_iter,
                                  seed=args.seed, progress=sys.stderr, checkpoint=log, replay=replay)
         except KeyboardInterrupt:
             if ckpt:
-                print(f"fmi-adjoint: note: {ckpt} holds the run so far; continue it with the same command and "
-                      f"--resume {ckpt}.", file=sys.stderr)
+                print(f"fmi-adjoint: note: {ckpt} holds the run so far; continue it with the same command, "
+                      f"--resume {ckpt} in place of --checkpoint {ckpt}.", file=sys.stderr)
             raise
         result = outcome.best
         payload = result.to_json()
-        warnings = result_warnings(result, _noise_floor(problem))
+        warnings = outcome.warnings(_noise_floor(problem))
         if len(starts) > 1:
             payload["multistart"] = outcome.to_json()
-            if outcome.global_minimum_starts == 1:
-                warnings.append(f"only 1 of {len(starts)} starts reached the best cost: the global minimum may not "
-                                "be found yet; run more --starts.")
         payload["warnings"] = warnings
         for text in warnings:
             print(f"fmi-adjoint: warning: {text}", file=sys.stderr)
@@ -551,25 +547,28 @@ def cmd_identify(args) -> int:
     return 0 if result.success else 1
 
 
-#: Options that do not change the result (where the work runs, where it is written).
-_NOT_IN_CHECKPOINT = ("workers", "dask", "checkpoint", "resume", "output", "json", "plot", "verbose", "fmu_timeout")
+#: Options that do not change the result (where the work runs, where it is written), and the
+#: input files, which enter the checkpoint by their content (a moved folder still resumes).
+_NOT_IN_CHECKPOINT = ("workers", "dask", "checkpoint", "resume", "output", "json", "plot", "verbose", "fmu_timeout",
+                      "model", "data", "fmu", "inputs")
 
 
-def _checkpoint_header(args, setup: _Setup) -> dict:
-    """What a checkpoint must match to be resumed: the options the result depends on and the
-    content of every input (model text, tables, data; or the FMU, data and inputs)."""
+def _checkpoint_header(args, setup: _Setup, header) -> dict:
+    """What a checkpoint must match to be resumed (see
+    :func:`~fmi_adjoint.identify.multistart.checkpoint_header`)."""
     import hashlib
 
     options = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_IN_CHECKPOINT}
+    options["data_settings"] = [spec.partition("@")[2] for spec in args.data or []]
     if setup.spec is not None:
-        content = setup.spec.digest()
+        content = setup.spec.content_digest()
     else:
         h = hashlib.sha256()
         for _, path in _data_inputs(args):
             if path:
                 h.update(hashlib.sha256(Path(path).read_bytes()).digest())
         content = h.hexdigest()
-    return {"format": "fmi-adjoint identify", "content": content, "options": options}
+    return header(content, options)
 
 
 def _noise_floor(problem) -> float | None:

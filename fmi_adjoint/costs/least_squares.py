@@ -124,7 +124,7 @@ class LeastSquaresCost(AbstractCost):
         ts, y = self.sample_times, self.data
         if ts.size < 3:
             raise DataError(f"estimating the measurement noise needs at least three samples, got {ts.size}; "
-                            "give more samples or the noise level itself.")
+                            "give more samples.")
         h = np.diff(ts)
         before, after = h[:-1], h[1:]
         a = (before / (before + after))[:, None]
@@ -132,7 +132,7 @@ class LeastSquaresCost(AbstractCost):
         e = y[1:-1] - (b * y[:-2] + a * y[2:])
         return np.mean(e**2 / (1.0 + a**2 + b**2), axis=0)
 
-    def noise_floor(self) -> float:
+    def noise_floor(self) -> float | None:
         """The cost that measurement noise alone gives at a perfect fit, estimated from the data.
 
         With residuals equal to white noise of variance ``sigma_c**2`` per channel, the
@@ -141,8 +141,10 @@ class LeastSquaresCost(AbstractCost):
         trapezoidal weights ``eta_i``, channel weights and scales as ``J``;
         ``sigma_c**2`` is estimated by :meth:`noise_variances` (an upper bound for smooth
         signals, see there).  A fit whose cost is near ``J_noise`` cannot be improved by
-        the model; a cost far above it can.
+        the model; a cost far above it can.  None with fewer than three samples (no estimate).
         """
+        if self.sample_times.size < 3:
+            return None
         eta = trapezoidal_weights(self.sample_times)
         weights, scales = np.asarray(self.weights), np.asarray(self.scales)  # arrays after __post_init__
         return 0.5 * float(eta.sum()) * float(np.sum(weights * self.noise_variances() / scales**2))

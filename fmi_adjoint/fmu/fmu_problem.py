@@ -23,7 +23,6 @@ hang (``timeout``) or an interrupt of the binary ends in one error, the workers 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 import sys
@@ -291,12 +290,12 @@ class FmuProblem:
         self._probed = False
 
     def with_start(self, start: np.ndarray) -> FmuProblem:
-        """The same problem from another start point (a start of a multi-start, run one after
-        another); it shares this problem's worker processes, which :meth:`close` ends."""
-        other = copy.copy(self)
-        other.start = np.array(start, dtype=float)
-        other.simulations = 0
-        return other
+        """This problem, started from ``start``.  Not a copy: the problem owns worker processes
+        and the Jacobian probing of its first evaluation, which a copy would start again and
+        leave unclosed; so an FMU problem runs one start (the command line refuses ``--starts``
+        above 1 with ``--fmu``)."""
+        self.start = np.array(start, dtype=float)
+        return self
 
     # -- simulation ----------------------------------------------------------------------
     def _values(self, exp: FmuExperiment, x: np.ndarray) -> dict[str, float]:

@@ -46,13 +46,13 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TextIO
 
 import numpy as np
 from scipy.stats import qmc
 
-from ..errors import CheckpointError, ConvergenceError, FmiAdjointError, IdentificationError
+from ..errors import CheckpointError, ConvergenceError, ExecutorError, FmiAdjointError, IdentificationError
 from .checkpoint import CheckpointLog, Record
 from .optimize import IdentificationResult, identify
 from .problem import Evaluation, IdentificationProblem, gauss_newton_statistics
@@ -60,11 +60,13 @@ from .scaling import ParameterScaling
 
 __all__ = ["CLUSTER_RTOL", "NOISE_FACTOR", "AbstractStartPlan", "AllExperiments", "Cluster", "ExperimentContinuation",
            "MultiStartResult", "Start", "StartResult", "Stopped", "run_starts",
-           "sobol_starts", "result_warnings", "open_checkpoint"]
+           "sobol_starts", "result_warnings", "open_checkpoint", "checkpoint_header"]
 
 #: Starts whose final costs agree to this relative difference are one cluster (one minimum):
 #: converged runs into the same minimum agree to ~1e-10 (the optimizers' tolerances).
 CLUSTER_RTOL = 1e-6
+#: Most starts of one run (each is an optimizer thread and a record stream of the checkpoint).
+MAX_STARTS = 4096
 #: A best cost more than this multiple of the data's noise floor is flagged: a fit that
 #: leaves ten times the noise energy in the residuals has not found the model's behaviour.
 NOISE_FACTOR = 10.0
@@ -80,6 +82,11 @@ def sobol_starts(problem: IdentificationProblem, count: int, seed: int = 0, scal
     scaled parameter space (see the module docstring)."""
     if count < 1:
         raise IdentificationError(f"--starts {count}: give at least 1 start.")
+    if count > MAX_STARTS:
+        raise IdentificationError(f"--starts {count}: at most {MAX_STARTS} starts; run several identifications "
+                                  "with different --seed for more.")
+    if seed < 0:
+        raise IdentificationError(f"--seed {seed}: give a whole number >= 0.")
     if count > 1:
         open_ = [n for n, lo, hi in zip(problem.names, problem.lower, problem.upper)
                  if not (np.isfinite(lo) and np.isfinite(hi))]
@@ -191,6 +198,14 @@ class MultiStartResult:
     seed: int
     seconds: float
 
+    def warnings(self, noise_floor: float | None) -> list[str]:
+        """:func:`result_warnings` of the best result, and whether only one start reached it."""
+        texts = result_warnings(self.best, noise_floor)
+        if len(self.starts) > 1 and self.global_minimum_starts == 1:
+            texts.append(f"only 1 of {len(self.starts)} starts reached the best cost: the global minimum may not be "
+                         "found yet; run more --starts.")
+        return texts
+
     @property
     def global_minimum_starts(self) -> int:
         """How many starts reached the best cluster."""
@@ -265,7 +280,8 @@ class _Recorded:
             meta.update(failed=True, message=failed)
         self.log.append("evaluation", meta, {"x": np.asarray(x, dtype=float), **arrays})
 
-    def evaluate(self, x: np.ndarray, method: str = "adjoint", fd_rel_step: float = 1e-3) -> Evaluation:
+    def evaluate(self, x: np.ndarray, method: str = "adjoint", fd_rel_step: float | None = None) -> Evaluation:
+        # The problem's own finite-difference step unless one is given (FMU problems use 1e-4).
         kind = f"evaluate:{method}:{fd_rel_step!r}"
         record = self._recorded(kind, x)
         if record is not None:
@@ -273,7 +289,8 @@ class _Recorded:
                               forward_seconds=0.0, gradient_seconds=0.0, simulations=0)
         before = self.problem.simulations
         try:
-            ev = self.problem.evaluate(x, method, fd_rel_step)
+            ev = (self.problem.evaluate(x, method) if fd_rel_step is None
+                  else self.problem.evaluate(x, method, fd_rel_step))
         except ConvergenceError as exc:
             self._write(kind, x, {}, failed=str(exc), simulations=self.problem.simulations - before)
             raise
@@ -305,16 +322,21 @@ class _Recorded:
 
 
 _RESULT_ARRAYS = ("initial", "parameters", "cost_history", "gradient_norm_history")
+#: Fields stored as numbers in arrays (bit exact, NaN and None allowed), not in the JSON part.
+_RESULT_NUMBERS = ("cost_initial", "cost", "seconds", "std_errors", "correlation")
 
 
 def _result_record(result: IdentificationResult) -> tuple[dict, dict]:
-    meta = {f.name: getattr(result, f.name) for f in dataclasses.fields(result) if f.name not in _RESULT_ARRAYS}
+    meta = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)
+            if f.name not in _RESULT_ARRAYS + _RESULT_NUMBERS}
     meta["names"] = list(result.names)
     meta["active_bounds"] = list(result.active_bounds)
     arrays = {name: np.asarray(getattr(result, name), dtype=float) for name in _RESULT_ARRAYS}
-    arrays["costs"] = np.array([result.cost_initial, result.cost])
-    meta.pop("cost_initial")
-    meta.pop("cost")
+    arrays["numbers"] = np.array([result.cost_initial, result.cost, result.seconds])
+    if result.std_errors is not None:  # None entries (undetermined parameters) as NaN
+        arrays["std_errors"] = np.array([np.nan if v is None else v for v in result.std_errors], dtype=float)
+    if result.correlation is not None:
+        arrays["correlation"] = np.array(result.correlation, dtype=float)
     return meta, arrays
 
 
@@ -322,12 +344,35 @@ def _result_from_record(record: Record) -> IdentificationResult:
     meta = dict(record.meta)
     meta.pop("start", None)
     a = record.arrays
-    return IdentificationResult(
-        names=tuple(meta.pop("names")), initial=a["initial"].copy(), parameters=a["parameters"].copy(),
-        cost_initial=float(a["costs"][0]), cost=float(a["costs"][1]),
-        cost_history=a["cost_history"].tolist(), gradient_norm_history=a["gradient_norm_history"].tolist(),
-        active_bounds=tuple(meta.pop("active_bounds")), **meta,
-    )
+    std = a.get("std_errors")
+    try:
+        return IdentificationResult(
+            names=tuple(meta.pop("names")), initial=a["initial"].copy(), parameters=a["parameters"].copy(),
+            cost_initial=float(a["numbers"][0]), cost=float(a["numbers"][1]), seconds=float(a["numbers"][2]),
+            cost_history=a["cost_history"].tolist(), gradient_norm_history=a["gradient_norm_history"].tolist(),
+            std_errors=None if std is None else [None if np.isnan(v) else float(v) for v in std],
+            correlation=a["correlation"].tolist() if "correlation" in a else None,
+            active_bounds=tuple(meta.pop("active_bounds")), **meta,
+        )
+    except (KeyError, TypeError, IndexError) as exc:
+        raise CheckpointError(
+            f"a finished start in the checkpoint cannot be read ({type(exc).__name__}: {exc}); it was written by "
+            "another version of fmi-adjoint: start anew with --checkpoint."
+        ) from None
+
+
+def checkpoint_header(content: str, options: Mapping) -> dict:
+    """The header of a checkpoint: what a resumed run must match.  ``content``: a digest of
+    the inputs' content (model text, tables, data; paths left out, so a moved folder still
+    resumes); ``options``: the options the result depends on.  fmi-adjoint's code (its
+    fingerprint) and the numpy and scipy versions are part of it: another version may take
+    another path."""
+    import scipy
+
+    from ..cache import source_fingerprint
+
+    return {"format": "fmi-adjoint identify", "content": content, "options": dict(options),
+            "versions": {"fmi-adjoint": source_fingerprint(), "numpy": np.__version__, "scipy": scipy.__version__}}
 
 
 def open_checkpoint(path: str, header: dict, *, resume: bool) -> tuple[CheckpointLog, list[Record]]:
@@ -405,8 +450,8 @@ def run_starts(
 
         def fit(stage: IdentificationProblem, x: np.ndarray, text: str, stats: bool) -> IdentificationResult:
             view = _Recorded(stage.with_start(x), index, checkpoint, records, stop)
-            return identify(view, method, scaling=scaling, max_iterations=max_iterations,  # type: ignore[arg-type]
-                            progress=progress, statistics=stats, label=text)
+            return identify(view, method, scaling=scaling, max_iterations=max_iterations, progress=progress,
+                            statistics=stats, label=text)
 
         try:
             if first is None:
@@ -417,7 +462,9 @@ def run_starts(
         except Stopped:
             raise
         except (FmiAdjointError, np.linalg.LinAlgError) as exc:
-            if isinstance(exc, CheckpointError):
+            if isinstance(exc, (CheckpointError, ExecutorError)):
+                # Not the start's fault: the run stops (and can be resumed) instead of
+                # recording the start as failed for good.
                 raise
             outcome = StartResult(index, x0, None, f"{type(exc).__name__}: {exc}", first=first)
             meta: dict = {"start": index, "failed": True, "message": outcome.error}
@@ -438,6 +485,9 @@ def run_starts(
 
     todo = [k for k in range(len(starts)) if k not in finished]
     workers = getattr(getattr(problem, "executor", None), "workers", 1)
+    if threads is not None and threads > 1 and not getattr(problem, "thread_safe", False):
+        raise IdentificationError("threads > 1 needs a thread-safe problem (a DistributedProblem on an executor): the "
+                                  "compiled engines of one process are not re-entrant.")
     count = threads if threads is not None else (2 * workers if workers > 1 else 1)
     if count <= 1 or len(todo) <= 1:
         for k in todo:
@@ -447,6 +497,11 @@ def run_starts(
                                                      thread_name_prefix="fmi-adjoint-start")
         try:
             futures = {k: pool.submit(one, k) for k in todo}
+            # A failing start (disk full, a lost cluster) stops the run at once, not when the
+            # starts before it in index order have ended.
+            done, _ = concurrent.futures.wait(futures.values(), return_when=concurrent.futures.FIRST_EXCEPTION)
+            for future in done:
+                future.result()
             for k, future in futures.items():
                 finished[k] = future.result()
         except BaseException:
@@ -468,14 +523,13 @@ def run_starts(
 
 
 def _continued(first: IdentificationResult, second: IdentificationResult) -> IdentificationResult:
-    """The result of a two-stage start: the second stage's, with the histories, counts and
-    start of both."""
+    """The result of a two-stage start: the joint fit's (its start is the first stage's result,
+    its costs and histories those of the joint problem), with the iterations, simulations and
+    time of both stages.  The first stage's costs belong to another problem (one experiment)
+    and are not mixed in; :attr:`StartResult.first` says which experiment ran alone."""
     return dataclasses.replace(
-        second, initial=first.initial, cost_initial=first.cost_initial,
-        cost_history=first.cost_history + second.cost_history,
-        gradient_norm_history=first.gradient_norm_history + second.gradient_norm_history,
-        iterations=first.iterations + second.iterations, simulations=first.simulations + second.simulations,
-        seconds=first.seconds + second.seconds,
+        second, iterations=first.iterations + second.iterations,
+        simulations=first.simulations + second.simulations, seconds=first.seconds + second.seconds,
         failed_simulations=first.failed_simulations + second.failed_simulations,
     )
 
@@ -489,7 +543,8 @@ def _finished_from_record(record: Record, start: Start) -> StartResult:
 
 def cluster_starts(starts: Sequence[StartResult]) -> tuple[Cluster, ...]:
     """Clusters of the finished starts by final cost, the lowest first (ties: lower index)."""
-    done = sorted((s for s in starts if s.result is not None), key=lambda s: (s.result.cost, s.index))  # type: ignore
+    done = sorted((s for s in starts if s.result is not None),
+                  key=lambda s: (not np.isfinite(s.result.cost), s.result.cost, s.index))  # type: ignore
     clusters: list[list[StartResult]] = []
     for s in done:
         assert s.result is not None

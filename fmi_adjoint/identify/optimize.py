@@ -12,7 +12,7 @@ import numpy as np
 from scipy import optimize
 
 from ..errors import ConvergenceError, IdentificationError
-from .problem import IdentificationProblem
+from .problem import AbstractProblem
 from .scaling import ParameterScaling
 
 __all__ = ["IdentificationResult", "identify", "OPTIMIZERS"]
@@ -117,7 +117,7 @@ class _Progress:
 
 
 def identify(
-    problem: IdentificationProblem,
+    problem: AbstractProblem,
     method: str = "lbfgsb",
     *,
     scaling: str = "auto",
@@ -131,7 +131,8 @@ def identify(
 
     Parameters
     ----------
-    problem : IdentificationProblem
+    problem : AbstractProblem
+        An :class:`~fmi_adjoint.identify.IdentificationProblem`, a distributed or an FMU problem.
     method : {"lbfgsb", "least_squares"}
         ``lbfgsb``: scipy's L-BFGS-B with discrete-adjoint gradients, on the cost
         normalized by its start value.  ``least_squares``: scipy's trust-region

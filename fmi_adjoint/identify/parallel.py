@@ -71,8 +71,11 @@ class DistributedProblem(IdentificationProblem):
     """``local`` (built here from ``spec``) with its experiments run on ``executor``.
 
     The local problem supplies names, bounds and start values and answers everything that
-    does not simulate; the executor runs the simulations.
+    does not simulate; the executor runs the simulations.  Its evaluations may be called from
+    several threads at once (the starts of a multi-start): they only submit tasks.
     """
+
+    thread_safe = True
 
     def __init__(self, local: IdentificationProblem, spec: ProblemSpec, executor: AbstractExecutor):
         if local.names != spec.names:

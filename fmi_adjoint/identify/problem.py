@@ -7,6 +7,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from ..engines import AbstractEngine, default_engine
 from ..integrate import AbstractScheme, Trajectory
 from ..integrate.schemes import scheme_from_settings
 
-__all__ = ["Experiment", "IdentificationProblem", "Evaluation", "GRADIENT_METHODS", "PART_KINDS",
+__all__ = ["AbstractProblem", "Experiment", "IdentificationProblem", "Evaluation", "GRADIENT_METHODS", "PART_KINDS",
            "gauss_newton_statistics", "ordered_sum"]
 
 GRADIENT_METHODS = ("adjoint", "forward", "fd", "continuous")
@@ -81,6 +82,36 @@ class Experiment:
         return self.engine.simulate(p, t_end=self.t_end, step=self.step, solver=self.scheme)
 
 
+class AbstractProblem(Protocol):
+    """The contract :func:`~fmi_adjoint.identify.identify` and
+    :func:`~fmi_adjoint.identify.multistart.run_starts` work on: :class:`IdentificationProblem`
+    (model files), :class:`~fmi_adjoint.identify.parallel.DistributedProblem` (on an
+    executor) and the FMU problem implement it."""
+
+    names: tuple[str, ...]
+    start: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    gradient_method: str
+
+    @property
+    def simulations(self) -> int:
+        """Simulations run so far."""
+        ...
+
+    def evaluate(self, x: np.ndarray, method: str = ...) -> Evaluation:
+        """Cost and gradient at ``x`` (physical values)."""
+        ...
+
+    def residuals(self, x: np.ndarray, jacobian: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+        """Least-squares residuals and their Jacobian at ``x``."""
+        ...
+
+    def statistics(self, x: np.ndarray) -> dict:
+        """Standard errors and correlations at ``x``."""
+        ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
     """Cost and gradient over all experiments, in physical parameter units."""
@@ -96,6 +127,8 @@ class Evaluation:
 class IdentificationProblem:
     """Experiments sharing the identified parameters ``names``.
 
+    Not thread-safe (:attr:`thread_safe`): its compiled engines are not re-entrant.
+
     Parameters
     ----------
     experiments : sequence of Experiment
@@ -106,6 +139,10 @@ class IdentificationProblem:
     start : mapping of str to float, optional
         Start values (default: the first experiment's values).
     """
+
+    #: Its evaluations may not run in several threads at once (compiled engines are not
+    #: re-entrant); a :class:`~fmi_adjoint.identify.parallel.DistributedProblem` may.
+    thread_safe = False
 
     def __init__(
         self,
@@ -378,9 +415,10 @@ class IdentificationProblem:
         total = 0.0
         for exp in self.experiments:
             floor = getattr(exp.cost, "noise_floor", None)
-            if floor is None:
+            value = floor() if floor is not None else None
+            if value is None:
                 return None
-            total += floor()
+            total += value
         return total
 
 

@@ -134,6 +134,19 @@ class ProblemSpec:
         h.update(repr(rest).encode())
         return h.hexdigest()
 
+    def content_digest(self) -> str:
+        """SHA-256 of what the result depends on, without file paths: model text, table and
+        data bytes, per-experiment values and the settings (a checkpoint's identity)."""
+        h = hashlib.sha256()
+        h.update(self.model.text.encode())
+        for name, raw in self.model.tables:
+            h.update(name.encode() + b"\0" + hashlib.sha256(raw).digest())
+        for exp in self.experiments:
+            h.update(hashlib.sha256(exp.data.raw).digest() + repr(exp.values).encode())
+        solver = None if self.solver is None else sorted(self.solver.record().items())
+        h.update(repr((self.names, self.cost, self.bounds, self.t_end, self.step, solver, self.engine)).encode())
+        return h.hexdigest()
+
     def resolved(self) -> tuple[ProblemSpec, IdentificationProblem, str | None]:
         """Build the problem here; the spec with the engine that ran (``auto`` resolved),
         the problem, and the fallback note of ``auto`` (None if the native engine ran)."""

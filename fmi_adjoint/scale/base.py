@@ -22,11 +22,11 @@ import abc
 import collections
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["AbstractExecutor", "Task", "WorkerContext", "CallTask", "RESIDENT_LIMIT"]
+__all__ = ["AbstractExecutor", "CallTask", "RESIDENT_LIMIT", "SerialExecutor", "Task", "WorkerContext", "settle"]
 
 T = TypeVar("T")
 
@@ -96,6 +96,18 @@ class CallTask:
 
     def __repr__(self) -> str:
         return f"CallTask({getattr(self.function, '__qualname__', self.function)!r}, {len(self.args)} args)"
+
+
+def settle(future: Future, *, result: Any = None, error: BaseException | None = None) -> None:
+    """Resolve ``future`` with ``result`` or ``error`` unless it is already done (cancelled by
+    its owner): the executors' one way to hand back what a worker sent."""
+    try:
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
+    except InvalidStateError:
+        pass
 
 
 class AbstractExecutor(abc.ABC):
@@ -187,5 +199,3 @@ class SerialExecutor(AbstractExecutor):
     def close(self) -> None:
         return None
 
-
-__all__ += ["SerialExecutor"]

@@ -26,11 +26,11 @@ from __future__ import annotations
 import functools
 import threading
 import uuid
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from typing import Any
 
 from ..errors import ExecutorError
-from .base import AbstractExecutor, Task, WorkerContext
+from .base import AbstractExecutor, Task, WorkerContext, settle
 
 __all__ = ["DaskExecutor", "PLUGIN_NAME"]
 
@@ -74,17 +74,6 @@ def _run(task: Task) -> Any:
     return task.run(context if context is not None else WorkerContext())
 
 
-def _settle(future: Future, *, result: Any = None, error: BaseException | None = None) -> None:
-    """Resolve ``future`` unless it is already done (cancelled by its owner)."""
-    try:
-        if error is None:
-            future.set_result(result)
-        else:
-            future.set_exception(error)
-    except InvalidStateError:
-        pass
-
-
 class DaskExecutor(AbstractExecutor):
     """Runs tasks on a Dask cluster.
 
@@ -117,7 +106,15 @@ class DaskExecutor(AbstractExecutor):
         self.client = client
         try:
             client.register_plugin(_context_plugin(), name=PLUGIN_NAME)
-            self._workers = max(1, sum(client.nthreads().values()))
+            # Worker processes, not threads: a worker runs the tasks of one problem one after
+            # another (WorkerContext).  A cluster whose workers are still starting is waited for.
+            try:
+                client.wait_for_workers(1, timeout=timeout)
+            except (TimeoutError, OSError):
+                raise ExecutorError(f"the Dask scheduler at {client.scheduler.address} has no workers after "
+                                    f"{timeout:g} s; start some ('dask worker {client.scheduler.address} --nthreads "
+                                    "1'), or drop --dask to run locally.") from None
+            self._workers = max(1, len(client.nthreads()))
             #: The scheduler's address (for reports).
             self.address: str = client.scheduler.address
         except BaseException:
@@ -161,7 +158,7 @@ class DaskExecutor(AbstractExecutor):
         task, _, future = entry
         try:
             if dask_future.status == "finished":
-                _settle(future, result=dask_future.result())
+                settle(future, result=dask_future.result())
                 return
             if dask_future.status == "cancelled":
                 future.cancel()
@@ -172,7 +169,7 @@ class DaskExecutor(AbstractExecutor):
         if isinstance(error, KilledWorker):
             error = ExecutorError(f"{task!r} ended every Dask worker that ran it ({error}); the task crashes its "
                                   "worker; run it serially (--workers 1, without --dask) to see the error.")
-        _settle(future, error=error)
+        settle(future, error=error)
 
     def _forward_cancel(self, key: str, future: Future) -> None:
         """Done callback of a concurrent future: a cancelled one cancels its Dask task."""

@@ -54,12 +54,12 @@ import sys
 import threading
 import time
 import traceback
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from ..errors import ExecutorError
-from .base import AbstractExecutor, Task, WorkerContext
+from .base import AbstractExecutor, Task, WorkerContext, settle
 
 __all__ = ["LocalPool"]
 
@@ -188,17 +188,6 @@ class _Worker:
         self.process = process
         self.conn = conn
         self.job: _Job | None = None
-
-
-def _settle(future: Future, *, result: Any = None, error: BaseException | None = None) -> None:
-    """Resolve ``future`` unless it is already done (cancelled by its owner)."""
-    try:
-        if error is None:
-            future.set_result(result)
-        else:
-            future.set_exception(error)
-    except InvalidStateError:
-        pass
 
 
 def _exit_status(code: int | None) -> str:
@@ -427,12 +416,12 @@ class LocalPool(AbstractExecutor):
                 f"the reply for {job.task!r} cannot be unpickled in the parent process ({type(exc).__name__}: "
                 f"{exc}); tasks must return objects of classes the parent can import."), "")
         if outcome[0] == "ok":
-            _settle(job.future, result=outcome[1])
+            settle(job.future, result=outcome[1])
             return
         _, error, text = outcome
         if text and error.__cause__ is None:
             error.__cause__ = _WorkerTraceback(text)
-        _settle(job.future, error=error)
+        settle(job.future, error=error)
 
     def _bury(self, worker: _Worker) -> None:
         """Reap a dead worker; queue its job again, or fail it after too many deaths."""
@@ -454,7 +443,7 @@ class LocalPool(AbstractExecutor):
                 self._pending.appendleft(job)  # first in line: it was the oldest running
                 return
         if job is not None:
-            _settle(job.future, error=ExecutorError(
+            settle(job.future, error=ExecutorError(
                 f"{job.task!r} ended its worker process {job.deaths + 1} times (last: {status}); {_CRASH_FIX}."))
 
     def _shutdown(self, failure: BaseException | None) -> None:
@@ -500,4 +489,4 @@ class LocalPool(AbstractExecutor):
             error = ExecutorError(f"the LocalPool stopped ({type(failure).__name__}: {failure}) before "
                                   f"{job.task!r} finished; rerun, or run serially (--workers 1).")
             error.__cause__ = failure
-        _settle(job.future, error=error)
+        settle(job.future, error=error)
