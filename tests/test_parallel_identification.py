@@ -315,3 +315,21 @@ def test_two_samples_identify_without_a_noise_floor(tmp_path, capsys):
                          "-o", out], capsys)
     assert code in (0, 1), err
     assert not any("noise floor" in w for w in json.loads(out.read_text())["warnings"])
+
+
+def test_an_fmus_finite_difference_columns_on_dask_equal_the_local_ones(tmp_path, capsys, cluster):
+    """The FMU travels as its bytes; each Dask worker opens it in its own sandboxed session."""
+    local, _ = cluster
+    fmu = tmp_path / "em.fmu"
+    code, _, err = _run(["export", "engine_mount", "--fmi", 2, "-o", fmu], capsys)
+    assert code == 0, err
+    argv = ["gradient", "--fmu", fmu, "--data", f"{SWEEP}@A=100", "--params", "c_E1,d_E", "--gradient", "fd",
+            "--json"]
+    results = []
+    for extra in (["--workers", 1], ["--workers", 2], ["--dask", local.scheduler_address]):
+        code, out, err = _run([*argv, *extra], capsys)
+        assert code == 0, err
+        results.append(json.loads(out))
+    assert results[0]["gradient_path"]["method"] == "fd"
+    for other in results[1:]:
+        assert other["cost"] == results[0]["cost"] and other["gradient"] == results[0]["gradient"]

@@ -389,9 +389,6 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
                              "settings.")
     if args.workers is not None and args.workers < 1:
         raise ModelError(f"--workers {args.workers}: give at least 1.")
-    if args.dask:  # FMI_ADJOINT_DASK is for model files; an FMU ignores it
-        raise ModelError("--dask applies to model files; an FMU's finite-difference columns run in local sandboxed "
-                         "worker processes (--workers N); remove --dask.")
     if getattr(args, "starts", 1) > 1:
         raise ModelError(f"--starts {args.starts} applies to model files; an FMU problem runs one start (give other "
                          "start values with --set), or export the model and identify the model file.")
@@ -401,12 +398,24 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
             archive, args.data, parse_assignments(args.set), inputs_file=args.inputs, t_end=args.t_end,
             step=args.step, identified=names, cost=options,
         )
-        problem, choice = fmu_problem(archive, experiments, names, bounds=bounds, gradient=args.gradient,
-                                      workers=args.workers, **_fmu_process_settings(args))
+        # On a Dask cluster the finite-difference columns run there (the FMU travels as its
+        # bytes); locally in the problem's own sandboxed worker processes (--workers).
+        dask = args.dask or (os.environ.get("FMI_ADJOINT_DASK") or None if args.workers is None else None)
+        executor = _executor(args, 2) if dask else None
     except BaseException:
         archive.close()
         raise
-    return _Setup(problem, options, choice, archive)
+    try:
+        problem, choice = fmu_problem(archive, experiments, names, bounds=bounds, gradient=args.gradient,
+                                      workers=args.workers, executor=executor, **_fmu_process_settings(args))
+    except BaseException:
+        archive.close()
+        if executor is not None:
+            executor.close()
+        raise
+    setup = _Setup(problem, options, choice, archive)
+    setup.executor = executor
+    return setup
 
 
 def cmd_gradient(args) -> int:

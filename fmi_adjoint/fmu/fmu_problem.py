@@ -40,7 +40,9 @@ from ..identify.problem import gauss_newton_statistics
 from ..integrate import time_grid
 from ..integrate.ode import trapezoidal_sensitivities
 from .archive import FmuArchive, FmuError
+from ..scale import AbstractExecutor
 from .session import DEFAULT_TIMEOUT, FmuSession, check_timeout, run_parallel
+from .tasks import FmuBytes, FmuJobTask
 from .worker import PROBE_STEP as _PROBE_STEP
 from .worker import state_jacobian
 
@@ -184,6 +186,7 @@ def fmu_problem(
     workers: int | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     log=None,
+    executor: AbstractExecutor | None = None,
 ):
     """The identification problem of an FMU, and the gradient path chosen.
 
@@ -195,6 +198,9 @@ def fmu_problem(
         Longest one FMI call may take [s] (``--fmu-timeout``); see :mod:`.session`.
     log : text stream, optional
         Where the FMU binary's captured output is copied when the problem closes (``--verbose``).
+    executor : AbstractExecutor, optional
+        Runs the finite-difference columns (a Dask cluster); default: the problem's own
+        sandboxed worker processes (``workers``).
 
     Returns
     -------
@@ -212,7 +218,7 @@ def fmu_problem(
     if choice.method == "adjoint":
         return _native_problem(archive, experiments, names, bounds, start), choice
     problem = FmuProblem(archive, experiments, names, choice.method, bounds=bounds, start=start, workers=workers,
-                         timeout=timeout, log=log)
+                         timeout=timeout, log=log, executor=executor)
     # After the binary loaded: a binary that cannot run gives its one error line, no note.
     if gradient == "auto" and archive.native_distrust:
         print(f"fmi-adjoint: note: {archive.path.name}: {archive.native_distrust}; identifying the FMU through its "
@@ -252,8 +258,12 @@ class FmuProblem:
 
     def __init__(self, archive: FmuArchive, experiments, names, method: str, *, bounds=None, start=None,
                  workers: int | None = None, interface: str | None = None, timeout: float = DEFAULT_TIMEOUT,
-                 log=None):
+                 log=None, executor: AbstractExecutor | None = None):
         self.archive = archive
+        #: Where the finite-difference columns run when given (a Dask cluster: the FMU travels
+        #: as its bytes, :mod:`.tasks`); else in this problem's own sandboxed worker processes.
+        self.executor = executor
+        self._bytes: FmuBytes | None = None
         self.experiments = tuple(experiments)
         self.names = tuple(names)
         if len(set(self.names)) != len(self.names) or not self.names:
@@ -451,9 +461,16 @@ class FmuProblem:
     def _parallel_costs(self, points: list[np.ndarray]) -> list[float]:
         """Costs at ``points``: the simulations spread over the problem's worker and up to
         ``workers - 1`` more, all on the archive's one extraction folder."""
-        if self.workers <= 1 or len(points) <= 1:
+        if self.executor is None and (self.workers <= 1 or len(points) <= 1):
             return [self.cost(p) for p in points]
         jobs = [self._job(exp, p) for p in points for exp in self.experiments]
+        if self.executor is not None:
+            if self._bytes is None:
+                self._bytes = FmuBytes.of(self.archive)
+            fmu = self._bytes
+            replies = iter(self.executor.map([FmuJobTask(fmu, self.interface, self.timeout, job) for job in jobs]))
+            self.simulations += len(jobs)
+            return [self._point_cost(replies) for _ in points]
         wanted = min(self.workers, len(jobs)) - 1
         # Workers that died (a crash or a timeout already reported) are replaced.
         self._pool = [s for s in self._pool or [] if s.alive]
@@ -462,14 +479,15 @@ class FmuProblem:
                                                timeout=self.timeout, log=self.log)
         replies = iter(run_parallel([self.session, *self._pool[:wanted]], jobs))
         self.simulations += len(jobs)
-        values = []
-        for _ in points:
-            total = 0.0
-            for exp in self.experiments:
-                grid, Y, _ = self._finish(exp, next(replies))
-                total += exp.cost.evaluate(self._sampled(exp, grid, Y)[1], np.zeros(0)).J
-            values.append(total)
-        return values
+        return [self._point_cost(replies) for _ in points]
+
+    def _point_cost(self, replies) -> float:
+        """The cost of one point from the next replies (one per experiment, in order)."""
+        total = 0.0
+        for exp in self.experiments:
+            grid, Y, _ = self._finish(exp, next(replies))
+            total += exp.cost.evaluate(self._sampled(exp, grid, Y)[1], np.zeros(0)).J
+        return total
 
     def finite_differences(self, x: np.ndarray, rel: float = _FD_REL_STEP) -> np.ndarray:
         """Central differences of the cost (one-sided next to a bound), in parallel."""

@@ -68,11 +68,29 @@ class WorkerContext:
             if not found:
                 obj = build()
                 self.builds += 1
+                evicted = []
                 with self._guard:
                     self._objects[key] = obj
                     while len(self._objects) > self.limit:
-                        self._objects.popitem(last=False)
+                        evicted.append(self._objects.popitem(last=False)[1])
+                for old in evicted:
+                    _close(old)
             yield obj
+
+    def close(self) -> None:
+        """Close every kept object that has a ``close`` method (an FMU session, its folder);
+        the worker's last act."""
+        with self._guard:
+            objects = list(self._objects.values())
+            self._objects.clear()
+        for obj in objects:
+            _close(obj)
+
+
+def _close(obj: Any) -> None:
+    close = getattr(obj, "close", None)
+    if callable(close):
+        close()
 
 
 @runtime_checkable

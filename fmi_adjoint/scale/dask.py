@@ -54,6 +54,8 @@ def _context_plugin() -> Any:
             self.context = WorkerContext()
 
         def teardown(self, worker: Any) -> None:
+            if self.context is not None:
+                self.context.close()
             self.context = None
 
         def __reduce__(self) -> tuple:

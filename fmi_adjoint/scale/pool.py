@@ -146,16 +146,19 @@ def _serve(conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     context = WorkerContext()
-    while True:
-        try:
-            request = conn.recv_bytes()
-        except (EOFError, OSError):
-            return
-        reply = _run_one(request, context)
-        try:
-            conn.send_bytes(reply)
-        except OSError:  # the parent is gone
-            return
+    try:
+        while True:
+            try:
+                request = conn.recv_bytes()
+            except (EOFError, OSError):
+                return
+            reply = _run_one(request, context)
+            try:
+                conn.send_bytes(reply)
+            except OSError:  # the parent is gone
+                return
+    finally:
+        context.close()  # what the tasks kept (an FMU session and its folder)
 
 
 # -- the parent: bookkeeping and the dispatcher -------------------------------------------------
