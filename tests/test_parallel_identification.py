@@ -333,3 +333,7 @@ def test_an_fmus_finite_difference_columns_on_dask_equal_the_local_ones(tmp_path
     assert results[0]["gradient_path"]["method"] == "fd"
     for other in results[1:]:
         assert other["cost"] == results[0]["cost"] and other["gradient"] == results[0]["gradient"]
+    # One start per FMU problem: several are refused by name, before any worker starts.
+    code, _, err = _run(["identify", "--fmu", fmu, "--data", f"{SWEEP}@A=100", "--params", "c_E1", "--starts", 2],
+                        capsys)
+    assert code == 2 and "--starts 2 applies to model files" in err
