@@ -48,7 +48,9 @@ class _ResidentFmu:
     def __init__(self, fmu: FmuBytes, interface: str, timeout: float):
         self.folder = Path(tempfile.mkdtemp(prefix="fmi_adjoint_fmu_task_"))
         try:
-            path = self.folder / Path(fmu.name).name
+            # The user's file name when it is a plain *.fmu name (messages name it), else a fixed one.
+            name = Path(fmu.name).name
+            path = self.folder / (name if name.endswith(".fmu") and not name.startswith(".") else "model.fmu")
             path.write_bytes(fmu.raw)
             self.archive = open_fmu(path)
             try:
