@@ -174,6 +174,9 @@ class ModelSource:
     source: str = "<model>"
     directory: str = "."
     tables: tuple[tuple[str, bytes], ...] = ()
+    #: The model :meth:`from_path` parsed, returned by :meth:`load` in this process instead of
+    #: parsing the text again; not pickled (a worker parses the text).
+    _parsed: Model | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_path(cls, path: str | os.PathLike, registry: Registry | None = None, *,
@@ -182,12 +185,22 @@ class ModelSource:
         path = Path(path)
         text = _model_text(path)
         tables: dict[str, bytes] = {}
-        _parse(text, str(path), path.parent, registry, allow_external_tables, None, tables)
-        return cls(text, str(path), str(path.parent), tuple(sorted(tables.items())))
+        model = _parse(text, str(path), path.parent, registry, allow_external_tables, None, tables)
+        return cls(text, str(path), str(path.parent), tuple(sorted(tables.items())),
+                   model if registry is None else None)
 
     def load(self, registry: Registry | None = None) -> Model:
         """The model (tables from :attr:`tables`)."""
+        if self._parsed is not None and registry is None:
+            return self._parsed
         return parse_model(self.text, self.source, Path(self.directory), registry, tables=dict(self.tables))
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_parsed"}
+
+    def __setstate__(self, state: dict) -> None:
+        for key, value in {**state, "_parsed": None}.items():
+            object.__setattr__(self, key, value)
 
     def digest(self) -> str:
         """SHA-256 of the text and the tables (what a worker builds from)."""

@@ -151,7 +151,9 @@ def test_an_interrupted_run_resumes_to_the_uninterrupted_result(tmp_path, method
     # The recorded evaluations were answered from the file: only the rest was computed.  Finished
     # starts were not run at all, so at most the remaining evaluations were made.
     assert resumed_problem.calls[0] <= total - recorded + threads
-    assert any(s.resumed for s in resumed.starts) or recorded < total // 2
+    # Starts finished before the interruption are taken from the file, not run again.
+    finished_before = sorted(int(r.meta["start"]) for r in replay if r.kind == "start")
+    assert [s.index for s in resumed.starts if s.resumed] == finished_before
     # A second resume of the completed file computes nothing and gives the same result again.
     log, replay = open_checkpoint(str(path), header, resume=True)
     again_problem = TwoMinima()
@@ -234,3 +236,17 @@ def test_checkpoint_log_holds_every_evaluation_of_every_start(tmp_path):
     failed = [r for r in evaluations if r.meta.get("failed")]
     assert failed and all(int(r.meta["start"]) == 3 for r in failed)
     assert outcome.starts[3].result is None
+
+
+def test_a_pickled_model_source_leaves_its_parsed_model_behind():
+    """Workers get the text and parse it; the parsed model stays in the process that read the file."""
+    import pickle
+
+    from fmi_adjoint.examples import example_path
+    from fmi_adjoint.model_file import ModelSource
+
+    source = ModelSource.from_path(example_path("sdof"))
+    assert source.load() is source.load()  # parsed once, by from_path
+    copy_ = pickle.loads(pickle.dumps(source))
+    assert copy_ == source and copy_._parsed is None
+    assert copy_.load() is not source.load() and copy_.load().name == source.load().name

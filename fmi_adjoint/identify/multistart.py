@@ -65,6 +65,8 @@ __all__ = ["CLUSTER_RTOL", "NOISE_FACTOR", "AbstractStartPlan", "AllExperiments"
 #: Starts whose final costs agree to this relative difference are one cluster (one minimum):
 #: converged runs into the same minimum agree to ~1e-10 (the optimizers' tolerances).
 CLUSTER_RTOL = 1e-6
+#: Longest failure message taken back from a checkpoint (ours are a few hundred characters).
+_MAX_MESSAGE = 2000
 #: Most starts of one run (each is an optimizer thread and a record stream of the checkpoint).
 MAX_STARTS = 4096
 #: A best cost more than this multiple of the data's noise floor is flagged: a fit that
@@ -269,7 +271,7 @@ class _Recorded:
             )
         self.replayed += int(record.meta.get("simulations", 0))
         if record.meta.get("failed"):
-            raise ConvergenceError(record.meta.get("message", "recorded failure"))
+            raise ConvergenceError(_recorded_text(record.meta.get("message", "recorded failure")))
         return record
 
     def _write(self, kind: str, x: np.ndarray, arrays: dict, failed: str | None = None, simulations: int = 0) -> None:
@@ -459,8 +461,6 @@ def run_starts(
             else:
                 alone = fit(problem.restricted([first]), x0, f"{label}(experiment {first} alone) ", False)
                 result = _continued(alone, fit(problem, alone.parameters, label, statistics))
-        except Stopped:
-            raise
         except (FmiAdjointError, np.linalg.LinAlgError) as exc:
             if isinstance(exc, (CheckpointError, ExecutorError)):
                 # Not the start's fault: the run stops (and can be resumed) instead of
@@ -534,10 +534,17 @@ def _continued(first: IdentificationResult, second: IdentificationResult) -> Ide
     )
 
 
+def _recorded_text(value: object) -> str:
+    """A message read back from a checkpoint file (data, not trusted): as text, capped at the
+    length our own messages never reach, so a hostile file cannot flood a report."""
+    return str(value)[:_MAX_MESSAGE]
+
+
 def _finished_from_record(record: Record, start: Start) -> StartResult:
     index = int(record.meta["start"])
     if record.meta.get("failed"):
-        return StartResult(index, start.point, None, str(record.meta.get("message")), resumed=True, first=start.first)
+        return StartResult(index, start.point, None, _recorded_text(record.meta.get("message")), resumed=True,
+                           first=start.first)
     return StartResult(index, start.point, _result_from_record(record), resumed=True, first=start.first)
 
 
