@@ -50,8 +50,9 @@ from .errors import FmiAdjointError, ModelError
 from .forces.numeric import AbstractNumericElement
 from .model import Model, SymbolicModel, assemble
 
-__all__ = ["CompiledModel", "Derivation", "GeneratedFunction", "ModelDerivatives", "ModelStructure", "compile_model",
-           "differentiate", "function_table", "model_key", "numpy_sources"]
+__all__ = ["CompiledModel", "Derivation", "GeneratedFunction", "ModelDerivatives", "ModelStructure", "SecondOrder",
+           "compile_model", "compile_second_order", "differentiate", "function_table", "model_key", "numpy_sources",
+           "second_order_table"]
 
 Function = Callable[..., tuple[np.ndarray, ...]]
 
@@ -319,16 +320,86 @@ def function_table(d: ModelDerivatives) -> tuple[GeneratedFunction, ...]:
 
 
 def argument_symbols(d: ModelDerivatives) -> dict[str, tuple[sp.Symbol, ...] | sp.Symbol]:
-    """Symbols of each argument group."""
+    """Symbols of each argument group (those of :func:`second_order_table` included)."""
     sym = d.sym
-    return {"q": sym.q, "v": sym.v, "a": sym.a, "lam": sym.lam, "t": sym.t, "p": sym.p, "mu": d.mu, "nu": d.nu}
+    groups: dict[str, tuple[sp.Symbol, ...] | sp.Symbol] = {
+        "q": sym.q, "v": sym.v, "a": sym.a, "lam": sym.lam, "t": sym.t, "p": sym.p, "mu": d.mu, "nu": d.nu}
+    sizes = {"wM": len(sym.q), "wF": len(sym.q), "wC": len(sym.lam), "wY": sym.Y.rows, "dq": len(sym.q),
+             "dv": len(sym.q), "da": len(sym.q), "dlam": len(sym.lam), "dp": len(sym.p), "wG": d.G.rows,
+             "dz": len(_init_unknowns(d))}
+    for group, size in sizes.items():
+        groups[group] = tuple(sp.Symbol(f"{group}_{k}", real=True) for k in range(size))
+    return groups
 
 
-def numpy_sources(derivation: Derivation) -> dict[str, str]:
-    """Source of every numpy function of the table, by attribute name."""
+def _init_unknowns(d: ModelDerivatives) -> list[sp.Symbol]:
+    """``z = (q, mu, v, nu, a, lambda)`` of the consistent initialization."""
+    sym = d.sym
+    return list(sym.q) + list(d.mu) + list(sym.v) + list(d.nu) + list(sym.a) + list(sym.lam)
+
+
+#: Argument groups of the second-order functions: the state, the adjoint weights of
+#: ``M a``, ``F``, ``C`` and ``y``, and a direction ``(dq, dv, da, dlam, dp)``.
+SECOND_STEP_ARGS = STATE_ARGS + ("wM", "wF", "wC", "wY", "dq", "dv", "da", "dlam", "dp")
+SECOND_INIT_ARGS = INIT_ARGS + ("wG", "dz", "dp")
+
+
+def _gradient(phi: sp.Expr, symbols) -> sp.Matrix:
+    """Gradient of a scalar, differentiating only by the symbols it contains."""
+    return _jac(sp.Matrix([phi]), symbols).T
+
+
+def second_order_table(d: ModelDerivatives) -> tuple[GeneratedFunction, ...]:
+    """Second derivatives of the model, as directional derivatives of its Jacobians.
+
+    For weights ``w`` and a direction ``delta = (dq, dv, da, dlam, dp)``,
+    ``step_second`` returns the gradient with respect to ``(q, v, a, lambda, p)`` of ::
+
+        phi = wM^T (Ma)' delta + wF^T F' delta + wC^T C' delta + wY^T y' delta
+
+    (``g' delta`` the directional derivative ``g_z delta_z + g_p dp``), and
+    ``init_second`` that of ``wG^T (G_z dz + G_p dp)`` with respect to ``(z, p)``.  They
+    are what the adjoint of the extended system (state and forward sensitivities) needs
+    (:mod:`fmi_adjoint.design.fisher`): every Hessian enters only contracted with one
+    adjoint and one sensitivity column, so nothing of size ``n^3`` is formed.  A separate
+    table from :func:`function_table`: ordinary builds (and FMUs) do not carry it.
+    """
+    g = argument_symbols(d)
+    sym = d.sym
+    state = [*sym.q, *sym.v, *sym.a, *sym.lam]
+    direction = [*g["dq"], *g["dv"], *g["da"], *g["dlam"]]
+    dp = sp.Matrix(g["dp"])
+    n, m = len(sym.q), len(sym.lam)
+
+    def directional(matrix: sp.Matrix) -> sp.Matrix:
+        if matrix.rows == 0:
+            return sp.zeros(0, 1)
+        jz = _jac(matrix, state)
+        return jz * sp.Matrix(direction) + _jac(matrix, sym.p) * dp
+
+    phi = sp.Integer(0)
+    for weights, matrix in (("wM", d.Ma), ("wF", d.F), ("wC", d.C), ("wY", d.Y)):
+        if matrix.rows:
+            phi += (sp.Matrix(g[weights]).T * directional(matrix))[0, 0]
+    grads = _gradient(phi, state + list(sym.p))
+    k = [0, n, 2 * n, 3 * n, 3 * n + m, 3 * n + m + len(sym.p)]
+    names = ("Sq", "Sv", "Sa", "Slam", "Sp")
+    step = tuple((names[i], grads[k[i]:k[i + 1], :], True) for i in range(5))
+
+    z = _init_unknowns(d)
+    G_dir = d.G_z * sp.Matrix(g["dz"]) + d.G_p * dp
+    psi = (sp.Matrix(g["wG"]).T * G_dir)[0, 0]
+    init_grads = _gradient(psi, z + list(sym.p))
+    init = (("Iz", init_grads[:len(z), :], True), ("Ip", init_grads[len(z):, :], True))
+    return (GeneratedFunction("step_second", SECOND_STEP_ARGS, step),
+            GeneratedFunction("init_second", SECOND_INIT_ARGS, init))
+
+
+def numpy_sources(derivation: Derivation, rows: tuple[GeneratedFunction, ...] | None = None) -> dict[str, str]:
+    """Source of every numpy function of the table (or of ``rows``), by attribute name."""
     groups = argument_symbols(derivation.derivatives)
     sources: dict[str, str] = {}
-    for row in derivation.table:
+    for row in derivation.table if rows is None else rows:
         args = [(g, groups[g]) for g in row.args]
         batch = "t" if "t" in row.args else "p"
         if row.numpy:
@@ -519,3 +590,49 @@ def _assemble_compiled(definition: Model, structure: ModelStructure, sources: di
         table_spans=structure.table_spans,
         **functions,
     )
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SecondOrder:
+    """The numpy functions of :func:`second_order_table` of one model (vectorized: every
+    argument may carry leading batch axes; ``t`` gives the batch shape)."""
+
+    step_second: Function
+    init_second: Function
+
+
+def compile_second_order(model: Model, *, cache: BuildCache | None = None,
+                         derivation: Derivation | None = None) -> SecondOrder:
+    """Generate (or load from the build cache) the second-order functions of ``model``."""
+    derivation = derivation or Derivation(model)
+    cache = cache or BuildCache.default()
+
+    def build(folder: Path) -> None:
+        d = derivation.derivatives
+        sources = numpy_sources(derivation, second_order_table(d))
+        payload = {"format": 1, "structure": ModelStructure.of(d).to_json(), "sources": sources}
+        (folder / "second.json").write_text(json.dumps(payload))
+
+    try:
+        entry = cache.entry("second", model_key(model), build)
+    except FmiAdjointError:
+        raise
+    except OSError as exc:
+        raise CacheError(f"writing the build cache {cache.root} failed ({exc.strerror or exc}); free space there "
+                         "or set FMI_ADJOINT_CACHE to a writable folder.") from None
+    try:
+        payload = json.loads((entry / "second.json").read_text())
+        structure = ModelStructure.from_json(payload["structure"])
+        sources = {str(k): str(v) for k, v in payload["sources"].items()}
+        if set(sources) != {"step_second", "init_second"}:
+            raise ValueError("unexpected functions")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ModelError(f"the build cache entry {entry} of model '{model.name}' is unreadable ({exc}); "
+                         "run 'fmi-adjoint cache clear'.") from None
+    tables = {name: (times, values) for name, times, values in structure.tables}
+    numeric = None
+    if any(isinstance(e, AbstractNumericElement) for e in model.forces):
+        numeric = derivation.derivatives.sym if derivation._derivatives is not None else assemble(model)
+    calls = numeric_calls(numeric) if numeric is not None else {}
+    functions = {name: load_function(name, source, tables, calls) for name, source in sources.items()}
+    return SecondOrder(**functions)

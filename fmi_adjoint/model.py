@@ -35,6 +35,7 @@ __all__ = [
     "PrescribedMotion",
     "Output",
     "SimulationSettings",
+    "InputSignal",
     "Model",
     "SymbolicModel",
     "assemble",
@@ -182,6 +183,49 @@ class Output:
 
 
 @dataclasses.dataclass(frozen=True)
+class InputSignal:
+    """An input driven by knot values: ``u(t) = sum_k xi_k phi_k(t)``.
+
+    The basis functions ``phi_k`` are given by their values at ``times`` and interpolated
+    linearly (time tables, so both engines evaluate them the same way); the knot values
+    ``xi_k`` are ordinary parameters (``knots``), so the forward run, the sensitivities and
+    the adjoint treat them like any other parameter.  Optimal input design
+    (:mod:`fmi_adjoint.design`) builds the basis: hat functions on the knots (exact), or a
+    cubic spline's cardinal functions sampled at the step times (exact at every step).
+
+    Attributes
+    ----------
+    input : str
+        Name of an ``[inputs]`` entry of the model; every expression using it sees ``u(t)``.
+    times : tuple of float
+        Strictly increasing abscissae of the basis tables.
+    basis : tuple of tuple of float
+        One row per knot: ``phi_k`` at ``times``.
+    knots : tuple of Parameter
+        The knot-value parameters, one per basis row.
+    """
+
+    input: str
+    times: tuple[float, ...]
+    basis: tuple[tuple[float, ...], ...]
+    knots: tuple[Parameter, ...]
+
+    def __post_init__(self) -> None:
+        times = tuple(float(x) for x in self.times)
+        basis = tuple(tuple(float(x) for x in row) for row in self.basis)
+        object.__setattr__(self, "times", times)
+        object.__setattr__(self, "basis", basis)
+        object.__setattr__(self, "knots", tuple(self.knots))
+        where = f"signal of input '{self.input}'"
+        if len(times) < 2 or any(b <= a for a, b in zip(times, times[1:])) or not all(map(math.isfinite, times)):
+            raise ModelError(f"{where}: the basis times must be at least two finite, increasing values.")
+        if len(basis) != len(self.knots) or len(basis) < 2 or any(len(row) != len(times) for row in basis):
+            raise ModelError(f"{where}: give one basis row of {len(times)} values per knot, and at least 2 knots.")
+        if not all(math.isfinite(x) for row in basis for x in row):
+            raise ModelError(f"{where}: the basis contains NaN or infinite values.")
+
+
+@dataclasses.dataclass(frozen=True)
 class SimulationSettings:
     """Defaults for a simulation of the model (overridable on the command line).
 
@@ -234,6 +278,9 @@ class Model:
     simulation : SimulationSettings
     description, source : str
         Free text; ``source`` says where the model and its values come from.
+    signals : tuple of InputSignal
+        Inputs driven by knot values (optimal input design); their knot parameters follow
+        all other parameters in :attr:`all_parameters`.
     """
 
     name: str
@@ -247,13 +294,15 @@ class Model:
     simulation: SimulationSettings = SimulationSettings()
     description: str = ""
     source: str = ""
+    signals: tuple[InputSignal, ...] = ()
 
     def __post_init__(self) -> None:
         # The name becomes the FMU's modelIdentifier (a C identifier and a file name).
         check_identifier(self.name, "model")
         check_free_text(self.description, f"model '{self.name}': description")
         check_free_text(self.source, f"model '{self.name}': source")
-        for field in ("coordinates", "parameters", "forces", "constraints", "prescribed", "outputs", "mass_matrix"):
+        for field in ("coordinates", "parameters", "forces", "constraints", "prescribed", "outputs", "mass_matrix",
+                      "signals"):
             object.__setattr__(self, field, tuple(getattr(self, field)))
         if not self.coordinates:
             raise ModelError(f"model '{self.name}': it has no coordinates; define at least one.")
@@ -281,6 +330,14 @@ class Model:
             duplicates = sorted({n for n in names if names.count(n) > 1})
             if duplicates:
                 raise ModelError(f"model '{self.name}': {what} name(s) {duplicates} used more than once.")
+        inputs = {p.name for p in self.parameters if p.causality == "input"}
+        driven = [signal.input for signal in self.signals]
+        for name in driven:
+            if name not in inputs:
+                raise ModelError(f"model '{self.name}': a signal drives '{name}', which is not an [inputs] entry; "
+                                 f"inputs: {', '.join(sorted(inputs)) or '(none)'}.")
+            if driven.count(name) > 1:
+                raise ModelError(f"model '{self.name}': input '{name}' is driven by two signals; give one.")
 
     @property
     def all_parameters(self) -> tuple[Parameter, ...]:
@@ -294,7 +351,8 @@ class Model:
                     continue
                 extra.append(Parameter(name, decl.default, decl.unit, decl.bounds, decl.description))
                 declared.add(name)
-        return self.parameters + tuple(extra)
+        knots = tuple(knot for signal in self.signals for knot in signal.knots)
+        return self.parameters + tuple(extra) + knots
 
     @property
     def all_coordinates(self) -> tuple[Coordinate, ...]:
@@ -441,6 +499,11 @@ def assemble(model: Model) -> SymbolicModel:
     ctx = _Context(model, coordinates, parameters, t, q, v, p)
     index = {c.name: i for i, c in enumerate(coordinates)}
     name = model.name
+    for signal in model.signals:
+        # Every expression naming the input sees u(t) = sum_k xi_k phi_k(t) (InputSignal).
+        ctx.params[signal.input] = sp.Add(*(
+            ctx.params[knot.name] * ctx.table(signal.times, row, f"model '{name}': signal of input '{signal.input}'")
+            for knot, row in zip(signal.knots, signal.basis)))
 
     # Mass matrix: diagonal from the coordinates, entries may override or add terms.
     M = sp.zeros(n, n)
@@ -457,6 +520,10 @@ def assemble(model: Model) -> SymbolicModel:
         i, j = index[entry.row], index[entry.col]
         M[i, j] = value
         M[j, i] = value
+
+    if any(M[i, j].has(t) for i in range(n) for j in range(n)):
+        raise ModelError(f"model '{name}': a mass depends on a driven input; inputs may act in forces, constraints "
+                         "and outputs only.")
 
     # Applied forces from the elements; quadratic velocity terms if M depends on q.
     Q = sp.zeros(n, 1)

@@ -35,6 +35,7 @@ RANK = {
     "native": 7,
     "engines": 8,
     "identify": 9,
+    "design": 10,
     "examples": 10,
     "fmu": 10,
     "cli": 11,

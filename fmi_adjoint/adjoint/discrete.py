@@ -28,6 +28,7 @@ The sweep only reads the trajectory; it never calls the integrator.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
@@ -36,9 +37,10 @@ from ..costs.base import AbstractCost
 from ..costs.sampling import Sampler
 from ..errors import DataError
 from ..integrate.trajectory import Trajectory
-from .linearization import chunk_width, chunks, initial_state_jacobians, linearize
+from .linearization import StepLinearization, chunk_width, chunks, initial_state_jacobians, linearize
 
-__all__ = ["GradientResult", "sampled_outputs", "adjoint_gradient", "adjoint_seed", "adjoint_sweep"]
+__all__ = ["AdjointStates", "GradientResult", "StateSeeds", "adjoint_gradient", "adjoint_seed", "adjoint_states",
+           "adjoint_sweep", "initial_state_term", "sampled_outputs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,27 +107,63 @@ def adjoint_gradient(traj: Trajectory, cost: AbstractCost) -> GradientResult:
 def adjoint_sweep(traj: Trajectory, ybar: np.ndarray, gradient: np.ndarray) -> np.ndarray:
     """The backward sweep for ``dJ/dY = ybar`` on the step grid; returns ``gradient`` (the
     explicit ``dJ/dp``) plus every term the sweep adds (see module docstring)."""
+    gradient = np.array(gradient, dtype=float)
+
+    def seeds(lin: StepLinearization) -> StateSeeds:
+        yb = ybar[lin.idx][:, :, None]
+        gradient[:] += np.einsum("kyp,kyc->p", lin.Y_p, yb)
+        return StateSeeds(*(np.einsum("kyn,kyc->knc", Y, yb) for Y in (lin.Y_q, lin.Y_v, lin.Y_a, lin.Y_lam)))
+
+    states = adjoint_states(traj, seeds, 1)
+    return gradient + states.gradient[:, 0] + initial_state_term(traj, states.w0)[:, 0]
+
+
+@dataclasses.dataclass(frozen=True)
+class StateSeeds:
+    """``dJ/dq, dJ/dv, dJ/da, dJ/dlambda`` of a chunk of steps, shape ``(steps, size, columns)``."""
+
+    q: np.ndarray
+    v: np.ndarray
+    a: np.ndarray
+    lam: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class AdjointStates:
+    """What a backward sweep leaves: ``mu3``, ``mu4`` of every step (row ``N+1`` zero; row 0
+    unused), shape ``(N+2, n|m, columns)``; ``w0 = dJ/dx_0`` (total, through step 1) of the
+    state ``(q, v, a, lambda)``, shape ``(3n+m, columns)``; and ``sum_i mu_i^T df_i/dp``
+    per column, shape ``(n_p, columns)``."""
+
+    mu3: np.ndarray
+    mu4: np.ndarray
+    w0: np.ndarray
+    gradient: np.ndarray
+
+
+def adjoint_states(traj: Trajectory, seeds: Callable[[StepLinearization], StateSeeds],
+                   columns: int) -> AdjointStates:
+    """Backward sweep of ``columns`` adjoints at once, for state seeds given per chunk.
+
+    ``seeds(lin)`` returns the explicit ``dJ/dx_i`` of the chunk's steps ``lin.idx`` (it
+    is called once per chunk, last chunk first).  The recursion is that of the module
+    docstring, with matrices of ``columns`` right-hand sides.
+    """
     model = traj.model
     n, m, N = model.n, model.m, traj.n_steps
     co = traj.scheme.coefficients()
     beta, gamma, c_m, c_old = co.beta, co.gamma, co.c_m, co.c_old
-    gradient = np.array(gradient, dtype=float)
-    mu3 = np.zeros((N + 2, n))  # row N+1 stays zero: mu_{N+1} = 0
-    mu4 = np.zeros((N + 2, m))
-    mu1_next = np.zeros(n)
-    mu2_next = np.zeros(n)
-    mu5_next = np.zeros(n)
+    gradient = np.zeros((model.n_p, columns))
+    mu3 = np.zeros((N + 2, n, columns))  # row N+1 stays zero: mu_{N+1} = 0
+    mu4 = np.zeros((N + 2, m, columns))
+    mu1_next = np.zeros((n, columns))
+    mu2_next = np.zeros((n, columns))
+    mu5_next = np.zeros((n, columns))
     h_next = 0.0
-    w0 = None
-    width = chunk_width(traj)
-    for idx in chunks(N + 1, width, reverse=True):
+    w0 = np.zeros((3 * n + m, columns))
+    for idx in chunks(N + 1, chunk_width(traj), reverse=True):
         lin = linearize(traj, idx)
-        yb = ybar[idx]
-        gq = np.einsum("kyn,ky->kn", lin.Y_q, yb)
-        gv = np.einsum("kyn,ky->kn", lin.Y_v, yb)
-        ga = np.einsum("kyn,ky->kn", lin.Y_a, yb)
-        gl = np.einsum("kyn,ky->kn", lin.Y_lam, yb)
-        gradient += np.einsum("kyp,ky->p", lin.Y_p, yb)
+        seed = seeds(lin)
         for k in range(len(idx) - 1, -1, -1):
             i = idx[k]
             K, JV, Cq = lin.K[k], lin.JV[k], lin.Cq[k]
@@ -138,7 +176,7 @@ def adjoint_sweep(traj: Trajectory, ybar: np.ndarray, gradient: np.ndarray) -> n
             cb = (-0.5 * h_next * h_next * (1.0 - 2.0 * beta) * mu1_next - h_next * (1.0 - gamma) * mu2_next
                   - co.c_bo * mu5_next)
             cl = -c_old * (Cq @ m3)
-            rq, rv, ra, rl, rb = -gq[k] - cq, -gv[k] - cv, -ga[k] - ca, -gl[k] - cl, -cb
+            rq, rv, ra, rl, rb = -seed.q[k] - cq, -seed.v[k] - cv, -seed.a[k] - ca, -seed.lam[k] - cl, -cb
             if i == 0:
                 # abar_0 = a_0: the pseudo-acceleration's adjoint joins that of a_0.
                 w0 = np.concatenate((-rq, -rv, -(ra + rb), -rl))
@@ -155,13 +193,16 @@ def adjoint_sweep(traj: Trajectory, ybar: np.ndarray, gradient: np.ndarray) -> n
         # Parameter terms mu_i^T df_i/dp, vectorized over the chunk (eq. (20) extended).
         steps = idx >= 1
         bh2 = beta * co.c_a * lin.h * lin.h
-        gradient += np.einsum("kn,knp->p", mu3[idx][steps], (c_m * lin.Ma_p + lin.F_p)[steps])
-        gradient += np.einsum("km,kmp->p", mu4[idx][steps] / bh2[steps, None], lin.C_p[steps])
-        gradient -= c_old * np.einsum("kn,knp->p", mu3[idx + 1], lin.F_p)
+        gradient += np.einsum("knc,knp->pc", mu3[idx][steps], (c_m * lin.Ma_p + lin.F_p)[steps])
+        gradient += np.einsum("kmc,kmp->pc", mu4[idx][steps] / bh2[steps, None, None], lin.C_p[steps])
+        gradient -= c_old * np.einsum("knc,knp->pc", mu3[idx + 1], lin.F_p)
+    return AdjointStates(mu3=mu3, mu4=mu4, w0=w0, gradient=gradient)
 
-    # Initial state: dJ/dp += (dx0/dp)^T w0 = -G_p^T G_z^{-T} E^T w0.
+
+def initial_state_term(traj: Trajectory, w0: np.ndarray) -> np.ndarray:
+    """``(dx0/dp)^T w0 = -G_p^T G_z^{-T} E^T w0`` per column: the initial state's share of
+    the gradient (one solve with the transposed initialization Jacobian)."""
     Gz, Gp, selection = initial_state_jacobians(traj)
-    rhs = np.zeros(Gz.shape[0])
+    rhs = np.zeros((Gz.shape[0], w0.shape[1]))
     rhs[selection] = w0
-    gradient -= Gp.T @ np.linalg.solve(Gz.T, rhs)
-    return gradient
+    return -Gp.T @ np.linalg.solve(Gz.T, rhs)

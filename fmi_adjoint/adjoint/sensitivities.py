@@ -10,14 +10,17 @@ times, gives the residual Jacobian of Gauss-Newton and the Fisher information.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
+
 import numpy as np
 
 from ..costs.base import AbstractCost
 from ..integrate.trajectory import Trajectory
 from .discrete import GradientResult, sampled_outputs
-from .linearization import chunk_width, chunks, initial_state_jacobians, linearize
+from .linearization import StepLinearization, chunk_width, chunks, initial_state_jacobians, linearize
 
-__all__ = ["output_sensitivities", "sensitivity_gradient"]
+__all__ = ["StateSensitivity", "output_sensitivities", "sensitivity_gradient", "state_sensitivity_steps"]
 
 
 def output_sensitivities(
@@ -41,20 +44,42 @@ def output_sensitivities(
     from ..costs.sampling import Sampler
 
     model = traj.model
-    n, N = model.n, traj.n_steps
     params = np.arange(model.n_p) if params is None else np.asarray(params, dtype=int)
-    co = traj.scheme.coefficients()
-    beta, gamma, c_m, c_old = co.beta, co.gamma, co.c_m, co.c_old
     sampler = Sampler.from_grid(traj.t, sample_times)
-    needed = np.zeros(N + 1, dtype=bool)
+    needed = np.zeros(traj.n_steps + 1, dtype=bool)
     needed[sampler.k] = True
     needed[sampler.k + 1] = True
+    dY = np.zeros((traj.n_steps + 1, len(channels), len(params)))
+    for lin, k, i, S in state_sensitivity_steps(traj, params):
+        if needed[i]:
+            dY[i] = (lin.Y_q[k][channels] @ S.q + lin.Y_v[k][channels] @ S.v + lin.Y_a[k][channels] @ S.a
+                     + lin.Y_lam[k][channels] @ S.lam + lin.Y_p[k][channels][:, params])
+    return sampler.sample(dY)
 
+
+@dataclasses.dataclass(frozen=True)
+class StateSensitivity:
+    """``dq/dp, dv/dp, da/dp, dlambda/dp`` of one step, shape ``(size, len(params))``."""
+
+    q: np.ndarray
+    v: np.ndarray
+    a: np.ndarray
+    lam: np.ndarray
+
+
+def state_sensitivity_steps(traj: Trajectory, params: np.ndarray
+                            ) -> Iterator[tuple[StepLinearization, int, int, StateSensitivity]]:
+    """The forward sensitivity recursion (module docstring), step by step: yields
+    ``(lin, k, i, S)`` with ``lin`` the linearization of the chunk holding step ``i`` (at
+    position ``k``) and ``S`` the state sensitivities of that step."""
+    model = traj.model
+    n, N = model.n, traj.n_steps
+    co = traj.scheme.coefficients()
+    beta, gamma, c_m, c_old = co.beta, co.gamma, co.c_m, co.c_old
     Gz, Gp, selection = initial_state_jacobians(traj)
     S = -np.linalg.solve(Gz, Gp[:, params])[selection]
     Sq, Sv, Sa, Sl = S[:n], S[n : 2 * n], S[2 * n : 3 * n], S[3 * n :]
     Sb = Sa  # abar_0 = a_0
-    dY = np.zeros((N + 1, len(channels), len(params)))
     prev: tuple[np.ndarray, ...] = ()  # (K, JV, Cq, F_p) of the previous step (step 0 sets it first)
     for idx in chunks(N + 1, chunk_width(traj)):
         lin = linearize(traj, idx)
@@ -76,16 +101,8 @@ def output_sensitivities(
                 x = lin.inverse[k] @ np.concatenate((top, bottom))
                 Sa, Sl = x[:n], x[n:]
                 Sq, Sv, Sb = b1 + bh2 * Sa, b2 + gh * Sa, co.c_a * Sa + rest
-            if needed[i]:
-                dY[i] = (
-                    lin.Y_q[k][channels] @ Sq
-                    + lin.Y_v[k][channels] @ Sv
-                    + lin.Y_a[k][channels] @ Sa
-                    + lin.Y_lam[k][channels] @ Sl
-                    + lin.Y_p[k][channels][:, params]
-                )
+            yield lin, k, int(i), StateSensitivity(q=Sq, v=Sv, a=Sa, lam=Sl)
             prev = (lin.K[k], lin.JV[k], lin.Cq[k], F_p[k])
-    return sampler.sample(dY)
 
 
 def sensitivity_gradient(traj: Trajectory, cost: AbstractCost, params: np.ndarray | None = None) -> GradientResult:

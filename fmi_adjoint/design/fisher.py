@@ -1,0 +1,212 @@
+"""Fisher information of the discrete scheme and the exact gradient of a criterion on it.
+
+For identified parameters ``p`` (a subset of all model parameters ``P``), sampled output
+channels ``c`` with noise levels ``sigma_c`` and sample weights ``eta_s`` (1: independent
+samples; quadrature weights: the integral of the dissertation's eq. (5.8))::
+
+    M = sum_s eta_s Dt_s^T R^-1 Dt_s,   Dt_s = dY_s/dp diag(p_scale),   R = diag(sigma^2)
+
+(eq. (5.6), scaled so that the criteria are unit-free).  ``dY/dp`` comes from the forward
+sensitivities of the HHT or generalized-alpha scheme as it ran
+(:mod:`fmi_adjoint.adjoint.sensitivities`), so ``M`` is the information of exactly the
+computed outputs.
+
+Gradient of ``Psi(M)`` with respect to every model parameter (the knot values of a
+designed input among them) by the adjoint of the *extended* system, the scheme and its
+sensitivity recursion together (the discrete counterpart of the dissertation's Sec. 5.1.3,
+whose continuous derivation is for ODEs in minimal coordinates only; this one holds for
+index-3 DAEs with constraints, massless nodes and parameters anywhere).  With
+``G_s = dPsi/d(dY_s/dp)`` and ``g_i = G`` scattered to the step grid, Psi's derivative is
+``sum_j d^2 J_j/(dP dp_j)`` for the linear output functionals ``J_j = sum_i g_ij^T Y_i``
+(``g`` frozen).  So:
+
+1. one forward sensitivity run gives ``s_ij = dx_i/dp_j`` at every step;
+2. one backward sweep with ``len(p)`` columns gives the adjoints ``Lambda_ij`` of the
+   sensitivity recursion: the ordinary discrete adjoint of ``J_j`` (the same transposed
+   Newton matrices);
+3. the second-order terms: ``r_i = d/dx_i sum_j [Lambda_ij^T (df_i/dx_i s_ij + df_i/dx_{i-1}
+   s_{i-1,j} + df_i/dp_j) + g_ij^T dY_i/dp_j]`` and the same derivative by ``P``, from the
+   generated directional second derivatives (:func:`fmi_adjoint.compiled.second_order_table`);
+   only ``f3`` (``M a``, ``F``) and ``f4`` (``C``) are nonlinear;
+4. one more backward sweep with the seeds ``r_i`` (plus the output penalties) gives
+   ``mu_i`` and ``sum_i mu_i^T df_i/dP``;
+5. the consistent initialization closes it: ``nu_j = -G_z^-T E^T w0(Lambda_j)``, its
+   second-order term ``d/d(z, P) nu_j^T (G_z zeta_j + G_p e_j)`` and ``omega = -G_z^-T
+   (E^T w0(mu) + ...)``, ``omega^T G_P``.
+
+Cost: one forward run, one sensitivity run and two sweeps, whatever the number of knots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..adjoint.discrete import StateSeeds, adjoint_states
+from ..adjoint.linearization import StepLinearization, initial_state_jacobians
+from ..adjoint.sensitivities import state_sensitivity_steps
+from ..compiled import SecondOrder
+from ..costs.sampling import Sampler
+from ..errors import ModelError
+from ..integrate.trajectory import Trajectory
+
+__all__ = ["FisherSetup", "Sensitivities", "fisher_matrix", "criterion_gradient", "sensitivities"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FisherSetup:
+    """What defines the information matrix.
+
+    Attributes
+    ----------
+    params : numpy.ndarray of int
+        Indices of the identified parameters in the model's parameter vector.
+    channels : numpy.ndarray of int
+        Indices of the measured outputs.
+    sigma : numpy.ndarray
+        Noise standard deviation of each channel (``R = diag(sigma^2)``).
+    sample_times : numpy.ndarray
+    weights : numpy.ndarray
+        ``eta_s`` per sample.
+    scale : numpy.ndarray
+        Parameter scale (nominal magnitudes): ``M`` is that of ``p / scale``.
+    """
+
+    params: np.ndarray
+    channels: np.ndarray
+    sigma: np.ndarray
+    sample_times: np.ndarray
+    weights: np.ndarray
+    scale: np.ndarray
+
+    def __post_init__(self) -> None:
+        if not (len(self.sigma) == len(self.channels) and np.all(np.asarray(self.sigma) > 0)):
+            raise ModelError("give one positive noise level per measured output.")
+        if len(self.weights) != len(self.sample_times) or len(self.scale) != len(self.params):
+            raise ModelError("give one weight per sample and one scale per parameter.")
+        if not np.all(np.asarray(self.scale) > 0):
+            raise ModelError("parameter scales must be positive; give nominal values different from 0.")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Sensitivities:
+    """State sensitivities at every step (shape ``(N+1, size, len(params))``) and the
+    output sensitivities of all outputs ``(N+1, n_y, len(params))``."""
+
+    q: np.ndarray
+    v: np.ndarray
+    a: np.ndarray
+    lam: np.ndarray
+    y: np.ndarray
+
+
+def sensitivities(traj: Trajectory, params: np.ndarray) -> Sensitivities:
+    """The forward sensitivities of the scheme at every step (all outputs)."""
+    model = traj.model
+    N, P = traj.n_steps + 1, len(params)
+    out = Sensitivities(q=np.zeros((N, model.n, P)), v=np.zeros((N, model.n, P)), a=np.zeros((N, model.n, P)),
+                        lam=np.zeros((N, model.m, P)), y=np.zeros((N, model.n_y, P)))
+    for lin, k, i, S in state_sensitivity_steps(traj, params):
+        out.q[i], out.v[i], out.a[i], out.lam[i] = S.q, S.v, S.a, S.lam
+        out.y[i] = (lin.Y_q[k] @ S.q + lin.Y_v[k] @ S.v + lin.Y_a[k] @ S.a + lin.Y_lam[k] @ S.lam
+                    + lin.Y_p[k][:, params])
+    return out
+
+
+def _scaled_samples(traj: Trajectory, setup: FisherSetup, sens: Sensitivities) -> tuple[Sampler, np.ndarray]:
+    sampler = Sampler.from_grid(traj.t, setup.sample_times)
+    D = sampler.sample(sens.y[:, setup.channels, :]) * np.asarray(setup.scale)[None, None, :]
+    return sampler, D / np.asarray(setup.sigma)[None, :, None]
+
+
+def fisher_matrix(traj: Trajectory, setup: FisherSetup, sens: Sensitivities | None = None) -> np.ndarray:
+    """``M`` of the module docstring (scaled, unit-free)."""
+    sens = sens or sensitivities(traj, setup.params)
+    _, D = _scaled_samples(traj, setup, sens)
+    return np.einsum("s,scj,sck->jk", np.asarray(setup.weights), D, D)
+
+
+def criterion_gradient(traj: Trajectory, setup: FisherSetup, dpsi_dM: np.ndarray, second: SecondOrder,
+                       output_seed: np.ndarray | None = None, sens: Sensitivities | None = None) -> np.ndarray:
+    """Exact gradient, with respect to every model parameter, of ``Psi(M) + Phi(Y)`` at the
+    run ``traj`` (module docstring), given ``dPsi/dM`` (symmetric) and ``dPhi/dY`` on the
+    step grid (``output_seed``, shape ``(N+1, n_y)``; penalties on the outputs).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n_p,)
+    """
+    model = traj.model
+    params = np.asarray(setup.params, dtype=int)
+    n_p, N1, P = model.n_p, traj.n_steps + 1, len(params)
+    sens = sens or sensitivities(traj, params)
+    sampler, D = _scaled_samples(traj, setup, sens)
+    dpsi_dM = 0.5 * (dpsi_dM + dpsi_dM.T)
+    # dPsi/dD_s (unscaled D), scattered to the step grid: g (N+1, n_y, P).
+    G = 2.0 * np.einsum("s,scj,jk->sck", np.asarray(setup.weights), D, dpsi_dM)
+    G = G / np.asarray(setup.sigma)[None, :, None] * np.asarray(setup.scale)[None, None, :]
+    g = np.zeros((N1, model.n_y, P))
+    g[:, setup.channels, :] = sampler.scatter(G)
+
+    # 2. Adjoints Lambda_j of the sensitivity recursion: ordinary sweeps, one column per p_j.
+    def lambda_seeds(lin: StepLinearization) -> StateSeeds:
+        gb = g[lin.idx]
+        return StateSeeds(*(np.einsum("kyn,kyc->knc", Y, gb) for Y in (lin.Y_q, lin.Y_v, lin.Y_a, lin.Y_lam)))
+
+    lam_adj = adjoint_states(traj, lambda_seeds, P)
+
+    # 3. Second-order terms at every step, batched over (step, column).
+    co = traj.scheme.coefficients()
+    h = np.diff(traj.t)
+    bh2 = np.concatenate(([np.inf], co.beta * co.c_a * h * h))  # step 0 has no residual
+    mu3 = np.moveaxis(lam_adj.mu3, 2, 1)  # (N+2, P, n)
+    mu4 = np.moveaxis(lam_adj.mu4, 2, 1)
+    wM = co.c_m * mu3[:N1]
+    wM[0] = 0.0
+    wF = mu3[:N1].copy()
+    wF[0] = 0.0
+    wF -= co.c_old * mu3[1:N1 + 1]
+    wC = mu4[:N1] / bh2[:, None, None]
+    wY = np.moveaxis(g, 2, 1)
+    dp = np.zeros((N1, P, n_p))
+    dp[:, np.arange(P), params] = 1.0
+    state = (traj.q[:, None, :], traj.v[:, None, :], traj.a[:, None, :], traj.lam[:, None, :],
+             np.broadcast_to(traj.t[:, None], (N1, P)), traj.p)
+    directions = tuple(np.moveaxis(x, 2, 1) for x in (sens.q, sens.v, sens.a, sens.lam))
+    rq, rv, ra, rl, rp = second.step_second(*state, wM, wF, wC, wY, *directions, dp)
+    gradient = rp.sum(axis=(0, 1))
+    r = (rq.sum(axis=1), rv.sum(axis=1), ra.sum(axis=1), rl.sum(axis=1))
+
+    # 4. The state adjoint mu with the second-order seeds and the penalties' dPhi/dY.
+    ybar = np.zeros((N1, model.n_y)) if output_seed is None else np.asarray(output_seed, dtype=float)
+
+    def mu_seeds(lin: StepLinearization) -> StateSeeds:
+        yb = ybar[lin.idx]
+        nonlocal gradient
+        gradient = gradient + np.einsum("kyp,ky->p", lin.Y_p, yb)
+        parts = [(np.einsum("kyn,ky->kn", Y, yb) + part[lin.idx])[:, :, None]
+                 for Y, part in zip((lin.Y_q, lin.Y_v, lin.Y_a, lin.Y_lam), r)]
+        return StateSeeds(*parts)
+
+    mu_adj = adjoint_states(traj, mu_seeds, 1)
+    gradient = gradient + mu_adj.gradient[:, 0]
+
+    # 5. The consistent initialization, for the sensitivities (nu_j) and the state (omega).
+    Gz, Gp, selection = initial_state_jacobians(traj)
+    nz = Gz.shape[0]
+    rhs = np.zeros((nz, P))
+    rhs[selection] = lam_adj.w0
+    nu = -np.linalg.solve(Gz.T, rhs)  # (nz, P)
+    zeta = -np.linalg.solve(Gz, Gp[:, params])  # dz0/dp_j
+    init_state = tuple(np.broadcast_to(x, (P,) + np.shape(x)) for x in traj.init.split())
+    dp0 = np.zeros((P, n_p))
+    dp0[np.arange(P), params] = 1.0
+    Iz, Ip = second.init_second(*init_state, np.full(P, traj.t[0]), traj.p, nu.T, zeta.T, dp0)
+    gradient = gradient + Ip.sum(axis=0)
+    rhs_state = np.zeros(nz)
+    rhs_state[selection] = mu_adj.w0[:, 0]
+    omega = -np.linalg.solve(Gz.T, rhs_state + Iz.sum(axis=0))
+    return gradient + Gp.T @ omega
+
+

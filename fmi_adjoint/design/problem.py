@@ -1,0 +1,370 @@
+"""The optimal input design problem (dissertation Ch. 5) as a smooth function of the
+unconstrained design variables, with its exact gradient.
+
+``DesignSpec`` says what to design (input, knots, bounds, basis, bound map, criterion,
+measured outputs and their noise, end conditions, amplitude limits, rate bound, time
+span); :meth:`DesignProblem.build` builds the model with the input driven by knot values
+(one build per knot layout, through the cache, for the default native engine and the
+second-order functions) and :meth:`DesignProblem.evaluate` returns::
+
+    objective(z) = Psi(M(psi(z)))/Psi_scale + end + limits + rate
+
+with its gradient (:func:`fmi_adjoint.design.fisher.criterion_gradient`, then the chain
+rule through the bound map ``psi``).  The penalties are the dissertation's scrap function
+(Sec. 5.1.3) and smooth state constraints, in units of the start criterion:
+
+* end conditions ``y_o(T) = target``: ``W ((y_o(T) - target)/scale_o)^2``;
+* amplitude limits ``|y_o(t_s)| <= L_o``: ``W sum_s ((|y_o| - L_o)_+ / L_o)^2 / n_samples``;
+* a rate bound ``|xi_{k+1} - xi_k| / dt_k <= r``: ``W sum_k ((|.| - r)_+ / r)^2``;
+
+with ``W = 100`` (a 1 % violation costs 1 % of the start criterion) and ``scale_o`` the
+largest ``|y_o|`` of the start run.  Quadratic exterior penalties: once differentiable,
+exact gradients, and violations of order ``1/sqrt(W)`` of the scale at worst; the result
+reports the final violations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..cache import BuildCache
+from ..compiled import CompiledModel, Derivation, SecondOrder, compile_model, compile_second_order
+from ..engines import AbstractEngine, NativeEngine, PythonEngine
+from ..errors import ModelError, NoCCodeError
+from ..integrate import Trajectory
+from ..integrate.hht import time_grid
+from ..model import Model
+from ..native import build_native
+from ..toolchain import c_compiler
+from .criteria import AbstractCriterion, AOptimal
+from .fisher import FisherSetup, Sensitivities, criterion_gradient, fisher_matrix, sensitivities
+from .signal import AbstractBasis, AbstractBoundMap, ArctanMap, PiecewiseLinear, knot_names, signal_model
+
+__all__ = ["DesignSpec", "DesignProblem", "DesignValue", "PENALTY_WEIGHT"]
+
+#: Weight of the penalties relative to the start criterion (module docstring).
+PENALTY_WEIGHT = 100.0
+
+
+@dataclasses.dataclass(frozen=True)
+class DesignSpec:
+    """What to design.
+
+    Attributes
+    ----------
+    input : str
+        An ``[inputs]`` entry of the model.
+    params : tuple of str
+        The parameters to be identified later.
+    knots : int
+        Number of knots, equally spaced on ``[t0, t_end]`` (at least 2).
+    bounds : (float, float)
+        ``lo < hi`` of the input.
+    noise : mapping of output name to sigma
+        Measured outputs and the standard deviation of their noise.
+    criterion, basis, bound_map
+        Strategy objects (defaults: A-optimal, piecewise linear, arctan).
+    end : mapping of output name to value
+        End conditions ``y(T) = value``.
+    limits : mapping of output name to L
+        ``|y| <= L`` during the experiment.
+    rate : float, optional
+        ``|du/dt| <= rate`` between knots.
+    t_end, step : float, optional
+        Default: the model's simulation settings.
+    sample : float, optional
+        Sample interval of the measurement (default: the step).
+    integral : bool
+        Weight the samples by the trapezoidal rule (``M`` approximates the integral of
+        eq. (5.8)) instead of 1 per sample (eq. (5.6)).
+    start : float or sequence, optional
+        Start knot values (default: the thesis's ``F_0 = F_max/2`` generalized, the point
+        three quarters of the way from ``lo`` to ``hi``).
+    """
+
+    input: str
+    params: tuple[str, ...]
+    knots: int
+    bounds: tuple[float, float]
+    noise: Mapping[str, float]
+    criterion: AbstractCriterion = AOptimal()
+    basis: AbstractBasis = PiecewiseLinear()
+    bound_map: AbstractBoundMap = ArctanMap()
+    end: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    limits: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    rate: float | None = None
+    t_end: float | None = None
+    step: float | None = None
+    sample: float | None = None
+    integral: bool = False
+    start: float | tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        lo, hi = (float(b) for b in self.bounds)
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ModelError(f"input bounds {self.input}={lo:g}:{hi:g}: give finite LO < HI.")
+        object.__setattr__(self, "bounds", (lo, hi))
+        if isinstance(self.knots, bool) or not isinstance(self.knots, int) or self.knots < 2:
+            raise ModelError(f"--knots {self.knots!r}: give a whole number of at least 2 knots.")
+        if not self.params:
+            raise ModelError("give the parameters to identify (--params P1,P2).")
+        if len(set(self.params)) != len(self.params):
+            raise ModelError(f"--params names a parameter twice: {', '.join(self.params)}.")
+        if not self.noise:
+            raise ModelError("give at least one measured output with its noise level (--noise OUT=SIGMA).")
+        for name, sigma in self.noise.items():
+            if not (math.isfinite(sigma) and sigma > 0):
+                raise ModelError(f"--noise {name}={sigma!r}: the noise level must be a positive number.")
+        for name, limit in self.limits.items():
+            if not (math.isfinite(limit) and limit > 0):
+                raise ModelError(f"--limit {name}={limit!r}: the amplitude limit must be a positive number.")
+        for name, value in self.end.items():
+            if not math.isfinite(value):
+                raise ModelError(f"--end {name}={value!r}: give a finite value.")
+        if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
+            raise ModelError(f"--rate {self.rate!r}: give a positive bound on |du/dt|.")
+        if self.sample is not None and not (math.isfinite(self.sample) and self.sample > 0):
+            raise ModelError(f"--sample {self.sample!r}: give a positive sample interval.")
+
+    def start_values(self) -> np.ndarray:
+        """The start knot values, strictly inside the bounds."""
+        lo, hi = self.bounds
+        if self.start is None:
+            values = np.full(self.knots, lo + 0.75 * (hi - lo))
+        else:
+            values = np.broadcast_to(np.asarray(self.start, dtype=float), (self.knots,)).copy()
+        if not np.all((values > lo) & (values < hi)):
+            raise ModelError(f"start values of '{self.input}' must lie strictly inside ({lo:g}, {hi:g}); the bound "
+                             "map reaches the bounds only in the limit.")
+        return values
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DesignValue:
+    """One evaluation: ``objective`` and its gradient in ``z``; the criterion ``Psi``,
+    the penalty, the information matrix ``M`` (scaled), the knot values and the run."""
+
+    objective: float
+    gradient: np.ndarray
+    criterion: float
+    penalty: float
+    M: np.ndarray
+    knots: np.ndarray
+    trajectory: Trajectory
+
+
+class DesignProblem:
+    """A design problem, built: engine of the signal model, second-order functions, the
+    Fisher setup and the fixed scales (start criterion, output scales).
+
+    Immutable after :meth:`build`; ``evaluate`` has no state between calls.
+    """
+
+    def __init__(self, spec: DesignSpec, model: Model, engine: AbstractEngine, second: SecondOrder,
+                 setup: FisherSetup, criterion: AbstractCriterion, scale: float, output_scale: dict[str, float],
+                 knot_times: np.ndarray, knot_index: np.ndarray, grid: np.ndarray):
+        self.spec = spec
+        self.model = model
+        self.engine = engine
+        self.second = second
+        self.setup = setup
+        self.criterion = criterion
+        self.scale = scale
+        self.output_scale = output_scale
+        self.knot_times = knot_times
+        self.knot_index = knot_index
+        self.grid = grid
+
+    @property
+    def compiled(self) -> CompiledModel:
+        return self.engine.compiled
+
+    # -- construction -----------------------------------------------------------------------
+    @classmethod
+    def build(cls, spec: DesignSpec, model: Model, *, cache: BuildCache | None = None,
+              engine: type[AbstractEngine] | None = None) -> DesignProblem:
+        """Build the signal model and everything fixed during the design.
+
+        Raises
+        ------
+        ModelError
+            Unknown input, parameter or output; a parameter the outputs cannot see (the
+            start input's Fisher matrix is singular in its direction, named); an input
+            that acts on nothing.
+        """
+        settings = model.simulation
+        t_end = settings.t_end if spec.t_end is None else float(spec.t_end)
+        step = settings.step if spec.step is None else float(spec.step)
+        grid = time_grid(0.0, t_end, step)
+        knot_times = np.linspace(grid[0], grid[-1], spec.knots)
+        lo, hi = spec.bounds
+        designed = signal_model(model, spec.input, knot_times, spec.start_values(), spec.basis, grid, (lo, hi))
+        for name in spec.params:
+            par = model.parameter(name)
+            if par.causality == "input":
+                raise ModelError(f"'{name}' is an input, not a parameter to identify; remove it from --params.")
+        cache = cache or BuildCache.default()
+        derivation = Derivation(designed)
+        compiled = compile_model(designed, cache=cache, derivation=derivation)
+        second = compile_second_order(designed, cache=cache, derivation=derivation)
+        built: AbstractEngine = PythonEngine(compiled)
+        if engine is not PythonEngine and c_compiler() is not None:
+            try:
+                built = NativeEngine(compiled, build_native(designed, cache=cache, derivation=derivation))
+            except NoCCodeError:
+                if engine is NativeEngine:
+                    raise
+        elif engine is NativeEngine:
+            raise ModelError("the native engine needs a C compiler; install gcc or clang, or use the Python engine.")
+        params = np.array([compiled.parameter_index(name) for name in spec.params], dtype=int)
+        outputs = set(compiled.output_names)
+        for option, names in (("--noise", spec.noise), ("--end", spec.end), ("--limit", spec.limits)):
+            unknown = [name for name in names if name not in outputs]
+            if unknown:
+                raise ModelError(f"{option} {unknown[0]}: model '{model.name}' has no such output; outputs: "
+                                 f"{', '.join(compiled.output_names)}.")
+        channels = np.array([compiled.output_index(name) for name in spec.noise], dtype=int)
+        sample = step if spec.sample is None else float(spec.sample)
+        sample_times = time_grid(grid[0], grid[-1], sample) if sample > 0 else grid
+        weights = np.ones(len(sample_times))
+        if spec.integral:
+            weights = np.zeros(len(sample_times))
+            dt = np.diff(sample_times)
+            weights[:-1] += 0.5 * dt
+            weights[1:] += 0.5 * dt
+        nominal = np.abs(compiled.defaults[params])
+        zero = [spec.params[k] for k in np.flatnonzero(nominal == 0)]
+        if zero:
+            raise ModelError(f"parameter '{zero[0]}' has the nominal value 0, which cannot scale it; give its expected "
+                             "value with --set.")
+        setup = FisherSetup(params=params, channels=channels, sigma=np.array([float(s) for s in spec.noise.values()]),
+                            sample_times=sample_times, weights=weights, scale=nominal)
+        knot_index = np.array([compiled.parameter_index(name) for name in knot_names(spec.input, spec.knots)])
+        problem = cls(spec, designed, built, second, setup, spec.criterion, 1.0, {}, knot_times, knot_index, grid)
+        return problem._calibrated()
+
+    def _calibrated(self) -> DesignProblem:
+        """Fix the scales at the start input and check the parameters are visible."""
+        z0 = self.start()
+        p = self.parameters(z0)
+        traj = self.simulate(p)
+        terms = self.compiled.parameter_terms(traj.q, traj.v, traj.a, traj.lam, traj.t, traj.p)
+        outputs = self.compiled.output_jacobians(traj.q, traj.v, traj.a, traj.lam, traj.t, traj.p)[4]
+        acts = any(np.any(term[..., self.knot_index] != 0) for term in (*terms, outputs))
+        if not acts:
+            raise ModelError(f"input '{self.spec.input}' acts on nothing in model '{self.model.name}'; use it in a "
+                             "load or output expression.")
+        M = fisher_matrix(traj, self.setup)
+        self._check_visible(M)
+        criterion = self.criterion.calibrated(M)
+        value, _ = criterion.evaluate(M)
+        scale = abs(value) if criterion.name != "D" and value != 0 else 1.0
+        Y = traj.outputs()
+        names = self.compiled.output_names
+        output_scale = {}
+        for name in {**self.spec.end, **self.spec.limits}:
+            largest = float(np.abs(Y[:, names.index(name)]).max())
+            output_scale[name] = largest if largest > 0 else 1.0
+        return DesignProblem(self.spec, self.model, self.engine, self.second, self.setup, criterion, scale,
+                             output_scale, self.knot_times, self.knot_index, self.grid)
+
+    def _check_visible(self, M: np.ndarray) -> None:
+        """A parameter the measured outputs do not see makes ``M`` singular: name it."""
+        diag = np.diag(M)
+        largest = float(diag.max()) if diag.size else 0.0
+        for j, name in enumerate(self.spec.params):
+            if not diag[j] > 1e-14 * largest or largest == 0:
+                raise ModelError(f"parameter '{name}' does not affect the measured outputs "
+                                 f"({', '.join(self.spec.noise)}) with the start input: the Fisher matrix is "
+                                 "singular. Measure an output it acts on (--noise OUT=SIGMA) or drop it from --params.")
+        lam, V = np.linalg.eigh(M)
+        if lam[0] <= 1e-12 * lam[-1]:
+            involved = [self.spec.params[j] for j in np.argsort(-np.abs(V[:, 0]))[:2]]
+            raise ModelError(f"parameters {' and '.join(repr(x) for x in involved)} act on the measured outputs in "
+                             "the same way (singular Fisher matrix); fix one of them or measure another output.")
+
+    # -- evaluation ----------------------------------------------------------------------------
+    def start(self) -> np.ndarray:
+        """Design variables of the start input."""
+        lo, hi = self.spec.bounds
+        return self.spec.bound_map.inverse(self.spec.start_values(), lo, hi)
+
+    def knot_values(self, z: np.ndarray) -> np.ndarray:
+        """``xi = psi(z)``."""
+        lo, hi = self.spec.bounds
+        return np.asarray(self.spec.bound_map.value(np.asarray(z, dtype=float), lo, hi))
+
+    def parameters(self, z: np.ndarray) -> np.ndarray:
+        """The model's parameter vector with the knots of ``z``."""
+        p = self.compiled.defaults.copy()
+        p[self.knot_index] = self.knot_values(z)
+        return p
+
+    def simulate(self, p: np.ndarray) -> Trajectory:
+        return self.engine.simulate(p, t_end=float(self.grid[-1]), step=self.spec.step or self.model.simulation.step)
+
+    def input_signal(self, z: np.ndarray, times: np.ndarray) -> np.ndarray:
+        """``u`` at ``times`` (the tables the engines interpolate)."""
+        signal = self.model.signals[-1]
+        rows = np.array(signal.basis)
+        values = self.knot_values(z) @ rows
+        return np.interp(times, np.array(signal.times), values)
+
+    def fisher(self, z: np.ndarray) -> tuple[np.ndarray, Trajectory, Sensitivities]:
+        """Scaled ``M`` at ``z``, with the run and its sensitivities."""
+        traj = self.simulate(self.parameters(z))
+        sens = sensitivities(traj, self.setup.params)
+        return fisher_matrix(traj, self.setup, sens), traj, sens
+
+    def standard_errors(self, M: np.ndarray) -> np.ndarray:
+        """Cramér-Rao bounds of the parameters in their units (``sqrt(diag M^-1)`` unscaled)."""
+        try:
+            covariance = np.linalg.inv(M)
+        except np.linalg.LinAlgError:
+            return np.full(len(M), np.inf)
+        return np.sqrt(np.maximum(np.diag(covariance), 0.0)) * self.setup.scale
+
+    def evaluate(self, z: np.ndarray, *, gradient: bool = True) -> DesignValue:
+        """Objective and exact gradient at ``z`` (module docstring)."""
+        z = np.asarray(z, dtype=float)
+        M, traj, sens = self.fisher(z)
+        value, dpsi = self.criterion.evaluate(M)
+        Y = traj.outputs()
+        seed = np.zeros_like(Y)
+        penalty = 0.0
+        names = self.compiled.output_names
+        for name, target in self.spec.end.items():
+            o = names.index(name)
+            scale = self.output_scale[name]
+            miss = (Y[-1, o] - target) / scale
+            penalty += PENALTY_WEIGHT * miss * miss
+            seed[-1, o] += 2.0 * PENALTY_WEIGHT * miss / scale
+        n_samples = len(self.setup.sample_times)
+        for name, limit in self.spec.limits.items():
+            o = names.index(name)
+            # On the step grid (every step the engines computed), normalized per sample.
+            excess = np.maximum(np.abs(Y[:, o]) - limit, 0.0) / limit
+            penalty += PENALTY_WEIGHT * float(np.sum(excess * excess)) / n_samples
+            seed[:, o] += 2.0 * PENALTY_WEIGHT * excess * np.sign(Y[:, o]) / limit / n_samples
+        knots = self.knot_values(z)
+        rate_gradient = np.zeros_like(knots)
+        if self.spec.rate is not None:
+            slope = np.diff(knots) / np.diff(self.knot_times)
+            excess = np.maximum(np.abs(slope) - self.spec.rate, 0.0) / self.spec.rate
+            penalty += PENALTY_WEIGHT * float(np.sum(excess * excess))
+            d = 2.0 * PENALTY_WEIGHT * excess * np.sign(slope) / self.spec.rate / np.diff(self.knot_times)
+            rate_gradient[1:] += d
+            rate_gradient[:-1] -= d
+        objective = value / self.scale + penalty
+        grad = np.zeros_like(z)
+        if gradient and math.isfinite(value):
+            full = criterion_gradient(traj, self.setup, dpsi / self.scale, self.second, output_seed=seed, sens=sens)
+            lo, hi = self.spec.bounds
+            dknots = full[self.knot_index] + rate_gradient
+            grad = dknots * self.spec.bound_map.derivative(z, lo, hi)
+        return DesignValue(objective=float(objective), gradient=grad, criterion=float(value), penalty=float(penalty),
+                           M=M, knots=knots, trajectory=traj)
