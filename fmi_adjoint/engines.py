@@ -27,7 +27,8 @@ from typing import ClassVar
 import numpy as np
 
 from .adjoint import GradientResult, output_sensitivities, sampled_outputs
-from .adjoint.discrete import adjoint_seed, adjoint_sweep
+from .adjoint.discrete import AdjointTrajectory, adjoint_seed, adjoint_sweep, adjoint_trajectory
+from .adjoint.sensitivities import state_sensitivity_steps
 from .cache import BuildCache
 from .compiled import CompiledModel, Derivation, compile_model
 from .costs.base import AbstractCost
@@ -127,6 +128,39 @@ class AbstractEngine(abc.ABC):
     def _sensitivities(self, traj: Trajectory, sample_times: np.ndarray, channels: np.ndarray,
                        params: np.ndarray) -> np.ndarray: ...
 
+    def state_sensitivities(self, traj: Trajectory, params: np.ndarray | None = None) -> np.ndarray:
+        """``d(q, v, a, lambda)/dp`` at every step, shape ``(N+1, 3n+m, len(params))`` (the
+        forward sensitivities of the scheme; optimal input design needs all of them)."""
+        params = self._parameter_indices(params)
+        self._check_trajectory(traj)
+        return self._state_sensitivities(traj, params)
+
+    @abc.abstractmethod
+    def _state_sensitivities(self, traj: Trajectory, params: np.ndarray) -> np.ndarray: ...
+
+    def adjoint_trajectory(self, traj: Trajectory, ybar: np.ndarray,
+                           xbar: np.ndarray | None = None) -> AdjointTrajectory:
+        """Adjoint sweeps of ``C`` linear functionals at once: explicit derivatives ``dJ/dY``
+        (``ybar``, shape ``(N+1, n_y, C)``) and ``dJ/d(q, v, a, lambda)`` (``xbar``, shape
+        ``(N+1, 3n+m, C)``, optional) on the step grid.  Returns the adjoint variables of
+        every step (:class:`~fmi_adjoint.adjoint.discrete.AdjointTrajectory`)."""
+        self._check_trajectory(traj)
+        model = self.compiled
+        rows = traj.n_steps + 1
+        ybar = np.asarray(ybar, dtype=float)
+        if ybar.ndim != 3 or ybar.shape[:2] != (rows, model.n_y):
+            raise ModelError(f"dJ/dY has shape {ybar.shape}; the run needs ({rows}, {model.n_y}, columns).")
+        if xbar is not None:
+            xbar = np.asarray(xbar, dtype=float)
+            if xbar.shape != (rows, 3 * model.n + model.m, ybar.shape[2]):
+                raise ModelError(f"dJ/dx has shape {xbar.shape}; the run needs "
+                                 f"({rows}, {3 * model.n + model.m}, {ybar.shape[2]}).")
+        return self._adjoint_trajectory(traj, ybar, xbar)
+
+    @abc.abstractmethod
+    def _adjoint_trajectory(self, traj: Trajectory, ybar: np.ndarray,
+                            xbar: np.ndarray | None) -> AdjointTrajectory: ...
+
     def sensitivity_gradient(self, traj: Trajectory, cost: AbstractCost,
                              params: np.ndarray | None = None) -> GradientResult:
         """Gradient from forward sensitivities; entries of parameters not in ``params`` are zero."""
@@ -165,6 +199,18 @@ class PythonEngine(AbstractEngine):
     def _sensitivities(self, traj, sample_times, channels, params) -> np.ndarray:
         traj.require_states("the Python engine's sensitivities")
         return output_sensitivities(traj, sample_times, channels, params)
+
+    def _state_sensitivities(self, traj: Trajectory, params: np.ndarray) -> np.ndarray:
+        traj.require_states("the Python engine's sensitivities")
+        model = self.compiled
+        out = np.zeros((traj.n_steps + 1, 3 * model.n + model.m, len(params)))
+        for _, _, i, S in state_sensitivity_steps(traj, params):
+            out[i] = np.concatenate((S.q, S.v, S.a, S.lam))
+        return out
+
+    def _adjoint_trajectory(self, traj: Trajectory, ybar: np.ndarray, xbar: np.ndarray | None) -> AdjointTrajectory:
+        traj.require_states("the Python engine's adjoint sweep")
+        return adjoint_trajectory(traj, ybar, xbar)
 
 
 #: Memory the native engine may use to store a trajectory for its sweeps (bytes); longer
@@ -259,6 +305,39 @@ class NativeEngine(AbstractEngine):
                                          carry, w0, gradient)
         self.library.adjoint_initial(traj.init.z, float(grid[0]), p, w0, gradient)
         return gradient
+
+    def _state_sensitivities(self, traj: Trajectory, params: np.ndarray) -> np.ndarray:
+        model = self.compiled
+        out = np.zeros((traj.n_steps + 1, 3 * model.n + model.m, len(params)))
+        needed = np.zeros(traj.n_steps + 1, dtype=np.uint8)
+        carry = self.library.sensitivity_carry(len(params))
+        grid = np.ascontiguousarray(traj.t)
+        p = np.ascontiguousarray(traj.p)
+        for lo, hi in self._segments(traj):
+            self.library.sensitivities_segment(grid, lo, hi, traj.scheme, p, self._states(traj, lo, hi),
+                                               traj.init.z, params, needed, carry, states_out=out[lo:hi + 1])
+        return out
+
+    def _adjoint_trajectory(self, traj: Trajectory, ybar: np.ndarray, xbar: np.ndarray | None) -> AdjointTrajectory:
+        model = self.compiled
+        n, m, columns = model.n, model.m, ybar.shape[2]
+        rows = traj.n_steps + 1
+        mu = np.zeros((columns, rows, n + m))
+        w0 = np.zeros((columns, 3 * n + m))
+        gradient = np.zeros((columns, model.n_p))
+        grid = np.ascontiguousarray(traj.t)
+        p = np.ascontiguousarray(traj.p)
+        segments = self._segments(traj)
+        for c in range(columns):
+            carry = np.zeros(1 + 4 * n)
+            yb = np.ascontiguousarray(ybar[:, :, c])
+            xb = None if xbar is None else np.ascontiguousarray(xbar[:, :, c])
+            for lo, hi in reversed(segments):
+                self.library.adjoint_segment(grid, lo, hi, traj.scheme, p, self._states(traj, lo, hi), yb[lo:hi + 1],
+                                             carry, w0[c], gradient[c], xbar=None if xb is None else xb[lo:hi + 1],
+                                             mu_out=mu[c, lo:hi + 1])
+        return AdjointTrajectory(mu3=np.moveaxis(mu[:, :, :n], 0, 2), mu4=np.moveaxis(mu[:, :, n:], 0, 2),
+                                 w0=w0.T.copy(), gradient=gradient.T.copy())
 
     def _sensitivities(self, traj, sample_times, channels, params) -> np.ndarray:
         sampler = Sampler.from_grid(traj.t, sample_times)

@@ -39,8 +39,8 @@ from ..errors import DataError
 from ..integrate.trajectory import Trajectory
 from .linearization import StepLinearization, chunk_width, chunks, initial_state_jacobians, linearize
 
-__all__ = ["AdjointStates", "GradientResult", "StateSeeds", "adjoint_gradient", "adjoint_seed", "adjoint_states",
-           "adjoint_sweep", "initial_state_term", "sampled_outputs"]
+__all__ = ["AdjointStates", "AdjointTrajectory", "GradientResult", "StateSeeds", "adjoint_gradient", "adjoint_seed",
+           "adjoint_states", "adjoint_sweep", "adjoint_trajectory", "initial_state_term", "sampled_outputs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,3 +206,42 @@ def initial_state_term(traj: Trajectory, w0: np.ndarray) -> np.ndarray:
     rhs = np.zeros((Gz.shape[0], w0.shape[1]))
     rhs[selection] = w0
     return -Gp.T @ np.linalg.solve(Gz.T, rhs)
+
+
+@dataclasses.dataclass(frozen=True)
+class AdjointTrajectory:
+    """Adjoint variables of ``C`` sweeps at every step: ``mu3 (N+1, n, C)``, ``mu4 (N+1, m, C)``
+    (row 0 zero: step 0 has no residual), ``w0 = dJ/dx_0 (3n+m, C)`` and ``gradient (n_p, C)``:
+    ``sum_i mu_i^T df_i/dp + (dY/dp)^T ybar``, without the initial state's term
+    (:func:`initial_state_term`)."""
+
+    mu3: np.ndarray
+    mu4: np.ndarray
+    w0: np.ndarray
+    gradient: np.ndarray
+
+
+def adjoint_trajectory(traj: Trajectory, ybar: np.ndarray, xbar: np.ndarray | None = None) -> AdjointTrajectory:
+    """Backward sweeps for explicit ``dJ/dY = ybar (N+1, n_y, C)`` and ``dJ/dx = xbar
+    (N+1, 3n+m, C)`` (the engines' ``adjoint_trajectory``, Python reference)."""
+    model = traj.model
+    n, m = model.n, model.m
+    columns = ybar.shape[2]
+    explicit = np.zeros((model.n_p, columns))
+
+    def seeds(lin: StepLinearization) -> StateSeeds:
+        yb = ybar[lin.idx]
+        explicit[:] += np.einsum("kyp,kyc->pc", lin.Y_p, yb)
+        parts = [np.einsum("kyn,kyc->knc", Y, yb) for Y in (lin.Y_q, lin.Y_v, lin.Y_a, lin.Y_lam)]
+        if xbar is not None:
+            xb = xbar[lin.idx]
+            bounds = (0, n, 2 * n, 3 * n, 3 * n + m)
+            parts = [part + xb[:, bounds[k]:bounds[k + 1]] for k, part in enumerate(parts)]
+        return StateSeeds(*parts)
+
+    states = adjoint_states(traj, seeds, columns)
+    rows = traj.n_steps + 1
+    mu3, mu4 = states.mu3[:rows].copy(), states.mu4[:rows].copy()
+    mu3[0] = 0.0
+    mu4[0] = 0.0
+    return AdjointTrajectory(mu3=mu3, mu4=mu4, w0=states.w0, gradient=states.gradient + explicit)

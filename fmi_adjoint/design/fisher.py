@@ -43,11 +43,10 @@ import dataclasses
 
 import numpy as np
 
-from ..adjoint.discrete import StateSeeds, adjoint_states
-from ..adjoint.linearization import StepLinearization, initial_state_jacobians
-from ..adjoint.sensitivities import state_sensitivity_steps
+from ..adjoint.linearization import initial_state_jacobians
 from ..compiled import SecondOrder
 from ..costs.sampling import Sampler
+from ..engines import AbstractEngine
 from ..errors import ModelError
 from ..integrate.trajectory import Trajectory
 
@@ -101,17 +100,17 @@ class Sensitivities:
     y: np.ndarray
 
 
-def sensitivities(traj: Trajectory, params: np.ndarray) -> Sensitivities:
-    """The forward sensitivities of the scheme at every step (all outputs)."""
+def sensitivities(engine: AbstractEngine, traj: Trajectory, params: np.ndarray) -> Sensitivities:
+    """The forward sensitivities of the scheme at every step (the engine's sweep), and those
+    of all outputs."""
     model = traj.model
-    N, P = traj.n_steps + 1, len(params)
-    out = Sensitivities(q=np.zeros((N, model.n, P)), v=np.zeros((N, model.n, P)), a=np.zeros((N, model.n, P)),
-                        lam=np.zeros((N, model.m, P)), y=np.zeros((N, model.n_y, P)))
-    for lin, k, i, S in state_sensitivity_steps(traj, params):
-        out.q[i], out.v[i], out.a[i], out.lam[i] = S.q, S.v, S.a, S.lam
-        out.y[i] = (lin.Y_q[k] @ S.q + lin.Y_v[k] @ S.v + lin.Y_a[k] @ S.a + lin.Y_lam[k] @ S.lam
-                    + lin.Y_p[k][:, params])
-    return out
+    n, m = model.n, model.m
+    S = engine.state_sensitivities(traj, params)
+    Sq, Sv, Sa, Sl = S[:, :n], S[:, n:2 * n], S[:, 2 * n:3 * n], S[:, 3 * n:3 * n + m]
+    Y_q, Y_v, Y_a, Y_lam, Y_p = model.output_jacobians(traj.q, traj.v, traj.a, traj.lam, traj.t, traj.p)
+    y = (np.einsum("iyn,inc->iyc", Y_q, Sq) + np.einsum("iyn,inc->iyc", Y_v, Sv)
+         + np.einsum("iyn,inc->iyc", Y_a, Sa) + np.einsum("iyn,inc->iyc", Y_lam, Sl) + Y_p[:, :, params])
+    return Sensitivities(q=Sq, v=Sv, a=Sa, lam=Sl, y=y)
 
 
 def _scaled_samples(traj: Trajectory, setup: FisherSetup, sens: Sensitivities) -> tuple[Sampler, np.ndarray]:
@@ -120,15 +119,14 @@ def _scaled_samples(traj: Trajectory, setup: FisherSetup, sens: Sensitivities) -
     return sampler, D / np.asarray(setup.sigma)[None, :, None]
 
 
-def fisher_matrix(traj: Trajectory, setup: FisherSetup, sens: Sensitivities | None = None) -> np.ndarray:
+def fisher_matrix(traj: Trajectory, setup: FisherSetup, sens: Sensitivities) -> np.ndarray:
     """``M`` of the module docstring (scaled, unit-free)."""
-    sens = sens or sensitivities(traj, setup.params)
     _, D = _scaled_samples(traj, setup, sens)
     return np.einsum("s,scj,sck->jk", np.asarray(setup.weights), D, D)
 
 
-def criterion_gradient(traj: Trajectory, setup: FisherSetup, dpsi_dM: np.ndarray, second: SecondOrder,
-                       output_seed: np.ndarray | None = None, sens: Sensitivities | None = None) -> np.ndarray:
+def criterion_gradient(engine: AbstractEngine, traj: Trajectory, setup: FisherSetup, dpsi_dM: np.ndarray,
+                       second: SecondOrder, sens: Sensitivities, output_seed: np.ndarray | None = None) -> np.ndarray:
     """Exact gradient, with respect to every model parameter, of ``Psi(M) + Phi(Y)`` at the
     run ``traj`` (module docstring), given ``dPsi/dM`` (symmetric) and ``dPhi/dY`` on the
     step grid (``output_seed``, shape ``(N+1, n_y)``; penalties on the outputs).
@@ -140,7 +138,6 @@ def criterion_gradient(traj: Trajectory, setup: FisherSetup, dpsi_dM: np.ndarray
     model = traj.model
     params = np.asarray(setup.params, dtype=int)
     n_p, N1, P = model.n_p, traj.n_steps + 1, len(params)
-    sens = sens or sensitivities(traj, params)
     sampler, D = _scaled_samples(traj, setup, sens)
     dpsi_dM = 0.5 * (dpsi_dM + dpsi_dM.T)
     # dPsi/dD_s (unscaled D), scattered to the step grid: g (N+1, n_y, P).
@@ -150,24 +147,18 @@ def criterion_gradient(traj: Trajectory, setup: FisherSetup, dpsi_dM: np.ndarray
     g[:, setup.channels, :] = sampler.scatter(G)
 
     # 2. Adjoints Lambda_j of the sensitivity recursion: ordinary sweeps, one column per p_j.
-    def lambda_seeds(lin: StepLinearization) -> StateSeeds:
-        gb = g[lin.idx]
-        return StateSeeds(*(np.einsum("kyn,kyc->knc", Y, gb) for Y in (lin.Y_q, lin.Y_v, lin.Y_a, lin.Y_lam)))
-
-    lam_adj = adjoint_states(traj, lambda_seeds, P)
+    lam_adj = engine.adjoint_trajectory(traj, g)
 
     # 3. Second-order terms at every step, batched over (step, column).
     co = traj.scheme.coefficients()
     h = np.diff(traj.t)
     bh2 = np.concatenate(([np.inf], co.beta * co.c_a * h * h))  # step 0 has no residual
-    mu3 = np.moveaxis(lam_adj.mu3, 2, 1)  # (N+2, P, n)
+    mu3 = np.moveaxis(lam_adj.mu3, 2, 1)  # (N+1, P, n); row 0 is zero
     mu4 = np.moveaxis(lam_adj.mu4, 2, 1)
-    wM = co.c_m * mu3[:N1]
-    wM[0] = 0.0
-    wF = mu3[:N1].copy()
-    wF[0] = 0.0
-    wF -= co.c_old * mu3[1:N1 + 1]
-    wC = mu4[:N1] / bh2[:, None, None]
+    wM = co.c_m * mu3
+    wF = mu3.copy()
+    wF[:-1] -= co.c_old * mu3[1:]  # the old forces of step i+1 (mu_{N+1} = 0)
+    wC = mu4 / bh2[:, None, None]
     wY = np.moveaxis(g, 2, 1)
     dp = np.zeros((N1, P, n_p))
     dp[:, np.arange(P), params] = 1.0
@@ -180,16 +171,8 @@ def criterion_gradient(traj: Trajectory, setup: FisherSetup, dpsi_dM: np.ndarray
 
     # 4. The state adjoint mu with the second-order seeds and the penalties' dPhi/dY.
     ybar = np.zeros((N1, model.n_y)) if output_seed is None else np.asarray(output_seed, dtype=float)
-
-    def mu_seeds(lin: StepLinearization) -> StateSeeds:
-        yb = ybar[lin.idx]
-        nonlocal gradient
-        gradient = gradient + np.einsum("kyp,ky->p", lin.Y_p, yb)
-        parts = [(np.einsum("kyn,ky->kn", Y, yb) + part[lin.idx])[:, :, None]
-                 for Y, part in zip((lin.Y_q, lin.Y_v, lin.Y_a, lin.Y_lam), r)]
-        return StateSeeds(*parts)
-
-    mu_adj = adjoint_states(traj, mu_seeds, 1)
+    xbar = np.concatenate(r, axis=1)[:, :, None]
+    mu_adj = engine.adjoint_trajectory(traj, ybar[:, :, None], xbar)
     gradient = gradient + mu_adj.gradient[:, 0]
 
     # 5. The consistent initialization, for the sensitivities (nu_j) and the state (omega).

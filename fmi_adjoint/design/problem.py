@@ -258,7 +258,7 @@ class DesignProblem:
         if not acts:
             raise ModelError(f"input '{self.spec.input}' acts on nothing in model '{self.model.name}'; use it in a "
                              "load or output expression.")
-        M = fisher_matrix(traj, self.setup)
+        M = fisher_matrix(traj, self.setup, sensitivities(self.engine, traj, self.setup.params))
         self._check_visible(M)
         criterion = self.criterion.calibrated(M)
         value, _ = criterion.evaluate(M)
@@ -317,7 +317,7 @@ class DesignProblem:
     def fisher(self, z: np.ndarray) -> tuple[np.ndarray, Trajectory, Sensitivities]:
         """Scaled ``M`` at ``z``, with the run and its sensitivities."""
         traj = self.simulate(self.parameters(z))
-        sens = sensitivities(traj, self.setup.params)
+        sens = sensitivities(self.engine, traj, self.setup.params)
         return fisher_matrix(traj, self.setup, sens), traj, sens
 
     def standard_errors(self, M: np.ndarray) -> np.ndarray:
@@ -362,7 +362,8 @@ class DesignProblem:
         objective = value / self.scale + penalty
         grad = np.zeros_like(z)
         if gradient and math.isfinite(value):
-            full = criterion_gradient(traj, self.setup, dpsi / self.scale, self.second, output_seed=seed, sens=sens)
+            full = criterion_gradient(self.engine, traj, self.setup, dpsi / self.scale, self.second, sens,
+                                      output_seed=seed)
             lo, hi = self.spec.bounds
             dknots = full[self.knot_index] + rate_gradient
             grad = dknots * self.spec.bound_map.derivative(z, lo, hi)

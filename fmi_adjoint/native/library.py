@@ -78,6 +78,11 @@ def _pointer(array: np.ndarray):
     return array.ctypes.data_as(_double_p)
 
 
+def _optional_pointer(array: np.ndarray | None):
+    """A NULL pointer for ``None`` (the C function's optional arguments)."""
+    return _double_p() if array is None else _pointer(array)
+
+
 def _scheme_args(solver: AbstractScheme) -> tuple:
     """``(scheme code, its parameter)`` as the C functions take them (``fa_scheme_coefficients``)."""
     if not isinstance(solver, AbstractScheme):
@@ -209,20 +214,29 @@ class NativeLibrary:
 
     def adjoint_segment(self, grid: np.ndarray, i_lo: int, i_hi: int, solver: AbstractScheme, p: np.ndarray,
                         states: tuple[np.ndarray, ...], ybar: np.ndarray, carry: np.ndarray, w0: np.ndarray,
-                        gradient: np.ndarray) -> None:
+                        gradient: np.ndarray, xbar: np.ndarray | None = None,
+                        mu_out: np.ndarray | None = None) -> None:
         """Adjoint sweep over the steps ``i_hi..i_lo`` (``fa_adjoint_segment``); ``states``
-        and ``ybar`` hold those rows; ``carry``, ``w0`` and ``gradient`` are updated in place."""
+        and ``ybar`` hold those rows; ``carry``, ``w0`` and ``gradient`` are updated in place.
+        Optional: ``xbar``, explicit ``dJ/d(q, v, a, lambda)`` of those rows (added to the
+        output terms), and ``mu_out``, filled with ``(mu3, mu4)`` of every row."""
         q, v, a, lam = (np.ascontiguousarray(x, dtype=float) for x in states)
         ybar = np.ascontiguousarray(ybar, dtype=float)
+        rows = i_hi - i_lo + 1
         self._check_segment(grid, i_lo, i_hi, p, (q, v, a, lam))
-        self._check("dJ/dY", ybar, (i_hi - i_lo + 1, self.n_y))
+        self._check("dJ/dY", ybar, (rows, self.n_y))
         self._check("carry", carry, (1 + 4 * self.n,))
         self._check("w0", w0, (3 * self.n + self.m,))
         self._check("gradient", gradient, (self.n_p,))
+        if xbar is not None:
+            xbar = np.ascontiguousarray(xbar, dtype=float)
+            self._check("dJ/dx", xbar, (rows, 3 * self.n + self.m))
+        if mu_out is not None:
+            self._check("mu_out", mu_out, (rows, self.n + self.m))
         self._call("fa_adjoint_segment", _pointer(grid), ctypes.c_long(i_lo), ctypes.c_long(i_hi),
                    *_scheme_args(solver), _pointer(p), _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
-                   _pointer(ybar), _pointer(carry), _pointer(w0),
-                   _pointer(gradient), what="adjoint sweep")
+                   _pointer(ybar), _optional_pointer(xbar), _pointer(carry), _pointer(w0),
+                   _pointer(gradient), _optional_pointer(mu_out), what="adjoint sweep")
 
     def adjoint_initial(self, z0: np.ndarray, t0: float, p: np.ndarray, w0: np.ndarray, gradient: np.ndarray) -> None:
         """The initial state's term of the gradient (``fa_adjoint_initial``), in place."""
@@ -239,9 +253,12 @@ class NativeLibrary:
 
     def sensitivities_segment(self, grid: np.ndarray, i_lo: int, i_hi: int, solver: AbstractScheme, p: np.ndarray,
                               states: tuple[np.ndarray, ...], z0: np.ndarray, params: np.ndarray,
-                              needed: np.ndarray, carry: np.ndarray) -> np.ndarray:
+                              needed: np.ndarray, carry: np.ndarray,
+                              states_out: np.ndarray | None = None) -> np.ndarray:
         """``dY/dp[:, params]`` at the needed steps of ``i_lo..i_hi`` (``fa_sensitivities_segment``),
-        shape ``(needed[i_lo:i_hi+1].sum(), n_y, len(params))``; ``carry`` is updated in place."""
+        shape ``(needed[i_lo:i_hi+1].sum(), n_y, len(params))``; ``carry`` is updated in place.
+        ``states_out`` (optional, ``(rows, 3n+m, len(params))``) receives the state
+        sensitivities ``(dq, dv, da, dlambda)/dp`` of every row."""
         q, v, a, lam = (np.ascontiguousarray(x, dtype=float) for x in states)
         z0 = np.ascontiguousarray(z0, dtype=float)
         params = np.ascontiguousarray(params, dtype=np.int32)
@@ -256,11 +273,13 @@ class NativeLibrary:
             raise FmiAdjointError(f"native engine: parameter indices {params.tolist()} must be distinct, in "
                                   f"[0, {self.n_p}).")
         dY = np.zeros((int(needed[i_lo:i_hi + 1].sum()), self.n_y, len(params)))
+        if states_out is not None:
+            self._check("states_out", states_out, (i_hi - i_lo + 1, 3 * self.n + self.m, len(params)))
         self._call("fa_sensitivities_segment", _pointer(grid), ctypes.c_long(i_lo), ctypes.c_long(i_hi),
                    *_scheme_args(solver), _pointer(p), _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
                    _pointer(z0), ctypes.c_int(len(params)),
                    params.ctypes.data_as(_int_p), needed.ctypes.data_as(ctypes.POINTER(ctypes.c_ubyte)),
-                   _pointer(carry), _pointer(dY), what="sensitivity sweep")
+                   _pointer(carry), _pointer(dY), _optional_pointer(states_out), what="sensitivity sweep")
         return dY
 
 

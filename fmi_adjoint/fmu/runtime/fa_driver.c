@@ -197,10 +197,14 @@ static long selection(long k)
  * i_lo..i_hi.  carry (1 + 4 FA_N: h_{i+1}, mu1_{i+1}, mu2_{i+1}, mu3_{i+1}, mu5_{i+1}; zero
  * before the last segment) links the segments.  The step: schemes.py (adjoint: discrete.py).  gradient (FA_NP) is accumulated into.  The segment with
  * i_lo = 0 writes w0 (3 FA_N + FA_M), the adjoint of the initial state, for fa_adjoint_initial.
- * 0, or -1 with a message. */
+ * Optional (NULL: none): xbar, explicit dJ/d(q, v, a, lambda) per step (3 FA_N + FA_M per row,
+ * added to the output terms), and mu_out, where (mu3, mu4) of every step are written
+ * (FA_N + FA_M per row; row 0 gets zeros).  Optimal input design (fmi_adjoint.design.fisher)
+ * uses both for the adjoint of the sensitivity recursion.  0, or -1 with a message. */
 int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, int scheme, double parameter, const double *p,
                        const double *Q, const double *V, const double *A, const double *L, const double *ybar,
-                       double *carry, double *w0, double *gradient, char *message, int message_size)
+                       const double *xbar, double *carry, double *w0, double *gradient, double *mu_out,
+                       char *message, int message_size)
 {
     fa_coefficients co;
     if (fa_scheme_coefficients(scheme, parameter, &co) != 0) {
@@ -237,6 +241,15 @@ int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, int scheme, dou
             for (int k = 0; k < FA_NNZ_Y_lam; ++k) gl[fa_Y_lam_col[k]] += w.Y_lam[k] * yb[fa_Y_lam_row[k]];
             for (int k = 0; k < FA_NNZ_Y_p; ++k) gradient[fa_Y_p_col[k]] += w.Y_p[k] * yb[fa_Y_p_row[k]];
         }
+        if (xbar) {
+            const double *xb = xbar + r * (3 * FA_N + FA_M);
+            for (int n = 0; n < FA_N; ++n) {
+                gq[n] += xb[n];
+                gv[n] += xb[FA_N + n];
+                ga[n] += xb[2 * FA_N + n];
+            }
+            for (int k = 0; k < FA_M; ++k) gl[k] += xb[3 * FA_N + k];
+        }
         fa_jacobians_at(q, v, a, lam, t, p, w.jac);
         /* r = -g - (df_{i+1}/dx_i)^T mu_{i+1}: Newmark couplings, the pseudo-acceleration
          * recursion and the alpha-weighted old forces. */
@@ -254,6 +267,7 @@ int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, int scheme, dou
         /* Parameter terms of step i+1 that depend on x_i: -c_old mu3_{i+1}^T F_p(x_i). */
         fa_parameter_terms(q, v, a, lam, t, p, w.Ma_p, w.F_p, w.C_p);
         for (int k = 0; k < FA_NNZ_F_p; ++k) gradient[fa_F_p_col[k]] -= c_old * w.F_p[k] * mu3n[fa_F_p_row[k]];
+        if (mu_out) memset(mu_out + r * (FA_N + FA_M), 0, sizeof(double) * (FA_N + FA_M));
         if (i == 0) {
             /* abar_0 = a_0: the pseudo-acceleration's adjoint joins that of a_0. */
             for (int n = 0; n < FA_N; ++n) {
@@ -276,6 +290,7 @@ int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, int scheme, dou
         fa_kkt_solve(w.kkt, w.piv, x, 1);
         memcpy(mu3, x, sizeof(double) * FA_N);
         if (FA_M) memcpy(mu4, x + FA_N, sizeof(double) * FA_M);
+        if (mu_out) memcpy(mu_out + r * (FA_N + FA_M), x, sizeof(double) * (FA_N + FA_M));
         /* mu1 = r_q - (c_m J_M + K)^T mu3 - C_q^T mu4 / (beta h^2); mu2 = r_v + J_V^T mu3. */
         memcpy(mu1n, rq, sizeof(double) * FA_N);
         memcpy(mu2n, rv, sizeof(double) * FA_N);
@@ -340,11 +355,13 @@ long fa_sensitivity_carry_size(int P)
  * i_lo..i_hi (Q, V, A, L hold those rows), carried between segments in carry (see
  * fa_sensitivity_carry_size; the segment with i_lo = 0 starts from dx_0/dp of the consistent
  * initialization at z0).  Writes dY/dp at the steps with needed[i] != 0 (absolute index) in
- * step order into dY (rows x FA_NY x P).  0, or -1 with a message. */
+ * step order into dY (rows x FA_NY x P).  S_out (NULL: none) receives the state sensitivities
+ * (Sq, Sv, Sa, Sl) of every step of the segment, (i_hi - i_lo + 1) x (3 FA_N + FA_M) x P
+ * (optimal input design needs them at every step).  0, or -1 with a message. */
 int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, int scheme, double parameter,
                              const double *p, const double *Q, const double *V, const double *A, const double *L,
                              const double *z0, int P, const int *params, const unsigned char *needed, double *carry,
-                             double *dY, char *message, int message_size)
+                             double *dY, double *S_out, char *message, int message_size)
 {
     fa_coefficients co;
     if (fa_scheme_coefficients(scheme, parameter, &co) != 0) {
@@ -470,6 +487,17 @@ int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, int schem
                 }
                 for (long k = 0; k < m; ++k) Sl[c * m + k] = X[n + k];
             }
+        }
+        if (S_out) {
+            double *out = S_out + r * (3 * n + m) * (long)P;
+            for (int c = 0; c < P; ++c)
+                for (long k = 0; k < n; ++k) {
+                    out[k * P + c] = Sq[c * n + k];
+                    out[(n + k) * P + c] = Sv[c * n + k];
+                    out[(2 * n + k) * P + c] = Sa[c * n + k];
+                }
+            for (int c = 0; c < P; ++c)
+                for (long k = 0; k < m; ++k) out[(3 * n + k) * P + c] = Sl[c * m + k];
         }
         if (needed[i]) {
             fa_output_jacobians(q, v, a, lam, t, p, w.Y_q, w.Y_v, w.Y_a, w.Y_lam, w.Y_p);
