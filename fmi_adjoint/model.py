@@ -186,43 +186,48 @@ class Output:
 class InputSignal:
     """An input driven by knot values: ``u(t) = sum_k xi_k phi_k(t)``.
 
-    The basis functions ``phi_k`` are given by their values at ``times`` and interpolated
-    linearly (time tables, so both engines evaluate them the same way); the knot values
-    ``xi_k`` are ordinary parameters (``knots``), so the forward run, the sensitivities and
-    the adjoint treat them like any other parameter.  Optimal input design
-    (:mod:`fmi_adjoint.design`) builds the basis: hat functions on the knots (exact), or a
-    cubic spline's cardinal functions sampled at the step times (exact at every step).
+    Each basis function ``phi_k`` is a time table (interpolated linearly, so both engines
+    evaluate it the same way); the knot values ``xi_k`` are ordinary parameters (``knots``),
+    so the forward run, the sensitivities and the adjoint treat them like any other
+    parameter.  Optimal input design (:mod:`fmi_adjoint.design`) builds the tables: a hat
+    function on its knot and the two neighbours (exact, and a few points per table whatever
+    the number of knots), or a cubic spline's cardinal function at the step times (exact at
+    every step).
 
     Attributes
     ----------
     input : str
         Name of an ``[inputs]`` entry of the model; every expression using it sees ``u(t)``.
-    times : tuple of float
-        Strictly increasing abscissae of the basis tables.
-    basis : tuple of tuple of float
-        One row per knot: ``phi_k`` at ``times``.
+    tables : tuple of (times, values)
+        One table per knot; its times strictly increasing and spanning the simulated time.
     knots : tuple of Parameter
-        The knot-value parameters, one per basis row.
+        The knot-value parameters, one per table.
     """
 
     input: str
-    times: tuple[float, ...]
-    basis: tuple[tuple[float, ...], ...]
+    tables: tuple[tuple[tuple[float, ...], tuple[float, ...]], ...]
     knots: tuple[Parameter, ...]
 
     def __post_init__(self) -> None:
-        times = tuple(float(x) for x in self.times)
-        basis = tuple(tuple(float(x) for x in row) for row in self.basis)
-        object.__setattr__(self, "times", times)
-        object.__setattr__(self, "basis", basis)
+        tables = tuple((tuple(float(x) for x in times), tuple(float(x) for x in values))
+                       for times, values in self.tables)
+        object.__setattr__(self, "tables", tables)
         object.__setattr__(self, "knots", tuple(self.knots))
         where = f"signal of input '{self.input}'"
-        if len(times) < 2 or any(b <= a for a, b in zip(times, times[1:])) or not all(map(math.isfinite, times)):
-            raise ModelError(f"{where}: the basis times must be at least two finite, increasing values.")
-        if len(basis) != len(self.knots) or len(basis) < 2 or any(len(row) != len(times) for row in basis):
-            raise ModelError(f"{where}: give one basis row of {len(times)} values per knot, and at least 2 knots.")
-        if not all(math.isfinite(x) for row in basis for x in row):
-            raise ModelError(f"{where}: the basis contains NaN or infinite values.")
+        if len(tables) != len(self.knots) or len(tables) < 2:
+            raise ModelError(f"{where}: give one table per knot, and at least 2 knots.")
+        for times, values in tables:
+            if len(times) < 2 or len(values) != len(times) or any(b <= a for a, b in zip(times, times[1:])):
+                raise ModelError(f"{where}: each table needs at least two increasing times and a value per time.")
+            if not all(math.isfinite(x) for x in times + values):
+                raise ModelError(f"{where}: a table contains NaN or infinite values.")
+
+    def values(self, knot_values, times):
+        """``u`` at ``times`` for the knot values (the tables as the engines interpolate them)."""
+        import numpy as np
+
+        return sum(float(xi) * np.interp(times, table_times, table_values)
+                   for xi, (table_times, table_values) in zip(knot_values, self.tables))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -502,8 +507,8 @@ def assemble(model: Model) -> SymbolicModel:
     for signal in model.signals:
         # Every expression naming the input sees u(t) = sum_k xi_k phi_k(t) (InputSignal).
         ctx.params[signal.input] = sp.Add(*(
-            ctx.params[knot.name] * ctx.table(signal.times, row, f"model '{name}': signal of input '{signal.input}'")
-            for knot, row in zip(signal.knots, signal.basis)))
+            ctx.params[knot.name] * ctx.table(times, values, f"model '{name}': signal of input '{signal.input}'")
+            for knot, (times, values) in zip(signal.knots, signal.tables)))
 
     # Mass matrix: diagonal from the coordinates, entries may override or add terms.
     M = sp.zeros(n, n)

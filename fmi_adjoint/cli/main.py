@@ -23,6 +23,7 @@ from ..integrate import HHT, AbstractScheme, GeneralizedAlpha
 from ..integrate.schemes import INTEGRATORS, scheme_from_settings
 from .cache_command import add_cache_parser, cmd_cache
 from .cost_options import CostOptions, add_cost_options, cost_options_from_args
+from .design_command import add_design_parser, cmd_design
 from .loading import (
     check_time_span,
     load_problem,
@@ -218,6 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("-o", "--output-dir", default="fmi-adjoint-demo", help="folder for result JSON and plot")
     demo.add_argument("--method", choices=OPTIMIZERS, default="least_squares")
 
+    add_design_parser(sub)
     add_cache_parser(sub)
     return parser
 
@@ -710,6 +712,7 @@ _COMMANDS = {
     "apply": cmd_apply,
     "validate": cmd_validate,
     "cache": cmd_cache,
+    "design": cmd_design,
 }
 
 

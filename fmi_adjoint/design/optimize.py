@@ -79,10 +79,12 @@ class DesignResult:
 
 
 def run_design(problem: DesignProblem, *, max_iterations: int = 200, z_start: np.ndarray | None = None,
-               progress: Callable[[DesignIteration], None] | None = None) -> DesignResult:
+               progress: Callable[[DesignIteration], None] | None = None, polish: bool = True) -> DesignResult:
     """Minimize the design objective from the spec's start input (or ``z_start``).
 
     ``progress`` receives every accepted iterate (the command line prints one line each).
+    ``polish``: after convergence, move the switches of a bang-bang design knot by knot
+    while that lowers the objective (:func:`_shift_switches`), then converge again.
     """
     z0 = problem.start() if z_start is None else np.asarray(z_start, dtype=float)
     last: dict[bytes, DesignValue] = {}
@@ -116,9 +118,86 @@ def run_design(problem: DesignProblem, *, max_iterations: int = 200, z_start: np
 
     lo, hi = problem.spec.bounds
     bounds = [(lo, hi)] * len(z0) if problem.spec.bound_map.box else None
-    result = minimize(fun, z0, jac=True, method="L-BFGS-B", callback=callback, bounds=bounds,
-                      options={"maxiter": max_iterations, "ftol": 1e-13, "gtol": 1e-9, "maxcor": 20})
+    options = {"maxiter": max_iterations, "ftol": 1e-13, "gtol": 1e-9, "maxcor": 20}
+    result = minimize(fun, z0, jac=True, method="L-BFGS-B", callback=callback, bounds=bounds, options=options)
+    z, moved = _shift_switches(problem, np.asarray(result.x), evaluate) if polish else (np.asarray(result.x), 0)
+    if moved:
+        result = minimize(fun, z, jac=True, method="L-BFGS-B", callback=callback, bounds=bounds, options=options)
+    for _ in range(PENALTY_RAISES):
+        if not _violated(problem, evaluate(result.x)):
+            break
+        # Sequential penalty method: a tenfold weight, continued from here (problem docstring).
+        problem = problem.with_penalty_weight(10.0 * problem.penalty_weight)
+        last.clear()
+        result = minimize(fun, result.x, jac=True, method="L-BFGS-B", callback=callback, bounds=bounds,
+                          options=options)
     final = problem.evaluate(result.x)
     return DesignResult(problem=problem, z_start=z0, z=np.asarray(result.x), start=start, final=final,
                         history=tuple(history), evaluations=count[0] + 1, success=bool(result.success),
                         message=str(result.message))
+
+
+#: How often the penalty weight may be raised tenfold, and the violations that make it so:
+#: end misses and amplitude excess relative to their scale, rate excess relative to the rate.
+PENALTY_RAISES = 4
+VIOLATION_TOLERANCE = 1e-3
+
+
+def _violated(problem: DesignProblem, value: DesignValue) -> bool:
+    """Does a penalty term of ``value`` exceed its tolerance?"""
+    spec = problem.spec
+    names = problem.compiled.output_names
+    Y = value.trajectory.outputs()
+    for name, target in spec.end.items():
+        if abs(Y[-1, names.index(name)] - target) > VIOLATION_TOLERANCE * problem.output_scale[name]:
+            return True
+    for name, limit in spec.limits.items():
+        if float(np.abs(Y[:, names.index(name)]).max()) > (1.0 + VIOLATION_TOLERANCE) * limit:
+            return True
+    if spec.rate is not None:
+        slope = np.abs(np.diff(value.knots) / np.diff(problem.knot_times))
+        if float(slope.max()) > (1.0 + VIOLATION_TOLERANCE) * spec.rate:
+            return True
+    return False
+
+
+#: A knot counts as being on a bound within this fraction of ``hi - lo``.
+SATURATED = 1e-3
+
+
+def _shift_switches(problem: DesignProblem, z: np.ndarray, evaluate: Callable[[np.ndarray], DesignValue]
+                    ) -> tuple[np.ndarray, int]:
+    """Move the switches of a bang-bang design while the objective falls.
+
+    A criterion that is concave in the input (every criterion of a model linear in the
+    input, e.g. the A-criterion of the oscillators of Sec. 5.3) is minimized at a vertex of
+    the knots' box: the input is bang-bang.  Then every vertex whose switching function
+    (the gradient) points outwards is a local minimum, and a gradient method stops at the
+    first such vertex it meets; on the oscillator of Sec. 5.3.2 that is several knot
+    spacings from the Pontryagin switch, because the criterion is flat in the switching
+    time.  Moving a switch by one knot is a move to a neighbouring vertex; along that edge
+    the criterion is concave, so comparing the two vertices is enough.  Each try costs one
+    evaluation without gradient.  Returns the new ``z`` and the number of moves.
+    """
+    lo, hi = problem.spec.bounds
+    margin = SATURATED * (hi - lo)
+    moves = 0
+    current = evaluate(z).objective
+    improved = True
+    while improved and moves < 4 * len(z):
+        improved = False
+        xi = problem.knot_values(z)
+        high, low = xi >= hi - margin, xi <= lo + margin
+        for k in range(len(z) - 1):
+            if not ((high[k] and low[k + 1]) or (low[k] and high[k + 1])):
+                continue
+            for src, dst in ((k + 1, k), (k, k + 1)):
+                trial = z.copy()
+                trial[dst] = z[src]
+                value = evaluate(trial).objective
+                if value < current:
+                    z, current, moves, improved = trial, value, moves + 1, True
+                    break
+            if improved:
+                break
+    return z, moves

@@ -38,20 +38,33 @@ class AbstractBasis(abc.ABC):
     name: ClassVar[str]
 
     @abc.abstractmethod
-    def tables(self, knots: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(times, basis)``: the table abscissae and ``phi_k`` at them, shape ``(K, len(times))``;
-        linear interpolation between the table rows must give the signal at every step time."""
+    def tables(self, knots: np.ndarray, grid: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """One ``(times, phi_k(times))`` per knot, spanning ``[grid[0], grid[-1]]``; linear
+        interpolation in them must give the signal at every step time."""
 
 
 @dataclasses.dataclass(frozen=True)
 class PiecewiseLinear(AbstractBasis):
-    """Hat functions on the knots: the signal is the polygon through the knot values (exact
-    as a table on the knots)."""
+    """Hat functions on the knots: the signal is the polygon through the knot values.
+
+    Each hat is a table of at most five points (the span's ends, the knot and its
+    neighbours), so evaluating the signal costs the same whatever the number of knots."""
 
     name: ClassVar[str] = "linear"
 
-    def tables(self, knots: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return np.asarray(knots, dtype=float), np.eye(len(knots))
+    def tables(self, knots: np.ndarray, grid: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        knots = np.asarray(knots, dtype=float)
+        out = []
+        for k in range(len(knots)):
+            points = {float(grid[0]): 0.0, float(grid[-1]): 0.0}
+            if k > 0:
+                points[float(knots[k - 1])] = 0.0
+            if k < len(knots) - 1:
+                points[float(knots[k + 1])] = 0.0
+            points[float(knots[k])] = 1.0
+            times = np.array(sorted(points))
+            out.append((times, np.array([points[t] for t in times])))
+        return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,14 +76,15 @@ class CubicSpline(AbstractBasis):
 
     name: ClassVar[str] = "cubic"
 
-    def tables(self, knots: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def tables(self, knots: np.ndarray, grid: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         from scipy.interpolate import CubicSpline as Spline
 
         if len(knots) < 3:
             raise ModelError("a cubic spline input needs at least 3 knots; give --knots 3 or more, or --basis linear.")
         spline = Spline(np.asarray(knots, dtype=float), np.eye(len(knots)), bc_type="natural")
         times = np.asarray(grid, dtype=float)
-        return times, spline(times).T
+        values = spline(times).T
+        return [(times, row) for row in values]
 
 
 #: Bases by command-line name.
@@ -199,8 +213,8 @@ def signal_model(model: Model, input_name: str, knots: np.ndarray, values: np.nd
         raise ModelError(f"model '{model.name}' already has a parameter or coordinate named '{clash[0]}'; rename it "
                          "(the knot values of a designed input are called <input>_knot<k>).")
     unit = model.parameter(input_name).unit
-    times, rows = basis.tables(knots, grid)
+    tables = tuple((tuple(times), tuple(rows)) for times, rows in basis.tables(knots, grid))
     knot_params = tuple(Parameter(name, float(v), unit, bounds, f"knot {k} of input '{input_name}'")
                         for k, (name, v) in enumerate(zip(names, values)))
-    signal = InputSignal(input=input_name, times=tuple(times), basis=tuple(map(tuple, rows)), knots=knot_params)
+    signal = InputSignal(input=input_name, tables=tables, knots=knot_params)
     return dataclasses.replace(model, signals=model.signals + (signal,))
