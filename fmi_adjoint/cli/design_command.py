@@ -21,6 +21,7 @@ import numpy as np
 from ..data import check_csv_columns
 from ..design import (BASES, BOUND_MAPS, CRITERIA, DesignIteration, DesignProblem, DesignResult, DesignSpec,
                       criterion_named, run_design)
+from ..design.montecarlo import monte_carlo, monte_carlo_record
 from ..design.report import check_plotting, design_record, plot_design, write_input_csv
 from ..errors import ModelError, OutputFileError
 from ..files import atomic_output, check_not_input, check_writable, same_file
@@ -72,6 +73,9 @@ def add_design_parser(sub) -> None:
                         "way from LO to HI)")
     design.add_argument("--set", action="append", metavar="NAME=VALUE",
                         help="parameter value (repeatable); the nominal values also scale the Fisher matrix")
+    design.add_argument("--monte-carlo", type=int, metavar="RUNS",
+                        help="check the predicted standard errors: identify the parameters from RUNS noisy "
+                        "simulated experiments with the start and with the designed input (at least 2)")
     design.add_argument("--max-iterations", type=int, default=200, metavar="N",
                         help="most optimizer iterations (default 200)")
     design.add_argument("-o", "--output", metavar="DESIGN.json",
@@ -186,10 +190,21 @@ def cmd_design(args: argparse.Namespace) -> int:
     check_time_span(model.simulation.t_end if args.t_end is None else args.t_end,
                     model.simulation.step if args.step is None else args.step)
     spec = _spec(args, [output.name for output in model.outputs])
+    if args.monte_carlo is not None and (args.monte_carlo < 2 or spec.integral):
+        raise ModelError(f"--monte-carlo {args.monte_carlo}: give at least 2 runs, without --integral (the "
+                         "Cramér-Rao bounds are those of independent samples).")
     problem = DesignProblem.build(spec, model)
     result = run_design(problem, max_iterations=args.max_iterations, progress=_progress)
-    written = _write(result, outputs, {"model_file": str(path), "settings": settings})
+    extra: dict = {"model_file": str(path), "settings": settings}
+    checks = {}
+    if args.monte_carlo is not None:
+        checks = {label: monte_carlo(result.problem, z, args.monte_carlo)
+                  for label, z in (("start", result.z_start), ("final", result.z))}
+        extra["monte_carlo"] = {label: monte_carlo_record(check) for label, check in checks.items()}
+    written = _write(result, outputs, extra)
     print(_summary(result, written))
+    for label, check in checks.items():
+        print(f"Monte-Carlo, {label} input: {check.describe()}")
     if not result.success:
         print(f"fmi-adjoint: note: the optimizer stopped before convergence ({result.message}); the result is the "
               "best design found: raise --max-iterations to continue.", file=sys.stderr)

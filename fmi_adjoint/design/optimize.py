@@ -29,6 +29,7 @@ class DesignIteration:
     criterion: float
     penalty: float
     gradient_norm: float
+    penalty_weight: float
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -102,39 +103,43 @@ def run_design(problem: DesignProblem, *, max_iterations: int = 200, z_start: np
         value = evaluate(z)
         return value.objective, value.gradient
 
-    start = evaluate(z0)
-    history = [DesignIteration(0, start.objective, start.criterion, start.penalty,
-                               float(np.linalg.norm(start.gradient)))]
-    if progress:
-        progress(history[0])
-
-    def callback(z: np.ndarray) -> None:
-        value = evaluate(z)
+    def record(value: DesignValue) -> None:
         entry = DesignIteration(len(history), value.objective, value.criterion, value.penalty,
-                                float(np.linalg.norm(value.gradient)))
+                                float(np.linalg.norm(value.gradient)), problem.penalty_weight)
         history.append(entry)
         if progress:
             progress(entry)
 
+    history: list[DesignIteration] = []
+    start = evaluate(z0)
+    record(start)
     lo, hi = problem.spec.bounds
     bounds = [(lo, hi)] * len(z0) if problem.spec.bound_map.box else None
-    options = {"maxiter": max_iterations, "ftol": 1e-13, "gtol": 1e-9, "maxcor": 20}
-    result = minimize(fun, z0, jac=True, method="L-BFGS-B", callback=callback, bounds=bounds, options=options)
-    z, moved = _shift_switches(problem, np.asarray(result.x), evaluate) if polish else (np.asarray(result.x), 0)
+
+    def stage(z: np.ndarray) -> tuple[np.ndarray, bool, str]:
+        """Minimize from ``z`` with what is left of the iteration budget."""
+        left = max_iterations - (len(history) - 1)
+        if left <= 0:
+            return z, False, "iteration budget used up"
+        options = {"maxiter": left, "ftol": 1e-13, "gtol": 1e-9, "maxcor": 20}
+        result = minimize(fun, z, jac=True, method="L-BFGS-B", callback=lambda x: record(evaluate(x)),
+                          bounds=bounds, options=options)
+        return np.asarray(result.x), bool(result.success), str(result.message)
+
+    z, success, message = stage(z0)
+    z, moved = _shift_switches(problem, z, evaluate) if polish else (z, 0)
     if moved:
-        result = minimize(fun, z, jac=True, method="L-BFGS-B", callback=callback, bounds=bounds, options=options)
+        z, success, message = stage(z)
     for _ in range(PENALTY_RAISES):
-        if not _violated(problem, evaluate(result.x)):
+        if not _violated(problem, evaluate(z)) or len(history) > max_iterations:
             break
         # Sequential penalty method: a tenfold weight, continued from here (problem docstring).
         problem = problem.with_penalty_weight(10.0 * problem.penalty_weight)
         last.clear()
-        result = minimize(fun, result.x, jac=True, method="L-BFGS-B", callback=callback, bounds=bounds,
-                          options=options)
-    final = problem.evaluate(result.x)
-    return DesignResult(problem=problem, z_start=z0, z=np.asarray(result.x), start=start, final=final,
-                        history=tuple(history), evaluations=count[0] + 1, success=bool(result.success),
-                        message=str(result.message))
+        z, success, message = stage(z)
+    final = problem.evaluate(z)
+    return DesignResult(problem=problem, z_start=z0, z=z, start=start, final=final, history=tuple(history),
+                        evaluations=count[0] + 1, success=success, message=message)
 
 
 #: How often the penalty weight may be raised tenfold, and the violations that make it so:

@@ -114,7 +114,8 @@ def design_record(result: DesignResult) -> dict[str, Any]:
             "ratio": dict(zip(names, _numbers(ratio))),
         },
         "history": [{"iteration": h.iteration, "criterion": _number(h.criterion), "penalty": _number(h.penalty),
-                     "objective": _number(h.objective), "gradient_norm": _number(h.gradient_norm)}
+                     "objective": _number(h.objective), "gradient_norm": _number(h.gradient_norm),
+                     "penalty_weight": h.penalty_weight}
                     for h in result.history],
         "constraints": {
             "end": {name: float(v) for name, v in spec.end.items()},
