@@ -25,6 +25,7 @@ from fmi_adjoint.compiled import compile_second_order
 from fmi_adjoint.costs import LeastSquaresCost
 from fmi_adjoint.design import CRITERIA, FisherSetup, criterion_gradient, fisher_matrix, sensitivities
 from fmi_adjoint.engines import PythonEngine
+from fmi_adjoint.native import build_native, native_second_order
 
 MODEL = "slider_crank"
 PARAMS = ("c_s", "d_s", "phi0", "l")
@@ -83,6 +84,27 @@ def test_second_order_functions_equal_differences_of_the_first_order_ones(setup)
     fd = np.array([_fd(lambda x: phi(x, traj.p), x0, k) for k in range(len(x0))]
                   + [_fd(lambda p: phi(x0, p), traj.p, k) for k in range(n_p)])
     np.testing.assert_allclose(exact, fd, rtol=0, atol=GRADIENT_VS_FD * np.abs(fd).max())
+
+
+def test_the_c_second_order_functions_equal_the_numpy_ones(setup):
+    """Printed to C from the same table (``build_native(..., second_order=True)``)."""
+    native, _, second, fisher = setup
+    model = native.compiled
+    c_second = native_second_order(build_native(model.model, second_order=True))
+    traj = native.simulate(t_end=T_END, step=STEP)
+    rng = np.random.default_rng(9)
+    rows, n, m, n_y, n_p = traj.n_steps + 1, model.n, model.m, model.n_y, model.n_p
+    extra = [rng.standard_normal((rows, 2, k)) for k in (n, n, m, n_y, n, n, n, m, n_p)]
+    state = (traj.q[:, None], traj.v[:, None], traj.a[:, None], traj.lam[:, None],
+             np.broadcast_to(traj.t[:, None], (rows, 2)), traj.p)
+    for got, ref in zip(c_second.step_second(*state, *extra), second.step_second(*state, *extra)):
+        np.testing.assert_allclose(got, ref, rtol=0, atol=ENGINES_AGREE * np.abs(ref).max())
+    z = traj.init.split()
+    n_z = sum(len(x) for x in z)
+    weights, direction, dp = rng.standard_normal((3, n_z)), rng.standard_normal((3, n_z)), rng.standard_normal((3, n_p))
+    init = (*(np.broadcast_to(x, (3, len(x))) for x in z), np.zeros(3), traj.p, weights, direction, dp)
+    for got, ref in zip(c_second.init_second(*init), second.init_second(*init)):
+        np.testing.assert_allclose(got, ref, rtol=0, atol=ENGINES_AGREE * np.abs(ref).max())
 
 
 def test_the_engines_sweeps_agree_and_reproduce_the_adjoint_gradient(setup):

@@ -41,7 +41,7 @@ from ..errors import ModelError, NoCCodeError
 from ..integrate import Trajectory
 from ..integrate.hht import time_grid
 from ..model import Model
-from ..native import build_native
+from ..native import build_native, native_second_order
 from ..toolchain import c_compiler
 from .criteria import AbstractCriterion, AOptimal
 from .fisher import FisherSetup, Sensitivities, criterion_gradient, fisher_matrix, sensitivities
@@ -224,16 +224,19 @@ class DesignProblem:
         cache = cache or BuildCache.default()
         derivation = Derivation(designed)
         compiled = compile_model(designed, cache=cache, derivation=derivation)
-        second = compile_second_order(designed, cache=cache, derivation=derivation)
         built: AbstractEngine = PythonEngine(compiled)
+        second: SecondOrder | None = None
         if engine is not PythonEngine and c_compiler() is not None:
             try:
-                built = NativeEngine(compiled, build_native(designed, cache=cache, derivation=derivation))
+                library = build_native(designed, cache=cache, derivation=derivation, second_order=True)
+                built, second = NativeEngine(compiled, library), native_second_order(library)
             except NoCCodeError:
                 if engine is NativeEngine:
                     raise
         elif engine is NativeEngine:
             raise ModelError("the native engine needs a C compiler; install gcc or clang, or use the Python engine.")
+        if second is None:
+            second = compile_second_order(designed, cache=cache, derivation=derivation)
         params = np.array([compiled.parameter_index(name) for name in spec.params], dtype=int)
         outputs = set(compiled.output_names)
         for option, names in (("--noise", spec.noise), ("--end", spec.end), ("--limit", spec.limits)):

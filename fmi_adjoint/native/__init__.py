@@ -1,7 +1,8 @@
 """The native C engine: generated model code, runtime, build through the cache, ctypes binding."""
 
-from .library import ENGINE_RUNTIME, RUNTIME_DIR, NativeLibrary, build_native, find_c_compiler, write_sources
+from .library import (ENGINE_RUNTIME, RUNTIME_DIR, NativeLibrary, build_native, find_c_compiler, native_second_order,
+                      write_sources)
 from .model_code import model_c_sources
 
 __all__ = ["ENGINE_RUNTIME", "RUNTIME_DIR", "NativeLibrary", "build_native", "find_c_compiler", "model_c_sources",
-           "write_sources"]
+           "native_second_order", "write_sources"]

@@ -16,12 +16,14 @@ import platform
 import shutil
 import sysconfig
 from pathlib import Path
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
 from ..cache import BuildCache, compiler_fingerprint, fingerprint
-from ..compiled import Derivation, model_key
+from ..compiled import (SECOND_INIT_ARGS, SECOND_STEP_ARGS, Derivation, SecondOrder, model_key,
+                        second_order_table)
 from ..errors import CompilerError, ConvergenceError, FmiAdjointError
 from ..integrate.schemes import AbstractScheme
 from ..model import Model
@@ -291,8 +293,12 @@ def native_key(model: Model, compiler: str) -> str:
 
 
 def build_native(model: Model, *, cache: BuildCache | None = None,
-                 derivation: Derivation | None = None) -> NativeLibrary:
+                 derivation: Derivation | None = None, second_order: bool = False) -> NativeLibrary:
     """Generate, compile (through the build cache) and load the native engine of ``model``.
+
+    ``second_order``: the library also carries the second-order functions
+    (:func:`fmi_adjoint.compiled.second_order_table`, for optimal input design) and their
+    batch drivers; :func:`native_second_order` wraps them.
 
     Raises
     ------
@@ -305,15 +311,18 @@ def build_native(model: Model, *, cache: BuildCache | None = None,
     derivation = derivation or Derivation(model)
     cache = cache or BuildCache.default()
 
+    extra = second_order_table(derivation.derivatives) if second_order else ()
+
     def build(folder: Path) -> None:
-        sources = write_sources(model_c_sources(derivation, defaults=False), folder / "src",
+        sources = write_sources(model_c_sources(derivation, defaults=False, extra_rows=extra), folder / "src",
                                 ENGINE_RUNTIME + (_DRIVER,))
         compile_shared(sources, folder / _LIBRARY, flags=_FLAGS, optimize=_OPTIMIZE,
                        what=f"the C engine of '{model.name}'", compiler=compiler)
         shutil.rmtree(folder / "src")
 
     try:
-        entry = cache.entry("native", native_key(model, compiler), build)
+        key = native_key(model, compiler)
+        entry = cache.entry("native", fingerprint(key, "second order") if second_order else key, build)
         dll = ctypes.CDLL(str(entry / _LIBRARY))
     except FmiAdjointError:
         raise
@@ -326,3 +335,46 @@ def build_native(model: Model, *, cache: BuildCache | None = None,
     sizes = (ctypes.c_int * 4)()
     dll.fa_sizes(sizes)
     return NativeLibrary(model, dll, entry, sizes[0], sizes[1], sizes[2], sizes[3], int(dll.fa_engine_state_size()))
+
+
+def native_second_order(library: NativeLibrary) -> SecondOrder:
+    """The second-order functions of a library built with ``second_order=True``, with the
+    calling convention of the numpy ones (:class:`fmi_adjoint.compiled.SecondOrder`:
+    arguments broadcast over leading batch axes, ``t`` giving the batch shape)."""
+    d = library.library
+    sizes = {"q": library.n, "v": library.n, "a": library.n, "lam": library.m, "mu": library.m, "nu": library.m,
+             "wM": library.n, "wF": library.n, "wC": library.m, "wY": library.n_y, "dq": library.n, "dv": library.n,
+             "da": library.n, "dlam": library.m, "dp": library.n_p, "wG": 3 * library.n + 3 * library.m,
+             "dz": 3 * library.n + 3 * library.m}
+
+    def batched(name: str, groups: tuple[str, ...], outputs: tuple[int, ...]) -> Callable[..., tuple[np.ndarray, ...]]:
+        function = getattr(d, f"fa_{name}_batch")
+
+        def call(*args: np.ndarray) -> tuple[np.ndarray, ...]:
+            named = dict(zip(groups, args))
+            shape = np.shape(named["t"])
+            count = int(np.prod(shape))
+            arrays = []
+            for group in groups:
+                value = np.asarray(named[group], dtype=float)
+                if group == "p":
+                    arrays.append(np.ascontiguousarray(value))
+                    if value.shape != (library.n_p,):
+                        raise FmiAdjointError(f"native engine: p has shape {value.shape}; the model needs "
+                                              f"({library.n_p},).")
+                elif group == "t":
+                    arrays.append(np.ascontiguousarray(np.broadcast_to(value, shape).reshape(count)))
+                else:
+                    full = np.broadcast_to(value, shape + (sizes[group],))
+                    arrays.append(np.ascontiguousarray(full.reshape(count, sizes[group])))
+            results = [np.zeros((count, size)) for size in outputs]
+            function(ctypes.c_long(count), *(_pointer(a) for a in arrays), *(_pointer(r) for r in results))
+            return tuple(r.reshape(shape + (r.shape[1],)) for r in results)
+
+        return call
+
+    n_z = 3 * library.n + 3 * library.m
+    return SecondOrder(
+        step_second=batched("step_second", SECOND_STEP_ARGS,
+                            (library.n, library.n, library.n, library.m, library.n_p)),
+        init_second=batched("init_second", SECOND_INIT_ARGS, (n_z, library.n_p)))
