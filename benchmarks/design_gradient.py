@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fmi_adjoint.design import DesignProblem, DesignSpec, run_design
+from fmi_adjoint.design import DesignProblem, DesignSpec, criterion_named, run_design
 from fmi_adjoint.examples import EXAMPLES_DIR
 from fmi_adjoint.model_file import load_model
 from _timing import best_of  # benchmarks/_timing.py (the script folder is on sys.path)
@@ -50,24 +50,31 @@ class Example:
     knots: int
     end: dict[str, float]
     max_iterations: int
+    criterion: str = "A"
+    #: Start knot values (default: the spec's constant start).
+    start: tuple[float, ...] | None = None
+    #: Also print the standard errors of the thesis's sine comparison input.
+    comparison_sine: bool = False
 
 
 EXAMPLES = (
     # Lauss et al. (2018): an extra force on the load mass on top of the paper's sweep.
-    Example("engine_mount", "F_ext", ("c_E1", "d_E"), {"a1": 0.1}, (-50.0, 50.0), 20, {}, 20),
+    Example("engine_mount", "F_ext", ("c_E1", "d_E", "d_H2"), {"a1": 0.005}, (-50.0, 50.0), 20, {}, 40, "D"),
     # Dissertation Sec. 5.3.2: the undamped oscillator (optimum: bang-bang, one switch).
-    Example("single_mass", "u", ("c",), {"x": 0.01}, (-1.0, 1.0), 20, {}, 50),
+    Example("single_mass", "u", ("c",), {"x": 0.01}, (-1.0, 1.0), 20, {}, 150,
+            start=tuple(np.linspace(0.5, -0.5, 20))),  # from the constant start it stays at u = +1 (a local optimum)
     # Sec. 5.3.3: two masses, T = 1 s, at rest at the end.
-    Example("two_mass", "F", ("c2",), {"x2": 1e-4}, (-10.0, 10.0), 20, {"v1": 0.0, "v2": 0.0}, 50),
+    Example("two_mass", "F", ("c2",), {"x2": 1e-4}, (-10.0, 10.0), 20, {"v1": 0.0, "v2": 0.0}, 150),
     # Sec. 5.3.4: cart pendulum, hanging still at the end.
     Example("cart_pendulum", "F", ("d_p", "s_p"), {"phi": 0.01}, (-2.0, 2.0), 20,
-            {"phi": 0.0, "v_c": 0.0, "omega": 0.0}, 50),
+            {"phi": 0.0, "v_c": 0.0, "omega": 0.0}, 150, "D", comparison_sine=True),
 )
 
 
 def measure(example: Example, path: Path, iterations: int | None) -> None:
     spec = DesignSpec(input=example.input, params=example.params, knots=example.knots, bounds=example.bounds,
-                      noise=example.noise, end=example.end)
+                      noise=example.noise, end=example.end, criterion=criterion_named(example.criterion),
+                      start=example.start)
     started = time.perf_counter()
     problem = DesignProblem.build(spec, load_model(path))
     built = time.perf_counter() - started
@@ -90,12 +97,20 @@ def measure(example: Example, path: Path, iterations: int | None) -> None:
     ratio = result.standard_errors_start / result.standard_errors_final
     print(f"  design: {len(result.history) - 1} iterations (limit {limit}), {result.evaluations} evaluations, "
           f"{seconds:.1f} s; {'converged' if result.success else 'stopped'}: {result.message}")
-    print(f"  criterion -trace M: start {result.start.criterion:.4e}, final {result.final.criterion:.4e} "
-          f"(x{result.final.criterion / result.start.criterion:.2f}); penalty {result.final.penalty:.2e}")
+    print(f"  {example.criterion}-criterion: start {result.start.criterion:.4e}, final {result.final.criterion:.4e}; "
+          f"penalty {result.final.penalty:.2e}")
     print("  standard errors start/final: " + ", ".join(f"{name} {r:.2f}" for name, r in zip(example.params, ratio)))
     if example.end:
         print("  end misses y(T) - target: " + ", ".join(f"{name} {miss:+.2e}"
                                                         for name, miss in result.end_misses().items()))
+    if example.comparison_sine:
+        # The thesis's F_comp (Sec. 5.3.4): a sine of period T with the bound as amplitude.
+        lo, hi = example.bounds
+        sine = hi * np.sin(2.0 * np.pi * problem.knot_times / problem.knot_times[-1])
+        se_comp = problem.standard_errors(problem.fisher(problem.spec.bound_map.inverse(sine, lo, hi))[0])
+        print("  standard errors F_0 / F_comp / F_opt: " + ", ".join(
+            f"{name} {a:.3g} / {b:.3g} / {c:.3g}" for name, a, b, c in
+            zip(example.params, result.standard_errors_start, se_comp, result.standard_errors_final)))
     knots = np.round(result.final.knots, 2)
     print(f"  final knots: {' '.join(f'{k:g}' for k in knots)}")
 
