@@ -24,7 +24,7 @@ import pytest
 import pontryagin
 from tolerances import GRADIENT_VS_FD, ORDER
 
-from fmi_adjoint.design import BoxBounds, DesignProblem, DesignSpec, criterion_named, run_design
+from fmi_adjoint.design import BoxBounds, CubicSpline, DesignProblem, DesignSpec, criterion_named, run_design
 from fmi_adjoint.design.montecarlo import monte_carlo
 from fmi_adjoint.examples import example_path
 from fmi_adjoint.model_file import load_model
@@ -93,6 +93,23 @@ def test_design_gradient_equals_central_differences_and_passes_a_taylor_test(nam
     remainder = [abs(objective(z + e * direction) - value.objective - e * value.gradient @ direction) for e in eps]
     slope = np.polyfit(np.log(eps), np.log(remainder), 1)[0]
     assert abs(slope - 2.0) < ORDER, f"Taylor remainders {remainder} fall with order {slope:.2f}"
+
+
+def test_a_cubic_input_is_held_inside_its_bounds_between_knots():
+    """A step of the knots from near one bound to near the other makes the natural spline
+    overshoot next to it; the
+    penalty on the signal at the steps sees it, and its gradient is exact too."""
+    problem = _problem("single_mass", 7, "A-cov", (("basis", CubicSpline()),))
+    lo, hi = problem.spec.bounds
+    z = problem.spec.bound_map.inverse(np.array([-0.99, -0.99, -0.99, 0.99, 0.99, 0.99, 0.99]), lo, hi)
+    u = problem.input_signal(z, problem.grid)
+    assert u.max() > hi and u.min() < lo
+    value = problem.evaluate(z)
+    assert value.penalty > 0
+    h = 1e-6 * (hi - lo)  # small: where u crosses a bound, the penalty's second derivative jumps
+    fd = np.array([(problem.evaluate(z + h * e, gradient=False).objective
+                    - problem.evaluate(z - h * e, gradient=False).objective) / (2 * h) for e in np.eye(len(z))])
+    np.testing.assert_allclose(value.gradient, fd, rtol=0, atol=GRADIENT_VS_FD * np.abs(fd).max())
 
 
 def test_single_mass_design_converges_to_the_pontryagin_switch():

@@ -159,6 +159,10 @@ def _violated(problem: DesignProblem, value: DesignValue) -> bool:
     for name, limit in spec.limits.items():
         if float(np.abs(Y[:, names.index(name)]).max()) > (1.0 + VIOLATION_TOLERANCE) * limit:
             return True
+    lo, hi = spec.bounds
+    u = problem.signal_matrix @ value.knots
+    if float(np.max(np.maximum(u - hi, lo - u))) > VIOLATION_TOLERANCE * (hi - lo):
+        return True
     if spec.rate is not None:
         slope = np.abs(np.diff(value.knots) / np.diff(problem.knot_times))
         if float(slope.max()) > (1.0 + VIOLATION_TOLERANCE) * spec.rate:

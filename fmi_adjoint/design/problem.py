@@ -16,6 +16,8 @@ rule through the bound map ``psi``).  The penalties are the dissertation's scrap
 * end conditions ``y_o(T) = target``: ``W ((y_o(T) - target)/scale_o)^2``;
 * amplitude limits ``|y_o(t_s)| <= L_o``: ``W sum_s ((|y_o| - L_o)_+ / L_o)^2 / n_samples``;
 * a rate bound ``|xi_{k+1} - xi_k| / dt_k <= r``: ``W sum_k ((|.| - r)_+ / r)^2``;
+* the input itself at the steps, ``lo <= u_i <= hi``: ``W sum_i (excess_i/(hi - lo))^2 /
+  n_steps``, which only a cubic spline can violate (between its knots);
 
 with ``W = 100`` at first (a 1 % violation costs 1 % of the start criterion) and ``scale_o``
 the largest ``|y_o|`` of the start run.  Quadratic exterior penalties: once differentiable,
@@ -187,6 +189,9 @@ class DesignProblem:
         self.knot_index = knot_index
         self.grid = grid
         self.penalty_weight = float(penalty_weight)
+        # The signal at the steps is linear in the knots: u = signal_matrix @ xi.
+        signal = model.signals[-1]
+        self.signal_matrix = np.array([np.interp(grid, times, values) for times, values in signal.tables]).T
 
     def with_penalty_weight(self, weight: float) -> DesignProblem:
         """The same problem with another penalty weight ``W`` (module docstring)."""
@@ -374,12 +379,18 @@ class DesignProblem:
             d = 2.0 * weight * excess * np.sign(slope) / self.spec.rate / np.diff(self.knot_times)
             rate_gradient[1:] += d
             rate_gradient[:-1] -= d
+        # Between knots a cubic spline can leave [lo, hi] although its knots are inside: the
+        # signal at the steps (u = Phi xi, linear in the knots) is held in by a penalty too.
+        lo, hi = self.spec.bounds
+        u = self.signal_matrix @ knots
+        outside = (np.maximum(u - hi, 0.0) - np.maximum(lo - u, 0.0)) / (hi - lo)
+        penalty += weight * float(np.sum(outside * outside)) / len(u)
+        rate_gradient += self.signal_matrix.T @ (2.0 * weight * outside / (hi - lo) / len(u))
         objective = value / self.scale + penalty
         grad = np.zeros_like(z)
         if gradient and math.isfinite(value):
             full = criterion_gradient(self.engine, traj, self.setup, dpsi / self.scale, self.second, sens,
                                       output_seed=seed)
-            lo, hi = self.spec.bounds
             dknots = full[self.knot_index] + rate_gradient
             grad = dknots * self.spec.bound_map.derivative(z, lo, hi)
         return DesignValue(objective=float(objective), gradient=grad, criterion=float(value), penalty=float(penalty),

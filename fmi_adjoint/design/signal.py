@@ -72,7 +72,9 @@ class CubicSpline(AbstractBasis):
     """The natural cubic spline through the knot values (zero curvature at both ends).
 
     Its cardinal functions are tabulated at the step times, so the engines see the spline
-    exactly at every step (between steps nothing is evaluated)."""
+    exactly at every step (between steps nothing is evaluated).  Between knots the spline can
+    overshoot the bounds its knots respect; the design holds it in by a penalty on the signal
+    at the steps (:mod:`fmi_adjoint.design.problem`)."""
 
     name: ClassVar[str] = "cubic"
 
