@@ -545,28 +545,40 @@ def compile_model(model: Model | SymbolicModel, *, cache: BuildCache | None = No
         codes = {name: compile_source(name, source) for name, source in sources.items()}
         (folder / "numpy.marshal").write_bytes(marshal.dumps(codes))
 
+    def extra(entry: Path, sources: dict[str, str]) -> dict:
+        codes = marshal.loads((entry / "numpy.marshal").read_bytes())
+        if not isinstance(codes, dict) or set(codes) != set(sources):
+            raise ValueError("the byte code does not match the sources")
+        return codes
+
+    structure, sources, codes = _cached_sources(model, cache, "model", "numpy.json", build, extra)
+    numeric = None
+    if any(isinstance(e, AbstractNumericElement) for e in model.forces):
+        # Numeric elements are Python code: their callables come from the assembled model.
+        numeric = derivation.derivatives.sym if derivation._derivatives is not None else assemble(model)
+    return _assemble_compiled(model, structure, sources, numeric, codes)  # type: ignore[arg-type]
+
+
+def _cached_sources(model: Model, cache: BuildCache, kind: str, filename: str, build: Callable[[Path], None],
+                    extra: Callable[[Path, dict[str, str]], object]) -> tuple[ModelStructure, dict[str, str], object]:
+    """``(structure, sources, extra(entry, sources))`` of the cache entry ``kind`` of ``model``
+    (built by ``build`` when missing); an unwritable cache or an unreadable entry is one
+    error naming the fix."""
     try:
-        entry = cache.entry("model", model_key(model), build)
+        entry = cache.entry(kind, model_key(model), build)
     except FmiAdjointError:
         raise
     except OSError as exc:
         raise CacheError(f"writing the build cache {cache.root} failed ({exc.strerror or exc}); free space there "
                          "or set FMI_ADJOINT_CACHE to a writable folder.") from None
     try:
-        payload = json.loads((entry / "numpy.json").read_text())
+        payload = json.loads((entry / filename).read_text())
         structure = ModelStructure.from_json(payload["structure"])
         sources = {str(k): str(v) for k, v in payload["sources"].items()}
-        codes = marshal.loads((entry / "numpy.marshal").read_bytes())
-        if not isinstance(codes, dict) or set(codes) != set(sources):
-            raise ValueError("the byte code does not match the sources")
+        return structure, sources, extra(entry, sources)
     except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
         raise ModelError(f"the build cache entry {entry} of model '{model.name}' is unreadable ({exc}); "
                          "run 'fmi-adjoint cache clear'.") from None
-    numeric = None
-    if any(isinstance(e, AbstractNumericElement) for e in model.forces):
-        # Numeric elements are Python code: their callables come from the assembled model.
-        numeric = derivation.derivatives.sym if derivation._derivatives is not None else assemble(model)
-    return _assemble_compiled(model, structure, sources, numeric, codes)
 
 
 def _assemble_compiled(definition: Model, structure: ModelStructure, sources: dict[str, str],
@@ -613,22 +625,11 @@ def compile_second_order(model: Model, *, cache: BuildCache | None = None,
         payload = {"format": 1, "structure": ModelStructure.of(d).to_json(), "sources": sources}
         (folder / "second.json").write_text(json.dumps(payload))
 
-    try:
-        entry = cache.entry("second", model_key(model), build)
-    except FmiAdjointError:
-        raise
-    except OSError as exc:
-        raise CacheError(f"writing the build cache {cache.root} failed ({exc.strerror or exc}); free space there "
-                         "or set FMI_ADJOINT_CACHE to a writable folder.") from None
-    try:
-        payload = json.loads((entry / "second.json").read_text())
-        structure = ModelStructure.from_json(payload["structure"])
-        sources = {str(k): str(v) for k, v in payload["sources"].items()}
+    def check(entry: Path, sources: dict[str, str]) -> None:
         if set(sources) != {"step_second", "init_second"}:
             raise ValueError("unexpected functions")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ModelError(f"the build cache entry {entry} of model '{model.name}' is unreadable ({exc}); "
-                         "run 'fmi-adjoint cache clear'.") from None
+
+    structure, sources, _ = _cached_sources(model, cache, "second", "second.json", build, check)
     tables = {name: (times, values) for name, times, values in structure.tables}
     numeric = None
     if any(isinstance(e, AbstractNumericElement) for e in model.forces):

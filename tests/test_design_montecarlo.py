@@ -1,7 +1,7 @@
 """Monte-Carlo check of the predicted standard errors (:mod:`fmi_adjoint.design.montecarlo`).
 
-Model: the undamped single-mass oscillator ``m x'' = -c x + u`` (``m = 1``, ``c = 1``,
-``T = 2 pi``, step 0.01, 629 samples), input ``u`` on 9 knots in ``[-1, 1]``, parameter ``c``,
+Model: the bundled single_mass, the undamped oscillator ``m x'' = -c x + u`` (``m = 1``, ``c = 1``,
+``T = 2 pi``), here with the step 0.01 (629 samples), input ``u`` on 9 knots in ``[-1, 1]``, parameter ``c``,
 output ``x`` measured with ``sigma = 0.05``.  Two inputs:
 
 * weak: the constant ``u = 0.2`` (``x = 0.2 (1 - cos t)``);
@@ -37,6 +37,7 @@ import pytest
 from fmi_adjoint.design import DesignProblem, DesignSpec
 from fmi_adjoint.design.montecarlo import monte_carlo, monte_carlo_record
 from fmi_adjoint.errors import ModelError
+from fmi_adjoint.examples import example_path
 from fmi_adjoint.model_file import load_model
 
 #: Noisy re-identifications per input (the issue asks for at least 50).
@@ -50,61 +51,15 @@ RATIO_TOLERANCE = 0.20
 
 KNOTS = 9
 
-OSCILLATOR = """\
-[model]
-name = "mc_oscillator"
-description = "Undamped single-mass oscillator with an input force"
-
-[simulation]
-t_end = "2*pi"
-step = 0.01
-alpha = 0.0
-
-[parameters]
-m = { value = 1.0, unit = "kg", description = "mass" }
-c = { value = 1.0, unit = "N/m", description = "stiffness" }
-
-[inputs]
-u = { value = 0.0, unit = "N", description = "input force" }
-
-[[coordinates]]
-name = "x"
-kind = "translational"
-mass = "m"
-
-[[forces]]
-type = "linear_spring_damper"
-name = "spring"
-coordinates = ["x"]
-stiffness = "c"
-damping = 0.0
-free_length = 0.0
-
-[[forces]]
-type = "load"
-name = "input_force"
-coordinate = "x"
-expression = "u"
-
-[[outputs]]
-name = "x"
-expression = "x"
-
-[[outputs]]
-name = "v"
-expression = "der(x)"
-"""
-
-
 def _spec(**changes) -> DesignSpec:
-    return DesignSpec(input="u", params=("c",), knots=KNOTS, bounds=(-1.0, 1.0), noise={"x": 0.05}, **changes)
+    return DesignSpec(input="u", params=("c",), knots=KNOTS, bounds=(-1.0, 1.0), noise={"x": 0.05}, step=0.01,
+                      **changes)
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("montecarlo") / "oscillator.toml"
-    path.write_text(OSCILLATOR)
-    return load_model(path)
+def model():
+    """The bundled single_mass (Sec. 5.3.2), run here with the step 0.01."""
+    return load_model(example_path("single_mass"))
 
 
 @pytest.fixture(scope="module")
