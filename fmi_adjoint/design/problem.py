@@ -166,37 +166,37 @@ class DesignValue:
     trajectory: Trajectory
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
 class DesignProblem:
     """A design problem, built: engine of the signal model, second-order functions, the
     Fisher setup and the fixed scales (start criterion, output scales).
 
-    Immutable after :meth:`build`; ``evaluate`` has no state between calls.
+    Frozen; ``evaluate`` has no state between calls.  Build it with :meth:`build`.
     """
 
-    def __init__(self, spec: DesignSpec, model: Model, engine: AbstractEngine, second: SecondOrder,
-                 setup: FisherSetup, criterion: AbstractCriterion, scale: float, output_scale: dict[str, float],
-                 knot_times: np.ndarray, knot_index: np.ndarray, grid: np.ndarray,
-                 penalty_weight: float = PENALTY_WEIGHT):
-        self.spec = spec
-        self.model = model
-        self.engine = engine
-        self.second = second
-        self.setup = setup
-        self.criterion = criterion
-        self.scale = scale
-        self.output_scale = output_scale
-        self.knot_times = knot_times
-        self.knot_index = knot_index
-        self.grid = grid
-        self.penalty_weight = float(penalty_weight)
-        # The signal at the steps is linear in the knots: u = signal_matrix @ xi.
-        signal = model.signals[-1]
-        self.signal_matrix = np.array([np.interp(grid, times, values) for times, values in signal.tables]).T
+    spec: DesignSpec
+    model: Model
+    engine: AbstractEngine
+    second: SecondOrder
+    setup: FisherSetup
+    criterion: AbstractCriterion
+    scale: float
+    output_scale: dict[str, float]
+    knot_times: np.ndarray
+    knot_index: np.ndarray
+    grid: np.ndarray
+    penalty_weight: float = PENALTY_WEIGHT
+    #: The signal at the steps is linear in the knots: ``u = signal_matrix @ xi``.
+    signal_matrix: np.ndarray = dataclasses.field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        tables = self.model.signals[-1].tables
+        object.__setattr__(self, "signal_matrix",
+                           np.array([np.interp(self.grid, times, values) for times, values in tables]).T)
 
     def with_penalty_weight(self, weight: float) -> DesignProblem:
         """The same problem with another penalty weight ``W`` (module docstring)."""
-        return DesignProblem(self.spec, self.model, self.engine, self.second, self.setup, self.criterion, self.scale,
-                             self.output_scale, self.knot_times, self.knot_index, self.grid, weight)
+        return dataclasses.replace(self, penalty_weight=float(weight))
 
     @property
     def compiled(self) -> CompiledModel:
@@ -291,8 +291,7 @@ class DesignProblem:
         for name in {**self.spec.end, **self.spec.limits}:
             largest = float(np.abs(Y[:, names.index(name)]).max())
             output_scale[name] = largest if largest > 0 else 1.0
-        return DesignProblem(self.spec, self.model, self.engine, self.second, self.setup, criterion, scale,
-                             output_scale, self.knot_times, self.knot_index, self.grid, self.penalty_weight)
+        return dataclasses.replace(self, criterion=criterion, scale=scale, output_scale=output_scale)
 
     def _check_visible(self, M: np.ndarray) -> None:
         """A parameter the measured outputs do not see makes ``M`` singular: name it."""
