@@ -16,6 +16,7 @@ index-3 model the thesis could not treat).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -26,6 +27,7 @@ from tolerances import GRADIENT_VS_FD, ORDER
 
 from fmi_adjoint.design import BoxBounds, CubicSpline, DesignProblem, DesignSpec, criterion_named, run_design
 from fmi_adjoint.design.montecarlo import monte_carlo
+from fmi_adjoint.errors import ConvergenceError, ModelError
 from fmi_adjoint.examples import example_path
 from fmi_adjoint.model_file import load_model
 
@@ -171,3 +173,46 @@ def test_designed_input_lowers_the_bounds_and_monte_carlo_follows_them(name):
         predicted = runs[label].predicted / runs["F_opt"].predicted
         assert np.all(np.abs(empirical / predicted - 1.0) <= SPREAD_RATIO), (
             f"{name}: spread ratio {label}/F_opt empirical {empirical}, predicted {predicted}")
+
+
+def _single_mass(**changes) -> DesignProblem:
+    spec = DesignSpec(**{**EXAMPLES["single_mass"], "knots": 6, **changes})
+    return DesignProblem.build(spec, load_model(example_path("single_mass")))
+
+
+@pytest.mark.parametrize(("changes", "words"), [
+    ({"params": ("u",)}, "is an input, not a parameter"),
+    ({"basis": CubicSpline(), "knots": 2}, "at least 3 knots"),
+    ({"knots": 9, "t_end": 0.01}, "more than the 4 step times"),
+    ({"sample": 10.0}, "longer than the experiment"),
+    ({"input": "v"}, "has no input 'v'"),
+    ({"noise": {"y": 1.0}}, "--noise y"),
+], ids=["input as parameter", "cubic K<3", "knots between steps", "sample interval", "unknown input",
+        "unknown output"])
+def test_bad_designs_are_refused_by_name(changes, words):
+    with pytest.raises(ModelError, match=words):
+        _single_mass(**changes)
+
+
+def test_an_input_that_acts_on_nothing_and_a_parameter_at_zero_are_named():
+    model = load_model(example_path("single_mass"))
+    silent = dataclasses.replace(model, forces=tuple(f for f in model.forces if f.name != "input_force"))
+    with pytest.raises(ModelError, match="input 'u' acts on nothing"):
+        DesignProblem.build(DesignSpec(**{**EXAMPLES["single_mass"], "knots": 4}), silent)
+    with pytest.raises(ModelError, match="parameter 'c' has the nominal value 0"):
+        DesignProblem.build(DesignSpec(**{**EXAMPLES["single_mass"], "knots": 4}), model.with_values({"c": 0.0}))
+
+
+def test_a_trial_input_whose_run_fails_is_a_bad_step_not_the_end(tmp_path):
+    """A softening spring that escapes when pushed too hard: the line search meets inputs on
+    which Newton fails; the design backs off from them and ends with a result."""
+    text = (example_path("single_mass").read_text()
+            .replace('expression = "u"', 'expression = "u + 0.6*x**3"'))
+    path = tmp_path / "softening.toml"
+    path.write_text(text)
+    spec = DesignSpec(**{**EXAMPLES["single_mass"], "bounds": (-3.0, 3.0), "knots": 6, "start": 0.1})
+    problem = DesignProblem.build(spec, load_model(path))
+    with pytest.raises(ConvergenceError):
+        problem.evaluate(problem.spec.bound_map.inverse(np.full(6, 2.9), -3.0, 3.0))
+    result = run_design(problem, max_iterations=15)
+    assert result.final.criterion < result.start.criterion

@@ -25,6 +25,7 @@ from fmi_adjoint.compiled import compile_second_order
 from fmi_adjoint.costs import LeastSquaresCost
 from fmi_adjoint.design import CRITERIA, FisherSetup, criterion_gradient, fisher_matrix, sensitivities
 from fmi_adjoint.engines import PythonEngine
+from fmi_adjoint.integrate import GeneralizedAlpha
 from fmi_adjoint.native import build_native, native_second_order
 
 MODEL = "slider_crank"
@@ -134,13 +135,17 @@ def test_the_engines_sweeps_agree_and_reproduce_the_adjoint_gradient(setup):
         np.testing.assert_allclose(got, reference, rtol=0, atol=ENGINES_AGREE * np.abs(reference).max())
 
 
-@pytest.mark.parametrize("name", sorted(CRITERIA))
-def test_criterion_gradient_equals_finite_differences(setup, name):
+@pytest.mark.parametrize(("name", "solver"), [(name, None) for name in sorted(CRITERIA)]
+                         + [("D", GeneralizedAlpha(rho_inf=0.7))],
+                         ids=[*sorted(CRITERIA), "D-generalized-alpha"])
+def test_criterion_gradient_equals_finite_differences(setup, name, solver):
+    """Every criterion with the model's HHT, and one with generalized-alpha (the sweeps follow
+    the trajectory's scheme, its pseudo-acceleration recursion included)."""
     native, _, second, fisher = setup
     criterion = CRITERIA[name]()
 
     def run(p: np.ndarray):
-        traj = native.simulate(p, t_end=T_END, step=STEP)
+        traj = native.simulate(p, t_end=T_END, step=STEP, solver=solver)
         sens = sensitivities(native, traj, fisher.params)
         return traj, sens, fisher_matrix(traj, fisher, sens)
 

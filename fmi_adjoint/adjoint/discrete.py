@@ -107,15 +107,8 @@ def adjoint_gradient(traj: Trajectory, cost: AbstractCost) -> GradientResult:
 def adjoint_sweep(traj: Trajectory, ybar: np.ndarray, gradient: np.ndarray) -> np.ndarray:
     """The backward sweep for ``dJ/dY = ybar`` on the step grid; returns ``gradient`` (the
     explicit ``dJ/dp``) plus every term the sweep adds (see module docstring)."""
-    gradient = np.array(gradient, dtype=float)
-
-    def seeds(lin: StepLinearization) -> StateSeeds:
-        yb = ybar[lin.idx][:, :, None]
-        gradient[:] += np.einsum("kyp,kyc->p", lin.Y_p, yb)
-        return StateSeeds(*(np.einsum("kyn,kyc->knc", Y, yb) for Y in (lin.Y_q, lin.Y_v, lin.Y_a, lin.Y_lam)))
-
-    states = adjoint_states(traj, seeds, 1)
-    return gradient + states.gradient[:, 0] + initial_state_term(traj, states.w0)[:, 0]
+    sweep = adjoint_trajectory(traj, np.asarray(ybar, dtype=float)[:, :, None])
+    return np.array(gradient, dtype=float) + sweep.gradient[:, 0] + initial_state_term(traj, sweep.w0)[:, 0]
 
 
 @dataclasses.dataclass(frozen=True)

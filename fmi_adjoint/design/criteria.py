@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import ClassVar
 
 import numpy as np
@@ -111,7 +113,8 @@ class ACovariance(AbstractCriterion):
 
 
 #: Criteria by their command-line name.
-CRITERIA: dict[str, type[AbstractCriterion]] = {c.name: c for c in (AOptimal, DOptimal, EOptimal, ACovariance)}
+CRITERIA: Mapping[str, type[AbstractCriterion]] = MappingProxyType(
+    {c.name: c for c in (AOptimal, DOptimal, EOptimal, ACovariance)})
 
 
 def criterion_named(name: str) -> AbstractCriterion:

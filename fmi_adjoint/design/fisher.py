@@ -25,16 +25,21 @@ index-3 DAEs with constraints, massless nodes and parameters anywhere).  With
    sensitivity recursion: the ordinary discrete adjoint of ``J_j`` (the same transposed
    Newton matrices);
 3. the second-order terms: ``r_i = d/dx_i sum_j [Lambda_ij^T (df_i/dx_i s_ij + df_i/dx_{i-1}
-   s_{i-1,j} + df_i/dp_j) + g_ij^T dY_i/dp_j]`` and the same derivative by ``P``, from the
-   generated directional second derivatives (:func:`fmi_adjoint.compiled.second_order_table`);
-   only ``f3`` (``M a``, ``F``) and ``f4`` (``C``) are nonlinear;
+   s_{i-1,j} + df_i/dp_j) + Lambda_{i+1,j}^T (df_{i+1}/dx_i s_ij + df_{i+1}/dp_j) + g_ij^T
+   dY_i/dp_j]`` (the second bracket: the old forces ``-c_old F(x_i)`` of step ``i+1``) and the
+   same derivative by ``P``, from the generated directional second derivatives
+   (:func:`fmi_adjoint.compiled.second_order_table`); only ``f3`` (``M a``, ``F``) and ``f4``
+   (``C``) are nonlinear;
 4. one more backward sweep with the seeds ``r_i`` (plus the output penalties) gives
    ``mu_i`` and ``sum_i mu_i^T df_i/dP``;
 5. the consistent initialization closes it: ``nu_j = -G_z^-T E^T w0(Lambda_j)``, its
    second-order term ``d/d(z, P) nu_j^T (G_z zeta_j + G_p e_j)`` and ``omega = -G_z^-T
    (E^T w0(mu) + ...)``, ``omega^T G_P``.
 
-Cost: one forward run, one sensitivity run and two sweeps, whatever the number of knots.
+Cost: one forward run, one sensitivity run, the adjoint sweeps of the ``len(p)`` functionals
+``J_j`` (the native engine runs them one column at a time) and one of the state, whatever the
+number of knots.  The trajectory must be stored (no checkpoints): the second-order terms are
+evaluated at every step at once.
 """
 
 from __future__ import annotations
@@ -103,6 +108,7 @@ class Sensitivities:
 def sensitivities(engine: AbstractEngine, traj: Trajectory, params: np.ndarray) -> Sensitivities:
     """The forward sensitivities of the scheme at every step (the engine's sweep), and those
     of all outputs."""
+    traj.require_states("optimal input design")
     model = traj.model
     n, m = model.n, model.m
     S = engine.state_sensitivities(traj, params)

@@ -248,11 +248,16 @@ class _Refit:
 def monte_carlo_record(result: MonteCarloResult) -> dict:
     """The result as plain JSON values: per parameter its truth, mean, empirical and predicted
     standard deviation and their ratio; the counts; the estimates (one list per parameter)."""
+    def number(value) -> float | None:
+        """JSON has no inf or NaN (a singular Fisher matrix predicts an infinite spread): null."""
+        value = float(value)
+        return value if math.isfinite(value) else None
+
     parameters = {
-        name: {"truth": float(result.truth[j]), "mean": float(result.mean[j]), "std": float(result.std[j]),
-               "predicted_std": float(result.predicted[j]), "std_ratio": float(result.std_ratio[j]),
-               "standard_error_of_mean": float(result.standard_error_of_mean[j]),
-               "estimates": [float(v) for v in result.estimates[:, j]]}
+        name: {"truth": number(result.truth[j]), "mean": number(result.mean[j]), "std": number(result.std[j]),
+               "predicted_std": number(result.predicted[j]), "std_ratio": number(result.std_ratio[j]),
+               "standard_error_of_mean": number(result.standard_error_of_mean[j]),
+               "estimates": [number(v) for v in result.estimates[:, j]]}
         for j, name in enumerate(result.names)}
     return {"runs": result.runs, "failed": result.failed, "seed": result.seed, "simulations": result.simulations,
             "std_relative_error": result.std_relative_error, "parameters": parameters}

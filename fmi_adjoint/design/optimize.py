@@ -3,8 +3,11 @@
 The dissertation iterates a gradient method (eq. (5.15), ``delta u = -kappa H_u``, with a
 line search for ``kappa``) and reports its "quite poor but stable" linear convergence
 (Sec. 5.3.3).  With exact gradients of the discrete criterion a limited-memory quasi-Newton
-method (scipy's L-BFGS-B, no bounds: the bound map keeps the input inside) does the same
-job in far fewer simulations.
+method (scipy's L-BFGS-B: with box bounds on the knots, the default, or without bounds when a
+smooth map keeps the input inside) does the same job in far fewer simulations.
+
+A trial input whose run fails (Newton does not converge, or the sensitivities overflow) is
+treated as a bad step: the line search gets a value above every value seen and backtracks.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from collections.abc import Callable
 import numpy as np
 from scipy.optimize import minimize
 
+from ..errors import ConvergenceError
 from .problem import DesignProblem, DesignValue
 
-__all__ = ["DesignIteration", "DesignResult", "run_design"]
+__all__ = ["DesignIteration", "DesignResult", "run_design", "violations"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,8 +103,15 @@ def run_design(problem: DesignProblem, *, max_iterations: int = 200, z_start: np
             last[key] = problem.evaluate(z)
         return last[key]
 
+    worst = [0.0]
+
     def fun(z: np.ndarray) -> tuple[float, np.ndarray]:
-        value = evaluate(z)
+        try:
+            value = evaluate(z)
+        except ConvergenceError:
+            # A failed trial step: a value above all seen makes the line search backtrack.
+            return worst[0] + 1.0 + abs(worst[0]), np.zeros_like(z)
+        worst[0] = max(worst[0], value.objective)
         return value.objective, value.gradient
 
     def record(value: DesignValue) -> None:
@@ -112,6 +123,7 @@ def run_design(problem: DesignProblem, *, max_iterations: int = 200, z_start: np
 
     history: list[DesignIteration] = []
     start = evaluate(z0)
+    worst[0] = start.objective
     record(start)
     lo, hi = problem.spec.bounds
     bounds = [(lo, hi)] * len(z0) if problem.spec.bound_map.box else None
@@ -127,7 +139,7 @@ def run_design(problem: DesignProblem, *, max_iterations: int = 200, z_start: np
         return np.asarray(result.x), bool(result.success), str(result.message)
 
     z, success, message = stage(z0)
-    z, moved = _shift_switches(problem, z, evaluate) if polish else (z, 0)
+    z, moved = _shift_switches(problem, z) if polish else (z, 0)
     if moved:
         z, success, message = stage(z)
     for _ in range(PENALTY_RAISES):
@@ -138,6 +150,12 @@ def run_design(problem: DesignProblem, *, max_iterations: int = 200, z_start: np
         last.clear()
         z, success, message = stage(z)
     final = problem.evaluate(z)
+    left = violations(problem, final)
+    if any(v > VIOLATION_TOLERANCE for v in left.values()):
+        success = False
+        worst_name = max(left, key=left.__getitem__)
+        message += (f"; {worst_name} still violated by {left[worst_name]:.3g} of its scale after "
+                    f"{PENALTY_RAISES} raises of the penalty weight")
     return DesignResult(problem=problem, z_start=z0, z=z, start=start, final=final, history=tuple(history),
                         evaluations=count[0] + 1, success=success, message=message)
 
@@ -148,34 +166,38 @@ PENALTY_RAISES = 4
 VIOLATION_TOLERANCE = 1e-3
 
 
-def _violated(problem: DesignProblem, value: DesignValue) -> bool:
-    """Does a penalty term of ``value`` exceed its tolerance?"""
+def violations(problem: DesignProblem, value: DesignValue) -> dict[str, float]:
+    """What is left of each constraint, relative to its scale (0 or negative: met): end
+    conditions ``end <output>`` (miss over the output's scale), amplitude limits ``limit
+    <output>`` (excess over the limit), ``rate`` (excess over the rate) and ``bounds`` (the
+    signal at the steps outside ``[lo, hi]``, over ``hi - lo``)."""
     spec = problem.spec
     names = problem.compiled.output_names
     Y = value.trajectory.outputs()
+    out: dict[str, float] = {}
     for name, target in spec.end.items():
-        if abs(Y[-1, names.index(name)] - target) > VIOLATION_TOLERANCE * problem.output_scale[name]:
-            return True
+        out[f"end {name}"] = abs(float(Y[-1, names.index(name)]) - target) / problem.output_scale[name]
     for name, limit in spec.limits.items():
-        if float(np.abs(Y[:, names.index(name)]).max()) > (1.0 + VIOLATION_TOLERANCE) * limit:
-            return True
-    lo, hi = spec.bounds
-    u = problem.signal_matrix @ value.knots
-    if float(np.max(np.maximum(u - hi, lo - u))) > VIOLATION_TOLERANCE * (hi - lo):
-        return True
+        out[f"limit {name}"] = (float(np.abs(Y[:, names.index(name)]).max()) - limit) / limit
     if spec.rate is not None:
         slope = np.abs(np.diff(value.knots) / np.diff(problem.knot_times))
-        if float(slope.max()) > (1.0 + VIOLATION_TOLERANCE) * spec.rate:
-            return True
-    return False
+        out["rate"] = (float(slope.max()) - spec.rate) / spec.rate
+    lo, hi = spec.bounds
+    u = problem.signal_matrix @ value.knots
+    out["bounds"] = float(np.max(np.maximum(u - hi, lo - u))) / (hi - lo)
+    return out
+
+
+def _violated(problem: DesignProblem, value: DesignValue) -> bool:
+    """Does a constraint of ``value`` exceed its tolerance?"""
+    return any(v > VIOLATION_TOLERANCE for v in violations(problem, value).values())
 
 
 #: A knot counts as being on a bound within this fraction of ``hi - lo``.
 SATURATED = 1e-3
 
 
-def _shift_switches(problem: DesignProblem, z: np.ndarray, evaluate: Callable[[np.ndarray], DesignValue]
-                    ) -> tuple[np.ndarray, int]:
+def _shift_switches(problem: DesignProblem, z: np.ndarray) -> tuple[np.ndarray, int]:
     """Move the switches of a bang-bang design while the objective falls.
 
     A criterion that is concave in the input (every criterion of a model linear in the
@@ -191,7 +213,7 @@ def _shift_switches(problem: DesignProblem, z: np.ndarray, evaluate: Callable[[n
     lo, hi = problem.spec.bounds
     margin = SATURATED * (hi - lo)
     moves = 0
-    current = evaluate(z).objective
+    current = _objective(problem, z)
     improved = True
     while improved and moves < 4 * len(z):
         improved = False
@@ -203,10 +225,18 @@ def _shift_switches(problem: DesignProblem, z: np.ndarray, evaluate: Callable[[n
             for src, dst in ((k + 1, k), (k, k + 1)):
                 trial = z.copy()
                 trial[dst] = z[src]
-                value = evaluate(trial).objective
+                value = _objective(problem, trial)
                 if value < current:
                     z, current, moves, improved = trial, value, moves + 1, True
                     break
             if improved:
                 break
     return z, moves
+
+
+def _objective(problem: DesignProblem, z: np.ndarray) -> float:
+    """The objective without gradient (a failed run counts as no improvement)."""
+    try:
+        return problem.evaluate(z, gradient=False).objective
+    except ConvergenceError:
+        return np.inf

@@ -11,10 +11,12 @@ second-order functions) and :meth:`DesignProblem.evaluate` returns::
 
 with its gradient (:func:`fmi_adjoint.design.fisher.criterion_gradient`, then the chain
 rule through the bound map ``psi``).  The penalties are the dissertation's scrap function
-(Sec. 5.1.3) and smooth state constraints, in units of the start criterion:
+(Sec. 5.1.3) and smooth state constraints, in units of the start criterion (of 1 for the
+D-criterion, whose differences are already unit-free):
 
 * end conditions ``y_o(T) = target``: ``W ((y_o(T) - target)/scale_o)^2``;
-* amplitude limits ``|y_o(t_s)| <= L_o``: ``W sum_s ((|y_o| - L_o)_+ / L_o)^2 / n_samples``;
+* amplitude limits ``|y_o| <= L_o`` at every step: ``W sum_i ((|y_o| - L_o)_+ / L_o)^2 /
+  n_samples``;
 * a rate bound ``|xi_{k+1} - xi_k| / dt_k <= r``: ``W sum_k ((|.| - r)_+ / r)^2``;
 * the input itself at the steps, ``lo <= u_i <= hi``: ``W sum_i (excess_i/(hi - lo))^2 /
   n_steps``, which only a cubic spline can violate (between its knots);
@@ -39,7 +41,8 @@ import numpy as np
 from ..cache import BuildCache
 from ..compiled import CompiledModel, Derivation, SecondOrder, compile_model, compile_second_order
 from ..engines import AbstractEngine, NativeEngine, PythonEngine
-from ..errors import ModelError, NoCCodeError
+from ..forces.numeric import AbstractNumericElement
+from ..errors import ConvergenceError, ModelError, NoCCodeError
 from ..integrate import Trajectory
 from ..integrate.hht import time_grid
 from ..model import Model
@@ -215,10 +218,21 @@ class DesignProblem:
             start input's Fisher matrix is singular in its direction, named); an input
             that acts on nothing.
         """
+        numeric = [e.name for e in model.forces if isinstance(e, AbstractNumericElement)]
+        if numeric:
+            raise ModelError(f"force element '{numeric[0]}' of model '{model.name}' is numeric (Python code with "
+                             "first derivatives only); optimal input design needs second derivatives: write it as "
+                             "an expression element.")
         settings = model.simulation
         t_end = settings.t_end if spec.t_end is None else float(spec.t_end)
         step = settings.step if spec.step is None else float(spec.step)
         grid = time_grid(0.0, t_end, step)
+        if spec.knots > len(grid):
+            raise ModelError(f"--knots {spec.knots} is more than the {len(grid)} step times of the run; knots between "
+                             "steps act on nothing: give at most that many, or a smaller --step.")
+        if spec.sample is not None and spec.sample > grid[-1] - grid[0]:
+            raise ModelError(f"--sample {spec.sample:g} is longer than the experiment ({grid[-1] - grid[0]:g} s); "
+                             "give a shorter sample interval.")
         knot_times = np.linspace(grid[0], grid[-1], spec.knots)
         lo, hi = spec.bounds
         designed = signal_model(model, spec.input, knot_times, spec.start_values(), spec.basis, grid, (lo, hi))
@@ -276,10 +290,11 @@ class DesignProblem:
         traj = self.simulate(p)
         terms = self.compiled.parameter_terms(traj.q, traj.v, traj.a, traj.lam, traj.t, traj.p)
         outputs = self.compiled.output_jacobians(traj.q, traj.v, traj.a, traj.lam, traj.t, traj.p)[4]
-        acts = any(np.any(term[..., self.knot_index] != 0) for term in (*terms, outputs))
+        initial = self.compiled.init_jacobians(*traj.init.split(), traj.t[0], traj.p)[1]
+        acts = any(np.any(term[..., self.knot_index] != 0) for term in (*terms, outputs, initial))
         if not acts:
-            raise ModelError(f"input '{self.spec.input}' acts on nothing in model '{self.model.name}'; use it in a "
-                             "load or output expression.")
+            raise ModelError(f"input '{self.spec.input}' acts on nothing in model '{self.model.name}' with the start "
+                             "input; use it in a load or output expression (or start from other values, --start).")
         M = fisher_matrix(traj, self.setup, sensitivities(self.engine, traj, self.setup.params))
         self._check_visible(M)
         criterion = self.criterion.calibrated(M)
@@ -333,10 +348,22 @@ class DesignProblem:
         return np.asarray(self.model.signals[-1].values(self.knot_values(z), times), dtype=float)
 
     def fisher(self, z: np.ndarray) -> tuple[np.ndarray, Trajectory, Sensitivities]:
-        """Scaled ``M`` at ``z``, with the run and its sensitivities."""
+        """Scaled ``M`` at ``z``, with the run and its sensitivities.
+
+        Raises
+        ------
+        ConvergenceError
+            The run failed, or its sensitivities (or ``M``) overflow.
+        """
         traj = self.simulate(self.parameters(z))
         sens = sensitivities(self.engine, traj, self.setup.params)
-        return fisher_matrix(traj, self.setup, sens), traj, sens
+        M = fisher_matrix(traj, self.setup, sens)
+        if not np.all(np.isfinite(M)):
+            raise ConvergenceError(
+                f"model '{self.model.name}': the sensitivities of the outputs overflow with this input (the "
+                "Fisher matrix is not finite); check that the model is stable with these parameter values, "
+                "shorten the experiment (--t-end) or narrow the input's bounds.")
+        return M, traj, sens
 
     def standard_errors(self, M: np.ndarray) -> np.ndarray:
         """Cramér-Rao bounds of the parameters in their units (``sqrt(diag M^-1)`` unscaled)."""

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
 import math
 from typing import ClassVar
 
@@ -90,7 +92,7 @@ class CubicSpline(AbstractBasis):
 
 
 #: Bases by command-line name.
-BASES: dict[str, type[AbstractBasis]] = {b.name: b for b in (PiecewiseLinear, CubicSpline)}
+BASES: Mapping[str, type[AbstractBasis]] = MappingProxyType({b.name: b for b in (PiecewiseLinear, CubicSpline)})
 
 
 class AbstractBoundMap(abc.ABC):
@@ -186,7 +188,8 @@ class BoxBounds(AbstractBoundMap):
 
 
 #: Bound maps by command-line name.
-BOUND_MAPS: dict[str, type[AbstractBoundMap]] = {m.name: m for m in (ArctanMap, SigmoidMap, BoxBounds)}
+BOUND_MAPS: Mapping[str, type[AbstractBoundMap]] = MappingProxyType(
+    {m.name: m for m in (ArctanMap, SigmoidMap, BoxBounds)})
 
 
 def knot_names(input_name: str, count: int) -> tuple[str, ...]:

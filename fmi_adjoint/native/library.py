@@ -348,7 +348,11 @@ def native_second_order(library: NativeLibrary) -> SecondOrder:
              "dz": 3 * library.n + 3 * library.m}
 
     def batched(name: str, groups: tuple[str, ...], outputs: tuple[int, ...]) -> Callable[..., tuple[np.ndarray, ...]]:
-        function = getattr(d, f"fa_{name}_batch")
+        try:
+            function = getattr(d, f"fa_{name}_batch")
+        except AttributeError:
+            raise FmiAdjointError(f"native engine of '{library.model.name}': built without the second-order "
+                                  "functions; build it with build_native(..., second_order=True).") from None
 
         def call(*args: np.ndarray) -> tuple[np.ndarray, ...]:
             named = dict(zip(groups, args))
