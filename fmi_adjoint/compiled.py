@@ -51,7 +51,8 @@ from .forces.numeric import AbstractNumericElement
 from .model import Model, SymbolicModel, assemble
 
 __all__ = ["CompiledModel", "Derivation", "GeneratedFunction", "ModelDerivatives", "ModelStructure", "SecondOrder",
-           "compile_model", "compile_second_order", "differentiate", "function_table", "model_key", "numpy_sources",
+           "compile_model", "compile_second_order", "differentiate", "function_table", "group_sizes", "model_key",
+           "numpy_sources",
            "second_order_table"]
 
 Function = Callable[..., tuple[np.ndarray, ...]]
@@ -324,12 +325,18 @@ def argument_symbols(d: ModelDerivatives) -> dict[str, tuple[sp.Symbol, ...] | s
     sym = d.sym
     groups: dict[str, tuple[sp.Symbol, ...] | sp.Symbol] = {
         "q": sym.q, "v": sym.v, "a": sym.a, "lam": sym.lam, "t": sym.t, "p": sym.p, "mu": d.mu, "nu": d.nu}
-    sizes = {"wM": len(sym.q), "wF": len(sym.q), "wC": len(sym.lam), "wY": sym.Y.rows, "dq": len(sym.q),
-             "dv": len(sym.q), "da": len(sym.q), "dlam": len(sym.lam), "dp": len(sym.p), "wG": d.G.rows,
-             "dz": len(_init_unknowns(d))}
+    sizes = group_sizes(len(sym.q), len(sym.lam), sym.Y.rows, len(sym.p))
     for group, size in sizes.items():
-        groups[group] = tuple(sp.Symbol(f"{group}_{k}", real=True) for k in range(size))
+        if group not in groups:
+            groups[group] = tuple(sp.Symbol(f"{group}_{k}", real=True) for k in range(size))
     return groups
+
+
+def group_sizes(n: int, m: int, n_y: int, n_p: int) -> dict[str, int]:
+    """Entries of each vector argument group (``t`` is a scalar, ``p`` shared by a batch):
+    the one table the numpy symbols, the C batch drivers and their binding read."""
+    return {"q": n, "v": n, "a": n, "lam": m, "p": n_p, "mu": m, "nu": m, "wM": n, "wF": n, "wC": m, "wY": n_y,
+            "dq": n, "dv": n, "da": n, "dlam": m, "dp": n_p, "wG": 3 * n + 3 * m, "dz": 3 * n + 3 * m}
 
 
 def _init_unknowns(d: ModelDerivatives) -> list[sp.Symbol]:

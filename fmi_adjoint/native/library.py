@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..cache import BuildCache, compiler_fingerprint, fingerprint
-from ..compiled import (SECOND_INIT_ARGS, SECOND_STEP_ARGS, Derivation, SecondOrder, model_key,
+from ..compiled import (SECOND_INIT_ARGS, SECOND_STEP_ARGS, Derivation, SecondOrder, group_sizes, model_key,
                         second_order_table)
 from ..errors import CompilerError, ConvergenceError, FmiAdjointError
 from ..integrate.schemes import AbstractScheme
@@ -342,10 +342,7 @@ def native_second_order(library: NativeLibrary) -> SecondOrder:
     calling convention of the numpy ones (:class:`fmi_adjoint.compiled.SecondOrder`:
     arguments broadcast over leading batch axes, ``t`` giving the batch shape)."""
     d = library.library
-    sizes = {"q": library.n, "v": library.n, "a": library.n, "lam": library.m, "mu": library.m, "nu": library.m,
-             "wM": library.n, "wF": library.n, "wC": library.m, "wY": library.n_y, "dq": library.n, "dv": library.n,
-             "da": library.n, "dlam": library.m, "dp": library.n_p, "wG": 3 * library.n + 3 * library.m,
-             "dz": 3 * library.n + 3 * library.m}
+    sizes = group_sizes(library.n, library.m, library.n_y, library.n_p)
 
     def batched(name: str, groups: tuple[str, ...], outputs: tuple[int, ...]) -> Callable[..., tuple[np.ndarray, ...]]:
         try:
@@ -377,8 +374,7 @@ def native_second_order(library: NativeLibrary) -> SecondOrder:
 
         return call
 
-    n_z = 3 * library.n + 3 * library.m
     return SecondOrder(
         step_second=batched("step_second", SECOND_STEP_ARGS,
-                            (library.n, library.n, library.n, library.m, library.n_p)),
-        init_second=batched("init_second", SECOND_INIT_ARGS, (n_z, library.n_p)))
+                            (sizes["q"], sizes["v"], sizes["a"], sizes["lam"], sizes["p"])),
+        init_second=batched("init_second", SECOND_INIT_ARGS, (sizes["dz"], sizes["p"])))

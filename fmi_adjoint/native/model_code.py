@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from ..compiled import Derivation, GeneratedFunction, ModelDerivatives
+from ..compiled import Derivation, GeneratedFunction, ModelDerivatives, group_sizes
 from ..cprint import C_MATH_CONSTANTS, CPrinter, c_reduced_assignments, indexed
 from ..errors import NoCCodeError
 from ..forces.numeric import numeric_elements
@@ -41,14 +41,8 @@ from ..text import c_string_literal
 __all__ = ["model_c_sources", "newton_layout", "MODEL_HEADER"]
 
 MODEL_HEADER = "model.h"
-_GROUPS = {name: name for name in ("q", "v", "a", "lam", "p", "mu", "nu",
-                                    # the second-order functions' weights and directions
-                                    "wM", "wF", "wC", "wY", "dq", "dv", "da", "dlam", "dp", "wG", "dz")}
-#: Doubles per row of each argument group, as C expressions (``p`` is shared by all rows).
-_GROUP_SIZES = {"q": "FA_N", "v": "FA_N", "a": "FA_N", "lam": "FA_M", "mu": "FA_M", "nu": "FA_M", "wM": "FA_N",
-                "wF": "FA_N", "wC": "FA_M", "wY": "FA_NY", "dq": "FA_N", "dv": "FA_N", "da": "FA_N", "dlam": "FA_M",
-                "dp": "FA_NP", "wG": "FA_NZ", "dz": "FA_NZ"}
-
+#: Argument groups print as arrays of their own name (the second-order functions' too).
+_GROUPS = {name: name for name in group_sizes(0, 0, 0, 0)}
 
 def _table_code(tables) -> tuple[list[str], list[str]]:
     """Definitions and declarations of the table functions."""
@@ -160,7 +154,7 @@ def _signature(row: GeneratedFunction) -> str:
     return f"void fa_{row.name}({', '.join(args + outputs)})"
 
 
-def _batch_driver(row: GeneratedFunction) -> tuple[str, str]:
+def _batch_driver(row: GeneratedFunction, sizes: dict[str, int]) -> tuple[str, str]:
     """``(prototype, definition)`` of ``fa_<name>_batch(count, ...)``: ``fa_<name>`` on
     ``count`` rows of contiguous arguments (``t`` one per row, ``p`` shared)."""
     args = ["double t" if g == "t" else f"const double *{g}" for g in row.args]
@@ -169,7 +163,7 @@ def _batch_driver(row: GeneratedFunction) -> tuple[str, str]:
                  f"{', '.join(a.replace('double t', 'const double *t') for a in args + outputs)})")
     call = []
     for g in row.args:
-        call.append("t[r]" if g == "t" else g if g == "p" else f"{g} + r * {_GROUP_SIZES[g]}")
+        call.append("t[r]" if g == "t" else g if g == "p" else f"{g} + r * {sizes[g]}")
     call += [f"{name} + r * {matrix.rows}" for name, matrix, _ in row.outputs]
     body = "\n".join([signature, "{", f"    for (long r = 0; r < count; ++r) fa_{row.name}({', '.join(call)});", "}",
                       ""])
@@ -250,7 +244,8 @@ def model_c_sources(derivation: Derivation, *, defaults: bool = True,
     header.append(f"extern const int fa_kkt_CqT[{max(len(patterns['Cq']), 1)}];")
     header += [*table_declarations, *link_declarations]
     header += [_signature(row) + ";" for row in rows]
-    batches = [_batch_driver(row) for row in extra_rows]
+    sizes = group_sizes(n, m, sym.Y.rows, len(params))
+    batches = [_batch_driver(row, sizes) for row in extra_rows]
     header += [prototype for prototype, _ in batches]
     header += ["#if defined(__GNUC__) && !defined(FA_EXPORT_ALL)", "#pragma GCC visibility pop", "#endif",
                "#endif", ""]
