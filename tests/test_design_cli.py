@@ -309,3 +309,28 @@ def test_output_file_that_is_the_model_is_refused(model_file, capsys):
     assert code == 2 and "would overwrite the input" in err
     assert model_file.read_bytes() == before
 
+
+
+def test_monte_carlo_check_reaches_the_summary_and_the_record(model_file, tmp_path, capsys):
+    """--monte-carlo RUNS: the empirical spread of RUNS re-identifications with the start and
+    the designed input, next to the prediction (printed and in DESIGN.json)."""
+    out = tmp_path / "d.json"
+    code, stdout, err = run(["design", model_file, *BASE, "--noise", "x=0.01", "--max-iterations", 3,
+                             "--monte-carlo", 20, "-o", out], capsys)
+    record = json.loads(out.read_text(encoding="utf-8"))
+    assert code == (0 if record["success"] else 1), err
+    for label in ("start", "final"):
+        check = record["monte_carlo"][label]
+        assert check["runs"] == 20 and check["failed"] == 0
+        for name in ("m", "c"):
+            entry = check["parameters"][name]
+            assert len(entry["estimates"]) == 20 and 0.3 < entry["std_ratio"] < 3.0
+        assert f"Monte-Carlo, {label} input:" in stdout
+
+
+def test_monte_carlo_needs_two_runs_and_independent_samples(model_file, tmp_path, capsys):
+    out = tmp_path / "d.json"
+    for extra in (["--monte-carlo", 1], ["--monte-carlo", 5, "--integral"]):
+        code, _, err = run(["design", model_file, *BASE, *extra, "-o", out], capsys)
+        assert code == 2 and "--monte-carlo" in err and "Traceback" not in err
+        assert not out.exists()
