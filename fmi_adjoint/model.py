@@ -520,6 +520,9 @@ def assemble(model: Model) -> SymbolicModel:
             if end not in index:
                 raise ModelError(f"{where}: unknown coordinate '{end}'. Coordinates: {', '.join(index)}.")
         value = parse_expression(entry.value, ctx.names(), where=where)
+        if value.has(*(func(t) for func, _, _ in ctx.tables)):
+            raise ModelError(f"{where}: a mass depends on a driven input; inputs may act in forces, constraints "
+                             "and outputs only.")
         if value.has(t):
             raise ModelError(f"{where}: a mass-matrix entry may not depend on t; use parameters and positions.")
         i, j = index[entry.row], index[entry.col]

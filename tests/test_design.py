@@ -194,13 +194,18 @@ def test_bad_designs_are_refused_by_name(changes, words):
         _single_mass(**changes)
 
 
-def test_an_input_that_acts_on_nothing_and_a_parameter_at_zero_are_named():
+def test_an_input_that_acts_on_nothing_or_in_a_mass_and_a_parameter_at_zero_are_named():
     model = load_model(example_path("single_mass"))
     silent = dataclasses.replace(model, forces=tuple(f for f in model.forces if f.name != "input_force"))
     with pytest.raises(ModelError, match="input 'u' acts on nothing"):
         DesignProblem.build(DesignSpec(**{**EXAMPLES["single_mass"], "knots": 4}), silent)
     with pytest.raises(ModelError, match="parameter 'c' has the nominal value 0"):
         DesignProblem.build(DesignSpec(**{**EXAMPLES["single_mass"], "knots": 4}), model.with_values({"c": 0.0}))
+    cart = load_model(example_path("cart_pendulum"))
+    entry = cart.mass_matrix[0]
+    in_mass = dataclasses.replace(cart, mass_matrix=(dataclasses.replace(entry, value=f"({entry.value})*(1 + F)"),))
+    with pytest.raises(ModelError, match="a mass depends on a driven input"):
+        DesignProblem.build(DesignSpec(**{**EXAMPLES["cart_pendulum"], "knots": 4}), in_mass)
 
 
 def test_a_trial_input_whose_run_fails_is_a_bad_step_not_the_end(tmp_path):
