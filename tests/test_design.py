@@ -27,6 +27,7 @@ from tolerances import GRADIENT_VS_FD, ORDER
 
 from fmi_adjoint.design import BoxBounds, CubicSpline, DesignProblem, DesignSpec, criterion_named, run_design
 from fmi_adjoint.design.montecarlo import monte_carlo
+from fmi_adjoint.engines import NativeEngine
 from fmi_adjoint.errors import ConvergenceError, ModelError
 from fmi_adjoint.examples import example_path
 from fmi_adjoint.model_file import load_model
@@ -221,3 +222,12 @@ def test_a_trial_input_whose_run_fails_is_a_bad_step_not_the_end(tmp_path):
         problem.evaluate(problem.spec.bound_map.inverse(np.full(6, 2.9), -3.0, 3.0))
     result = run_design(problem, max_iterations=15)
     assert result.final.criterion < result.start.criterion
+
+
+def test_a_checkpointed_run_is_refused_with_the_remedies():
+    """The second-order terms are evaluated at every step at once: a run that kept only
+    checkpoints (native engine over its memory budget) is one error naming what to change."""
+    problem = _single_mass()
+    small = NativeEngine(problem.engine.compiled, problem.engine.library, memory_budget=20000)
+    with pytest.raises(ModelError, match="larger memory_budget"):
+        dataclasses.replace(problem, engine=small).evaluate(problem.start())

@@ -108,7 +108,10 @@ class Sensitivities:
 def sensitivities(engine: AbstractEngine, traj: Trajectory, params: np.ndarray) -> Sensitivities:
     """The forward sensitivities of the scheme at every step (the engine's sweep), and those
     of all outputs."""
-    traj.require_states("optimal input design")
+    if traj.checkpoints is not None:
+        raise ModelError(f"optimal input design needs every state of the run, but this run of {traj.n_steps} steps "
+                         "kept only checkpoints (it exceeds the engine's memory budget); give the engine a larger "
+                         "memory_budget, or shorten the experiment (--t-end) or lengthen the step (--step).")
     model = traj.model
     n, m = model.n, model.m
     S = engine.state_sensitivities(traj, params)
