@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tolerances import ENGINES_AGREE, GRADIENT_VS_FD
+from tolerances import ENGINES_AGREE, EXACT, GRADIENT_VS_FD
 
 from fmi_adjoint.adjoint.discrete import adjoint_gradient, adjoint_seed, initial_state_term
 from fmi_adjoint.compiled import compile_second_order
@@ -157,3 +157,19 @@ def test_criterion_gradient_equals_finite_differences(setup, name, solver):
     fd = np.array([_fd(lambda p: criterion.evaluate(run(p)[2])[0], p0, k) for k in range(len(p0))])
     np.testing.assert_allclose(exact, fd, rtol=0, atol=GRADIENT_VS_FD * np.abs(fd).max())
     assert np.abs(fd).max() > 0
+
+
+def test_second_order_terms_in_chunks_of_steps_give_the_same_gradient(setup, monkeypatch):
+    """The steps are evaluated in chunks bounded by SECOND_ORDER_CHUNK; small chunks (a few
+    steps each, the last one shorter) give the same gradient up to the order of the sums."""
+    from fmi_adjoint.design import fisher as fisher_module
+
+    native, _, second, fisher = setup
+    traj = native.simulate(t_end=T_END, step=STEP)
+    sens = sensitivities(native, traj, fisher.params)
+    M = fisher_matrix(traj, fisher, sens)
+    _, dpsi = CRITERIA["D"]().evaluate(M)
+    whole = criterion_gradient(native, traj, fisher, dpsi, second, sens)
+    monkeypatch.setattr(fisher_module, "SECOND_ORDER_CHUNK", 7 * len(fisher.params) * (native.compiled.n_p + 20))
+    chunked = criterion_gradient(native, traj, fisher, dpsi, second, sens)
+    np.testing.assert_allclose(chunked, whole, rtol=0, atol=EXACT * np.abs(whole).max())

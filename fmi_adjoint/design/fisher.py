@@ -55,7 +55,11 @@ from ..engines import AbstractEngine
 from ..errors import ModelError
 from ..integrate.trajectory import Trajectory
 
-__all__ = ["FisherSetup", "Sensitivities", "fisher_matrix", "criterion_gradient", "sensitivities"]
+__all__ = ["FisherSetup", "SECOND_ORDER_CHUNK", "Sensitivities", "fisher_matrix", "criterion_gradient",
+           "sensitivities"]
+
+#: Doubles of second-order output evaluated at once (the steps are taken in chunks of this size).
+SECOND_ORDER_CHUNK = 4_000_000
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -169,14 +173,23 @@ def criterion_gradient(engine: AbstractEngine, traj: Trajectory, setup: FisherSe
     wF[:-1] -= co.c_old * mu3[1:]  # the old forces of step i+1 (mu_{N+1} = 0)
     wC = mu4 / bh2[:, None, None]
     wY = np.moveaxis(g, 2, 1)
-    dp = np.zeros((N1, P, n_p))
-    dp[:, np.arange(P), params] = 1.0
-    state = (traj.q[:, None, :], traj.v[:, None, :], traj.a[:, None, :], traj.lam[:, None, :],
-             np.broadcast_to(traj.t[:, None], (N1, P)), traj.p)
     directions = tuple(np.moveaxis(x, 2, 1) for x in (sens.q, sens.v, sens.a, sens.lam))
-    rq, rv, ra, rl, rp = second.step_second(*state, wM, wF, wC, wY, *directions, dp)
-    gradient = rp.sum(axis=(0, 1))
-    r = (rq.sum(axis=1), rv.sum(axis=1), ra.sum(axis=1), rl.sum(axis=1))
+    unit = np.zeros((P, n_p))
+    unit[np.arange(P), params] = 1.0
+    gradient = np.zeros(n_p)
+    r = tuple(np.zeros((N1, size)) for size in (model.n, model.n, model.n, model.m))
+    # In chunks of steps: the parameter part of the output has n_p entries per step and column.
+    width = max(1, int(SECOND_ORDER_CHUNK // max(1, P * (n_p + 4 * model.n + 2 * model.m))))
+    for lo in range(0, N1, width):
+        k = slice(lo, min(lo + width, N1))
+        rows = k.stop - k.start
+        state = (traj.q[k, None, :], traj.v[k, None, :], traj.a[k, None, :], traj.lam[k, None, :],
+                 np.broadcast_to(traj.t[k, None], (rows, P)), traj.p)
+        parts = second.step_second(*state, wM[k], wF[k], wC[k], wY[k], *(x[k] for x in directions),
+                                   np.broadcast_to(unit, (rows, P, n_p)))
+        gradient += parts[4].sum(axis=(0, 1))
+        for total, part in zip(r, parts[:4]):
+            total[k] = part.sum(axis=1)
 
     # 4. The state adjoint mu with the second-order seeds and the penalties' dPhi/dY.
     ybar = np.zeros((N1, model.n_y)) if output_seed is None else np.asarray(output_seed, dtype=float)
