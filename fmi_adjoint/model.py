@@ -222,13 +222,6 @@ class InputSignal:
             if not all(math.isfinite(x) for x in times + values):
                 raise ModelError(f"{where}: a table contains NaN or infinite values.")
 
-    def values(self, knot_values, times):
-        """``u`` at ``times`` for the knot values (the tables as the engines interpolate them)."""
-        import numpy as np
-
-        return sum(float(xi) * np.interp(times, table_times, table_values)
-                   for xi, (table_times, table_values) in zip(knot_values, self.tables))
-
 
 @dataclasses.dataclass(frozen=True)
 class SimulationSettings:

@@ -105,7 +105,7 @@ def test_a_cubic_input_is_held_inside_its_bounds_between_knots():
     problem = _problem("single_mass", 7, "A-cov", (("basis", CubicSpline()),))
     lo, hi = problem.spec.bounds
     z = problem.spec.bound_map.inverse(np.array([-0.99, -0.99, -0.99, 0.99, 0.99, 0.99, 0.99]), lo, hi)
-    u = problem.input_signal(z, problem.grid)
+    u = problem.input_signal(z)
     assert u.max() > hi and u.min() < lo
     value = problem.evaluate(z)
     assert value.penalty > 0
@@ -133,7 +133,7 @@ def test_single_mass_design_converges_to_the_pontryagin_switch():
     fine_problem = DesignProblem.build(spec(301, 0.5), model)
     fine = run_design(fine_problem, z_start=np.interp(fine_problem.knot_times, coarse_problem.knot_times,
                                                       coarse.final.knots))
-    u = fine_problem.input_signal(fine.z, fine_problem.grid)
+    u = fine_problem.input_signal(fine.z)
     assert np.all(np.abs(u[np.abs(fine_problem.grid - t1) > 0.05]) > 0.999), "the design is not bang-bang"
     crossings = np.flatnonzero(np.diff(np.sign(u)))
     assert len(crossings) == 1, f"{len(crossings)} switches; Pontryagin has one"
@@ -187,7 +187,7 @@ def _single_mass(**changes) -> DesignProblem:
     ({"knots": 9, "t_end": 0.01}, "more than the 4 step times"),
     ({"sample": 10.0}, "longer than the experiment"),
     ({"input": "v"}, "has no input 'v'"),
-    ({"noise": {"y": 1.0}}, "--noise y"),
+    ({"noise": {"y": 1.0}}, "--noise 'y'"),
 ], ids=["input as parameter", "cubic K<3", "knots between steps", "sample interval", "unknown input",
         "unknown output"])
 def test_bad_designs_are_refused_by_name(changes, words):

@@ -47,6 +47,7 @@ from ..integrate import Trajectory
 from ..integrate.hht import time_grid
 from ..model import Model
 from ..native import build_native, native_second_order
+from ..text import excerpt
 from ..toolchain import c_compiler
 from .criteria import AbstractCriterion, AOptimal
 from .fisher import FisherSetup, Sensitivities, criterion_gradient, fisher_matrix, sensitivities
@@ -118,7 +119,7 @@ class DesignSpec:
     def __post_init__(self) -> None:
         lo, hi = (float(b) for b in self.bounds)
         if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ModelError(f"input bounds {self.input}={lo:g}:{hi:g}: give finite LO < HI.")
+            raise ModelError(f"input bounds {excerpt(self.input)}={lo:g}:{hi:g}: give finite LO < HI.")
         object.__setattr__(self, "bounds", (lo, hi))
         if isinstance(self.knots, bool) or not isinstance(self.knots, int) or self.knots < 2:
             raise ModelError(f"--knots {self.knots!r}: give a whole number of at least 2 knots.")
@@ -261,7 +262,7 @@ class DesignProblem:
         for option, names in (("--noise", spec.noise), ("--end", spec.end), ("--limit", spec.limits)):
             unknown = [name for name in names if name not in outputs]
             if unknown:
-                raise ModelError(f"{option} {unknown[0]}: model '{model.name}' has no such output; outputs: "
+                raise ModelError(f"{option} {excerpt(unknown[0])}: model '{model.name}' has no such output; outputs: "
                                  f"{', '.join(compiled.output_names)}.")
         channels = np.array([compiled.output_index(name) for name in spec.noise], dtype=int)
         sample = step if spec.sample is None else float(spec.sample)
@@ -343,9 +344,9 @@ class DesignProblem:
     def simulate(self, p: np.ndarray) -> Trajectory:
         return self.engine.simulate(p, t_end=float(self.grid[-1]), step=self.spec.step or self.model.simulation.step)
 
-    def input_signal(self, z: np.ndarray, times: np.ndarray) -> np.ndarray:
-        """``u`` at ``times`` (the tables the engines interpolate)."""
-        return np.asarray(self.model.signals[-1].values(self.knot_values(z), times), dtype=float)
+    def input_signal(self, z: np.ndarray) -> np.ndarray:
+        """``u`` at the step times (:attr:`grid`), as the engines interpolate its tables."""
+        return self.signal_matrix @ self.knot_values(z)
 
     def fisher(self, z: np.ndarray) -> tuple[np.ndarray, Trajectory, Sensitivities]:
         """Scaled ``M`` at ``z``, with the run and its sensitivities.

@@ -134,7 +134,7 @@ def design_record(result: DesignResult) -> dict[str, Any]:
 def input_table(result: DesignResult) -> tuple[np.ndarray, np.ndarray]:
     """``(times, u)``: the designed input on the step grid of the design."""
     grid = np.asarray(result.problem.grid, dtype=float)
-    return grid, np.asarray(result.problem.input_signal(result.z, grid), dtype=float)
+    return grid, np.asarray(result.problem.input_signal(result.z), dtype=float)
 
 
 def write_input_csv(result: DesignResult, path: str | os.PathLike) -> None:
@@ -172,7 +172,7 @@ def plot_design(result: DesignResult, path: str | os.PathLike) -> None:
     try:
         for label, z, value, style in (("start", result.z_start, result.start, dict(color="tab:red", lw=0.9)),
                                        ("final", result.z, result.final, dict(color="tab:blue", lw=1.2))):
-            ax_u.plot(grid, problem.input_signal(z, grid), label=label, **style)
+            ax_u.plot(grid, problem.input_signal(z), label=label, **style)
             ax_u.plot(problem.knot_times, value.knots, "o", ms=4, color=style["color"])
         for bound in spec.bounds:
             ax_u.axhline(bound, color="0.4", ls="--", lw=0.8)

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..model import InputSignal, Model, Parameter
+from ..text import excerpt
 
 __all__ = ["AbstractBasis", "AbstractBoundMap", "ArctanMap", "BASES", "BOUND_MAPS", "BoxBounds", "CubicSpline",
            "PiecewiseLinear", "SigmoidMap", "knot_names", "signal_model"]
@@ -209,8 +210,9 @@ def signal_model(model: Model, input_name: str, knots: np.ndarray, values: np.nd
     """
     inputs = [p.name for p in model.parameters if p.causality == "input"]
     if input_name not in inputs:
-        raise ModelError(f"model '{model.name}' has no input '{input_name}'; inputs: {', '.join(inputs) or '(none)'}. "
-                         "Declare it in the model's [inputs] section and use it in a load expression.")
+        raise ModelError(f"model '{model.name}' has no input {excerpt(input_name)}; inputs: "
+                         f"{', '.join(inputs) or '(none)'}. Declare it in the model's [inputs] section and use it "
+                         "in a load expression.")
     names = knot_names(input_name, len(knots))
     taken = {p.name for p in model.all_parameters} | {c.name for c in model.all_coordinates}
     clash = [name for name in names if name in taken]
