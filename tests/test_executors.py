@@ -312,11 +312,17 @@ def test_an_exception_that_cannot_travel_arrives_as_executor_error():
 
 
 def test_pool_workers_ignore_ctrl_c(pool):
-    pids = sorted(pool.map([CallTask(os.getpid) for _ in range(2)]))
+    # The pids come from the pool, not from a map: two quick tasks may both land on one worker.
+    pool.map([CallTask(os.getpid) for _ in range(2)])
+    _wait_until(lambda: len(pool.worker_pids()) == 2, "two workers")
+    pids = sorted(pool.worker_pids())
     deaths = pool.worker_deaths
     for pid in pids:
         os.kill(pid, signal.SIGINT)
-    assert sorted(pool.map([CallTask(os.getpid) for _ in range(2)])) == pids
+    # Tasks that keep both workers busy: a worker that died of the signal would be replaced.
+    assert pool.map([CallTask(time.sleep, 0.05) for _ in range(6)]) == [None] * 6
+    assert set(pool.map([CallTask(os.getpid) for _ in range(4)])) <= set(pids)
+    assert sorted(pool.worker_pids()) == pids and all(_alive(pid) for pid in pids)
     assert pool.worker_deaths == deaths
 
 
