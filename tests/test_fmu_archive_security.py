@@ -394,8 +394,9 @@ def test_apply_on_a_zip_bomb_is_refused_with_bounded_memory(exported, work, tmp_
 
 def test_apply_copies_the_checked_entries(exported, work, tmp_path, capsys):
     """Findings 2 and 8: ``apply`` writes the checked extraction (streamed, never a whole
-    entry in memory): every entry but the description byte for byte, under the normalized
-    name that was checked (a backslash name is written with a slash)."""
+    entry in memory): every entry but those the rebuild with the identified values changes
+    (the description, the binary, the regenerated sources, the export settings) byte for byte,
+    under the normalized name that was checked (a backslash name is written with a slash)."""
     source = _rezip(exported, work / "backslash.fmu", extra=[("resources\\notes.txt", b"notes")])
     result = tmp_path / "RESULT.json"
     result.write_text(json.dumps({"parameters": {"c": 1.5}}), encoding="utf-8")
@@ -404,11 +405,14 @@ def test_apply_copies_the_checked_entries(exported, work, tmp_path, capsys):
     assert code == 0, err
     with zipfile.ZipFile(source) as old, zipfile.ZipFile(output) as new:
         assert [i.filename.replace("\\", "/") for i in old.infolist()] == [i.filename for i in new.infolist()]
-        for info in old.infolist():
-            if info.filename != "modelDescription.xml":
-                assert new.read(info.filename.replace("\\", "/")) == old.read(info), info.filename
+        rebuilt = {"modelDescription.xml", BINARY, "sources/model.c", "sources/fmu_config.h",
+                   "resources/export.json"}
+        changed = {info.filename for info in old.infolist()
+                   if new.read(info.filename.replace("\\", "/")) != old.read(info)}
+        assert changed == rebuilt, changed
     with open_fmu(output) as archive:
         assert archive.variables["c"].start == 1.5
+        assert archive.native is not None  # the rebuilt FMU is trusted again
 
 
 # ------------------------------------------------------ finding 4: the binary is checked --

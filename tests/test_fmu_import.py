@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import math
 import shutil
 import tempfile
 import zipfile
@@ -40,19 +39,21 @@ import pytest
 from fmpy.ssp.ssd import read_ssv
 from lxml import etree
 
-import fmi_adjoint.fmu.fmu_problem as fmu_problem_module
+import fmi_adjoint.fmu.gradients as gradients_module
 from fmi_adjoint import compile_model, load_model, read_csv, simulate, write_csv
 from fmi_adjoint.cli.main import main
 from fmi_adjoint.costs import LeastSquaresCost
 from fmi_adjoint.examples import example_path
 from fmi_adjoint.examples.engine_mount_data import TRUE_VALUES
 from fmi_adjoint.fmu.archive import open_fmu
-from fmi_adjoint.fmu.fmu_problem import FmuExperiment, FmuProblem
+from fmi_adjoint.fmu.differences import stencil
+from fmi_adjoint.fmu.experiment import FmuExperiment
+from fmi_adjoint.fmu.problem import FmuProblem
 from fmi_adjoint.fmu.handback import simulate_with_fmpy
 from fmi_adjoint.toolchain import c_compiler
 from handwritten_fmus import build_fmu
 from test_cli import RECOVERY, gradient_json, run
-from tolerances import CROSS_IMPLEMENTATION, EXACT, FMU_GRADIENT_VS_FD, ORDER
+from tolerances import CROSS_IMPLEMENTATION, EXACT, FMU_GRADIENT_VS_FD
 
 if c_compiler() is None:  # pragma: no cover - depends on the machine
     pytest.skip("no C compiler: the FMUs cannot be built", allow_module_level=True)
@@ -66,7 +67,6 @@ EM_T_END = 0.05
 VDP_TRUE = {"mu": 1.5, "x0_start": 1.8}
 VDP_T_END = 5.0
 VDP_SAMPLES = 251           # every 0.02 s
-VDP_STEPS = (0.02, 0.01)    # identification at h and h/2
 
 DUFFING_TRUE = {"delta": 0.35, "alpha": 1.3}
 DUFFING_T_END = 5.0
@@ -144,13 +144,10 @@ def vdp_data(work, fmus) -> Path:
 
 
 @pytest.fixture(scope="module")
-def vdp_identified(work, fmus, vdp_data) -> dict[float, tuple[Path, dict]]:
-    out = {}
-    for h in VDP_STEPS:
-        path = work / f"vdp_result_{h}.json"
-        out[h] = (path, _identify(["--fmu", fmus["vdp"], "--data", vdp_data, "--params", "mu,x0_start",
-                                   "--step", h], path))
-    return out
+def vdp_identified(work, fmus, vdp_data) -> tuple[Path, dict]:
+    """Identified with the default tolerances of the adaptive Model Exchange integration."""
+    path = work / "vdp_result.json"
+    return path, _identify(["--fmu", fmus["vdp"], "--data", vdp_data, "--params", "mu,x0_start"], path)
 
 
 @pytest.fixture(scope="module")
@@ -171,9 +168,8 @@ def duffing_identified(work, fmus, duffing_data) -> tuple[Path, dict]:
 def handback(request, fmus, vdp_data, vdp_identified, duffing_data, duffing_identified) -> dict:
     """An identified hand-written FMU: what ``apply`` and ``validate`` work on."""
     if request.param == "vdp":
-        h = VDP_STEPS[-1]
-        result, payload = vdp_identified[h]
-        return dict(name="vdp", fmu=fmus["vdp"], data=vdp_data, result=result, payload=payload, step=h,
+        result, payload = vdp_identified
+        return dict(name="vdp", fmu=fmus["vdp"], data=vdp_data, result=result, payload=payload, step=0.02,
                     outputs=["x0", "x1"], t_end=VDP_T_END, method="sensitivity")
     result, payload = duffing_identified
     return dict(name="duffing", fmu=fmus["duffing"], data=duffing_data, result=result, payload=payload, step=0.01,
@@ -245,24 +241,19 @@ def test_exported_fmu_identify_equals_in_process(version, fmus, em_data, em_iden
 # ---------------------------------------------- 2. hand-written FMUs: parameter recovery --
 
 
-def test_van_der_pol_recovers_parameters_to_second_order(vdp_identified):
-    """CVode data, trapezoidal identification: the parameter error is the discretization
-    error, O(h^2); halving the step shows the order, and Richardson extrapolation of the two
-    identified values recovers the truth to RECOVERY."""
-    (h, (_, coarse)), (h2, (_, fine)) = vdp_identified.items()
-    assert h2 == h / 2
-    for payload in (coarse, fine):
-        assert payload["success"]
-        assert payload["gradient_method"]["method"] == "sensitivity"
+def test_van_der_pol_recovers_parameters_to_1e7_with_default_tolerances(vdp_identified):
+    """CVode data (rtol 1e-10), adaptive Radau IIA identification at the default tolerances:
+    the parameters within 1e-7 relative, and the reported discretization-error estimate of the
+    fit (``discretization_error``) bounds what the tolerances cost."""
+    _, payload = vdp_identified
+    assert payload["success"]
+    assert payload["gradient_method"]["method"] == "sensitivity"
+    assert payload["interface"] == "ModelExchange"
+    estimate = payload["discretization_error"]
+    assert estimate["tolerances"]["rtol"] == 1e-10
     for name, true in VDP_TRUE.items():
-        x_h, x_h2 = coarse["parameters"][name], fine["parameters"][name]
-        e_h, e_h2 = x_h - true, x_h2 - true
-        order = math.log2(abs(e_h / e_h2))
-        assert abs(order - 2.0) <= ORDER, (name, e_h, e_h2, order)
-        extrapolated = (4 * x_h2 - x_h) / 3
-        assert abs(extrapolated - true) <= RECOVERY * abs(true), (name, extrapolated)
-        # ... and the h/2 error is what the measured discretization error predicts.
-        assert abs(e_h2) <= 1.5 * abs(x_h - x_h2) / 3, name
+        assert abs(payload["parameters"][name] - true) <= 1e-7 * abs(true), name
+        assert abs(estimate["parameter_bias"][name]) <= 1e-7 * abs(true), name
 
 
 def test_duffing_recovers_tunable_and_fixed_parameter(duffing_identified):
@@ -281,7 +272,7 @@ VDP_GRADIENT_PARAMS = "mu,x0_start,x1_start"
 
 
 def _vdp_gradients(fmu, data, capsys, *extra):
-    common = ["--fmu", fmu, "--data", data, "--params", VDP_GRADIENT_PARAMS, "--step", VDP_STEPS[0], *extra]
+    common = ["--fmu", fmu, "--data", data, "--params", VDP_GRADIENT_PARAMS, *extra]
     sens = gradient_json(common, capsys)
     fd = gradient_json([*common, "--gradient", "fd", "--workers", 1], capsys)
     assert fd["method"] == "fd" and fd["gradient_path"]["method"] == "fd"
@@ -302,7 +293,7 @@ def test_sensitivity_gradient_equals_finite_differences(fmus, vdp_data, capsys):
 def test_wrong_derivative_column_is_replaced(fmus, vdp_data, capsys, monkeypatch):
     sens, fd = _vdp_gradients(fmus["vdp_wrong"], vdp_data, capsys)
     columns = sens["gradient_path"]["columns"]
-    assert columns["mu"].startswith("finite differences of the right-hand side (")
+    assert columns["mu"].startswith("finite differences of replays (")
     assert "differs" in columns["mu"]
     assert columns["x0_start"].startswith("directional derivative")
     assert columns["x1_start"].startswith("directional derivative")
@@ -310,9 +301,9 @@ def test_wrong_derivative_column_is_replaced(fmus, vdp_data, capsys, monkeypatch
         assert _rel(sens["gradient"][name], fd["gradient"][name]) <= FMU_GRADIENT_VS_FD, name
 
     # Without the replacement (every column trusted) the mu component is wrong.
-    monkeypatch.setattr(fmu_problem_module, "PROBE_TOLERANCE", 1e300)
-    trusted = gradient_json(["--fmu", fmus["vdp_wrong"], "--data", vdp_data, "--params", VDP_GRADIENT_PARAMS,
-                             "--step", VDP_STEPS[0]], capsys)
+    monkeypatch.setattr(gradients_module, "PROBE_TOLERANCE", 1e300)
+    trusted = gradient_json(["--fmu", fmus["vdp_wrong"], "--data", vdp_data, "--params", VDP_GRADIENT_PARAMS],
+                            capsys)
     assert trusted["gradient_path"]["columns"]["mu"].startswith("directional derivative")
     error = _rel(trusted["gradient"]["mu"], fd["gradient"]["mu"])
     assert error > 1e3 * FMU_GRADIENT_VS_FD, error
@@ -337,9 +328,8 @@ def test_fmi3_model_exchange_sensitivity_gradient_equals_finite_differences(fmus
     for name in VDP_GRADIENT_PARAMS.split(","):
         assert columns[name].startswith("directional derivative"), columns[name]
         assert _rel(sens["gradient"][name], fd["gradient"][name]) <= FMU_GRADIENT_VS_FD, name
-    # The same equations as the FMI 2 FMU through the same trapezoidal rule: the same cost.
-    fmi2 = gradient_json(["--fmu", fmus["vdp"], "--data", vdp_data, "--params", VDP_GRADIENT_PARAMS,
-                          "--step", VDP_STEPS[0]], capsys)
+    # The same equations as the FMI 2 FMU through the same integrator: the same cost.
+    fmi2 = gradient_json(["--fmu", fmus["vdp"], "--data", vdp_data, "--params", VDP_GRADIENT_PARAMS], capsys)
     assert _rel(sens["cost"], fmi2["cost"]) <= EXACT
     for name in VDP_GRADIENT_PARAMS.split(","):
         assert _rel(sens["gradient"][name], fmi2["gradient"][name]) <= FMU_GRADIENT_VS_FD, name
@@ -356,8 +346,7 @@ def test_fmi3_model_exchange_gradient_picks_the_sensitivity_path(fmus, vdp_data,
     assert sens["method"] == "sensitivity"
     columns = sens["gradient_path"]["columns"]
     assert columns["state 0"] == columns["state 1"] == "directional derivative"
-    fmi2 = gradient_json(["--fmu", fmus["vdp"], "--data", vdp_data, "--params", VDP_GRADIENT_PARAMS,
-                          "--step", VDP_STEPS[0]], capsys)
+    fmi2 = gradient_json(["--fmu", fmus["vdp"], "--data", vdp_data, "--params", VDP_GRADIENT_PARAMS], capsys)
     for name in VDP_GRADIENT_PARAMS.split(","):
         assert columns[name].startswith("directional derivative"), columns[name]
         assert _rel(sens["gradient"][name], fd["gradient"][name]) <= FMU_GRADIENT_VS_FD, name
@@ -367,23 +356,21 @@ def test_fmi3_model_exchange_gradient_picks_the_sensitivity_path(fmus, vdp_data,
 def test_fmi3_model_exchange_identify_equals_fmi2(fmus, vdp_data, vdp_identified, work):
     """``identify --fmu`` with ``--gradient sensitivity`` on the FMI 3 ME FMU recovers mu and
     x0_start as the FMI 2 FMU does at the same step (same data, start, integrator)."""
-    h = VDP_STEPS[0]
-    _, fmi2 = vdp_identified[h]
-    payload = _identify(["--fmu", fmus["vdp3"], "--data", vdp_data, "--params", "mu,x0_start", "--step", h,
+    _, fmi2 = vdp_identified
+    payload = _identify(["--fmu", fmus["vdp3"], "--data", vdp_data, "--params", "mu,x0_start",
                          "--gradient", "sensitivity"], work / "vdp3_result_sensitivity.json")
     assert payload["success"] and payload["gradient_method"]["method"] == "sensitivity"
     _same_parameters(payload["parameters"], fmi2["parameters"])
     assert payload["iterations"] == fmi2["iterations"]
-    for name, true in VDP_TRUE.items():  # moved from the start value to the truth (up to O(h^2))
+    for name, true in VDP_TRUE.items():  # moved from the start value to the truth
         assert abs(payload["parameters"][name] - true) < 1e-2 * abs(payload["initial"][name] - true), name
 
 
 def test_fmi3_model_exchange_identify_auto_equals_fmi2(fmus, vdp_data, vdp_identified, work):
     """``identify --fmu`` (auto) on the FMI 3 ME FMU takes the sensitivity path and gives the
     FMI 2 result bit for bit (every Jacobian column from the FMU, as for the FMI 2 FMU)."""
-    h = VDP_STEPS[0]
-    _, fmi2 = vdp_identified[h]
-    payload = _identify(["--fmu", fmus["vdp3"], "--data", vdp_data, "--params", "mu,x0_start", "--step", h,
+    _, fmi2 = vdp_identified
+    payload = _identify(["--fmu", fmus["vdp3"], "--data", vdp_data, "--params", "mu,x0_start",
                          "--workers", 1], work / "vdp3_result_auto.json")
     assert payload["gradient_method"]["method"] == "sensitivity", payload["gradient_method"]
     assert payload["success"]
@@ -401,7 +388,7 @@ def test_parallel_finite_differences_equal_serial(fmus, duffing_data):
         try:
             x = np.array([0.3, 1.1, 0.9])
             serial, parallel = (p.finite_differences(x) for p in problems)
-            assert problems[1]._pool is not None  # really ran in worker processes
+            assert problems[1].instances._pool  # really ran in worker processes
         finally:
             for p in problems:
                 p.close()
@@ -418,8 +405,10 @@ def test_fd_stencil_next_to_bounds_is_one_sided_and_inside(fmus, duffing_data):
         free = _problem(archive, duffing_data, ["delta", "alpha"], 0.01, DUFFING_T_END, "fd", workers=1)
         try:
             x = np.array([lower["delta"], upper["alpha"]])  # delta at its lower, alpha at its upper bound
-            points, recipes = bounded._stencil(x, 1e-4)
-            P = np.array(points)
+            steps = 1e-4 * np.maximum(np.abs(x), bounded.nominal)
+            points = stencil(x, steps, bounded.lower, bounded.upper, bounded.names)
+            recipes = points.recipes
+            P = np.array(points.points)
             assert np.all(P >= bounded.lower) and np.all(P <= bounded.upper)
             for k, (first, weights) in enumerate(recipes):
                 offsets = P[first:first + len(weights), k] - x[k]
@@ -432,7 +421,7 @@ def test_fd_stencil_next_to_bounds_is_one_sided_and_inside(fmus, duffing_data):
             one_sided, central = bounded.finite_differences(x), free.finite_differences(x)
             assert _rel(one_sided, central) <= FMU_GRADIENT_VS_FD
             # Away from the bounds the stencil is central.
-            _, inner = bounded._stencil(np.array([0.5, 0.8]), 1e-4)
+            inner = stencil(np.array([0.5, 0.8]), steps, bounded.lower, bounded.upper, bounded.names).recipes
             assert all(len(w) == 2 for _, w in inner)
         finally:
             bounded.close()
@@ -444,7 +433,8 @@ def test_fd_stencil_stays_inside_a_narrow_interval(fmus, duffing_data):
         problem = _problem(archive, duffing_data, ["delta"], 0.01, DUFFING_T_END, "fd", workers=1,
                            bounds={"delta": (0.2, 0.2 + 3e-5)})  # the step is 1e-4 * 0.2 = 2e-5
         try:
-            points, _ = problem._stencil(np.array([0.2]), 1e-4)
+            points = stencil(np.array([0.2]), 1e-4 * np.maximum(0.2, problem.nominal), problem.lower, problem.upper,
+                             problem.names).points
         finally:
             problem.close()
     P = np.array(points)
@@ -476,28 +466,22 @@ def test_ssv_resimulation_equals_reparameterized_fmu_and_identified_model(applie
         via_ssv = simulate_with_fmpy(original, data.times, applied["outputs"], start_values=ssv)
         via_fmu = simulate_with_fmpy(new, data.times, applied["outputs"])
         unidentified = simulate_with_fmpy(original, data.times, applied["outputs"])
-        identified = {}
-        steps = [applied["step"]] + ([applied["step"] / 2] if applied["method"] == "sensitivity" else [])
-        for h in steps:
-            problem = _problem(original, applied["data"], names, h, applied["t_end"], applied["method"], workers=1)
-            try:
-                identified[h] = problem.sampled_outputs(0, x)
-            finally:
-                problem.close()
+        problem = _problem(original, applied["data"], names, applied["step"], applied["t_end"], applied["method"],
+                           workers=1)
+        try:
+            identified = problem.sampled_outputs(0, x)
+        finally:
+            problem.close()
     scale = float(np.max(np.abs(via_ssv)))
     assert np.max(np.abs(via_ssv - via_fmu)) <= EXACT * scale
     assert np.max(np.abs(via_ssv - unidentified)) > 1e-3 * scale  # the values took effect
     if applied["method"] == "fd":
         # Co-simulation: the FMU's own RK4 on the same communication grid in both.
-        assert np.max(np.abs(via_ssv - identified[applied["step"]])) <= EXACT * scale
+        assert np.max(np.abs(via_ssv - identified)) <= EXACT * scale
     else:
-        # CVode against the trapezoidal rule at h: the difference is the trapezoidal rule's
-        # O(h^2) error, measured by halving the step; Richardson extrapolation removes it.
-        h = applied["step"]
-        Y_h, Y_h2 = identified[h], identified[h / 2]
-        discretization = 4 / 3 * np.max(np.abs(Y_h - Y_h2))
-        assert np.max(np.abs(via_ssv - Y_h)) <= discretization + CROSS_IMPLEMENTATION * scale
-        assert np.max(np.abs(via_ssv - (4 * Y_h2 - Y_h) / 3)) <= CROSS_IMPLEMENTATION * scale
+        # CVode (rtol 1e-10) against the adaptive Radau IIA run (rtol 1e-10): both solutions
+        # agree to their tolerances.
+        assert np.max(np.abs(via_ssv - identified)) <= CROSS_IMPLEMENTATION * scale
 
 
 # ---------------------------------------------------------- 6. the re-parameterized FMU --

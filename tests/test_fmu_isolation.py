@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 
 from fmi_adjoint.fmu.archive import open_fmu
-from fmi_adjoint.fmu.fmu_problem import FmuExperiment, FmuProblem
+from fmi_adjoint.fmu.experiment import FmuExperiment
+from fmi_adjoint.fmu.problem import FmuProblem
 from fmi_adjoint.toolchain import c_compiler
 from handwritten_fmus import build_fmu
 from tolerances import EXACT
@@ -205,7 +206,7 @@ def test_parallel_differences_share_one_extraction(fmus, data, work, monkeypatch
         try:
             x = np.array([1.1, 0.9])
             serial, parallel = (p.finite_differences(x) for p in problems)
-            assert len(problems[1]._pool) == 1  # really ran on a second worker
+            assert len(problems[1].instances._pool) == 1  # really ran on a second worker
             extractions = [p for p in private.iterdir() if p.name.startswith("fmi_adjoint_fmu_")]
         finally:
             for p in problems:

@@ -10,7 +10,7 @@ import numpy as np
 from ..data import read_csv
 from ..errors import ModelError
 from ..fmu.archive import FmuArchive, FmuError
-from ..fmu.fmu_problem import FmuExperiment
+from ..fmu.experiment import FmuExperiment
 from ..identify.data_costs import CostOptions, DataFile, Target, build_cost
 from .loading import experiment_settings
 

@@ -47,8 +47,19 @@ def _common_model_options(parser: argparse.ArgumentParser, fmu: bool = False) ->
         group.add_argument("--fmu", metavar="MODEL.fmu", help="any FMI 2/3 Model Exchange or Co-Simulation FMU")
         group.add_argument("--inputs", metavar="INPUTS.csv", help="input signals: 'time' and one column per FMU input")
         group.add_argument("--gradient", choices=("auto", "adjoint", "sensitivity", "fd"), default="auto",
-                           help="auto (default): adjoint for FMUs exported by fmi-adjoint, sensitivity for Model "
-                           "Exchange FMUs with directional derivatives, else fd (parallel finite differences)")
+                           help="auto (default): the path with the fewest model evaluations: adjoint for FMUs "
+                           "exported by fmi-adjoint, sensitivity for Model Exchange FMUs, else fd (parallel finite "
+                           "differences); the choice and its reason go to the result")
+        group.add_argument("--interface", choices=("auto", "me", "cs"), default="auto",
+                           help="the FMU interface to run: me (Model Exchange, integrated here with error control) "
+                           "or cs (Co-Simulation, the FMU's own solver); auto: cs when the FMU has it, unless the "
+                           "gradient path needs me (recorded in the result; validate and apply use it)")
+        group.add_argument("--rtol", type=float, help="Model Exchange: relative error tolerance of the adaptive "
+                           "Radau IIA integration (default 1e-10)")
+        group.add_argument("--atol", type=float, help="Model Exchange: absolute error tolerance (default 1e-12)")
+        group.add_argument("--allow-unidentifiable", action="store_true",
+                           help="accept a fit in which a parameter does not affect the outputs (otherwise it is "
+                           "reported with success false)")
         _fmu_process_options(group)
     else:
         parser.add_argument("model", metavar="MODEL", help="TOML model file or bundled example name")
@@ -201,12 +212,18 @@ def build_parser() -> argparse.ArgumentParser:
     _table_option(export)
     export.add_argument("-o", "--output", required=True, metavar="OUT.fmu")
 
-    apply = sub.add_parser("apply", help="hand identified parameters back: a re-parameterized FMU and/or an SSV file")
+    apply = sub.add_parser("apply", help="hand identified parameters back: an FMU, an SSV file and/or an SSP archive",
+                           description="An FMU exported by fmi-adjoint is rebuilt with the identified values compiled "
+                           "in (needs a C compiler; binaries for other platforms keep the old values); any other FMU "
+                           "gets them as start values only, which importers that ignore start values do not see: "
+                           "add --ssp for them.")
     apply.add_argument("result", metavar="RESULT.json", help="written by `fmi-adjoint identify -o`")
     apply.add_argument("--fmu", required=True, metavar="MODEL.fmu", help="the FMU the parameters belong to")
     apply.add_argument("-o", "--output", metavar="IDENTIFIED.fmu",
-                       help="copy of the FMU with the identified start values")
+                       help="the FMU with the identified values (compiled in where possible, and as start values)")
     apply.add_argument("--ssv", metavar="OUT.ssv", help="SSP 1.0 parameter-values file")
+    apply.add_argument("--ssp", metavar="OUT.ssp",
+                       help="SSP 1.0 archive: the FMU of -o and a parameter binding of the identified values")
 
     check = sub.add_parser("validate", help="re-simulate an FMU through fmpy and compare it with data")
     check.add_argument("fmu", metavar="IDENTIFIED.fmu")
@@ -306,20 +323,13 @@ class _Setup:
 
     def sampled(self, x: np.ndarray) -> np.ndarray:
         """Sampled outputs of the first experiment at the identified values ``x``."""
-        from ..adjoint import sampled_outputs
-
-        problem = self.problem
-        if hasattr(problem, "sampled_outputs"):
-            return problem.sampled_outputs(0, x)
-        exp = problem.experiments[0]
-        return sampled_outputs(exp.simulate(exp.parameters(problem.names, x)), exp.cost)[2]
+        return self.problem.sampled_outputs(0, x)
 
     #: The executor of a distributed problem (closed with the setup).
     executor = None
 
     def close(self) -> None:
-        if hasattr(self.problem, "close"):
-            self.problem.close()
+        self.problem.close()
         if self.archive is not None:
             self.archive.close()
         if self.executor is not None:
@@ -336,13 +346,15 @@ def _problem(args, bounds=None) -> _Setup:
         return _fmu_problem(args, options, names, bounds)
     if args.model is None:
         raise ModelError("give MODEL (a TOML file or example name) or --fmu MODEL.fmu.")
-    for option in ("inputs", "fmu_timeout"):
+    for option in ("inputs", "fmu_timeout", "rtol", "atol"):
         if getattr(args, option) is not None:
             raise ModelError(f"--{option.replace('_', '-')} applies to --fmu; remove it or give --fmu.")
     if args.verbose:
         raise ModelError("--verbose shows the log of an FMU binary and applies to --fmu; remove it or give --fmu.")
     if args.gradient != "auto":
         raise ModelError("--gradient applies to --fmu; for a model file use --method.")
+    if args.interface != "auto":
+        raise ModelError("--interface applies to --fmu; remove it or give --fmu.")
     spec = problem_spec(
         args.model, args.data, parse_assignments(args.set), names, t_end=args.t_end, step=args.step,
         integrator=args.integrator, alpha=args.alpha, rho_inf=args.rho_inf, cost=options, bounds=bounds,
@@ -380,7 +392,7 @@ def _executor(args, tasks: int):
 
 def _fmu_problem(args, options, names, bounds) -> _Setup:
     from ..fmu.archive import open_fmu
-    from ..fmu.fmu_problem import fmu_problem
+    from ..fmu.problem import fmu_problem
     from .fmu_loading import load_fmu_experiments
 
     if args.model is not None:
@@ -409,7 +421,8 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
         raise
     try:
         problem, choice = fmu_problem(archive, experiments, names, bounds=bounds, gradient=args.gradient,
-                                      workers=args.workers, executor=executor, **_fmu_process_settings(args))
+                                      interface=args.interface, tolerances=_tolerances(args), workers=args.workers,
+                                      executor=executor, **_fmu_process_settings(args))
     except BaseException:
         archive.close()
         if executor is not None:
@@ -418,6 +431,14 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
     setup = _Setup(problem, options, choice, archive)
     setup.executor = executor
     return setup
+
+
+def _tolerances(args):
+    """``--rtol``/``--atol`` (and ``--step`` as the largest step) of a Model Exchange run."""
+    from ..fmu.experiment import DEFAULT_ATOL, DEFAULT_RTOL, Tolerances
+
+    return Tolerances(rtol=DEFAULT_RTOL if args.rtol is None else args.rtol,
+                      atol=DEFAULT_ATOL if args.atol is None else args.atol)
 
 
 def cmd_gradient(args) -> int:
@@ -438,10 +459,7 @@ def cmd_gradient(args) -> int:
             "gradient_seconds": ev.gradient_seconds,
             "cost_function": args.cost,
         }
-        engine = getattr(problem.experiments[0], "engine", None) if hasattr(problem, "experiments") else None
-        if engine is not None:  # a model file (or a trusted FMU's embedded model): the engine that ran
-            result["engine"] = engine.name
-            result["integrator"] = problem.experiments[0].scheme.describe()
+        result.update(problem.solver_info())
         if setup.choice is not None:
             result["gradient_path"] = _gradient_path(setup)
     finally:
@@ -457,11 +475,7 @@ def cmd_gradient(args) -> int:
 
 
 def _gradient_path(setup: _Setup) -> dict:
-    info = setup.choice.to_json()
-    columns = getattr(setup.problem, "columns", None)
-    if columns:
-        info["columns"] = dict(columns)
-    return info
+    return {**setup.choice.to_json(), **setup.problem.gradient_details()}
 
 
 def cmd_identify(args) -> int:
@@ -530,8 +544,14 @@ def cmd_identify(args) -> int:
             payload["gradient_method"] = _gradient_path(setup)
         else:
             payload["gradient_method"] = "adjoint" if args.method == "lbfgsb" else "forward sensitivities"
-        if isinstance(problem, IdentificationProblem):  # a model file or a trusted FMU's embedded model
-            payload["integrator"] = problem.experiments[0].scheme.describe()
+        payload.update({k: v for k, v in problem.solver_info().items() if k != "engine"})
+        if setup.choice is not None and setup.choice.interface is not None:
+            payload["interface"] = setup.choice.interface
+        discretization = problem.discretization_error(result.parameters)
+        if discretization is not None:
+            payload["discretization_error"] = discretization
+        if result.unidentifiable and not args.allow_unidentifiable:
+            payload["success"] = False
         payload["executor"] = setup.executor.describe() if setup.executor is not None else {"executor": "serial",
                                                                                           "workers": 1}
         if ckpt:
@@ -583,8 +603,7 @@ def _checkpoint_header(args, setup: _Setup, header) -> dict:
 
 
 def _noise_floor(problem) -> float | None:
-    floor = getattr(problem, "noise_floor", None)
-    return floor() if floor is not None else None
+    return problem.noise_floor()
 
 
 def cmd_plugins(args) -> int:
@@ -638,27 +657,28 @@ def cmd_export(args) -> int:
 
 def cmd_apply(args) -> int:
     from ..fmu.archive import open_fmu
-    from ..fmu.handback import read_result_parameters, write_reparameterized_fmu, write_ssv
+    from ..fmu.handback import hand_back, read_result_parameters
 
-    if not args.output and not args.ssv:
-        raise ModelError("apply: give -o IDENTIFIED.fmu and/or --ssv OUT.ssv.")
-    _check_outputs({"-o": args.output, "--ssv": args.ssv}, [("RESULT.json", args.result), ("FMU", args.fmu)])
+    if not (args.output or args.ssv or args.ssp):
+        raise ModelError("apply: give -o IDENTIFIED.fmu, --ssv OUT.ssv and/or --ssp OUT.ssp.")
+    _check_outputs({"-o": args.output, "--ssv": args.ssv, "--ssp": args.ssp},
+                   [("RESULT.json", args.result), ("FMU", args.fmu)])
     values = read_result_parameters(args.result)
     with open_fmu(args.fmu) as archive:
-        # The FMU first: if it fails, no SSV is left behind either.
-        if args.output:
-            write_reparameterized_fmu(archive, values, args.output)
-        if args.ssv:
-            try:
-                write_ssv(archive, values, args.ssv, name=Path(args.result).stem)
-            except BaseException:
-                if args.output:
-                    Path(args.output).unlink(missing_ok=True)
-                raise
-    if args.output:
-        print(f"wrote {args.output} (start values of {', '.join(values)})", file=sys.stderr)
-    if args.ssv:
-        print(f"wrote {args.ssv} ({len(values)} parameters)", file=sys.stderr)
+        report = hand_back(archive, values, fmu=args.output, ssv=args.ssv, ssp=args.ssp, name=Path(args.result).stem)
+    for text in report.warnings:
+        print(f"fmi-adjoint: warning: {text}", file=sys.stderr)
+    for text in report.notes:
+        print(f"fmi-adjoint: note: {text}", file=sys.stderr)
+    names = ", ".join(values)
+    if report.fmu:
+        how = "compiled in and as start values" if report.rebuilt else "as start values"
+        print(f"wrote {report.fmu} ({names} {how})", file=sys.stderr)
+    if report.ssv:
+        print(f"wrote {report.ssv} ({len(values)} parameters)", file=sys.stderr)
+    if report.ssp:
+        print(f"wrote {report.ssp} (SSP 1.0: the FMU and a parameter binding of {len(values)} parameters)",
+              file=sys.stderr)
     return 0
 
 

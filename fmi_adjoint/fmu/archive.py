@@ -299,8 +299,8 @@ class FmuArchive:
     variables : dict of str to FmuVariable
     model_exchange, co_simulation : bool
         Interfaces with a binary for this platform.
-    provides_directional_derivatives : bool
-        Of the Model Exchange interface.
+    provides_directional_derivatives, can_get_and_set_state : bool
+        Of the Model Exchange interface (read from the XML).
     entries : tuple of ArchiveEntry
         The checked entries, in archive order, as extracted into ``directory``.
     native : dict or None
@@ -350,6 +350,11 @@ class FmuArchive:
             self.model_exchange and element is not None and element.get(flag, "false") in ("true", "1")
         )
         self.number_of_event_indicators = int(description.numberOfEventIndicators or 0)
+        state_flag = "canGetAndSetFMUstate" if self.fmi_version == 2 else "canGetAndSetFMUState"
+        #: The Model Exchange interface can save and restore its state (events on the sensitivity path).
+        self.can_get_and_set_state = bool(
+            self.model_exchange and element is not None and element.get(state_flag, "false") in ("true", "1")
+        )
 
     def _has_binary(self, interface, platform: str) -> bool:
         if interface is None:

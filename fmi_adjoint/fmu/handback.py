@@ -1,39 +1,54 @@
-"""The way back into FMI toolchains: SSV parameter sets, re-parameterized FMUs, and the
-validation of an identified FMU by re-simulation through fmpy.
+"""The way back into FMI toolchains: re-parameterized or rebuilt FMUs, SSV parameter sets,
+SSP archives, and the validation of an identified FMU by re-simulation through fmpy.
 
-* :func:`write_ssv`: an SSP 1.0 System Structure Parameter Values file (``.ssv``) with one
-  ``ssv:Real`` per identified parameter, valid against the schema shipped with fmpy.
-  Units are written only where the FMU defines them (``UnitDefinitions``), because an
-  SSV unit must be defined in the file with its SI base-unit exponents.
+* :func:`hand_back` (``fmi-adjoint apply``): the front door; writes any of the three
+  outputs below together or not at all, and says what an importer will see.
 * :func:`write_reparameterized_fmu`: a copy of the FMU whose ``modelDescription.xml``
   carries the identified values as ``start`` attributes; every other entry is copied
   byte for byte.  Importers that set the parameters to their start values (as
   :func:`simulate_with_fmpy` and the common simulation tools do) simulate the identified
-  model; the FMU binary's compiled-in defaults are not changed.
+  model; the binary's compiled-in defaults are not changed, so importers that do not
+  (``fmpy.simulate_fmu`` without ``start_values``) run the old values.  For FMUs exported
+  by fmi-adjoint :func:`hand_back` therefore rebuilds the binary instead
+  (:mod:`fmi_adjoint.fmu.rebuild`).
+* :func:`write_ssv`: an SSP 1.0 System Structure Parameter Values file (``.ssv``) with one
+  ``ssv:Real`` per identified parameter, valid against the schema shipped with fmpy.
+  Units are written only where the FMU defines them (``UnitDefinitions``), because an
+  SSV unit must be defined in the file with its SI base-unit exponents.  The SSP archive
+  that binds it to the FMU: :mod:`fmi_adjoint.fmu.ssp`.
 * :func:`validate_fmu_against_data`: re-simulation and a report (per-output RMS and
   maximum error, PNG, JSON).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import math
+import os
 import shutil
+import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 from lxml import etree
 
 from ..data import Measurement
+from ..errors import CompilerError, OutputFileError
 from ..files import atomic_output, check_writable, read_regular
 from ..text import excerpt
 from .archive import FmuArchive, FmuError, _parse_description, _schema_problems
 from .session import DEFAULT_TIMEOUT, FmuSession
 
-__all__ = ["SSV_NAMESPACE", "write_ssv", "write_reparameterized_fmu", "simulate_with_fmpy",
-           "validate_fmu_against_data", "read_result_parameters"]
+if TYPE_CHECKING:
+    from .rebuild import RebuiltFmu
+
+__all__ = ["SSV_NAMESPACE", "HandBack", "hand_back", "write_ssv", "write_reparameterized_fmu", "write_fmu_entries",
+           "simulate_with_fmpy", "validate_fmu_against_data", "read_result_parameters"]
 
 SSV_NAMESPACE = "http://ssp-standard.org/SSP1/SystemStructureParameterValues"
 SSC_NAMESPACE = "http://ssp-standard.org/SSP1/SystemStructureCommon"
@@ -134,19 +149,11 @@ def write_ssv(archive: FmuArchive, values: Mapping[str, float], path, *, name: s
     return path
 
 
-def write_reparameterized_fmu(archive: FmuArchive, values: Mapping[str, float], output) -> Path:
-    """Copy the FMU with new ``start`` values of parameters; nothing else changes.
-
-    The copy is made from the checked extraction (``archive.entries`` in
-    ``archive.directory``), never by reading the ``.fmu`` again: :func:`open_fmu` already
-    bounded every entry's size, the entries are streamed file to zip (memory stays one
-    buffer, whatever an entry's header claims), and the bytes written are the bytes checked.
-    """
-    _check_parameters(archive, values)
-    output = Path(output)
-    if output.resolve() == archive.path.resolve():
-        raise FmuError(f"-o {output}: refusing to overwrite the input FMU; give another file name.")
-    check_writable(output)
+def _description_with_start_values(archive: FmuArchive, values: Mapping[str, float], *,
+                                   token: str | None = None) -> bytes:
+    """``modelDescription.xml`` of ``archive`` with ``values`` as the ``start`` attributes of
+    those parameters (and ``token`` as the GUID / instantiation token if given), re-validated
+    against the FMI schema; everything else as in the FMU (attribute order, formatting)."""
     root = _parse_description(archive.path, (archive.directory / "modelDescription.xml").read_bytes())
     found = set()
     for element in root.iter():
@@ -166,20 +173,56 @@ def write_reparameterized_fmu(archive: FmuArchive, values: Mapping[str, float], 
     missing = sorted(set(values) - found)
     if missing:
         raise FmuError(f"{archive.path.name}: could not find the start attribute of {missing}.")
+    if token is not None:
+        root.set("guid" if archive.fmi_version == 2 else "instantiationToken", token)
     problems = _schema_problems(root, archive.fmi_version)
     if problems:
         raise FmuError(f"internal error: the changed model description does not validate: {problems}")
-    xml = etree.tostring(root, xml_declaration=True, encoding="UTF-8")
-    with atomic_output(output, "wb") as handle, zipfile.ZipFile(handle, "w") as target_zip:
+    return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
+
+
+def write_fmu_entries(archive: FmuArchive, handle: BinaryIO, replacements: Mapping[str, bytes]) -> None:
+    """Write the entries of ``archive`` as a zip into ``handle``: the entries named in
+    ``replacements`` with those bytes, every other one byte for byte; the same names,
+    order, timestamps, compression and attributes.
+
+    The copy is made from the checked extraction (``archive.entries`` in
+    ``archive.directory``), never by reading the ``.fmu`` again: :func:`open_fmu` already
+    bounded every entry's size, the entries are streamed file to zip (memory stays one
+    buffer, whatever an entry's header claims), and the bytes written are the bytes checked.
+    """
+    names = {entry.name for entry in archive.entries if not entry.is_dir}
+    unknown = sorted(set(replacements) - names)
+    if unknown:
+        raise FmuError(f"internal error: {archive.path.name} has no entries {unknown} to replace.")
+    with zipfile.ZipFile(handle, "w") as target_zip:
         for entry in archive.entries:
             info = zipfile.ZipInfo(entry.name + "/" if entry.is_dir else entry.name, date_time=entry.date_time)
             info.compress_type = entry.compress_type
             info.external_attr = entry.external_attr
-            if entry.is_dir or entry.name == "modelDescription.xml":
-                target_zip.writestr(info, b"" if entry.is_dir else xml)
+            if entry.is_dir or entry.name in replacements:
+                target_zip.writestr(info, b"" if entry.is_dir else replacements[entry.name])
                 continue
             with open(archive.directory / entry.name, "rb") as source, target_zip.open(info, "w") as sink:
                 shutil.copyfileobj(source, sink)
+
+
+def check_not_the_input(archive: FmuArchive, output) -> None:
+    """FmuError if ``output`` is the FMU being read."""
+    if Path(output).resolve() == archive.path.resolve():
+        raise FmuError(f"-o {output}: refusing to overwrite the input FMU; give another file name.")
+
+
+def write_reparameterized_fmu(archive: FmuArchive, values: Mapping[str, float], output) -> Path:
+    """Copy the FMU with new ``start`` values of parameters; nothing else changes (see
+    :func:`write_fmu_entries`)."""
+    _check_parameters(archive, values)
+    output = Path(output)
+    check_not_the_input(archive, output)
+    check_writable(output)
+    xml = _description_with_start_values(archive, values)
+    with atomic_output(output, "wb") as handle:
+        write_fmu_entries(archive, handle, {"modelDescription.xml": xml})
     return output
 
 
@@ -284,3 +327,134 @@ def _plot(path: Path, data: Measurement, simulated: np.ndarray, summary: dict) -
     with atomic_output(path, "wb") as handle:
         fig.savefig(handle, format="png", dpi=110)
     plt.close(fig)
+
+
+@dataclasses.dataclass(frozen=True)
+class HandBack:
+    """What :func:`hand_back` wrote, and what the user must know about it.
+
+    Attributes
+    ----------
+    fmu, ssv, ssp : pathlib.Path or None
+        The files written.
+    rebuilt : RebuiltFmu or None
+        The rebuild (:func:`~fmi_adjoint.fmu.rebuild.rebuild_fmu`) if the handed-back FMU
+        carries the values compiled in; None if it carries them as start values only.
+    notes, warnings : tuple of str
+        One line each (without the ``fmi-adjoint: note:`` prefix).
+    """
+
+    fmu: Path | None
+    ssv: Path | None
+    ssp: Path | None
+    rebuilt: RebuiltFmu | None
+    notes: tuple[str, ...]
+    warnings: tuple[str, ...]
+
+
+@contextlib.contextmanager
+def _staged(targets: Mapping[str, Path | None]) -> Iterator[dict[str, Path]]:
+    """A temporary file next to each target (None: skipped); all are moved onto their targets
+    (``os.replace``) only when the block succeeds, else removed: no half-written output."""
+    given = {key: target for key, target in targets.items() if target is not None}
+    staged: dict[str, Path] = {}
+    try:
+        for key, target in given.items():
+            folder = target.parent if str(target.parent) else Path(".")
+            try:
+                fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=folder)
+            except OSError as exc:
+                raise OutputFileError(f"cannot write {str(target)!r}: {exc.strerror or exc}; choose a writable "
+                                      "folder.") from None
+            os.close(fd)
+            staged[key] = Path(name)
+        yield staged
+        for key, path in staged.items():
+            check_writable(given[key])  # still absent or a regular file
+            os.replace(path, given[key])
+    finally:
+        for path in staged.values():
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+
+
+def hand_back(archive: FmuArchive, values: Mapping[str, float], *, fmu=None, ssv=None, ssp=None,
+              name: str = "identified") -> HandBack:
+    """Hand identified parameter values back (``fmi-adjoint apply``): an FMU, an SSV file
+    and/or an SSP archive, written together or not at all.
+
+    The FMU (``fmu``; also the one embedded in ``ssp``) is
+
+    * for an FMU exported by fmi-adjoint whose binary provably is its embedded model and
+      that ships its sources: rebuilt with the values compiled in
+      (:func:`~fmi_adjoint.fmu.rebuild.rebuild_fmu`), so that importers that never apply
+      start values run the identified model too; binaries for other platforms cannot be
+      rebuilt here, are kept, and a warning says so;
+    * otherwise: a copy with the values as start values (:func:`write_reparameterized_fmu`),
+      with a note that importers ignoring start values keep the old values, and the SSP
+      archive (``ssp``, whose parameter binding SSP masters apply) as the remedy.
+
+    Each output is written to a temporary file in its target folder and moved into place
+    only when every requested output succeeded.
+
+    Raises
+    ------
+    FmuError
+        No output requested, an output naming the FMU itself, or a value that is no real
+        parameter of the FMU.
+    CompilerError
+        An FMU exported by fmi-adjoint that cannot be rebuilt (or checked) without a C
+        compiler, or regenerated code that does not compile.
+    OutputFileError
+        An output cannot be written.
+    """
+    from ..toolchain import c_compiler
+    from .rebuild import rebuild_fmu, rebuild_obstacle
+    from .ssp import write_ssp
+
+    targets = {key: None if path is None else Path(path) for key, path in (("fmu", fmu), ("ssv", ssv), ("ssp", ssp))}
+    if not any(targets.values()):
+        raise FmuError("apply: give -o IDENTIFIED.fmu, --ssv OUT.ssv and/or --ssp OUT.ssp.")
+    _check_parameters(archive, values)
+    for path in targets.values():
+        if path is not None:
+            check_not_the_input(archive, path)
+            check_writable(path)
+    label = archive.path.name
+    notes: list[str] = []
+    warnings: list[str] = []
+    rebuilt = None
+    with _staged(targets) as staged, tempfile.TemporaryDirectory(prefix="fmi_adjoint_apply_") as tmp:
+        if fmu is not None or ssp is not None:
+            handed = staged.get("fmu") or Path(tmp) / "handed_back.fmu"
+            obstacle = rebuild_obstacle(archive)
+            if obstacle is None:
+                rebuilt = dataclasses.replace(rebuild_fmu(archive, values, handed), path=targets["fmu"] or handed)
+                if rebuilt.stale_binaries:
+                    warnings.append(f"{label}: {', '.join(rebuilt.stale_binaries)} cannot be rebuilt on this platform "
+                                    "and still carry the old parameter values; for importers using them the start "
+                                    "values in modelDescription.xml are the only hand-back.")
+            else:
+                if archive.native_distrust is not None and c_compiler() is None:
+                    raise CompilerError(f"{label} was exported by fmi-adjoint and is rebuilt with the identified "
+                                        "values compiled in, which needs a C compiler: none found (tried $CC, cc, "
+                                        "gcc, clang); install gcc or set CC.")
+                write_reparameterized_fmu(archive, values, handed)
+                remedy = "the parameter binding of the SSP archive carries them to SSP importers" if ssp else \
+                    "hand back with --ssp OUT.ssp as well (an SSP parameter binding)"
+                notes.append(f"{label} cannot be rebuilt with the identified values compiled in: {obstacle}. They "
+                             "are handed back as start values only; importers that ignore start values (e.g. "
+                             f"fmpy.simulate_fmu without start_values) still run the old values: {remedy}.")
+        if ssv is not None:
+            write_ssv(archive, values, staged["ssv"], name=name)
+        if ssp is not None:
+            write_ssp(archive, values, handed, staged["ssp"], fmu_name=(targets["fmu"] or archive.path).name,
+                      name=name)
+            if not archive.co_simulation:
+                notes.append(f"{label} has no Co-Simulation interface: the SSP archive is complete, but fmpy's SSP "
+                             "simulation (fmpy.ssp.simulation.simulate_ssp) needs Co-Simulation FMUs.")
+            elif archive.fmi_version == 3:
+                notes.append(f"{label} is an FMI 3 FMU: the SSP archive is complete, but fmpy's SSP simulation "
+                             "(fmpy.ssp.simulation.simulate_ssp, fmpy 0.3) runs FMI 1 and 2 FMUs only.")
+    return HandBack(fmu=targets["fmu"], ssv=targets["ssv"], ssp=targets["ssp"], rebuilt=rebuilt,
+                    notes=tuple(notes), warnings=tuple(warnings))

@@ -66,6 +66,19 @@ def check_timeout(timeout: float) -> float:
     return float(timeout)
 
 
+def _worker_environment() -> dict[str, str]:
+    """The worker's environment: the parent's, with one BLAS thread unless the user chose.
+
+    The worker solves only small systems (Radau stages of an FMU's few states); a threaded
+    OpenBLAS spends ~1 ms per tiny triangular solve waking its threads (measured: ``dgetrs``
+    of a 6x6 system 2 ms with threads on a loaded 2-core machine, 2 µs with one).
+    """
+    env = dict(os.environ)
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(name, "1")
+    return env
+
+
 def _kill(process: subprocess.Popen) -> None:
     """Kill and reap the worker (safe to call twice; used by the finalizer at interpreter exit)."""
     if process.poll() is None:
@@ -180,6 +193,7 @@ class FmuSession:
                 [sys.executable, "-P", "-u", _WORKER_SCRIPT, str(request_read), str(reply_write),
                  str(self._progress_path), self.archive.path.name, str(os.getpid())],
                 stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, pass_fds=(request_read, reply_write),
+                env=_worker_environment(),
                 process_group=0,  # Ctrl-C in a terminal reaches the parent only
             )
         except BaseException:
@@ -394,44 +408,6 @@ class FmuSession:
         self._point = None
         return self._request(*self.cs_job(values, grid, outputs, inputs))
 
-    def me_job(self, values: Mapping[str, float], grid: np.ndarray, outputs: Sequence[str],
-               inputs=None, sources: Sequence[str] = ()) -> tuple[str, tuple]:
-        """The request of :meth:`run_me` (for :func:`run_parallel`)."""
-        refs, vals = self._start_values(values, {})
-        names = list(inputs.columns) if inputs is not None else []
-        times = inputs.times if inputs is not None else np.zeros(1)
-        table = inputs.values if inputs is not None else np.zeros((1, 0))
-        return "run_me", (refs, vals, pack(grid), self.refs(outputs), self.refs(names), pack(times), pack(table),
-                          list(sources))
-
-    @staticmethod
-    def me_result(grid: np.ndarray, reply: dict):
-        """``(Y, trajectory, next_event_time)`` from the reply to :meth:`me_job` (Y and the
-        trajectory are None if a time event falls inside the grid)."""
-        from ..integrate.ode import OdeTrajectory
-
-        if "next_event_time" in reply:
-            return None, None, reply["next_event_time"]
-        traj = OdeTrajectory(t=grid, x=unpack(reply["x"]), f=unpack(reply["f"]),
-                             newton_iterations=np.array(reply["iterations"], dtype=int))
-        return unpack(reply["Y"]), traj, None
-
-    def run_me(self, values: Mapping[str, float], grid: np.ndarray, outputs: Sequence[str], inputs=None,
-               sources: list[str] | None = None):
-        """Start and integrate with the trapezoidal rule in the worker (:mod:`.integrate.ode`);
-        ``(Y, trajectory, next_event_time)`` as :meth:`me_result`.
-
-        ``inputs`` is a Measurement of the inputs (interpolated linearly); ``sources`` says per
-        state whether its Jacobian column comes from the FMU ("fmu") or from differences
-        ("fd"), and is updated in place when the FMU refuses a column.
-        """
-        self._point = None
-        sources = ["fd"] * self.n_states if sources is None else sources
-        reply = self._request(*self.me_job(values, grid, outputs, inputs, sources))
-        if "sources" in reply:
-            sources[:] = reply["sources"]
-        return self.me_result(grid, reply)
-
     def simulate_fmu(self, **options) -> dict[str, np.ndarray]:
         """``fmpy.simulate_fmu`` on the extraction folder, in the worker; the result by column."""
         signal_table = options.pop("input", None)
@@ -464,10 +440,6 @@ class FmuSession:
         Raises FmuError if the FMU refuses (e.g. a parameter as known in FMI 2).
         """
         return self._call("directional", list(unknowns), int(known), float(seed))
-
-    def completed_step(self, t: float) -> None:
-        """Report an accepted integrator step; an FMU that needs an event there is refused."""
-        self._call("completed_step", float(t))
 
 
 def run_parallel(sessions: Sequence[FmuSession], jobs: Sequence[tuple[str, tuple]]) -> list:

@@ -7,7 +7,7 @@ A worker writes the bytes into a private folder once, checks and extracts them w
 and runs them in its own sandboxed :class:`~fmi_adjoint.fmu.session.FmuSession` (the
 binary in a subprocess with a timeout per FMI call, issue 10), which it keeps in its
 :class:`~fmi_adjoint.scale.WorkerContext` for the next task of the same FMU.  A task is one
-whole simulation (the request :meth:`FmuProblem._job` builds); the reply is processed in
+whole simulation (the request :meth:`.problem.FmuProblem.job` builds); the reply is processed in
 the command's process exactly as a local worker's, so the numbers do not depend on where
 the simulation ran.
 """
@@ -73,7 +73,7 @@ class _ResidentFmu:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class FmuJobTask:
-    """One simulation request (``(op, args)`` of :meth:`FmuSession.cs_job`/``me_job``) of an
+    """One simulation request (``(op, args)`` of :meth:`.simulation.FmuSimulator.job`) of an
     FMU, run in a worker's sandboxed session."""
 
     fmu: FmuBytes

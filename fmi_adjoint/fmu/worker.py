@@ -12,8 +12,9 @@ Design
   ``multiprocessing``: the worker imports only numpy and fmpy (0.5 s) instead of the whole
   package (sympy, 2.5 s per worker with "spawn"); a "forkserver" would pay that import once
   but adds a server and multiprocessing's resource tracker, the source of the "leaked
-  semaphore" warnings.  The worker needs two project modules, the trapezoidal rule and the
-  errors it raises, and loads just those (:func:`_project_module`).
+  semaphore" warnings.  The worker needs a few project modules (the Radau IIA integrator,
+  the Model Exchange run and its sensitivities, the errors they raise) and loads just those
+  (:func:`_project_module`).
 * **Requests and replies are pickles over two pipes** (``multiprocessing.connection``
   framing on raw file descriptors).  The parent is trusted, so requests are ordinary
   pickles; replies come from the process that runs the binary and are read by an
@@ -34,7 +35,7 @@ Design
   kills the worker when the parent dies, even by SIGKILL.
 
 Whole simulations are one request (Co-Simulation: every ``doStep``; Model Exchange: the
-trapezoidal rule runs in the worker, with the same code as in the parent); the per-point
+adaptive Radau IIA run of :mod:`.me_run` with its sensitivities runs in the worker); the per-point
 requests of the sensitivity path carry the point with them (``set_point`` is sent with
 the next evaluation).
 """
@@ -207,6 +208,7 @@ class _Instance:
             self.fmu = instantiate_fmu(directory, description, fmi_type=interface)
         except Exception as exc:  # fmpy: bare Exception or OSError from the loader
             raise _Failure(f"{fmu_name}: cannot instantiate the {interface} FMU ({exc}).") from None
+        self.n_indicators = int(description.numberOfEventIndicators or 0)
         self._used = self._terminated = False
         self.next_event_time: float | None = None
 
@@ -297,11 +299,14 @@ class _Instance:
 
     def set_point(self, t: float, x, input_refs: Sequence[int] = (), u: Sequence[float] = ()) -> None:
         self._call("setting the time", self.fmu.setTime, float(t))
-        states = (ctypes.c_double * self.n_states)(*map(float, x))
-        self._call("setting the continuous states", self.fmu.setContinuousStates, states, self.n_states)
+        if self.n_states:
+            states = (ctypes.c_double * self.n_states)(*map(float, x))
+            self._call("setting the continuous states", self.fmu.setContinuousStates, states, self.n_states)
         self.set_real(input_refs, u)
 
     def derivatives(self) -> np.ndarray:
+        if not self.n_states:
+            return np.zeros(0)
         buffer = (ctypes.c_double * self.n_states)()
         getter = self.fmu.getContinuousStateDerivatives if self.fmi3 else self.fmu.getDerivatives
         self._call("getting the state derivatives", getter, buffer, self.n_states)
@@ -317,48 +322,55 @@ class _Instance:
                             list(unknowns), [known], [seed])
         return np.asarray(values, dtype=float)
 
-    def completed_step(self, t: float) -> None:
-        enter_event, terminate = self._call("fmiCompletedIntegratorStep", self.fmu.completedIntegratorStep)
-        if enter_event or terminate:
-            raise _Failure(
-                f"{self.fmu_name}: the FMU requests an event at t = {t:g} s; the project's integrator handles no "
-                "events. Use a Co-Simulation interface of the FMU."
-            )
+    # -- events and FMU states (the adaptive Model Exchange run, :mod:`.me_run`) ------------------
+    def event_indicators(self) -> np.ndarray:
+        if not self.n_indicators:
+            return np.zeros(0)
+        buffer = (ctypes.c_double * self.n_indicators)()
+        self._call("getting the event indicators", self.fmu.getEventIndicators, buffer, self.n_indicators)
+        return np.array(buffer[:], dtype=float)
 
-    def run_me(self, refs, values, grid, outputs, input_refs, input_times, input_table, sources) -> dict:
-        """Start, then integrate with the project's trapezoidal rule (as the parent would).
+    def completed_integrator_step(self) -> tuple[bool, bool]:
+        """(enter event mode, terminate); the run may restore earlier FMU states, so
+        ``noSetFMUStatePriorToCurrentPoint`` is false."""
+        enter, terminate = self._call("fmiCompletedIntegratorStep", self.fmu.completedIntegratorStep, False)
+        return bool(enter), bool(terminate)
 
-        Returns the outputs and the trajectory, or only ``next_event_time`` if a time event
-        falls inside the grid (the parent refuses it).
-        """
-        integrate_trapezoidal = _project_module("integrate.ode").integrate_trapezoidal
-        u0 = [float(np.interp(grid[0], input_times, col)) for col in input_table.T]
-        event = self.start(list(refs) + list(input_refs), list(values) + u0, float(grid[0]), float(grid[-1]))
-        if event is not None and event <= grid[-1]:
-            return {"next_event_time": event}
-        x0 = self.initial_states()
+    def event_mode_update(self, t: float) -> np.ndarray:
+        """Event mode at the point set, the event iteration, back to continuous-time mode; the
+        continuous states afterwards (:attr:`next_event_time` updated)."""
+        self._call(f"entering event mode at t = {t:g} s", self.fmu.enterEventMode)
+        for _ in range(1000):
+            update = self.fmu.updateDiscreteStates if self.fmi3 else self.fmu.newDiscreteStates
+            info = self._call(f"the event iteration at t = {t:g} s", update)
+            if info[1]:
+                raise _Failure(f"{self.fmu_name}: the FMU asked to terminate at t = {t:g} s; shorten the run "
+                               "(--t-end) to end before it.")
+            self.next_event_time = float(info[5]) if info[4] else None
+            if not info[0]:
+                break
+        else:
+            raise _Failure(f"{self.fmu_name}: the event iteration at t = {t:g} s did not settle in 1000 "
+                           "iterations; the FMU is faulty: report it to its author.")
+        self._call("entering continuous-time mode", self.fmu.enterContinuousTimeMode)
+        return self.initial_states() if self.n_states else np.zeros(0)
 
-        def at(t, x):
-            self.set_point(t, x, input_refs, [float(np.interp(t, input_times, col)) for col in input_table.T])
+    def get_fmu_state(self):
+        getter = self.fmu.getFMUState if self.fmi3 else self.fmu.getFMUstate
+        return self._call("getting the FMU state", getter)
 
-        def f(t, x):
-            at(t, x)
-            return self.derivatives()
+    def set_fmu_state(self, state) -> None:
+        setter = self.fmu.setFMUState if self.fmi3 else self.fmu.setFMUstate
+        self._call("setting the FMU state", setter, state)
 
-        def jacobian(t, x):
-            return state_jacobian(self, at, t, x, (), sources)[: self.n_states]
+    def free_fmu_state(self, state) -> None:
+        free = self.fmu.freeFMUState if self.fmi3 else self.fmu.freeFMUstate
+        self._call("freeing an FMU state", free, state)
 
-        def completed(t, x):
-            at(t, x)
-            self.completed_step(t)
-
-        traj = integrate_trapezoidal(f, jacobian, x0, grid, step_done=completed)
-        Y = np.empty((grid.size, len(outputs)))
-        for k, t in enumerate(grid):
-            at(float(t), traj.x[k])
-            Y[k] = self.get_real(outputs)
-        return {"Y": pack(Y), "x": pack(traj.x), "f": pack(traj.f), "iterations": traj.newton_iterations.tolist(),
-                "sources": list(sources)}
+    def run_me_adaptive(self, request: dict) -> dict:
+        """The adaptive Model Exchange run of :mod:`.me_run` (Radau IIA, events, sensitivities)."""
+        _project_module("integrate.radau")
+        return _project_module("fmu.me_run").run_model_exchange(self, request)
 
     def close(self) -> None:
         """Terminate and free the instance; failures are irrelevant here (the process ends)."""
@@ -451,14 +463,12 @@ def _serve(request_fd: int, reply_fd: int, progress_path: str, fmu_name: str, pa
                 refs, values, grid, outputs, input_refs, input_table = args
                 result = ("array", pack(_live(instance).run_cs(refs, values, unpack(grid), outputs, input_refs,
                                                                unpack(input_table))))
-            elif op == "run_me":
-                refs, values, grid, outputs, input_refs, input_times, input_table, sources = args
-                result = ("value", _live(instance).run_me(refs, values, unpack(grid), outputs, input_refs,
-                                                          unpack(input_times), unpack(input_table), list(sources)))
+            elif op == "run_me_adaptive":
+                result = ("value", _live(instance).run_me_adaptive(args[0]))
             elif op == "call":
                 point, method, method_args = args
                 if method not in ("start", "initial_states", "derivatives", "rhs", "get_real", "set_real",
-                                  "directional", "completed_step"):
+                                  "directional"):
                     raise _Failure(f"internal error: the FMU worker has no method {method!r}.")
                 live = _live(instance)
                 if point is not None:

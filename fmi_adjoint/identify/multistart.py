@@ -230,6 +230,11 @@ def result_warnings(result: IdentificationResult, noise_floor: float | None) -> 
     if result.active_bounds:
         warnings.append(f"{', '.join(result.active_bounds)} ended on a bound: the minimum may lie outside the "
                         "bounds (widen them with --bounds) or the fit is in a wrong basin (try --starts).")
+    if result.unidentifiable:
+        warnings.append(f"{', '.join(result.unidentifiable)}: the outputs do not determine "
+                        f"{'it' if len(result.unidentifiable) == 1 else 'them'} (zero or near-singular Fisher "
+                        "information): fix such a parameter with --set NAME=VALUE and drop it from --params, or "
+                        "measure an output that depends on it (--allow-unidentifiable accepts the fit as it is).")
     if noise_floor is not None and result.cost > NOISE_FACTOR * noise_floor:
         warnings.append(f"the final cost {result.cost:.4g} is {result.cost / max(noise_floor, 1e-300):.3g} times "
                         f"the noise floor {noise_floor:.4g} estimated from the data: the fit does not explain the "

@@ -73,6 +73,7 @@ class IdentificationResult:
     seconds: float
     active_bounds: tuple[str, ...] = ()
     failed_simulations: int = 0
+    unidentifiable: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         """JSON-serializable summary (the format written by ``fmi-adjoint identify``)."""
@@ -97,6 +98,7 @@ class IdentificationResult:
             "seconds": self.seconds,
             "active_bounds": list(self.active_bounds),
             "failed_simulations": self.failed_simulations,
+            "unidentifiable": list(self.unidentifiable),
         }
 
 
@@ -280,7 +282,7 @@ def identify(
         iterations = int(res.njev or len(cost_history))
         J_final = float(res.cost)
     x = physical(u_best)
-    stats = {"std_errors": None, "correlation": None}
+    stats: dict = {"std_errors": None, "correlation": None}
     if statistics:
         try:
             stats = problem.statistics(x)
@@ -303,6 +305,7 @@ def identify(
         correlation=stats["correlation"],
         seconds=time.perf_counter() - started,
         failed_simulations=failed[0],
+        unidentifiable=tuple(problem.names[i] for i in stats.get("unidentifiable", ())),
         active_bounds=tuple(
             name
             for name, value, lo, hi in zip(problem.names, x, problem.lower, problem.upper)

@@ -112,6 +112,38 @@ class AbstractProblem(Protocol):
         ...
 
 
+class AbstractIdentificationProblem(AbstractProblem, Protocol):
+    """What the commands (``gradient``, ``identify``) also ask of a problem: outputs for plots,
+    the noise floor, how runs are computed, where the gradient comes from, the discretization
+    error, and releasing workers.  :class:`IdentificationProblem` and
+    :class:`~fmi_adjoint.fmu.problem.FmuProblem` implement it, so the CLI never probes."""
+
+    def sampled_outputs(self, index: int, x: np.ndarray) -> np.ndarray:
+        """Outputs of experiment ``index`` at its sample times, at identified values ``x``."""
+        ...
+
+    def noise_floor(self) -> float | None:
+        """The cost measurement noise alone would leave (None where it cannot be estimated)."""
+        ...
+
+    def solver_info(self) -> dict:
+        """How the runs are computed (engine and integrator, or FMU interface and tolerances)."""
+        ...
+
+    def gradient_details(self) -> dict:
+        """Where the gradient's parts come from, for RESULT.json (empty if nothing to say)."""
+        ...
+
+    def discretization_error(self, x: np.ndarray) -> dict | None:
+        """Estimated discretization error of the fit at ``x`` where the runs have error control
+        (FMU Model Exchange); None where the scheme and its step are part of the model."""
+        ...
+
+    def close(self) -> None:
+        """Release worker processes (a no-op for in-process problems)."""
+        ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
     """Cost and gradient over all experiments, in physical parameter units."""
@@ -410,16 +442,45 @@ class IdentificationProblem:
 
     def noise_floor(self) -> float | None:
         """The cost that measurement noise alone would leave at a perfect fit, estimated from
-        the data (:meth:`~fmi_adjoint.costs.LeastSquaresCost.noise_floor`); None if a cost is
-        not a least-squares cost of a time series."""
-        total = 0.0
-        for exp in self.experiments:
-            floor = getattr(exp.cost, "noise_floor", None)
-            value = floor() if floor is not None else None
-            if value is None:
-                return None
-            total += value
-        return total
+        the data (:func:`costs_noise_floor`)."""
+        return costs_noise_floor(exp.cost for exp in self.experiments)
+
+    def sampled_outputs(self, index: int, x: np.ndarray) -> np.ndarray:
+        """Outputs of experiment ``index`` at its sample times, at identified values ``x``."""
+        from ..adjoint import sampled_outputs
+
+        exp = self.experiments[index]
+        return sampled_outputs(exp.simulate(exp.parameters(self.names, x)), exp.cost)[2]
+
+    def solver_info(self) -> dict:
+        """The engine and the integration scheme of the first experiment."""
+        exp = self.experiments[0]
+        return {"engine": exp.engine.name, "integrator": exp.scheme.describe()}
+
+    def gradient_details(self) -> dict:
+        return {}
+
+    def discretization_error(self, x: np.ndarray) -> None:
+        """None: the scheme and its step are part of the model file (the HHT or generalized-α
+        solution is the model's response, exactly differentiated)."""
+        return None
+
+    def close(self) -> None:
+        """Nothing to release: the engines live in this process."""
+
+
+def costs_noise_floor(costs) -> float | None:
+    """The cost that measurement noise alone would leave at a perfect fit, summed over
+    ``costs`` (:meth:`~fmi_adjoint.costs.LeastSquaresCost.noise_floor`); None if a cost is
+    not a least-squares cost of a time series."""
+    total = 0.0
+    for cost in costs:
+        floor = getattr(cost, "noise_floor", None)
+        value = floor() if floor is not None else None
+        if value is None:
+            return None
+        total += value
+    return total
 
 
 def ordered_sum(terms, start=0.0):
@@ -445,6 +506,7 @@ def gauss_newton_statistics(r: np.ndarray, Jr: np.ndarray) -> dict:
     scale[scale == 0] = 1.0
     Hs = H / np.outer(scale, scale)
     cond = float(np.linalg.cond(Hs))
+    unidentifiable = unidentifiable_parameters(H)
     std: list[float | None]
     if not math.isfinite(cond) or cond > 1e14:
         std, corr = [None] * n_par, None
@@ -455,4 +517,27 @@ def gauss_newton_statistics(r: np.ndarray, Jr: np.ndarray) -> dict:
         # At an exact fit (zero residual) the covariance vanishes and has no correlation.
         corr = (cov / np.outer(sd, sd)).tolist() if np.all(sd > 0) else None
     return {"std_errors": std, "correlation": corr, "residual_variance": s2, "n_residuals": n_res,
-            "hessian_condition": float(cond)}
+            "hessian_condition": float(cond), "unidentifiable": unidentifiable}
+
+
+#: The Fisher information (Gauss-Newton Hessian scaled to unit diagonal) is taken as singular
+#: in a direction whose eigenvalue is below this times the largest.
+SINGULAR_FISHER = 1e-12
+
+
+def unidentifiable_parameters(H: np.ndarray) -> list[int]:
+    """Indices of parameters the outputs cannot determine: a zero column of the Fisher
+    information ``H = JᵀJ`` (the outputs do not depend on it), or a large share (> 10 %) in an
+    eigenvector of the scaled information whose eigenvalue is below :data:`SINGULAR_FISHER`
+    of the largest (a combination the data cannot separate)."""
+    diag = np.diag(H).copy()
+    peak = float(diag.max(initial=0.0))
+    dead = diag <= 1e-300 + SINGULAR_FISHER**2 * peak
+    out = set(np.flatnonzero(dead).tolist())
+    live = np.flatnonzero(~dead)
+    if live.size > 1:
+        scale = np.sqrt(diag[live])
+        w, V = np.linalg.eigh(H[np.ix_(live, live)] / np.outer(scale, scale))
+        for k in np.flatnonzero(w < SINGULAR_FISHER * max(float(w.max()), 1e-300)):
+            out.update(live[np.abs(V[:, k]) ** 2 > 0.1].tolist())
+    return sorted(int(i) for i in out)

@@ -1,0 +1,128 @@
+"""Which gradient path and which interface an FMU problem uses, and why (written to RESULT.json).
+
+``auto`` takes the path with the fewest expected model evaluations per gradient:
+
+* ``adjoint``: an FMU exported by fmi-adjoint (its embedded model, trusted after its binary
+  matched): one forward run and one adjoint sweep, whatever the number of parameters;
+* ``sensitivity``: a Model Exchange interface: one Radau run that also records the stage
+  Jacobians, plus two *replays* per parameter (one right-hand side per stage point, no
+  Newton iterations, no Jacobians).  Per step that is about ``(2n + 9) + 6n + 6p``
+  right-hand sides against ``(1 + 2p)(2n + 9)`` for differences of whole runs (``n``
+  states, ``p`` parameters; ``2n`` for a differenced Jacobian, about 9 for the Newton
+  iterations of the three stages).  Events need an FMU that can get and set its state;
+* ``fd``: anything else: central differences of whole simulations, in parallel.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .archive import FmuArchive, FmuError
+
+__all__ = ["GRADIENT_PATHS", "INTERFACE_CHOICES", "GradientChoice", "choose_gradient", "choose_interface"]
+
+GRADIENT_PATHS = ("auto", "adjoint", "sensitivity", "fd")
+INTERFACE_CHOICES = ("auto", "me", "cs")
+_INTERFACE = {"me": "ModelExchange", "cs": "CoSimulation"}
+
+
+@dataclasses.dataclass(frozen=True)
+class GradientChoice:
+    """Which gradient path is used, and why; and the interface (written to RESULT.json)."""
+
+    method: str
+    reason: str
+    interface: str | None = None
+    interface_reason: str = ""
+
+    def to_json(self) -> dict:
+        out = {"method": self.method, "reason": self.reason}
+        if self.interface is not None:
+            out["interface"] = self.interface
+            out["interface_reason"] = self.interface_reason
+        return out
+
+    def with_interface(self, interface: str, reason: str) -> GradientChoice:
+        return dataclasses.replace(self, interface=interface, interface_reason=reason)
+
+
+def _events_need_state(archive: FmuArchive) -> str | None:
+    """Why the sensitivity path cannot differentiate this FMU's events (None if it can)."""
+    if archive.number_of_event_indicators and not archive.can_get_and_set_state:
+        return (f"{archive.number_of_event_indicators} event indicators and no FMU-state support "
+                "(canGetAndSetFMUstate), which differentiating the reinitialisation at events needs")
+    return None
+
+
+def _expected_evaluations(n: int, p: int) -> tuple[int, int]:
+    """Right-hand sides per step: (sensitivity path, whole-run differences); see the module docstring."""
+    run = 2 * n + 9
+    return run + 6 * n + 6 * p, (1 + 2 * p) * run
+
+
+def choose_gradient(archive: FmuArchive, requested: str, interface: str, has_inputs: bool,
+                    n_params: int) -> GradientChoice:
+    """The gradient path for ``requested`` (one of :data:`GRADIENT_PATHS`)."""
+    if requested not in GRADIENT_PATHS:
+        raise FmuError(f"--gradient {requested!r} is not one of {', '.join(GRADIENT_PATHS)}.")
+    if requested == "adjoint":
+        if archive.native is None and archive.native_distrust:
+            raise FmuError(f"{archive.path.name}: --gradient adjoint: {archive.native_distrust}, so the embedded "
+                           "model is not trusted; use --gradient fd (through the binary), or re-export it.")
+        if archive.native is None:
+            raise FmuError(f"{archive.path.name}: --gradient adjoint needs an FMU exported by fmi-adjoint "
+                           f"(with resources/model.toml); use {_usable(archive)}.")
+        if has_inputs:
+            raise FmuError("--gradient adjoint: the embedded model treats inputs as constants and cannot follow "
+                           "time-varying --inputs; use --gradient fd.")
+        return GradientChoice("adjoint", "requested: native discrete adjoint of the model embedded in the FMU")
+    can_sense = archive.model_exchange and interface != "cs"
+    why_not = _events_need_state(archive)
+    if requested == "sensitivity":
+        if not can_sense:
+            raise FmuError(f"{archive.path.name}: --gradient sensitivity needs the Model Exchange interface"
+                           f"{', which this FMU lacks' if not archive.model_exchange else ' (not --interface cs)'}; "
+                           "use --gradient fd.")
+        if why_not:
+            raise FmuError(f"{archive.path.name}: --gradient sensitivity: the FMU has {why_not}; use --gradient fd.")
+        return GradientChoice("sensitivity", "requested: exact sensitivities of the adaptive Radau IIA run")
+    if requested == "fd":
+        return GradientChoice("fd", "requested: central finite differences of whole simulations")
+    # auto: archive.native builds the embedded model to check the binary: only asked when it matters.
+    if not has_inputs and interface == "auto" and archive.native is not None:
+        return GradientChoice("adjoint", f"exported by {archive.native.get('generator')} (resources/model.toml): "
+                              "native discrete adjoint of the embedded model, exact, one forward and one adjoint "
+                              "run whatever the number of parameters")
+    if can_sense and not why_not:
+        n = len(archive.description.derivatives)
+        sens, fd = _expected_evaluations(n, n_params)
+        return GradientChoice("sensitivity", f"Model Exchange interface: exact sensitivities of the Radau IIA run "
+                              f"need about {sens} right-hand sides per step against {fd} for differences of whole "
+                              f"runs ({n} states, {n_params} parameters)")
+    why = ("inputs vary in time, which the embedded model cannot follow" if archive.native is not None and has_inputs
+           else f"the Model Exchange interface has {why_not}" if why_not
+           else "--interface cs" if interface == "cs" and archive.model_exchange
+           else "no Model Exchange interface")
+    return GradientChoice("fd", f"{why}: central finite differences of whole simulations, in parallel")
+
+
+def _usable(archive: FmuArchive) -> str:
+    return "--gradient auto, sensitivity or fd" if archive.model_exchange else "--gradient auto or fd"
+
+
+def choose_interface(archive: FmuArchive, requested: str, method: str) -> tuple[str, str]:
+    """The interface (FMI name) and why, for ``--interface`` ``requested`` and the gradient path."""
+    if requested not in INTERFACE_CHOICES:
+        raise FmuError(f"--interface {requested!r} is not one of {', '.join(INTERFACE_CHOICES)}.")
+    if requested != "auto":
+        name = _INTERFACE[requested]
+        if not (archive.model_exchange if requested == "me" else archive.co_simulation):
+            other = "cs" if requested == "me" else "me"
+            raise FmuError(f"{archive.path.name}: --interface {requested}: the FMU has no {name} interface with a "
+                           f"binary for this platform; use --interface {other} or auto.")
+        return name, f"requested (--interface {requested})"
+    if method == "sensitivity":
+        return "ModelExchange", "the sensitivity path integrates the Model Exchange interface"
+    if archive.co_simulation:
+        return "CoSimulation", "Co-Simulation: the FMU's own solver"
+    return "ModelExchange", "the FMU has only a Model Exchange interface"

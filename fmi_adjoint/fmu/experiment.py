@@ -1,0 +1,96 @@
+"""One measurement of an FMU, and the integration tolerances of Model Exchange runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..costs.base import AbstractCost
+from ..data import Measurement
+from ..integrate import time_grid
+from .archive import FmuError
+
+__all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "FmuExperiment", "Tolerances"]
+
+#: Default relative tolerance of the Radau IIA runs: with the 5th-order scheme this keeps the
+#: discretization bias of identified parameters below 1e-7 relative on the Van der Pol and
+#: Dahlquist FMUs of ``fmus/`` (measured in tests/test_fmu_model_exchange.py).
+DEFAULT_RTOL = 1e-10
+#: Default absolute tolerance, times each state's nominal value.
+DEFAULT_ATOL = 1e-12
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerances:
+    """Error control of the adaptive Model Exchange integration (``--rtol``, ``--atol``;
+    ``max_step`` from ``--step``)."""
+
+    rtol: float = DEFAULT_RTOL
+    atol: float = DEFAULT_ATOL
+    max_step: float = math.inf
+
+    def __post_init__(self):
+        for name in ("rtol", "atol"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and 0 < value < 1):
+                raise FmuError(f"--{name} {value!r}: give a number between 0 and 1 (default "
+                               f"{DEFAULT_RTOL if name == 'rtol' else DEFAULT_ATOL:g}).")
+        if not self.max_step > 0:
+            raise FmuError(f"--step {self.max_step!r}: the largest Model Exchange step must be positive.")
+
+    def tighter(self, factor: float = 100.0) -> Tolerances:
+        """These tolerances divided by ``factor`` (the reference run of the error estimate)."""
+        return Tolerances(self.rtol / factor, self.atol / factor, self.max_step)
+
+    def to_json(self) -> dict:
+        return {"rtol": self.rtol, "atol": self.atol,
+                "max_step": None if math.isinf(self.max_step) else self.max_step}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FmuExperiment:
+    """One measurement of an FMU: the cost with its data, inputs and settings.
+
+    Attributes
+    ----------
+    cost : AbstractCost
+        Its channels are FMU output names; its sample times may repeat a time stamp once at an
+        event (the first row is the left limit, the second the right limit).
+    t_end : float
+    step : float
+        Communication step (Co-Simulation); for Model Exchange the largest step (the steps are
+        chosen by error control and hit every sample time).
+    inputs : Measurement, optional
+        Input signals by FMU input name, interpolated linearly in time (Co-Simulation: the
+        value at the start of each communication step, held over the step).
+    values : mapping of str to float
+        Parameter values of this experiment (identified parameters override them).
+    name : str
+    """
+
+    cost: AbstractCost
+    t_end: float
+    step: float
+    inputs: Measurement | None = None
+    values: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    name: str = "experiment"
+
+    def grid(self) -> np.ndarray:
+        """Communication points on ``[0, t_end]`` (the last step may be uneven)."""
+        return time_grid(0.0, self.t_end, self.step)
+
+    def input_values(self, t: float) -> dict[str, float]:
+        if self.inputs is None:
+            return {}
+        return {c: float(np.interp(t, self.inputs.times, self.inputs.column(c))) for c in self.inputs.columns}
+
+    def stops(self) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct sample times, and per sample whether it is a right limit (the second
+        of two equal time stamps)."""
+        times = np.asarray(self.cost.sample_times, dtype=float)
+        right = np.zeros(times.size, dtype=bool)
+        right[1:] = times[1:] == times[:-1]
+        return np.unique(times), right

@@ -1,0 +1,237 @@
+"""Model Exchange integration of an FMU by the adaptive Radau IIA scheme (issue 15, part 1-2).
+
+Runs in the FMU's worker process (:mod:`.worker`), next to the binary, so every right-hand
+side, Jacobian column and event indicator is a direct FMI call, not a message.
+
+:class:`FmuOdeSystem` is the FMU seen as the :class:`~fmi_adjoint.integrate.radau.OdeSystem`
+of :func:`~fmi_adjoint.integrate.radau.integrate_radau`:
+
+* ``rhs``/``jacobian``: ``fmiSetTime``, ``fmiSetContinuousStates``, the inputs interpolated
+  linearly in time, then the derivatives; the Jacobian from the FMU's directional derivatives
+  where trusted, else central differences of the right-hand side (:func:`.worker.state_jacobian`);
+* ``indicators``: ``fmiGetEventIndicators`` at the point;
+* ``event``: the FMI event iteration (``EnterEventMode``, ``NewDiscreteStates`` /
+  ``UpdateDiscreteStates`` until no further update, ``EnterContinuousTimeMode``) and the new
+  continuous states; it also records the next time event;
+* ``completed_step``: ``fmiCompletedIntegratorStep`` (step events).
+
+The outputs are read *during* the run, when the FMU's discrete state is that of the node:
+at each sample time (a node of the run: the integrator hits every stop) and, at an event
+on a sample time, before (left limit) and after it (right limit), which is how data with
+repeated time stamps at events is compared.
+
+With ``partials`` the system also records, at each accepted step and while the discrete
+state is the step's own, what the exact sensitivities need (:mod:`.me_sensitivities`):
+``df/dx`` at the three stage points, ``dg/dx`` at the sample nodes, ``df/dt`` at the stages
+of steps that end or start at a state event, and at each event ``dz/dx``, ``dz/dt`` and an
+FMU-state snapshot taken just before event mode, from which the reinitialisation is
+differentiated afterwards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..integrate.radau import RADAU_C, RadauStep
+from .worker import PROBE_STEP, state_jacobian
+
+__all__ = ["EventPartials", "FmuOdeSystem", "StepPartials"]
+
+
+@dataclasses.dataclass
+class StepPartials:
+    """Partials recorded at one accepted step (``ft`` only next to a state event)."""
+
+    J: np.ndarray                  # (3, n, n) df/dx at the stage points
+    ft: np.ndarray | None = None   # (3, n) df/dt at the stage points
+
+
+@dataclasses.dataclass
+class EventPartials:
+    """What an event leaves for the sensitivities: indicator partials and the FMU state."""
+
+    t: float
+    x_minus: np.ndarray
+    x_plus: np.ndarray
+    kind: str
+    z_x: np.ndarray                # (n_indicators, n)
+    z_t: np.ndarray                # (n_indicators,)
+    snapshot: object | None        # the FMU state just before event mode (freed by the owner)
+
+
+class FmuOdeSystem:
+    """An instantiated, initialized Model Exchange FMU as an ODE system with events.
+
+    Parameters
+    ----------
+    instance : worker._Instance
+        In continuous-time mode after :meth:`~.worker._Instance.start`.
+    input_refs, input_times, input_table
+        Inputs by value reference, interpolated linearly in time.
+    output_refs : sequence of int
+        The outputs read at the sample times.
+    stops : numpy.ndarray
+        Distinct sample times (sorted).
+    sources : list of str
+        Per state: its Jacobian column from the FMU ("fmu") or from differences ("fd");
+        updated in place when the FMU refuses a column.
+    partials : bool
+        Record what the exact sensitivities need (see the module docstring).
+    """
+
+    def __init__(self, instance, input_refs: Sequence[int], input_times: np.ndarray, input_table: np.ndarray,
+                 output_refs: Sequence[int], stops: np.ndarray, sources: list, partials: bool = False):
+        self.instance = instance
+        self.n_states = int(instance.n_states)
+        self.n_indicators = int(instance.n_indicators)
+        self.input_refs = list(input_refs)
+        self.input_times = np.asarray(input_times, dtype=float)
+        self.input_table = np.asarray(input_table, dtype=float)
+        self.output_refs = list(output_refs)
+        self.stops = np.asarray(stops, dtype=float)
+        self._stop_index = {float(t): i for i, t in enumerate(self.stops)}
+        self.sources = sources
+        self.partials = partials
+        n_stops, n_out = self.stops.size, len(self.output_refs)
+        #: Outputs at the sample times: left limits and right limits (equal without an event).
+        self.left = np.full((n_stops, n_out), np.nan)
+        self.right = np.full((n_stops, n_out), np.nan)
+        #: dg/dx at the sample times, left and right (with ``partials``).
+        self.gx_left = np.zeros((n_stops, n_out, self.n_states))
+        self.gx_right = np.zeros((n_stops, n_out, self.n_states))
+        self.steps: list[StepPartials] = []
+        self.events: list[EventPartials] = []
+        self._event_start = False  # the next accepted step starts at a state event
+        self._last_step: RadauStep | None = None
+
+    # -- the FMU at a point -------------------------------------------------------------------
+    def inputs(self, t: float) -> list[float]:
+        return [float(np.interp(t, self.input_times, col)) for col in self.input_table.T]
+
+    def at(self, t: float, x: np.ndarray) -> None:
+        self.instance.set_point(t, x, self.input_refs, self.inputs(t))
+
+    def rhs(self, t: float, x: np.ndarray) -> np.ndarray:
+        self.at(t, x)
+        return self.instance.derivatives()
+
+    def jacobian(self, t: float, x: np.ndarray) -> np.ndarray:
+        return state_jacobian(self.instance, self.at, t, x, (), self.sources)[: self.n_states]
+
+    def indicators(self, t: float, x: np.ndarray) -> np.ndarray:
+        self.at(t, x)
+        return self.instance.event_indicators()
+
+    def next_time_event(self) -> float | None:
+        return self.instance.next_event_time
+
+    def outputs_at(self, t: float, x: np.ndarray) -> np.ndarray:
+        self.at(t, x)
+        return self.instance.get_real(self.output_refs)
+
+    def _output_jacobian(self, t: float, x: np.ndarray) -> np.ndarray:
+        """``dg/dx`` by central differences of the outputs (the FMU at the point)."""
+        G = np.empty((len(self.output_refs), self.n_states))
+        for j in range(self.n_states):
+            d = PROBE_STEP * (abs(x[j]) + 1.0)
+            xp, xm = x.copy(), x.copy()
+            xp[j] += d
+            xm[j] -= d
+            G[:, j] = (self.outputs_at(t, xp) - self.outputs_at(t, xm)) / (2 * d)
+        self.at(t, x)
+        return G
+
+    def record_outputs(self, t: float, x: np.ndarray, side: str = "both") -> None:
+        """The outputs at a sample time ``t`` (a no-op elsewhere)."""
+        i = self._stop_index.get(float(t))
+        if i is None:
+            return
+        y = self.outputs_at(t, x)
+        gx = self._output_jacobian(t, x) if self.partials and self.output_refs else None
+        if side in ("left", "both"):
+            self.left[i] = y
+            if gx is not None:
+                self.gx_left[i] = gx
+        if side in ("right", "both"):
+            self.right[i] = y
+            if gx is not None:
+                self.gx_right[i] = gx
+
+    # -- the integrator's hooks -----------------------------------------------------------------
+    def accepted(self, step: RadauStep) -> None:
+        """An accepted step: its stage Jacobians while the discrete state is the step's own."""
+        self._last_step = step
+        if not self.partials:
+            return
+        h = step.t1 - step.t0
+        times = step.t0 + RADAU_C * h
+        stages = step.x0[None, :] + step.Z
+        J = np.array([self.jacobian(float(t), y) for t, y in zip(times, stages)])
+        ft = self._time_derivatives(times, stages) if self._event_start else None
+        self._event_start = False
+        self.steps.append(StepPartials(J=J, ft=ft))
+
+    def _time_derivatives(self, times: np.ndarray, stages: np.ndarray) -> np.ndarray:
+        """``df/dt`` at the stage points by central differences in time."""
+        out = np.empty_like(stages)
+        for i, (t, y) in enumerate(zip(times, stages)):
+            d = PROBE_STEP * (abs(float(t)) + 1.0)
+            out[i] = (self.rhs(float(t) + d, y) - self.rhs(float(t) - d, y)) / (2 * d)
+        return out
+
+    def completed_step(self, t: float, x: np.ndarray) -> bool:
+        self.at(t, x)
+        enter_event, terminate = self.instance.completed_integrator_step()
+        if terminate:
+            raise self.instance.Failure(f"{self.instance.fmu_name}: the FMU asked to terminate at t = {t:g} s.")
+        self.record_outputs(t, x)
+        return bool(enter_event)
+
+    def event(self, t: float, x: np.ndarray, kind: str) -> np.ndarray:
+        """The FMI event iteration at (t, x); the new continuous states."""
+        instance = self.instance
+        self.at(t, x)
+        self.record_outputs(t, x, "left")
+        z_x = np.zeros((self.n_indicators, self.n_states))
+        z_t = np.zeros(self.n_indicators)
+        snapshot = None
+        if self.partials:
+            if kind == "state" and self.steps:
+                last = self.steps[-1]
+                step = self._last_step
+                if last.ft is None and step is not None:  # the step that ends at the event: its stages' df/dt
+                    h = step.t1 - step.t0
+                    last.ft = self._time_derivatives(step.t0 + RADAU_C * h, step.x0[None, :] + step.Z)
+            z_x, z_t = self._indicator_partials(t, x)
+            self.at(t, x)
+            snapshot = instance.get_fmu_state()
+        x_plus = instance.event_mode_update(t)
+        self.events.append(EventPartials(t=float(t), x_minus=np.array(x, dtype=float), x_plus=x_plus, kind=kind,
+                                         z_x=z_x, z_t=z_t, snapshot=snapshot))
+        self._event_start = self._event_start or kind == "state"
+        self.record_outputs(t, x_plus, "right")
+        return x_plus
+
+    def _indicator_partials(self, t: float, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``dz/dx`` and ``dz/dt`` by central differences (continuous-time mode: reading only)."""
+        z_x = np.empty((self.n_indicators, self.n_states))
+        for j in range(self.n_states):
+            d = PROBE_STEP * (abs(x[j]) + 1.0)
+            xp, xm = x.copy(), x.copy()
+            xp[j] += d
+            xm[j] -= d
+            z_x[:, j] = (self.indicators(t, xp) - self.indicators(t, xm)) / (2 * d)
+        d = PROBE_STEP * (abs(t) + 1.0)
+        z_t = (self.indicators(t + d, x) - self.indicators(t - d, x)) / (2 * d)
+        return z_x, z_t
+
+    def free(self) -> None:
+        """Free the FMU-state snapshots."""
+        for event in self.events:
+            if event.snapshot is not None:
+                self.instance.free_fmu_state(event.snapshot)
+                event.snapshot = None
+

@@ -1,0 +1,76 @@
+"""One Model Exchange run of an FMU as one worker request: integration, outputs at the sample
+times and, when asked, their exact sensitivities (issue 15).  Runs in the worker process.
+
+The parent (:mod:`.simulation`) sends a plain request; everything that touches the binary
+happens here, next to it.  The reply is plain data (arrays packed by :func:`.worker.pack`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..integrate.radau import integrate_radau
+from .me_integration import FmuOdeSystem
+from .me_sensitivities import output_sensitivities, parameter_partials, probe_parameter_columns, replay
+from .worker import pack
+
+__all__ = ["run_model_exchange"]
+
+
+def _values_with(values: list[float], positions: list[int], offsets: np.ndarray) -> list[float]:
+    out = list(values)
+    for position, offset in zip(positions, offsets):
+        out[position] += float(offset)
+    return out
+
+
+def run_model_exchange(instance, request: dict) -> dict:
+    """Integrate the FMU of ``instance`` as ``request`` says (see :class:`.simulation.MeRequest`)."""
+    refs, values = list(request["refs"]), [float(v) for v in request["values"]]
+    t0, t_end = float(request["t0"]), float(request["t_end"])
+    stops = np.asarray(request["stops"], dtype=float)
+    input_refs = list(request["input_refs"])
+    input_times = np.asarray(request["input_times"], dtype=float)
+    input_table = np.asarray(request["input_table"], dtype=float)
+    sources = list(request["sources"])
+    sensitivity = request.get("sensitivity")
+    u0 = [float(np.interp(t0, input_times, col)) for col in input_table.T]
+    instance.start(refs + input_refs, values + u0, t0, t_end)
+    x0 = instance.initial_states() if instance.n_states else np.zeros(0)
+    system = FmuOdeSystem(instance, input_refs, input_times, input_table, request["outputs"], stops, sources,
+                          partials=sensitivity is not None)
+    try:
+        system.record_outputs(t0, x0)
+        run = integrate_radau(system, x0, t0, t_end, stops=tuple(stops), rtol=request["rtol"], atol=request["atol"],
+                              max_step=request["max_step"], nodes=request.get("nodes"))
+        missing = np.argwhere(np.isnan(system.left) | np.isnan(system.right))
+        if missing.size:
+            raise RuntimeError(f"no output recorded at the sample time {stops[missing[0][0]]!r}")
+        reply = {"left": pack(system.left), "right": pack(system.right), "sources": list(sources),
+                 "nodes": pack(run.replay_nodes), "steps": len(run.steps), "rejected": int(run.n_rejected),
+                 "events": [(float(e.t), e.kind) for e in run.events], "rhs_evaluations": int(run.n_rhs)}
+        if sensitivity is not None:
+            reply.update(_sensitivities(instance, system, run, refs, values, t0, t_end, sensitivity))
+        return reply
+    finally:
+        system.free()
+
+
+def _sensitivities(instance, system, run, refs, values, t0, t_end, sensitivity: dict) -> dict:
+    positions = list(sensitivity["positions"])
+    steps = np.asarray(sensitivity["steps"], dtype=float)
+    use = [bool(u) for u in sensitivity["directional"]]
+    directional_refs = [r for r, u in zip(sensitivity["param_refs"], use) if u]
+    plus, minus = [], []
+    for k in range(len(positions)):
+        offset = np.zeros(len(positions))
+        offset[k] = steps[k]
+        plus.append(replay(instance, system, run, refs, _values_with(values, positions, offset), t0, t_end))
+        minus.append(replay(instance, system, run, refs, _values_with(values, positions, -offset), t0, t_end))
+    partials = parameter_partials(plus, minus, steps)
+    notes: list[str] = []
+    if directional_refs:
+        nominal = replay(instance, system, run, refs, values, t0, t_end, directional_refs)
+        notes = probe_parameter_columns(nominal, partials, use, float(sensitivity["probe_tolerance"]))
+    left, right = output_sensitivities(system, run, partials)
+    return {"dleft": pack(left), "dright": pack(right), "columns": notes, "directional": use}

@@ -1,0 +1,304 @@
+"""Identification problems on FMUs (issues 6 and 15): the identification-problem contract
+(:class:`~fmi_adjoint.identify.problem.AbstractProblem`) on an FMU run through fmpy.
+
+The work is split into units, each in its own module:
+
+* :mod:`.choice`: the gradient path and the interface, and why;
+* :mod:`.instances`: the worker processes (local or on an executor);
+* :mod:`.simulation` + :mod:`.me_run`: a simulation as a worker request, outputs at the
+  sample times (the adaptive Model Exchange integration runs in the worker,
+  :mod:`.me_integration`);
+* :mod:`.me_sensitivities`: exact sensitivities of that run, with the probing of the FMU's
+  parameter columns against replays;
+* :mod:`.gradients` + :mod:`.differences`: the gradient paths as strategy objects;
+* here: costs, gradients, least-squares residuals and statistics, and the estimate of the
+  discretization error of a Model Exchange fit.
+
+An FMU exported by fmi-adjoint takes the ``adjoint`` path: :func:`fmu_problem` then returns an
+ordinary :class:`~fmi_adjoint.identify.IdentificationProblem` on its embedded model.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..costs import LeastSquaresCost
+from ..errors import IdentificationError
+from ..identify import Evaluation, Experiment, IdentificationProblem
+from ..identify.problem import costs_noise_floor, gauss_newton_statistics
+from ..scale import AbstractExecutor
+from .archive import FmuArchive, FmuError
+from .choice import choose_gradient, choose_interface
+from .experiment import FmuExperiment, Tolerances
+from .gradients import AbstractGradientPath, DifferencePath, SensitivityPath
+from .instances import FmuInstances
+from .session import DEFAULT_TIMEOUT, check_timeout
+from .simulation import FmuSimulator, RunOutputs, SensitivityRequest
+from .variables import check_names
+
+__all__ = ["FmuProblem", "fmu_problem"]
+
+
+def fmu_problem(
+    archive: FmuArchive,
+    experiments: Sequence[FmuExperiment],
+    names: Sequence[str],
+    *,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+    start: Mapping[str, float] | None = None,
+    gradient: str = "auto",
+    interface: str = "auto",
+    tolerances: Tolerances | None = None,
+    workers: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    log=None,
+    executor: AbstractExecutor | None = None,
+):
+    """The identification problem of an FMU, and the gradient path chosen.
+
+    Parameters
+    ----------
+    archive : FmuArchive
+        From :func:`~fmi_adjoint.fmu.archive.open_fmu`; the caller closes it.
+    gradient : {"auto", "adjoint", "sensitivity", "fd"}
+    interface : {"auto", "me", "cs"}
+        ``--interface``; the choice is recorded in the returned :class:`GradientChoice`.
+    tolerances : Tolerances, optional
+        Model Exchange error control (``--rtol``, ``--atol``).
+    timeout : float
+        Longest one FMI call may take [s] (``--fmu-timeout``); see :mod:`.session`.
+    log : text stream, optional
+        Where the FMU binary's captured output is copied when the problem closes (``--verbose``).
+    executor : AbstractExecutor, optional
+        Runs the finite-difference columns (a Dask cluster); default: the problem's own
+        sandboxed worker processes (``workers``).
+
+    Returns
+    -------
+    (problem, choice)
+        ``problem`` is an :class:`IdentificationProblem` on the embedded model for the
+        adjoint path, else an :class:`FmuProblem` (close it when done).
+    """
+    check_timeout(timeout)
+    if not experiments:
+        raise IdentificationError("give at least one experiment (--data).")
+    check_names(archive, names, experiments)
+    has_inputs = any(exp.inputs is not None for exp in experiments)
+    choice = choose_gradient(archive, gradient, interface, has_inputs, len(names))
+    if choice.method == "adjoint":
+        if interface != "auto":
+            raise FmuError(f"--interface {interface} applies to the FMU's binary; the adjoint path runs the model "
+                           "embedded in the FMU: use --gradient fd or sensitivity with --interface.")
+        return _native_problem(archive, experiments, names, bounds, start), choice
+    chosen, why = choose_interface(archive, interface, choice.method)
+    choice = choice.with_interface(chosen, why)
+    problem = FmuProblem(archive, experiments, names, choice.method, bounds=bounds, start=start, workers=workers,
+                         interface=chosen, tolerances=tolerances, timeout=timeout, log=log, executor=executor)
+    # After the binary loaded: a binary that cannot run gives its one error line, no note.
+    if gradient == "auto" and archive.native_distrust:
+        print(f"fmi-adjoint: note: {archive.path.name}: {archive.native_distrust}; identifying the FMU through its "
+              "binary.", file=sys.stderr)
+    return problem, choice
+
+
+def _native_problem(archive, experiments, names, bounds, start) -> IdentificationProblem:
+    """The in-process problem on the embedded model, with the FMU's start values."""
+    from ..engines import NativeEngine
+    from ..model_file import load_model
+    from .export import export_scheme
+
+    settings = archive.native
+    # The embedded model's C engine: the FMU's own engine, in-process with its adjoint (the
+    # archive was trusted only after rebuilding its binary, so a compiler is present).
+    engine = NativeEngine.build(load_model(archive.model_file).with_values(settings.get("values") or {}))
+    model = engine.compiled
+    declared = {p.name for p in model.model.all_parameters}
+    fmu_values = {v.name: v.start for v in archive.variables.values()
+                  if v.causality == "parameter" and v.name in declared and v.start is not None}
+    solver = export_scheme(settings)
+    step = float(settings.get("step", model.model.simulation.step))
+    runs = [Experiment(model, exp.cost, values={**fmu_values, **exp.values}, t_end=exp.t_end, step=step,
+                       solver=solver, name=exp.name, engine=engine) for exp in experiments]
+    return IdentificationProblem(runs, names, bounds=bounds, start=start)
+
+
+class FmuProblem:
+    """Experiments on one FMU sharing the identified parameters ``names`` (see the module docstring).
+
+    It owns worker processes: close it (also after an error or an interrupt).
+    """
+
+    def __init__(self, archive: FmuArchive, experiments, names, method: str, *, bounds=None, start=None,
+                 workers: int | None = None, interface: str | None = None, tolerances: Tolerances | None = None,
+                 timeout: float = DEFAULT_TIMEOUT, log=None, executor: AbstractExecutor | None = None):
+        self.archive = archive
+        self.experiments = tuple(experiments)
+        self.names = tuple(names)
+        if len(set(self.names)) != len(self.names) or not self.names:
+            raise IdentificationError(f"parameters {list(self.names)}: give distinct names (--params).")
+        self.gradient_method = method
+        variables = [archive.variable(n, "parameter") for n in self.names]
+        for name in bounds or {}:
+            if name not in self.names:
+                raise IdentificationError(f"bounds given for '{name}', which is not identified; add it to --params.")
+        self.lower = np.array([(bounds or {}).get(v.name, (v.min, v.max))[0] for v in variables], dtype=float)
+        self.upper = np.array([(bounds or {}).get(v.name, (v.min, v.max))[1] for v in variables], dtype=float)
+        # Start: explicit start values, else the first experiment's settings (--set), else the FMU's.
+        shared = self.experiments[0].values if self.experiments else {}
+        self.start = np.array([(start or {}).get(v.name, shared.get(v.name, v.start if v.start is not None else 0.0))
+                               for v in variables], dtype=float)
+        # Difference scale: the nominal value, else |start|, else FMI's default nominal 1.
+        self.nominal = np.array([abs(v.nominal) if v.nominal else (abs(v.start) if v.start else 1.0)
+                                 for v in variables])
+        if interface is None:
+            interface = "ModelExchange" if (method == "sensitivity" or not archive.co_simulation) else "CoSimulation"
+        self.interface = interface
+        self.tolerances = tolerances or Tolerances()
+        self.instances = FmuInstances(archive, interface, workers=workers, executor=executor, timeout=timeout,
+                                      log=log)
+        n_states = self.instances.session.n_states
+        self._sources = ["fmu" if archive.provides_directional_derivatives else "fd"] * n_states
+        self.simulator = FmuSimulator(archive, interface, self.tolerances, self._sources)
+        self.path: AbstractGradientPath = (SensitivityPath(self.names, archive.provides_directional_derivatives)
+                                           if method == "sensitivity" else DifferencePath())
+        self.simulations = 0
+
+    @property
+    def columns(self) -> dict[str, str]:
+        """Where each Jacobian column came from (sensitivity path; RESULT.json)."""
+        out = dict(getattr(self.path, "columns", {}))
+        if self.interface == "ModelExchange" and self.gradient_method == "sensitivity":
+            for j, source in enumerate(self._sources):
+                out[f"state {j}"] = ("directional derivative" if source == "fmu"
+                                     else "finite differences of the right-hand side")
+        return out
+
+    def with_start(self, start: np.ndarray) -> FmuProblem:
+        """This problem, started from ``start``.  Not a copy: the problem owns worker processes,
+        which a copy would leave unclosed; so an FMU problem runs one start (the command line
+        refuses ``--starts`` above 1 with ``--fmu``)."""
+        self.start = np.array(start, dtype=float)
+        return self
+
+    # -- simulation ----------------------------------------------------------------------
+    def values(self, exp: FmuExperiment, x: np.ndarray) -> dict[str, float]:
+        return {**exp.values, **dict(zip(self.names, map(float, x)))}
+
+    def job(self, exp: FmuExperiment, x: np.ndarray, *, sensitivity: SensitivityRequest | None = None,
+            nodes=None, tolerances: Tolerances | None = None) -> tuple[str, tuple]:
+        return self.simulator.job(self.instances.session, exp, self.values(exp, x), sensitivity=sensitivity,
+                                  nodes=nodes, tolerances=tolerances)
+
+    def run(self, exp: FmuExperiment, x: np.ndarray, *, sensitivity: SensitivityRequest | None = None,
+            tolerances: Tolerances | None = None) -> RunOutputs:
+        """One simulation of ``exp`` at ``x`` in the problem's own worker."""
+        self.simulations += 1
+        reply = self.instances.run(self.job(exp, np.asarray(x, dtype=float), sensitivity=sensitivity,
+                                            tolerances=tolerances))
+        return self.simulator.finish(exp, reply)
+
+    def sampled_outputs(self, index: int, x: np.ndarray) -> np.ndarray:
+        """Outputs of experiment ``index`` at its sample times, at identified values ``x``."""
+        return self.run(self.experiments[index], np.asarray(x, dtype=float)).Y
+
+    def cost(self, x: np.ndarray) -> float:
+        """Total cost at the identified values ``x``."""
+        return sum(exp.cost.evaluate(self.run(exp, x).Y, np.zeros(0)).J for exp in self.experiments)
+
+    # -- gradients -----------------------------------------------------------------------
+    def evaluate(self, x: np.ndarray, method: str = "adjoint") -> Evaluation:
+        """Cost and gradient; ``method`` "fd" forces finite differences, anything else uses the
+        problem's own path (``gradient_method``)."""
+        x = np.asarray(x, dtype=float)
+        sims0 = self.simulations
+        started = time.perf_counter()
+        path = DifferencePath() if method == "fd" else self.path
+        runs = path.outputs(self, x)
+        J, gradient = 0.0, np.zeros(len(self.names))
+        for exp, run in zip(self.experiments, runs):
+            value = exp.cost.evaluate(run.Y, np.zeros(0))
+            assert run.dY is not None  # a gradient path always fills it
+            J += value.J
+            gradient += np.einsum("sc,scp->p", value.dJ_dY, run.dY)
+        elapsed = time.perf_counter() - started
+        return Evaluation(J=J, gradient=gradient, method=path.method, forward_seconds=elapsed / (1 + len(x)),
+                          gradient_seconds=elapsed, simulations=self.simulations - sims0)
+
+    def finite_differences(self, x: np.ndarray) -> np.ndarray:
+        """The gradient by central differences of whole simulations (in parallel)."""
+        return self.evaluate(x, "fd").gradient
+
+    # -- least squares and statistics ----------------------------------------------------------
+    def residuals(self, x: np.ndarray, jacobian: bool = True):
+        """Stacked least-squares residuals and their Jacobian (from the problem's gradient path)."""
+        x = np.asarray(x, dtype=float)
+        for exp in self.experiments:
+            if not isinstance(exp.cost, LeastSquaresCost):
+                raise IdentificationError(f"experiment '{exp.name}': {type(exp.cost).__name__} is not a sum of "
+                                          "squares; use the lbfgsb method.")
+        runs = self.path.outputs(self, x) if jacobian else [self.run(exp, x) for exp in self.experiments]
+        rs, jacs = [], []
+        for exp, run in zip(self.experiments, runs):
+            r, factors = exp.cost.residuals(run.Y)
+            rs.append(r)
+            if jacobian:
+                assert run.dY is not None
+                jacs.append((factors[:, :, None] * run.dY).reshape(-1, len(x)))
+        return np.concatenate(rs), (np.vstack(jacs) if jacobian else None)
+
+    def statistics(self, x: np.ndarray) -> dict:
+        """Standard errors and correlations from the Gauss-Newton Hessian."""
+        r, Jr = self.residuals(x)
+        return gauss_newton_statistics(r, Jr)
+
+    def discretization_error(self, x: np.ndarray) -> dict | None:
+        """Estimated discretization error of a Model Exchange fit at ``x`` (None for
+        Co-Simulation, whose solver is the FMU's own).
+
+        The runs are repeated with tolerances 100 times tighter; their difference estimates the
+        error of the runs at the chosen tolerances (the error control keeps the error about
+        proportional to the tolerance, so the tighter run's own error is ~1 % of it).  Reported:
+        the change of the cost, the largest change of an output, and the parameter bias that
+        change implies, ``δp = -(JᵀJ)⁻¹ Jᵀ δr`` (a Gauss-Newton step on the tighter residuals).
+        """
+        if self.interface != "ModelExchange":
+            return None
+        x = np.asarray(x, dtype=float)
+        fine = self.tolerances.tighter()
+        cost, cost_fine, biggest = 0.0, 0.0, 0.0
+        delta_r = []
+        for exp in self.experiments:
+            run = self.run(exp, x)
+            ref = self.run(exp, x, tolerances=fine)
+            cost += exp.cost.evaluate(run.Y, np.zeros(0)).J
+            cost_fine += exp.cost.evaluate(ref.Y, np.zeros(0)).J
+            biggest = max(biggest, float(np.max(np.abs(ref.Y - run.Y), initial=0.0)))
+            if isinstance(exp.cost, LeastSquaresCost):
+                delta_r.append(exp.cost.residuals(ref.Y)[0] - exp.cost.residuals(run.Y)[0])
+        out: dict = {"tolerances": self.tolerances.to_json(), "reference_tolerances": fine.to_json(),
+                     "cost": abs(cost_fine - cost), "largest_output_change": biggest}
+        if len(delta_r) == len(self.experiments):
+            _, Jr = self.residuals(x)
+            bias = -np.linalg.lstsq(Jr, np.concatenate(delta_r), rcond=None)[0]
+            out["parameter_bias"] = dict(zip(self.names, map(float, bias)))
+        return out
+
+    def noise_floor(self) -> float | None:
+        return costs_noise_floor(exp.cost for exp in self.experiments)
+
+    def solver_info(self) -> dict:
+        if self.interface == "CoSimulation":
+            return {"interface": "CoSimulation", "integrator": "the FMU's own solver"}
+        return {"interface": "ModelExchange", "integrator": {"scheme": "Radau IIA (order 5), adaptive",
+                                                             **self.tolerances.to_json()}}
+
+    def gradient_details(self) -> dict:
+        return {"columns": self.columns} if self.columns else {}
+
+    def close(self) -> None:
+        """Free the instances and end every worker process."""
+        self.instances.close()

@@ -1,0 +1,145 @@
+"""Rebuild of an FMU exported by fmi-adjoint with identified parameter values compiled in.
+
+Start values in ``modelDescription.xml`` are a hand-back only for importers that apply them;
+a host that instantiates the FMU and runs it (a plain ``fmpy.simulate_fmu`` without
+``start_values``, SSP masters that apply no parameter binding, hand-written drivers) runs the
+defaults compiled into the binary.  For an FMU whose binary provably is its embedded model
+(:attr:`~fmi_adjoint.fmu.archive.FmuArchive.native`) those defaults can be changed too:
+:func:`rebuild_fmu` regenerates the model's C code with the identified values and compiles it
+with the one build of an FMU binary, :func:`~fmi_adjoint.fmu.export.build_fmu_binary`.
+
+What changes, and why (everything else is copied byte for byte, same names and order):
+
+* ``sources/model.c``: the generated default parameter array (``fa_default_parameters``),
+  printed by the code generator from ``resources/model.toml`` with
+  :meth:`~fmi_adjoint.model.Model.with_values` (repr of a float: exact round trip; no user
+  text ever reaches the C code);
+* ``sources/fmu_config.h`` and the model description's GUID / instantiation token: the token
+  hashes the model file and the export settings, values included
+  (:func:`~fmi_adjoint.fmu.export.instantiation_token`), so another parameterization is
+  another model for every importer that caches by token;
+* ``binaries/<this platform>/<modelIdentifier>.so``: compiled from those sources;
+* ``modelDescription.xml``: the identified start values and the new token;
+* ``resources/export.json``: ``values`` and ``binary_sha256``, so that the rebuilt FMU
+  passes the same three trust checks as a fresh export (its embedded model reproduces the
+  token and builds to that very binary) and is identified on its model again.
+
+Any other generated source that differs is replaced as well and listed in
+:attr:`RebuiltFmu.replaced`.  Binaries for other platforms cannot be rebuilt here: they are
+kept unchanged and listed in :attr:`RebuiltFmu.stale_binaries`; for them the start values
+are the only hand-back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..files import atomic_output, check_writable
+from ..model_file import load_model
+from .archive import PLATFORM_DIRS, FmuArchive, FmuError
+from .export import build_fmu_binary, export_scheme, instantiation_token
+from .handback import _check_parameters, _description_with_start_values, check_not_the_input, write_fmu_entries
+
+__all__ = ["RebuiltFmu", "rebuild_fmu", "rebuild_obstacle"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RebuiltFmu:
+    """What :func:`rebuild_fmu` wrote.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The new FMU.
+    values : dict of str to float
+        The parameter values compiled in (the export's ``--set`` values updated by the
+        identified ones), as recorded in ``resources/export.json``.
+    replaced : tuple of str
+        The entries whose bytes changed, in archive order.
+    stale_binaries : tuple of str
+        Binaries for other platforms, kept as they were: they still carry the old values.
+    """
+
+    path: Path
+    values: dict[str, float]
+    replaced: tuple[str, ...]
+    stale_binaries: tuple[str, ...]
+
+
+def rebuild_obstacle(archive: FmuArchive) -> str | None:
+    """Why ``archive`` cannot be rebuilt with new values (one line), or None if it can.
+
+    It can if its binary is provably its embedded model (:attr:`FmuArchive.native`, which
+    costs one C build on first use) and it ships its ``sources/``.
+    """
+    if archive.native is None:
+        return archive.native_distrust or "it is not an FMU exported by fmi-adjoint"
+    if not any(entry.name.startswith("sources/") and not entry.is_dir for entry in archive.entries):
+        return "it ships no sources/"
+    return None
+
+
+def rebuild_fmu(archive: FmuArchive, values: Mapping[str, float], output) -> RebuiltFmu:
+    """Write ``output``: ``archive`` rebuilt with ``values`` compiled in (see the module
+    docstring for what changes).
+
+    Raises
+    ------
+    FmuError
+        ``values`` names no real parameter of the FMU, the FMU cannot be rebuilt
+        (:func:`rebuild_obstacle`), or its ``sources/`` are not the files this version of
+        fmi-adjoint generates for it.
+    CompilerError
+        No C compiler, or the regenerated code does not compile.
+    OutputFileError
+        ``output`` cannot be written.
+    """
+    _check_parameters(archive, values)
+    output = Path(output)
+    check_not_the_input(archive, output)
+    check_writable(output)
+    obstacle = rebuild_obstacle(archive)
+    if obstacle is not None:
+        raise FmuError(f"{archive.path.name} cannot be rebuilt with the identified values: {obstacle}.")
+    settings = dict(archive.native or {})
+    compiled_in = {**(settings["values"] or {}), **{name: float(value) for name, value in values.items()}}
+    text = archive.model_file.read_text(encoding="utf-8")
+    model = load_model(archive.model_file).with_values(compiled_in)
+    version, step, solver = int(settings["fmi_version"]), float(settings["step"]), export_scheme(settings)
+    token = instantiation_token(text, compiled_in, step, solver, version)
+    interface = archive.description.coSimulation
+    platform = PLATFORM_DIRS[archive.fmi_version]
+    binary_entry = f"binaries/{platform}/{interface.modelIdentifier}.so"
+    files = {entry.name for entry in archive.entries if not entry.is_dir}
+    replacements: dict[str, bytes] = {}
+    with tempfile.TemporaryDirectory(prefix="fmi_adjoint_rebuild_") as tmp:
+        binary, _ = build_fmu_binary(model, Path(tmp), fmi_version=version, token=token, step=step, solver=solver)
+        # Generated files only: the FMU's own sources must be this generator's, file for file.
+        for path in sorted((Path(tmp) / "sources").iterdir()):
+            name = f"sources/{path.name}"
+            if name not in files:
+                raise FmuError(f"{archive.path.name}: {name} is missing, so its sources/ are not the ones this "
+                               "fmi-adjoint generates for its model; export the model again with `fmi-adjoint "
+                               "export` (or hand back through --ssp).")
+            data = path.read_bytes()
+            if data != (archive.directory / name).read_bytes():
+                replacements[name] = data
+        binary_bytes = binary.read_bytes()
+    replacements[binary_entry] = binary_bytes
+    replacements["modelDescription.xml"] = _description_with_start_values(archive, values, token=token)
+    record = json.loads((archive.directory / "resources" / "export.json").read_text(encoding="utf-8"))
+    record["values"] = compiled_in
+    record["binary_sha256"] = hashlib.sha256(binary_bytes).hexdigest()
+    replacements["resources/export.json"] = (json.dumps(record, indent=2) + "\n").encode()
+    with atomic_output(output, "wb") as handle:
+        write_fmu_entries(archive, handle, replacements)
+    stale = tuple(entry.name for entry in archive.entries
+                  if not entry.is_dir and entry.name.startswith("binaries/")
+                  and not entry.name.startswith(f"binaries/{platform}/"))
+    replaced = tuple(entry.name for entry in archive.entries if entry.name in replacements)
+    return RebuiltFmu(path=output, values=compiled_in, replaced=replaced, stale_binaries=stale)

@@ -1,0 +1,137 @@
+"""Simulations of an FMU experiment as worker requests, and their outputs at the sample times.
+
+Co-Simulation: every ``doStep`` over the communication grid in the worker; the outputs are
+interpolated linearly from the grid to the sample times.  Model Exchange: the adaptive
+Radau IIA run of :mod:`.me_run` in the worker, which hits every sample time and returns the
+outputs there (left and right limits at events) and, when asked, their exact sensitivities.
+
+A request is plain data built here; a reply is turned into a :class:`RunOutputs` here, so
+it does not matter which worker (a local one or one on a Dask cluster) answered it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+import numpy as np
+
+from ..costs import Sampler
+from ..errors import ConvergenceError
+from .archive import FmuArchive
+from .experiment import FmuExperiment, Tolerances
+from .session import FmuSession
+from .worker import unpack
+
+__all__ = ["FmuSimulator", "RunOutputs", "SensitivityRequest"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SensitivityRequest:
+    """Which parameters to differentiate and how (the replays' steps, FMU columns to try)."""
+
+    names: tuple[str, ...]
+    steps: np.ndarray
+    directional: tuple[bool, ...]
+    probe_tolerance: float
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RunOutputs:
+    """Outputs of one run at the experiment's sample times, and what the run reported.
+
+    Attributes
+    ----------
+    Y : numpy.ndarray, shape (samples, channels)
+    dY : numpy.ndarray, shape (samples, channels, parameters), optional
+        Exact sensitivities (Model Exchange with a :class:`SensitivityRequest`).
+    nodes : numpy.ndarray, optional
+        The run's fixed node times (Model Exchange): a run given them as ``nodes`` steps
+        exactly the same way (finite differences of the same discrete scheme).
+    info : dict
+        Steps, rejected steps, events, the parameter columns used.
+    """
+
+    Y: np.ndarray
+    dY: np.ndarray | None = None
+    nodes: np.ndarray | None = None
+    info: Mapping = dataclasses.field(default_factory=dict)
+
+
+class FmuSimulator:
+    """Builds the requests of one interface of an FMU and reads their replies.
+
+    Parameters
+    ----------
+    archive : FmuArchive
+    interface : {"ModelExchange", "CoSimulation"}
+    tolerances : Tolerances
+        Model Exchange error control.
+    sources : list of str
+        Per state, where its Jacobian column comes from ("fmu" or "fd"); shared with the
+        problem and updated from the replies (a refused FMU column turns to "fd" for good).
+    """
+
+    def __init__(self, archive: FmuArchive, interface: str, tolerances: Tolerances, sources: list[str]):
+        self.archive, self.interface, self.tolerances = archive, interface, tolerances
+        self.sources = sources
+
+    def _start_values(self, session: FmuSession, values: Mapping[str, float]) -> tuple[list, list]:
+        return session._start_values(values, {})
+
+    def job(self, session: FmuSession, exp: FmuExperiment, values: Mapping[str, float], *,
+            sensitivity: SensitivityRequest | None = None, nodes: np.ndarray | None = None,
+            tolerances: Tolerances | None = None) -> tuple[str, tuple]:
+        """The request that simulates ``exp`` with parameter ``values``."""
+        if self.interface == "CoSimulation":
+            inputs = exp.input_values if exp.inputs is not None else None
+            return session.cs_job(values, exp.grid(), exp.cost.channels, inputs)
+        tol = tolerances or self.tolerances
+        refs, vals = self._start_values(session, values)
+        stops, _ = exp.stops()
+        names = list(exp.inputs.columns) if exp.inputs is not None else []
+        request = {
+            "refs": refs, "values": vals, "t0": 0.0, "t_end": float(exp.t_end), "stops": stops,
+            "outputs": session.refs(exp.cost.channels), "input_refs": session.refs(names),
+            "input_times": exp.inputs.times if exp.inputs is not None else np.zeros(1),
+            "input_table": exp.inputs.values if exp.inputs is not None else np.zeros((1, 0)),
+            "sources": list(self.sources), "rtol": tol.rtol, "atol": tol.atol,
+            "max_step": min(tol.max_step, float(exp.step)) if np.isfinite(exp.step) else tol.max_step,
+            "nodes": nodes,
+        }
+        if sensitivity is not None:
+            param_refs = session.refs(list(sensitivity.names))
+            request["sensitivity"] = {"positions": [refs.index(r) for r in param_refs],
+                                      "steps": [float(d) for d in sensitivity.steps], "param_refs": param_refs,
+                                      "directional": list(sensitivity.directional),
+                                      "probe_tolerance": sensitivity.probe_tolerance}
+        return "run_me_adaptive", (request,)
+
+    def finish(self, exp: FmuExperiment, reply) -> RunOutputs:
+        """The outputs at the sample times from the reply to :meth:`job`."""
+        if self.interface == "CoSimulation":
+            grid = exp.grid()
+            Y = self._finite(np.asarray(reply), grid, exp)
+            return RunOutputs(Y=Sampler.from_grid(grid, exp.cost.sample_times).sample(Y))
+        self.sources[:] = ["fd" if "fd" in pair else "fmu" for pair in zip(self.sources, reply["sources"])]
+        stops, right = exp.stops()
+        where = np.searchsorted(stops, np.asarray(exp.cost.sample_times, dtype=float))
+        left_values, right_values = unpack(reply["left"]), unpack(reply["right"])
+        Y = np.where(right[:, None], right_values[where], left_values[where])
+        self._finite(Y, np.asarray(exp.cost.sample_times, dtype=float), exp)
+        dY = None
+        if "dleft" in reply:
+            dleft, dright = unpack(reply["dleft"]), unpack(reply["dright"])
+            dY = np.where(right[:, None, None], dright[where], dleft[where])
+        info = {key: reply[key] for key in ("steps", "rejected", "events", "rhs_evaluations", "columns",
+                                            "directional") if key in reply}
+        return RunOutputs(Y=Y, dY=dY, nodes=unpack(reply["nodes"]), info=info)
+
+    def _finite(self, Y: np.ndarray, times: np.ndarray, exp: FmuExperiment) -> np.ndarray:
+        """``Y`` if finite, else a ConvergenceError naming the output and time (the optimizer steps back)."""
+        bad = np.argwhere(~np.isfinite(Y))
+        if bad.size:
+            k, c = bad[0]
+            raise ConvergenceError(f"{self.archive.path.name}: output {exp.cost.channels[c]!r} is not finite at "
+                                   f"t = {times[k]:g} s; check the parameter values.")
+        return Y

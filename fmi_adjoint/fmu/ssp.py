@@ -1,0 +1,152 @@
+"""An SSP 1.0 archive (System Structure and Parameterization, Modelica Association 2019) that
+binds the identified parameter values to the FMU.
+
+Layout of the ``.ssp`` (a zip)::
+
+    SystemStructure.ssd         one System with one Component (the FMU), the system's
+                                inputs and outputs connected to the FMU's, a
+                                ParameterBinding to the SSV below, a DefaultExperiment
+    resources/<fmu name>        the FMU
+    resources/<set name>.ssv    the identified values (:func:`~fmi_adjoint.fmu.handback.write_ssv`)
+
+The Component's connectors are the FMU's real inputs, outputs and parameters (kinds
+``input``, ``output``, ``parameter``; SSP 1.0, 5.3.4: the kind matches the variable's
+causality).  Each input and output is exposed as a connector of the System and connected to
+the Component, so a master that simulates the system (``fmpy.ssp.simulation.simulate_ssp``)
+finds every component input driven and every output recorded.  Non-real variables get no
+connector; the parameter set binds real parameters only.  The SSV's parameter names are the
+FMU's variable names, as the standard requires for a binding on an FMU component (no
+``prefix``).
+
+Both documents are validated against the SSP 1.0 schemas that ship with fmpy before
+anything is written; an archive that does not validate is an internal error.
+
+Importers differ in whether they apply parameter bindings: an SSP master that does applies
+the identified values to any FMU; for one that does not (fmpy 0.3's ``simulate_ssp`` applies
+only the ``parameter_set`` it is given) the embedded FMU itself must carry them, which is why
+:func:`~fmi_adjoint.fmu.handback.hand_back` embeds the FMU it hands back (rebuilt with the
+values compiled in where it can be).
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from lxml import etree
+
+from ..files import atomic_output, check_writable
+from .archive import FmuArchive, FmuError
+from .handback import SSC_NAMESPACE, write_ssv
+
+__all__ = ["SSD_NAMESPACE", "FMU_COMPONENT_TYPE", "write_ssp", "ssp_schema"]
+
+SSD_NAMESPACE = "http://ssp-standard.org/SSP1/SystemStructureDescription"
+FMU_COMPONENT_TYPE = "application/x-fmu-sharedlibrary"
+_SYSTEM_NAME = "system"
+
+
+def ssp_schema(name: str) -> etree.XMLSchema:
+    """The SSP 1.0 schema ``name`` (e.g. ``SystemStructureDescription.xsd``) shipped with fmpy."""
+    import fmpy
+
+    path = Path(fmpy.__file__).resolve().parent / "ssp" / "schema" / name
+    return etree.XMLSchema(etree.parse(str(path)))
+
+
+def _resource_name(text: str, suffix: str) -> str:
+    """A zip entry and URI safe file name (letters, digits, ``._-``) ending in ``suffix``."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", Path(text).stem).strip("._") or "model"
+    return stem + suffix
+
+
+def _system_structure(archive: FmuArchive, component: str, fmu_source: str, ssv_source: str,
+                      name: str) -> etree._Element:
+    ssd, ssc = SSD_NAMESPACE, SSC_NAMESPACE
+    root = etree.Element(f"{{{ssd}}}SystemStructureDescription", nsmap={"ssd": ssd, "ssc": ssc}, version="1.0",
+                         name=name)
+    system = etree.SubElement(root, f"{{{ssd}}}System", name=_SYSTEM_NAME)
+    inputs, outputs = archive.names("input"), archive.names("output")
+
+    def connectors(parent, kinds) -> None:
+        element = etree.SubElement(parent, f"{{{ssd}}}Connectors")
+        for kind, names in kinds:
+            for variable in names:
+                connector = etree.SubElement(element, f"{{{ssd}}}Connector", name=variable, kind=kind)
+                etree.SubElement(connector, f"{{{ssc}}}Real")
+
+    if inputs or outputs:
+        connectors(system, (("input", inputs), ("output", outputs)))
+    elements = etree.SubElement(system, f"{{{ssd}}}Elements")
+    fmu = etree.SubElement(elements, f"{{{ssd}}}Component", name=component, type=FMU_COMPONENT_TYPE,
+                           source=fmu_source)
+    connectors(fmu, (("input", inputs), ("output", outputs), ("parameter", archive.names("parameter"))))
+    bindings = etree.SubElement(fmu, f"{{{ssd}}}ParameterBindings")
+    etree.SubElement(bindings, f"{{{ssd}}}ParameterBinding", source=ssv_source)
+    if inputs or outputs:
+        connections = etree.SubElement(system, f"{{{ssd}}}Connections")
+        for variable in inputs:
+            etree.SubElement(connections, f"{{{ssd}}}Connection", startConnector=variable, endElement=component,
+                             endConnector=variable)
+        for variable in outputs:
+            etree.SubElement(connections, f"{{{ssd}}}Connection", startElement=component, startConnector=variable,
+                             endConnector=variable)
+    experiment = archive.description.defaultExperiment
+    times = {key: getattr(experiment, key, None) for key in ("startTime", "stopTime")} if experiment else {}
+    # The FMU's own default experiment, re-printed as numbers (xs:double in the schema).
+    etree.SubElement(root, f"{{{ssd}}}DefaultExperiment",
+                     {key: repr(float(value)) for key, value in times.items() if value is not None})
+    return root
+
+
+def write_ssp(archive: FmuArchive, values: Mapping[str, float], fmu_file, output, *, fmu_name: str | None = None,
+              name: str = "identified") -> Path:
+    """Write the SSP 1.0 archive ``output`` binding ``values`` to the FMU ``fmu_file``.
+
+    Parameters
+    ----------
+    archive : FmuArchive
+        The FMU the values belong to (its variables make the connectors).
+    values : mapping of str to float
+        Real parameters of the FMU.
+    fmu_file : path
+        The FMU to embed: ``archive``'s own file or its hand-back (same variables).
+    output : path
+        The ``.ssp`` to write; it appears only when everything succeeded.
+    fmu_name : str, optional
+        File name of the FMU inside ``resources/`` (default: that of ``fmu_file``); reduced
+        to letters, digits and ``._-``.
+    name : str
+        Name of the system structure and of the parameter set (``resources/<name>.ssv``).
+
+    Raises
+    ------
+    FmuError
+        A value that is no real parameter of the FMU, or (an internal error) a document that
+        does not validate against the SSP 1.0 schema.
+    OutputFileError
+        ``output`` cannot be written.
+    """
+    output = Path(output)
+    check_writable(output)
+    name = name if name and name.isprintable() else "identified"
+    fmu_source = "resources/" + _resource_name(fmu_name or Path(fmu_file).name, ".fmu")
+    ssv_source = "resources/" + _resource_name(name, ".ssv")
+    interface = archive.description.coSimulation or archive.description.modelExchange
+    with tempfile.TemporaryDirectory(prefix="fmi_adjoint_ssp_") as tmp:
+        ssv = write_ssv(archive, values, Path(tmp) / "parameters.ssv", name=name)
+        root = _system_structure(archive, interface.modelIdentifier, fmu_source, ssv_source, name)
+        schema = ssp_schema("SystemStructureDescription.xsd")
+        if not schema.validate(root):
+            problems = "; ".join(f"line {e.line}: {e.message}" for e in list(schema.error_log)[:3])
+            raise FmuError(f"internal error: the SSP system structure does not validate: {problems}")
+        ssd = etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8")
+        with atomic_output(output, "wb") as handle, zipfile.ZipFile(handle, "w") as target:
+            target.writestr("SystemStructure.ssd", ssd, compress_type=zipfile.ZIP_DEFLATED)
+            # An FMU is a zip already: stored, not compressed twice.
+            target.write(fmu_file, fmu_source, compress_type=zipfile.ZIP_STORED)
+            target.write(ssv, ssv_source, compress_type=zipfile.ZIP_DEFLATED)
+    return output

@@ -1,0 +1,873 @@
+"""Adaptive 3-stage Radau IIA (order 5) for ``x' = f(t, x)`` with events, and its exact discrete sensitivities.
+
+The scheme
+----------
+One step from ``(t0, y0)`` to ``t1 = t0 + h`` solves the stage equations for the stage increments
+``Z_j = x_j - y0`` (``j = 1, 2, 3``)::
+
+    Z_i = h sum_j a_ij f(t0 + c_j h, y0 + Z_j),        y1 = y0 + Z_3           (1)
+
+(stiffly accurate: ``b`` is the last row of ``A``).  Hairer & Wanner, *Solving Ordinary
+Differential Equations II*, Sec. IV.5 (Table 5.6: the coefficients) and Sec. IV.8 (the
+implementation: simplified Newton, error estimate, step size control).
+
+The stage equations are solved by simplified Newton with ``J0 = df/dx(t0, y0)``::
+
+    (I - h A (x) J0) dZ = -(Z - h (A (x) I) F(Z))
+
+to round-off (until the relative update is below 1e-14 or stops decreasing), not to a fraction
+of the tolerance as in Hairer's code: the sensitivities below differentiate (1) as if it held
+exactly, so the stages must satisfy it to round-off for them to be the derivative of what was
+computed.  The start guess ``Z_j = c_j h f(t0, y0)`` depends on the step alone (not on the
+previous step), so a step recomputed with the same ``(t0, t1, y0)`` is bit for bit the same: this
+is what makes the frozen replay (``nodes=``) reproduce a run exactly.
+
+Error estimate (Hairer & Wanner IV.8, eqs. (8.19)-(8.20)): the embedded formula
+``yh1 = y0 + h (g0 f(t0, y0) + sum_j bh_j f_j)`` of order 3, with ``g0`` the real eigenvalue of
+``A`` and ``bh`` fixed by the order conditions ``g0 [q = 1] + sum_j bh_j c_j^(q-1) = 1/q``
+(``q = 1, 2, 3``).  With ``h F = (A^-1 (x) I) Z``::
+
+    yh1 - y1 = g0 h f(t0, y0) + sum_j e_j Z_j,    e = (bh - b)^T A^-1
+             = g0 h f(t0, y0) + g0 (d_1 Z_1 + d_2 Z_2 + d_3 Z_3),
+    d = (-(13 + 7 sqrt 6)/3, (-13 + 7 sqrt 6)/3, -1/3)                                    (8.19)
+    err = (I - h g0 J0)^-1 (yh1 - y1)                                                      (8.20)
+
+The raw difference is ``O(h^4)``; the filter keeps the estimate bounded for stiff components
+(``h J -> infinity``).  ``radau5``'s second filtered evaluation after a rejected first step is
+not used: the tests run at tight tolerances, where it does not trigger.
+
+Events (FMI 2 Model Exchange conventions)
+-----------------------------------------
+* State events: an indicator ``z_i`` is in the domain ``z_i > 0`` or ``z_i <= 0``; a change between
+  the two ends of an accepted step is located by the Illinois variant of regula falsi on the
+  step's end time ``te`` in ``(t0, t1]``, each trial being a full Radau step from ``(t0, y0)``
+  to ``te`` (so the event state is a step of the scheme, differentiable in ``p``).  The event
+  node is the right end of the final bracket (where the indicator already has its new domain),
+  as in CVODE.
+* Time events: a step is clipped to end exactly at ``system.next_time_event()``.
+* Step events: ``system.completed_step(t1, x1)`` after every accepted step.
+
+At most one ``system.event`` call happens per node; its kind is ``"state"`` if a state event was
+located, else ``"time"`` if the step ended at a time event, else ``"step"``: the system's event
+iteration handles everything pending at that time.
+
+Sensitivities
+-------------
+See :func:`radau_sensitivities`: the forward sensitivities of the discrete scheme *with its node
+times frozen* (fixed nodes) or defined by the indicator root (state-event nodes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import scipy.linalg
+
+from ..errors import ConvergenceError, IdentificationError, ModelError
+
+__all__ = [
+    "RADAU_A",
+    "RADAU_B",
+    "RADAU_C",
+    "OdeSystem",
+    "RadauEvent",
+    "RadauRun",
+    "RadauSensitivities",
+    "RadauStep",
+    "SensitivityInputs",
+    "integrate_radau",
+    "radau_sensitivities",
+    "radau_step",
+    "sensitivities_at_stops",
+    "values_at_stops",
+]
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array = np.array(array, dtype=float)
+    array.flags.writeable = False
+    return array
+
+
+_SQ6 = math.sqrt(6.0)
+
+#: Nodes of 3-stage Radau IIA (Hairer & Wanner II, Table IV.5.6): the roots of the Radau
+#: polynomial ``d^2/dx^2 (x^2 (x - 1)^3)``, so that the method is stiffly accurate (``c_3 = 1``).
+RADAU_C = _frozen([(4.0 - _SQ6) / 10.0, (4.0 + _SQ6) / 10.0, 1.0])
+
+#: Coefficients ``a_ij`` of 3-stage Radau IIA, closed form (Hairer & Wanner II, Table IV.5.6).
+#: Satisfies the simplifying assumptions B(5), C(3), D(2): order 5, stage order 3, L-stable.
+RADAU_A = _frozen([
+    [(88.0 - 7.0 * _SQ6) / 360.0, (296.0 - 169.0 * _SQ6) / 1800.0, (-2.0 + 3.0 * _SQ6) / 225.0],
+    [(296.0 + 169.0 * _SQ6) / 1800.0, (88.0 + 7.0 * _SQ6) / 360.0, (-2.0 - 3.0 * _SQ6) / 225.0],
+    [(16.0 - _SQ6) / 36.0, (16.0 + _SQ6) / 36.0, 1.0 / 9.0],
+])
+
+#: Weights of 3-stage Radau IIA: the last row of ``A`` (stiffly accurate).
+RADAU_B = _frozen(RADAU_A[2])
+
+#: ``g0``: the real eigenvalue of ``RADAU_A`` (1 / the real eigenvalue of ``A^-1`` that
+#: ``radau5`` calls ``U1``), the weight of ``f(t0, y0)`` in the embedded formula (8.19).
+_GAMMA0 = (6.0 + 81.0 ** (1.0 / 3.0) - 9.0 ** (1.0 / 3.0)) / 30.0
+
+#: ``e = (bh - b)^T A^-1`` of (8.19), closed form: ``g0 d`` with ``d`` the constants ``DD1..DD3``
+#: of ``radau5``.  ``tests/test_radau.py`` checks that ``bh = b + A^T e`` has order 3.
+_ERROR_WEIGHTS = _frozen(_GAMMA0 * np.array([-(13.0 + 7.0 * _SQ6) / 3.0, (-13.0 + 7.0 * _SQ6) / 3.0, -1.0 / 3.0]))
+
+#: Newton stops when the update relative to ``|y0| + |Z| + atol/rtol`` is below this...
+_NEWTON_TOL = 1e-14
+#: ...or when the update stops decreasing while already below this (round-off reached; a
+#: stagnating update above it is a diverging iteration: the step fails).
+_NEWTON_STAGNATION = 1e-12
+_NEWTON_MAX_ITERATIONS = 20
+#: Step size controller (Hairer & Wanner IV.8, (8.21) without the predictive part).
+_SAFETY, _FAC_MIN, _FAC_MAX = 0.9, 0.2, 5.0
+#: A step proposal may be stretched by up to this fraction to reach a stop or time event
+#: instead of leaving a remnant step.
+_STRETCH = 0.1
+#: State-event location: bracket width at which the search stops, in units of eps max(1, |t|).
+_EVENT_WIDTH_ULPS = 8.0
+_EVENT_MAX_ITERATIONS = 100
+_MIN_STEP_RELATIVE = 1e-14
+
+_FIX = "raise --rtol/--atol or check the parameter values."
+
+
+class OdeSystem(Protocol):
+    """What :func:`integrate_radau` needs from the system ``x' = f(t, x)`` (an FMU, a test problem).
+
+    The parameters are part of the system's own state; the integrator never sees them.  Each
+    call may set the system's time and states (FMI ``fmi2SetTime``/``fmi2SetContinuousStates``).
+    """
+
+    n_states: int
+    n_indicators: int
+
+    def rhs(self, t: float, x: np.ndarray) -> np.ndarray:
+        """``f(t, x)``, shape ``(n_states,)``."""
+        ...
+
+    def jacobian(self, t: float, x: np.ndarray) -> np.ndarray:
+        """``df/dx(t, x)``, shape ``(n_states, n_states)`` (Newton matrix and error filter)."""
+        ...
+
+    def indicators(self, t: float, x: np.ndarray) -> np.ndarray:
+        """Event indicators ``z(t, x)``, shape ``(n_indicators,)``; domains ``z > 0`` and ``z <= 0``."""
+        ...
+
+    def next_time_event(self) -> float | None:
+        """The next time event, or None; valid after the start and after each event."""
+        ...
+
+    def event(self, t: float, x: np.ndarray, kind: str) -> np.ndarray:
+        """Enter event mode at ``(t, x)``, iterate, return the new continuous states.
+
+        ``kind`` is ``"state"``, ``"time"`` or ``"step"``.
+        """
+        ...
+
+    def accepted(self, step: RadauStep) -> None:
+        """Called with every accepted step, before :meth:`completed_step` and any event at its end
+        (an FMU records its stage Jacobians there, while its discrete state is the step's)."""
+        ...
+
+    def completed_step(self, t: float, x: np.ndarray) -> bool:
+        """Called after each accepted step; True asks for a step event at ``t``."""
+        ...
+
+
+class SensitivityInputs(Protocol):
+    """The derivatives of the system that :func:`radau_sensitivities` needs, at points of a run.
+
+    ``step_index`` is an index into ``run.steps``; the stage points of step ``s`` are
+    ``(s.t0 + c_j (s.t1 - s.t0), s.x0 + s.Z[j])`` (the last one at ``s.t1`` exactly).
+    ``event_index`` is an index into ``run.events``; the event point is ``(e.t, e.x_minus)``.
+    """
+
+    def stage_jacobians(self, step_index: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(df/dx, df/dp)`` at the three stage points: shapes ``(3, n, n)`` and ``(3, n, n_p)``."""
+        ...
+
+    def stage_time_derivatives(self, step_index: int) -> np.ndarray:
+        """``df/dt`` at the three stage points, shape ``(3, n)``; asked only for steps whose
+        start or end is a state-event node."""
+        ...
+
+    def indicator_directional(self, event_index: int, dt: np.ndarray, dx: np.ndarray, dp: np.ndarray) -> np.ndarray:
+        """``z_t dt + z_x dx + z_p dp`` of the event's indicator along ``k`` directions.
+
+        ``dt (k,)``, ``dx (n, k)``, ``dp (n_p, k)`` -> ``(k,)``.
+        """
+        ...
+
+    def jump_directional(self, event_index: int, dt: np.ndarray, dx: np.ndarray, dp: np.ndarray) -> np.ndarray:
+        """``D_t dt + D_x dx + D_p dp`` of the reinitialisation ``x_plus = D(t, x_minus, p)``.
+
+        ``dt (k,)``, ``dx (n, k)``, ``dp (n_p, k)`` -> ``(n, k)``.
+        """
+        ...
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RadauStep:
+    """One accepted Radau step from ``(t0, x0)`` to ``t1``.
+
+    Attributes
+    ----------
+    t0, t1 : float
+    x0 : numpy.ndarray, shape (n,)
+        Start state (post-event if the step starts at an event node).
+    Z : numpy.ndarray, shape (3, n)
+        Stage increments; the end state is ``x0 + Z[2]``.
+    F : numpy.ndarray, shape (3, n)
+        ``f`` at the stage points (from the last Newton iteration).
+    err : float
+        Scaled RMS norm of the filtered error estimate (``<= 1`` for accepted adaptive steps).
+    newton_iterations : int
+    """
+
+    t0: float
+    t1: float
+    x0: np.ndarray
+    Z: np.ndarray
+    F: np.ndarray
+    err: float
+    newton_iterations: int
+
+    def __post_init__(self) -> None:
+        for name in ("x0", "Z", "F"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RadauEvent:
+    """An event handled at node ``node`` (time ``t``): ``x_minus`` before, ``x_plus`` after it.
+
+    ``indicator`` is the index of the indicator whose root was located (state events), else None.
+    """
+
+    node: int
+    t: float
+    x_minus: np.ndarray
+    x_plus: np.ndarray
+    kind: str
+    indicator: int | None
+
+    def __post_init__(self) -> None:
+        for name in ("x_minus", "x_plus"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RadauRun:
+    """The frozen result of :func:`integrate_radau`.
+
+    Attributes
+    ----------
+    t : numpy.ndarray, shape (N+1,)
+        Node times, strictly increasing; step ``k`` goes from node ``k`` to node ``k + 1``.
+    x : numpy.ndarray, shape (N+1, n)
+        Node states; at an event node the post-event state (pre-event: the event record).
+    steps : tuple of RadauStep, length N
+    events : tuple of RadauEvent
+    stops : numpy.ndarray, shape (n_stops,)
+        The ``stops`` argument.
+    stop_nodes : numpy.ndarray of int, shape (n_stops,)
+        Node index of each stop (see :func:`values_at_stops` for event nodes on stops).
+    moving : numpy.ndarray of bool, shape (N+1,)
+        True at state-event nodes, whose times depend on the parameters; every other node time
+        (a stop, an error-controlled step end, a time event) is fixed.
+    n_rhs, n_jacobians, n_rejected, n_newton : int
+        Right-hand side and Jacobian evaluations, rejected steps, Newton iterations (all
+        attempts, including event location).
+    """
+
+    t: np.ndarray
+    x: np.ndarray
+    steps: tuple[RadauStep, ...]
+    events: tuple[RadauEvent, ...]
+    stops: np.ndarray
+    stop_nodes: np.ndarray
+    moving: np.ndarray
+    n_rhs: int
+    n_jacobians: int
+    n_rejected: int
+    n_newton: int
+
+    def __post_init__(self) -> None:
+        for name in ("t", "x", "stops"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+        for name, dtype in (("stop_nodes", int), ("moving", bool)):
+            array = np.array(getattr(self, name), dtype=dtype)
+            array.flags.writeable = False
+            object.__setattr__(self, name, array)
+
+    @property
+    def replay_nodes(self) -> np.ndarray:
+        """The node times to pass as ``nodes=`` for a frozen replay: every fixed node."""
+        return self.t[~self.moving]
+
+    def event_at(self, node: int) -> RadauEvent | None:
+        """The event handled at ``node``, or None."""
+        for event in self.events:
+            if event.node == node:
+                return event
+        return None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RadauSensitivities:
+    """Total derivatives of a run's nodes with respect to the parameters.
+
+    Attributes
+    ----------
+    D : numpy.ndarray, shape (N+1, n, n_p)
+        ``dx_k/dp`` of the node states (post-event at event nodes).
+    T : numpy.ndarray, shape (N+1, n_p)
+        ``dt_k/dp`` of the node times (zero except at state-event nodes).
+    D_minus : numpy.ndarray, shape (N+1, n, n_p)
+        Equal to ``D`` except at event nodes, where it holds the derivative of the pre-event
+        state ``x_minus`` (along the moving event time: the tangent total derivative).
+    """
+
+    D: np.ndarray
+    T: np.ndarray
+    D_minus: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in ("D", "T", "D_minus"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+
+
+def values_at_stops(run: RadauRun) -> tuple[np.ndarray, np.ndarray]:
+    """States at the stops: ``(x_left, x_right)``, each ``(n_stops, n)``.
+
+    They differ only where an event node falls on a stop: ``x_left`` is then the pre-event and
+    ``x_right`` the post-event state.
+    """
+    right = run.x[run.stop_nodes]
+    left = right.copy()
+    for i, node in enumerate(run.stop_nodes):
+        event = run.event_at(int(node))
+        if event is not None:
+            left[i] = event.x_minus
+    return left, right
+
+
+def sensitivities_at_stops(run: RadauRun, sens: RadauSensitivities) -> tuple[np.ndarray, np.ndarray]:
+    """``(D_left, D_right)`` at the stops, each ``(n_stops, n, n_p)``: the counterpart of
+    :func:`values_at_stops` (left: pre-event at an event node on a stop)."""
+    return sens.D_minus[run.stop_nodes], sens.D[run.stop_nodes]
+
+
+class _Counts:
+    """Work counters of one call (local to the call, never shared)."""
+
+    def __init__(self) -> None:
+        self.rhs = 0
+        self.jacobians = 0
+        self.rejected = 0
+        self.newton = 0
+        self.attempts = 0
+
+
+def _stage_times(t0: float, t1: float) -> tuple[float, float, float]:
+    # The last stage sits exactly on t1 (t0 + 1.0 * (t1 - t0) need not round to t1).
+    h = t1 - t0
+    return t0 + float(RADAU_C[0]) * h, t0 + float(RADAU_C[1]) * h, t1
+
+
+def _rhs(system: OdeSystem, t: float, x: np.ndarray, counts: _Counts) -> np.ndarray:
+    counts.rhs += 1
+    f = np.asarray(system.rhs(t, x), dtype=float)
+    if f.shape != x.shape:
+        raise ModelError(f"OdeSystem.rhs returned shape {f.shape} at t = {t:.6g} s, expected {x.shape}; "
+                         "fix the system's rhs.")
+    return f
+
+
+def _jacobian(system: OdeSystem, t: float, x: np.ndarray, counts: _Counts) -> np.ndarray:
+    counts.jacobians += 1
+    J = np.asarray(system.jacobian(t, x), dtype=float)
+    if J.shape != (x.size, x.size):
+        raise ModelError(f"OdeSystem.jacobian returned shape {J.shape} at t = {t:.6g} s, expected "
+                         f"{(x.size, x.size)}; fix the system's jacobian.")
+    return J
+
+
+def _indicators(system: OdeSystem, t: float, x: np.ndarray) -> np.ndarray:
+    z = np.asarray(system.indicators(t, x), dtype=float).reshape(-1)
+    if z.shape != (system.n_indicators,):
+        raise ModelError(f"OdeSystem.indicators returned shape {z.shape} at t = {t:.6g} s, expected "
+                         f"({system.n_indicators},); fix the system's indicators or n_indicators.")
+    if not np.all(np.isfinite(z)):
+        raise ConvergenceError(f"the event indicators at t = {t:.6g} s are not finite; {_FIX}")
+    return z
+
+
+def _lu(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """LU factors, or None for a singular or non-finite matrix (a failed step)."""
+    if not np.all(np.isfinite(matrix)):
+        return None
+    with warnings.catch_warnings():
+        # A singular matrix is reported by the zero pivot checked below (the step fails).
+        warnings.simplefilter("ignore", scipy.linalg.LinAlgWarning)
+        lu, piv = scipy.linalg.lu_factor(matrix, check_finite=False)
+    if np.any(np.diag(lu) == 0.0):
+        return None
+    return lu, piv
+
+
+def _attempt(system: OdeSystem, t0: float, t1: float, x0: np.ndarray, f0: np.ndarray, J0: np.ndarray,
+             atol: np.ndarray, rtol: float, counts: _Counts) -> tuple[RadauStep | None, np.ndarray]:
+    """One Radau step (stage equations by simplified Newton to round-off, error estimate).
+
+    Returns ``(None, raw)`` when Newton fails (divergence, non-finite values, no convergence in
+    ``_NEWTON_MAX_ITERATIONS``); ``raw`` is the unfiltered estimate ``yh1 - y1`` of (8.19).
+    """
+    counts.attempts += 1
+    n = x0.size
+    h = t1 - t0
+    if n == 0:
+        empty = np.zeros((3, 0))
+        return RadauStep(t0, t1, x0, empty, empty, 0.0, 0), np.zeros(0)
+    factors = _lu(np.eye(3 * n) - h * np.kron(RADAU_A, J0))
+    if factors is None:
+        return None, np.full(n, np.nan)
+    times = _stage_times(t0, t1)
+    Z = np.outer(RADAU_C * h, f0)  # explicit start guess: depends on this step alone
+    F = np.empty((3, n))
+    floor = np.abs(x0) + atol / rtol
+    previous = math.inf
+    converged = False
+    iterations = 0
+    for iterations in range(1, _NEWTON_MAX_ITERATIONS + 1):
+        counts.newton += 1
+        for j in range(3):
+            F[j] = _rhs(system, times[j], x0 + Z[j], counts)
+        if not np.all(np.isfinite(F)):
+            break
+        residual = Z - h * (RADAU_A @ F)
+        dZ = scipy.linalg.lu_solve(factors, -residual.reshape(-1), check_finite=False).reshape(3, n)
+        Z = Z + dZ
+        if not np.all(np.isfinite(Z)):
+            break
+        update = float(np.max(np.abs(dZ) / (floor + np.max(np.abs(Z), axis=0))))
+        if update <= _NEWTON_TOL:
+            converged = True
+            break
+        if update >= previous:
+            # The update stopped decreasing: round-off reached, or divergence.
+            converged = previous <= _NEWTON_STAGNATION
+            break
+        previous = update
+    raw = _GAMMA0 * h * f0 + _ERROR_WEIGHTS @ Z
+    if not converged:
+        return None, raw
+    filtered = np.linalg.solve(np.eye(n) - (h * _GAMMA0) * J0, raw)  # (8.20)
+    x1 = x0 + Z[2]
+    scale = atol + rtol * np.maximum(np.abs(x0), np.abs(x1))
+    err = float(np.sqrt(np.mean((filtered / scale) ** 2)))
+    if not math.isfinite(err):
+        return None, raw
+    return RadauStep(t0, t1, x0, Z, F.copy(), err, iterations), raw
+
+
+def radau_step(system: OdeSystem, t0: float, t1: float, x0: np.ndarray, *, rtol: float = 1e-10,
+               atol: float | np.ndarray = 1e-12) -> tuple[RadauStep, np.ndarray]:
+    """One Radau IIA step from ``(t0, x0)`` to ``t1`` without error control or events.
+
+    Returns the step and the *unfiltered* error estimate ``yh1 - y1`` of (8.19) (``O(h^4)``;
+    ``step.err`` holds the filtered, scaled norm).
+
+    Raises
+    ------
+    ConvergenceError
+        When the stage equations cannot be solved to round-off.
+    """
+    x0 = np.array(x0, dtype=float).reshape(-1)
+    atol_vector = np.broadcast_to(np.asarray(atol, dtype=float), x0.shape).copy()
+    counts = _Counts()
+    f0 = _rhs(system, t0, x0, counts) if x0.size else np.zeros(0)
+    J0 = _jacobian(system, t0, x0, counts) if x0.size else np.zeros((0, 0))
+    step, raw = _attempt(system, float(t0), float(t1), x0, f0, J0, atol_vector, float(rtol), counts)
+    if step is None:
+        raise ConvergenceError(f"the Radau step from t = {t0:.6g} s to {t1:.6g} s did not converge; "
+                               "use a smaller step or check the parameter values.")
+    return step, raw
+
+
+def _domains(z: np.ndarray) -> np.ndarray:
+    return z > 0.0
+
+
+def _locate(system: OdeSystem, first: RadauStep, z0: np.ndarray, z1: np.ndarray, f0: np.ndarray,
+            J0: np.ndarray, atol: np.ndarray, rtol: float, counts: _Counts) -> tuple[RadauStep, np.ndarray, int]:
+    """Locate the first indicator domain change in ``first`` (Illinois regula falsi on the end time).
+
+    Returns the step to the event time (right bracket end), the indicators there and the index of
+    the indicator located.  Each trial is a Radau step from ``first.t0``; with several indicators
+    changing, each iteration follows the one whose interpolated root is earliest, and a trial
+    point moves the right end as soon as *any* indicator changed its domain there (CVODE's rule).
+    """
+    t0 = first.t0
+    left_t, left_z = t0, z0
+    right_t, right_z, right_step = first.t1, z1, first
+    weight_left = weight_right = 1.0
+    last_side = 0
+    start_domains = _domains(z0)
+    for _ in range(_EVENT_MAX_ITERATIONS):
+        if right_t - left_t <= _EVENT_WIDTH_ULPS * np.finfo(float).eps * max(1.0, abs(right_t)):
+            break
+        changed = np.flatnonzero(_domains(right_z) != start_domains)
+        zl = weight_left * left_z[changed]
+        zr = weight_right * right_z[changed]
+        # zl and zr have opposite domains, so zl - zr != 0 and the fraction lies in [0, 1].
+        fraction = float(np.min(zl / (zl - zr)))
+        trial = left_t + fraction * (right_t - left_t)
+        if not left_t < trial < right_t:
+            trial = left_t + 0.5 * (right_t - left_t)
+            if not left_t < trial < right_t:
+                break
+        step, _ = _attempt(system, t0, trial, first.x0, f0, J0, atol, rtol, counts)
+        if step is None:
+            raise ConvergenceError(f"the Radau step from t = {t0:.6g} s to the event search point {trial:.17g} s "
+                                   f"did not converge; {_FIX}")
+        z = _indicators(system, trial, first.x0 + step.Z[2])
+        if np.any(_domains(z) != start_domains):
+            right_t, right_z, right_step = trial, z, step
+            weight_right = 1.0
+            if last_side == 1:
+                weight_left *= 0.5  # Illinois: the left end was retained twice
+            last_side = 1
+        else:
+            left_t, left_z = trial, z
+            weight_left = 1.0
+            if last_side == -1:
+                weight_right *= 0.5
+            last_side = -1
+    changed = np.flatnonzero(_domains(right_z) != start_domains)
+    zl, zr = left_z[changed], right_z[changed]
+    indicator = int(changed[int(np.argmin(zl / (zl - zr)))])
+    return right_step, right_z, indicator
+
+
+def _initial_step(system: OdeSystem, t0: float, x0: np.ndarray, f0: np.ndarray, atol: np.ndarray, rtol: float,
+                  counts: _Counts) -> float:
+    """Starting step (Hairer, Norsett & Wanner I, Sec. II.4, "starting step size", order 5)."""
+    scale = atol + rtol * np.abs(x0)
+    d0 = float(np.sqrt(np.mean((x0 / scale) ** 2)))
+    d1 = float(np.sqrt(np.mean((f0 / scale) ** 2)))
+    h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
+    f1 = _rhs(system, t0 + h0, x0 + h0 * f0, counts)
+    d2 = float(np.sqrt(np.mean(((f1 - f0) / scale) ** 2))) / h0
+    if not math.isfinite(d2):
+        return h0
+    h1 = max(1e-6, h0 * 1e-3) if max(d1, d2) <= 1e-15 else (0.01 / max(d1, d2)) ** (1.0 / 6.0)
+    return min(100.0 * h0, h1)
+
+
+def _check_arguments(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, stops: np.ndarray, rtol: float,
+                     atol: np.ndarray, max_step: float, first_step: float | None,
+                     nodes: np.ndarray | None) -> None:
+    n = system.n_states
+    if x0.shape != (n,):
+        raise IdentificationError(f"x0 has shape {x0.shape}, the system has {n} states; pass one value per state.")
+    if not np.all(np.isfinite(x0)):
+        raise ConvergenceError(f"the initial state at t = {t0:.6g} s is not finite; {_FIX}")
+    if not (math.isfinite(t0) and math.isfinite(t_end) and t_end > t0):
+        raise IdentificationError(f"integrate_radau needs finite t0 < t_end, got t0 = {t0!r}, t_end = {t_end!r}; "
+                                  "fix the time interval.")
+    if not (math.isfinite(rtol) and rtol > 0.0) or not np.all(np.isfinite(atol) & (atol > 0.0)):
+        raise IdentificationError(f"rtol = {rtol!r} and atol = {atol!r} must be positive and finite; "
+                                  "pass tolerances such as rtol=1e-10, atol=1e-12.")
+    if stops.size and (np.any(np.diff(stops) < 0.0) or stops[0] < t0 or stops[-1] > t_end
+                       or not np.all(np.isfinite(stops))):
+        raise IdentificationError(f"stops must be sorted times in [t0, t_end] = [{t0!r}, {t_end!r}], got "
+                                  f"{stops[:5]!r}...; sort them and drop the ones outside the interval.")
+    if not max_step > 0.0:
+        raise IdentificationError(f"max_step = {max_step!r} must be positive; pass max_step > 0 or inf.")
+    if first_step is not None and not (math.isfinite(first_step) and first_step > 0.0):
+        raise IdentificationError(f"first_step = {first_step!r} must be positive and finite; pass None to "
+                                  "let the integrator choose.")
+    if nodes is not None and (nodes.size < 2 or nodes[0] != t0 or nodes[-1] != t_end
+                              or np.any(np.diff(nodes) <= 0.0)):
+        raise IdentificationError("nodes must be strictly increasing from t0 to t_end (pass run.replay_nodes "
+                                  "of the run to replay, with its t0 and t_end).")
+
+
+def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, *, stops: Sequence[float] = (),
+                    rtol: float = 1e-10, atol: float | np.ndarray = 1e-12, max_step: float = math.inf,
+                    first_step: float | None = None, nodes: Sequence[float] | np.ndarray | None = None,
+                    max_steps: int = 10**6) -> RadauRun:
+    """Integrate ``x' = f(t, x)`` from ``(t0, x0)`` to ``t_end`` with adaptive Radau IIA and events.
+
+    Parameters
+    ----------
+    system : OdeSystem
+    x0 : numpy.ndarray, shape (n,)
+        Initial state (after the system's initialization).
+    t0, t_end : float
+    stops : sequence of float
+        Sorted times in ``[t0, t_end]`` (the sample times) hit exactly as nodes.
+    rtol : float
+    atol : float or numpy.ndarray, shape (n,)
+        Error scale ``atol + rtol max(|x0|, |x1|)`` per component; steps with a scaled RMS error
+        estimate above 1 are rejected; the next step is ``h clip(0.9 err^(-1/4), 0.2, 5)``.
+    max_step : float
+    first_step : float, optional
+        Default: Hairer's starting step estimate.
+    nodes : array_like, optional
+        Frozen mode: step from node to node (``run.replay_nodes`` of an earlier run: its fixed
+        nodes) with no error control, still locating state events inside a step (the step after
+        one continues to the next node) and clipping at time events.  An unchanged system then
+        reproduces the earlier run bit for bit; a perturbed one gives finite differences of the
+        same discrete scheme.
+    max_steps : int
+        Guard against runaway step counts (attempted steps).
+
+    Raises
+    ------
+    ConvergenceError
+        When the step size falls below ``1e-14 |t|``, a state or right-hand side is not finite,
+        a frozen step's Newton iteration fails, or more than ``max_steps`` steps are attempted;
+        the message names the time.
+    IdentificationError
+        For invalid arguments.
+    ModelError
+        When the system returns arrays of the wrong shape, or a time event not after the current
+        time.
+    """
+    x = np.array(x0, dtype=float).reshape(-1)
+    t0, t_end = float(t0), float(t_end)
+    rtol = float(rtol)
+    n = x.size
+    atol_vector = np.broadcast_to(np.asarray(atol, dtype=float), (n,)).copy() if n else np.zeros(0)
+    stop_times = np.asarray(stops, dtype=float).reshape(-1)
+    node_times = None if nodes is None else np.asarray(nodes, dtype=float).reshape(-1)
+    _check_arguments(system, x, t0, t_end, stop_times, rtol, atol_vector, float(max_step), first_step, node_times)
+    frozen = node_times is not None
+
+    targets = np.union1d(stop_times, [t_end])
+    if node_times is not None:
+        targets = np.union1d(targets, node_times)
+    targets = targets[targets > t0]
+    counts = _Counts()
+    t = t0
+    z = _indicators(system, t, x) if system.n_indicators else np.zeros(0)
+    time_event = system.next_time_event()
+    times, states, moving = [t0], [x.copy()], [False]
+    steps: list[RadauStep] = []
+    events: list[RadauEvent] = []
+    f0, J0 = _start_derivatives(system, t, x, counts)
+    if frozen or n == 0:
+        h_proposed = math.inf
+    elif first_step is not None:
+        h_proposed = float(first_step)
+    else:
+        h_proposed = _initial_step(system, t, x, f0, atol_vector, rtol, counts)
+    target_index = 0
+    while t < t_end:
+        if counts.attempts >= max_steps:
+            raise ConvergenceError(f"integrate_radau attempted max_steps = {max_steps} steps before t = {t:.6g} s; "
+                                   f"{_FIX}")
+        while targets[target_index] <= t:
+            target_index += 1
+        limit = float(targets[target_index])
+        if time_event is not None:
+            if not time_event > t:
+                raise ModelError(f"the system's next time event {time_event!r} is not after t = {t!r} s; "
+                                 "fix next_time_event (return None when there is none).")
+            limit = min(limit, time_event)
+        if frozen:
+            t1 = limit
+        else:
+            h = min(h_proposed, float(max_step))
+            reach = limit - t
+            t1 = limit if reach <= h or (reach <= (1.0 + _STRETCH) * h and reach <= max_step) else t + h
+        step, _ = _attempt(system, t, t1, x, f0, J0, atol_vector, rtol, counts)
+        h = t1 - t
+        if step is None or (not frozen and step.err > 1.0):
+            if frozen:
+                raise ConvergenceError(f"the frozen Radau step from t = {t:.6g} s to {t1:.6g} s did not converge; "
+                                       f"{_FIX}")
+            counts.rejected += 1
+            h_proposed = 0.5 * h if step is None else h * max(_FAC_MIN, _SAFETY * step.err ** -0.25)
+            if h_proposed < _MIN_STEP_RELATIVE * max(abs(t), t_end - t0):
+                raise ConvergenceError(f"the Radau step size at t = {t:.6g} s fell to {h_proposed:.3g} s "
+                                       f"(below 1e-14 |t|); {_FIX}")
+            continue
+        if not frozen:
+            factor = _FAC_MAX if step.err == 0.0 else min(_FAC_MAX, max(_FAC_MIN, _SAFETY * step.err ** -0.25))
+            h_proposed = h * factor
+        x1 = x + step.Z[2]
+        kind: str | None = None
+        indicator: int | None = None
+        if system.n_indicators:
+            z1 = _indicators(system, t1, x1)
+            if np.any(_domains(z1) != _domains(z)):
+                step, z1, indicator = _locate(system, step, z, z1, f0, J0, atol_vector, rtol, counts)
+                t1, x1, kind = step.t1, x + step.Z[2], "state"
+            z = z1
+        steps.append(step)
+        system.accepted(step)
+        step_event = bool(system.completed_step(t1, x1))
+        if kind is None and time_event is not None and t1 == time_event:
+            kind = "time"
+        if kind is None and step_event:
+            kind = "step"
+        node = len(times)
+        times.append(t1)
+        moving.append(kind == "state")
+        if kind is not None:
+            x_plus = np.array(system.event(t1, x1, kind), dtype=float).reshape(-1)
+            if x_plus.shape != x1.shape:
+                raise ModelError(f"OdeSystem.event returned shape {x_plus.shape} at t = {t1:.6g} s, expected "
+                                 f"{x1.shape}; fix the system's event.")
+            if not np.all(np.isfinite(x_plus)):
+                raise ConvergenceError(f"the states after the {kind} event at t = {t1:.6g} s are not finite; {_FIX}")
+            events.append(RadauEvent(node, t1, x1, x_plus, kind, indicator))
+            x1 = x_plus
+            if system.n_indicators:
+                z = _indicators(system, t1, x1)
+            time_event = system.next_time_event()
+        states.append(x1.copy())
+        t, x = t1, x1
+        if t < t_end:
+            f0, J0 = _start_derivatives(system, t, x, counts)
+
+    time_array = np.array(times)
+    stop_nodes = np.searchsorted(time_array, stop_times)
+    return RadauRun(t=time_array, x=np.array(states).reshape(len(times), n), steps=tuple(steps),
+                    events=tuple(events), stops=stop_times, stop_nodes=stop_nodes, moving=np.array(moving),
+                    n_rhs=counts.rhs, n_jacobians=counts.jacobians, n_rejected=counts.rejected,
+                    n_newton=counts.newton)
+
+
+def _start_derivatives(system: OdeSystem, t: float, x: np.ndarray, counts: _Counts) -> tuple[np.ndarray, np.ndarray]:
+    """``f`` and ``df/dx`` at a step start (shared by the attempts and event trials from there)."""
+    if x.size == 0:
+        return np.zeros(0), np.zeros((0, 0))
+    f0 = _rhs(system, t, x, counts)
+    if not np.all(np.isfinite(f0)):
+        raise ConvergenceError(f"the right-hand side at t = {t:.6g} s is not finite; {_FIX}")
+    J0 = _jacobian(system, t, x, counts)
+    return f0, J0
+
+
+def radau_sensitivities(run: RadauRun, derivatives: SensitivityInputs, S0: np.ndarray) -> RadauSensitivities:
+    """Forward sensitivities of a run: the exact derivatives of the discrete scheme as it ran.
+
+    The stage equations (1) are assumed to hold exactly (they hold to round-off, see the module
+    docstring).  A step is ``y1 = Phi(t0, t1, y0, p)``; differentiating
+    ``G(Z) = Z - h (A (x) I) col(f(t0 + c_j h, y0 + Z_j, p)) = 0`` with ``h = t1 - t0`` gives, with
+    ``J_j, Fp_j, ft_j`` the derivatives of ``f`` at the stage points::
+
+        M = I - h (A (x) I) blockdiag(J_j)                       (3n x 3n, one LU per step)
+        M dZ/dy0 = h (A (x) I) col(J_j)                          Phi_y  = I + dZ_3/dy0
+        M dZ/dp  = h (A (x) I) col(Fp_j)                         Phi_p  = dZ_3/dp
+        M dZ/dt1 = (A (x) I) col(f_j + h c_j ft_j)               Phi_t1 = dZ_3/dt1   (t0 fixed)
+        M dZ/dt0 = (A (x) I) col(-f_j + h (1 - c_j) ft_j)        Phi_t0 = dZ_3/dt0   (t1 fixed)
+
+    (``dh/dt1 = 1``, ``dh/dt0 = -1``; the stage time ``(1 - c_j) t0 + c_j t1``.)  With ``D_k``,
+    ``T_k`` the derivatives of node state and node time::
+
+        W      = Phi_y D0 + Phi_p + Phi_t0 T0          (one solve with n_p right-hand sides)
+        D1     = W + Phi_t1 T1
+
+    ``T1 = 0`` at fixed nodes.  At a state event of indicator ``z`` the node time is the root of
+    ``z(t1, Phi(t0, t1, y0, p), p) = 0``, so (implicit function theorem)::
+
+        T1      = -(z_x W + z_p) / (z_x Phi_t1 + z_t)
+        D_minus = W + Phi_t1 T1
+        D_plus  = Delta_t T1 + Delta_x D_minus + Delta_p     (x_plus = Delta(t, x_minus, p))
+
+    (one ``indicator_directional`` call along the ``n_p + 1`` directions ``(1, Phi_t1, 0)`` and
+    ``(0, W e_k, e_k)``, one ``jump_directional`` call along ``(T1_k, D_minus e_k, e_k)``).  Time
+    and step events have ``T1 = 0`` and ``D_plus = Delta_x D_minus + Delta_p``.
+
+    The located event node is the right end of a bracket of width ``~8 ulp`` around the discrete
+    root, so ``T1`` is the derivative of that root; finite differences of the frozen replay agree
+    with it up to that bracket width divided by the difference step.
+
+    Parameters
+    ----------
+    run : RadauRun
+    derivatives : SensitivityInputs
+        The system's derivatives at the run's stage and event points, for the parameter vector of
+        the run.
+    S0 : numpy.ndarray, shape (n, n_p)
+        ``dx0/dp`` (from the initialization).
+    """
+    S0 = np.asarray(S0, dtype=float)
+    n = run.x.shape[1]
+    if S0.ndim != 2 or S0.shape[0] != n:
+        raise IdentificationError(f"S0 has shape {S0.shape}, expected (n_states, n_p) = ({n}, n_p); pass dx0/dp.")
+    n_p = S0.shape[1]
+    N = run.t.size - 1
+    D = np.empty((N + 1, n, n_p))
+    D_minus = np.empty_like(D)
+    T = np.zeros((N + 1, n_p))
+    D[0] = D_minus[0] = S0
+    event_index = {event.node: k for k, event in enumerate(run.events)}
+    eye_p = np.eye(n_p)
+    A = RADAU_A
+    c = RADAU_C
+    for k, step in enumerate(run.steps):
+        start_moves, end_moves = bool(run.moving[k]), bool(run.moving[k + 1])
+        h = step.t1 - step.t0
+        phi_t1 = np.zeros(n)
+        if n == 0:
+            W = D[k].copy()
+        else:
+            J, Fp = derivatives.stage_jacobians(k)
+            J = np.asarray(J, dtype=float)
+            Fp = np.asarray(Fp, dtype=float).reshape(3, n, n_p)
+            blocks = (A[:, :, None, None] * J[None, :, :, :]).transpose(0, 2, 1, 3).reshape(3 * n, 3 * n)
+            factors = _lu(np.eye(3 * n) - h * blocks)
+            if factors is None:
+                raise ConvergenceError(f"the sensitivity matrix of the Radau step at t = {step.t0:.6g} s is singular "
+                                       f"or not finite; {_FIX}")
+            G = np.einsum("jab,bq->jaq", J, D[k]) + Fp
+            rhs = h * np.einsum("jk,kaq->jaq", A, G)
+            columns = [rhs.reshape(3 * n, n_p)]
+            ft = None
+            if start_moves or end_moves:
+                ft = np.asarray(derivatives.stage_time_derivatives(k), dtype=float).reshape(3, n)
+            if start_moves and ft is not None:
+                g0 = A @ (-step.F + h * (1.0 - c)[:, None] * ft)
+                columns[0] = columns[0] + np.outer(g0.reshape(-1), T[k])
+            if end_moves and ft is not None:
+                columns.append((A @ (step.F + h * c[:, None] * ft)).reshape(3 * n, 1))
+            solution = scipy.linalg.lu_solve(factors, np.hstack(columns), check_finite=False)
+            dZ3 = solution.reshape(3, n, -1)[2]
+            W = D[k] + dZ3[:, :n_p]
+            if end_moves:
+                phi_t1 = dZ3[:, n_p]
+        node = k + 1
+        event = event_index.get(node)
+        if event is None:
+            D[node] = D_minus[node] = W
+            continue
+        record = run.events[event]
+        if record.kind == "state":
+            directions_t = np.concatenate([[1.0], np.zeros(n_p)])
+            directions_x = np.hstack([phi_t1[:, None], W])
+            directions_p = np.hstack([np.zeros((n_p, 1)), eye_p])
+            dz = np.asarray(derivatives.indicator_directional(event, directions_t, directions_x, directions_p),
+                            dtype=float).reshape(n_p + 1)
+            if dz[0] == 0.0 or not math.isfinite(float(dz[0])):
+                raise ConvergenceError(f"the indicator of the state event at t = {record.t:.6g} s has zero time "
+                                       f"derivative along the solution (a grazing event); its time has no "
+                                       f"derivative: {_FIX}")
+            T[node] = -dz[1:] / dz[0]
+        Dm = W + np.outer(phi_t1, T[node])
+        D_minus[node] = Dm
+        jumped = derivatives.jump_directional(event, T[node].copy(), Dm, eye_p)
+        D[node] = np.asarray(jumped, dtype=float).reshape(n, n_p)
+    return RadauSensitivities(D=D, T=T, D_minus=D_minus)
