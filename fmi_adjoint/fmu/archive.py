@@ -65,7 +65,6 @@ _CHUNK = 1024**2
 #: Unicode categories refused in entry names: control, format (bidi overrides, zero-width
 #: characters), surrogates, private use, line and paragraph separators.
 _BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
-_REAL_TYPES = ("Real", "Float64")  # Float32 would need fmi3SetFloat32; not handled
 
 
 class FmuError(FmiAdjointError, ValueError):
@@ -74,7 +73,13 @@ class FmuError(FmiAdjointError, ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class FmuVariable:
-    """One scalar variable of the model description (fields named as in the XML)."""
+    """One variable of the model description (fields named as in the XML).
+
+    ``kind`` is its type (:mod:`.variables`: ``float64``, ``float32``, ``int8`` ...
+    ``uint64``, ``boolean``, ``enumeration``, ``string``, ...); ``shape`` the resolved
+    dimensions of an FMI 3 array (``()`` for a scalar); an array's start values are
+    ``start_values`` (row-major), its ``start`` is None.  ``type`` is the XML element name.
+    """
 
     name: str
     valueReference: int
@@ -87,10 +92,16 @@ class FmuVariable:
     min: float
     max: float
     initial: str | None = None
+    kind: str = "float64"
+    shape: tuple[int, ...] = ()
+    start_values: tuple[float, ...] | None = None
 
     @property
     def is_real(self) -> bool:
-        return self.type in _REAL_TYPES
+        """A real scalar (Float64 or Float32): what can be identified and set as a real."""
+        from .variables import FLOAT_KINDS
+
+        return self.kind in FLOAT_KINDS and not self.shape
 
 
 @dataclasses.dataclass(frozen=True)
@@ -319,14 +330,20 @@ class FmuArchive:
         self.root = root
         self.description = description
         self.fmi_version = 3 if description.fmiVersion.startswith("3") else 2
+        from .variables import array_shapes, kind_of, parse_start
+
+        shapes = array_shapes(root, path) if self.fmi_version == 3 else {}
         self.variables = {}
         for v in description.modelVariables:
+            kind, shape = kind_of(v.type, self.fmi_version), shapes.get(v.name, ())
+            start, start_values = parse_start(v.start, kind, math.prod(shape) if shape else None)
             self.variables[v.name] = FmuVariable(
                 name=v.name, valueReference=int(v.valueReference), causality=v.causality or "local",
                 variability=v.variability or "continuous", type=v.type,
-                start=_float(v.start, None), nominal=_float(getattr(v, "nominal", None), None),
+                start=start, nominal=_float(getattr(v, "nominal", None), None),
                 unit=getattr(v, "unit", None) or "", min=_float(getattr(v, "min", None), -math.inf),
                 max=_float(getattr(v, "max", None), math.inf), initial=getattr(v, "initial", None),
+                kind=kind, shape=shape, start_values=start_values,
             )
         platform = PLATFORM_DIRS[self.fmi_version]
         for interface in (description.modelExchange, description.coSimulation):
@@ -495,7 +512,8 @@ class FmuArchive:
         return self.variables[name]
 
     def names(self, causality: str) -> list[str]:
-        """Names of the real variables with this causality."""
+        """Names of the real scalar variables with this causality (every numeric one, array
+        elements included: :func:`.variables.numeric_names`)."""
         return [v.name for v in self.variables.values() if v.causality == causality and v.is_real]
 
     def close(self) -> None:
@@ -562,6 +580,10 @@ def _check_description(path: Path, data: bytes) -> etree._Element:
     problems = _schema_problems(root, version)
     if problems:
         raise FmuError(f"{path}: modelDescription.xml violates the FMI {version} schema: {'; '.join(problems)}.")
+    if version == 3:
+        from .variables import array_shapes
+
+        array_shapes(root, path)  # before fmpy, which fails on them without naming the variable
     # FMI 2.0 and 3.0 require unique variable names; the XML schema cannot express that.
     seen: set[str] = set()
     for variable in root.iterfind("ModelVariables/*"):

@@ -42,6 +42,7 @@ from typing import TextIO
 import numpy as np
 
 from .archive import FmuArchive, FmuError
+from .variables import NUMERIC_KINDS, element_names, resolve
 from .worker import Progress, decode_reply, pack, unpack
 
 __all__ = ["DEFAULT_TIMEOUT", "STARTUP_ALLOWANCE", "FmuSession", "INTERFACES", "run_parallel"]
@@ -354,30 +355,44 @@ class FmuSession:
         point, self._point = self._point, None
         return self._request("call", (point, method, args))
 
-    def refs(self, names: Sequence[str]) -> list[int]:
-        """Value references of variables given by name."""
-        return [self.archive.variable(n).valueReference for n in names]
+    def refs(self, names: Sequence[str]) -> list:
+        """References of variables given by name, as the worker takes them: an int for a
+        float64 scalar, else ``(kind, vr, element, size)`` (integers, Booleans, FMI 3
+        types and array elements ``A[i,j]``: :func:`.variables.resolve`)."""
+        return [resolve(self.archive, n).wire() for n in names]
 
-    def set_real(self, refs: Sequence[int], values: Sequence[float]) -> None:
-        """Set real variables by value reference."""
+    def set_real(self, refs: Sequence, values: Sequence[float]) -> None:
+        """Set numeric variables by reference (:meth:`refs`), each through its own type."""
         if len(refs):
-            self._call("set_real", list(refs), [float(v) for v in values])
+            self._call("set_values", list(refs), [float(v) for v in values])
 
-    def get_real(self, refs: Sequence[int]) -> np.ndarray:
-        """Real variables by value reference."""
+    def get_real(self, refs: Sequence) -> np.ndarray:
+        """Numeric variables by reference (:meth:`refs`), as floats."""
         if not len(refs):
             return np.zeros(0)
-        return self._call("get_real", list(refs))
+        return self._call("get_values", list(refs))
 
     def _start_values(self, values: Mapping[str, float], inputs: Mapping[str, float]) -> tuple[list, list]:
-        refs, vals = [], []
-        for v in self._params:
-            value = values.get(v.name, v.start)
-            if value is not None:
-                refs.append(v.valueReference)
-                vals.append(float(value))
+        """References and values set before initialization: the start value of every fixed
+        or tunable numeric parameter (whole arrays element by element, so the worker sets
+        them without reading them first), overridden by ``values`` (names as addressed,
+        ``A[1,2]`` included), then the inputs."""
+        chosen: dict[tuple[int, int | None], tuple] = {}
+        for v in self.archive.variables.values():
+            if v.causality != "parameter" or v.variability not in ("fixed", "tunable") or v.kind not in NUMERIC_KINDS:
+                continue
+            if v.shape and v.start_values is not None:
+                for k, (name, start) in enumerate(zip(element_names(v), v.start_values)):
+                    chosen[(v.valueReference, k)] = (resolve(self.archive, name).wire(), start)
+            elif not v.shape and v.start is not None:
+                chosen[(v.valueReference, None)] = (resolve(self.archive, v.name).wire(), v.start)
+        for name, value in values.items():
+            ref = resolve(self.archive, name)
+            chosen[(ref.valueReference, ref.element)] = (ref.wire(), value)
+        refs = [ref for ref, _ in chosen.values()]
+        vals = [float(value) for _, value in chosen.values()]
         for name, value in inputs.items():
-            refs.append(self.archive.variables[name].valueReference)
+            refs.append(resolve(self.archive, name).wire())
             vals.append(float(value))
         return refs, vals
 

@@ -1,41 +1,349 @@
-"""Checks of the names a problem uses against the FMU's variables (placeholder until the
-variable-type module lands)."""
+"""FMU variables of every type: their kinds, FMI 3 array dimensions, and names as addressed.
+
+An FMU variable is numeric or not, scalar or (FMI 3) an array.  Everything the
+identification reads or writes is one *number* addressed by name:
+
+* a scalar variable by its name (``c``, or an FMI 2 scalarized name such as ``x[1]``,
+  which is an ordinary name there);
+* one element of an FMI 3 array variable as ``A[i,j]``: indices 1-based, as Modelica and
+  the FMI variable naming convention ("structured") print them, one per dimension, and the
+  element is the row-major (C order) position that FMI 3 uses to serialize arrays
+  (FMI 3.0, sec. 2.2.11).  fmpy's own result stores a whole array as one column with a
+  shape and has no element names; ``A[1,2]`` is the name the modelDescription's
+  convention, Modelica and fmpy's GUI listing of array elements use.  An exact variable
+  name always wins, so an FMI 2 FMU whose scalar variable is called ``A[1,2]`` keeps it.
+
+Kinds (:data:`FMI2_KINDS`, :data:`FMI3_KINDS`): ``float64``, ``float32``, ``int8`` ...
+``uint64``, ``boolean``, ``enumeration``, ``string`` (and FMI 3 ``binary``, ``clock``).
+Numeric kinds travel as floats (a Boolean is 0.0 or 1.0) and are written back through the
+getter/setter of their own type in the worker (:meth:`~.worker._Instance.get_values`).
+Only ``float64`` and ``float32`` parameters can be identified; integers, Booleans and
+enumerations may be data columns, inputs and ``--set`` values.
+
+:class:`VariableRef` is the resolved address; on the wire to the worker it is a plain
+int (a ``float64`` scalar, what every caller used before) or ``(kind, vr, element,
+size)`` (:meth:`VariableRef.wire`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .archive import FmuArchive, FmuError
+if TYPE_CHECKING:
+    from lxml import etree
 
-__all__ = ["check_names"]
+    from .archive import FmuArchive, FmuVariable
+
+__all__ = ["FLOAT_KINDS", "FMI2_KINDS", "FMI3_KINDS", "INTEGER_RANGES", "NUMERIC_KINDS", "VariableRef",
+           "array_shapes", "check_names", "element_names", "kind_label", "numeric_names", "parse_start", "resolve",
+           "whole_number"]
+
+#: FMI 2 type element -> kind (Integer is 32-bit, enumerations are set as Integer).
+FMI2_KINDS = {"Real": "float64", "Integer": "int32", "Boolean": "boolean", "Enumeration": "enumeration",
+              "String": "string"}
+#: FMI 3 variable element -> kind.
+FMI3_KINDS = {"Float64": "float64", "Float32": "float32", "Int8": "int8", "UInt8": "uint8", "Int16": "int16",
+              "UInt16": "uint16", "Int32": "int32", "UInt32": "uint32", "Int64": "int64", "UInt64": "uint64",
+              "Boolean": "boolean", "Enumeration": "enumeration", "String": "string", "Binary": "binary",
+              "Clock": "clock"}
+FLOAT_KINDS = frozenset({"float64", "float32"})
+#: Value range of each integer kind (enumerations are Integer in FMI 2 and Int64 in FMI 3).
+INTEGER_RANGES = {f"{sign}int{bits}": ((0, 2**bits - 1) if sign else (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1))
+                  for sign in ("", "u") for bits in (8, 16, 32, 64)}
+INTEGER_RANGES["enumeration"] = INTEGER_RANGES["int64"]
+NUMERIC_KINDS = FLOAT_KINDS | frozenset(INTEGER_RANGES) | {"boolean"}
+
+_LABELS = {"float64": "a Real", "float32": "a Float32", "boolean": "a Boolean", "enumeration": "an Enumeration",
+           "string": "a String", "binary": "a Binary", "clock": "a Clock"}
+_ELEMENT = re.compile(r"^(?P<base>.+?)\[(?P<indices>\s*\d+\s*(?:,\s*\d+\s*)*)\]$")
 
 
-def check_names(archive: FmuArchive, names: Sequence[str], experiments: Sequence) -> None:
-    params = {v.name for v in archive.variables.values() if v.causality == "parameter" and v.is_real}
+def kind_of(type_tag: str, fmi_version: int) -> str:
+    """The kind of an FMI type element name (``Real``, ``Float32``, ...); unknown tags pass
+    through lower-cased (they are then not numeric)."""
+    table = FMI3_KINDS if fmi_version == 3 else FMI2_KINDS
+    return table.get(type_tag, type_tag.lower())
+
+
+def kind_label(kind: str) -> str:
+    """``kind`` for a message: "a Real", "an Int32", "a Boolean", ..."""
+    if kind in _LABELS:
+        return _LABELS[kind]
+    if kind in INTEGER_RANGES:
+        name = kind.replace("uint", "UInt").replace("int", "Int")
+        return ("an " if name.startswith(("I", "U")) else "a ") + ("Integer" if kind == "int32" else name)
+    return f"a {kind}"
+
+
+def parse_start(text: str | None, kind: str, size: int | None) -> tuple[float | None, tuple[float, ...] | None]:
+    """A start attribute as a float (scalars, ``size`` None) or a row-major tuple of
+    floats (arrays: ``size`` values separated by white space); (None, None) if absent,
+    not numeric or of another length.  Booleans give 1.0 / 0.0."""
+    if text is None or kind not in NUMERIC_KINDS:
+        return None, None
+    values: list[float] = []
+    for token in text.split():
+        if kind == "boolean" and token in ("true", "false"):
+            values.append(1.0 if token == "true" else 0.0)
+            continue
+        try:
+            values.append(float(token))
+        except ValueError:
+            return None, None
+    if size is None:
+        return (values[0], None) if len(values) == 1 else (None, None)
+    return (None, tuple(values)) if len(values) == size else (None, None)
+
+
+def whole_number(value: float, kind: str) -> int | None:
+    """``value`` as an int of an integer kind (or 0/1 of a Boolean), None if it is not a
+    whole number in the kind's range."""
+    if kind == "boolean":
+        return int(value) if value in (0.0, 1.0) else None
+    low, high = INTEGER_RANGES[kind]
+    if not (math.isfinite(value) and value == int(value) and low <= int(value) <= high):
+        return None
+    return int(value)
+
+
+def array_shapes(root: etree._Element, path: Path | str) -> dict[str, tuple[int, ...]]:
+    """The shape of every FMI 3 array variable of the model description ``root``.
+
+    A ``<Dimension>`` has a literal ``start`` or the ``valueReference`` of a structural
+    parameter (or constant) of an integer type whose start value is the size.  A dimension
+    that resolves to nothing usable raises FmuError naming the variable.
+    """
+    from .archive import FmuError
+
+    name_of = Path(path).name
+    variables = list(root.iterfind("ModelVariables/*"))
+    by_reference = {element.get("valueReference"): element for element in variables}
+    shapes: dict[str, tuple[int, ...]] = {}
+    for element in variables:
+        dimensions = element.findall("Dimension")
+        if not dimensions:
+            continue
+        name = element.get("name", "")
+        shape = []
+        for k, dimension in enumerate(dimensions, start=1):
+            size = _dimension_size(dimension, by_reference)
+            if isinstance(size, str):
+                raise FmuError(f"{name_of}: dimension {k} of the array variable {name!r} {size}; the FMU is "
+                               "refused. Obtain an FMU whose array dimensions resolve (FMI 3.0, sec. 2.4.7.8).")
+            shape.append(size)
+        shapes[name] = tuple(shape)
+    return shapes
+
+
+def _dimension_size(dimension, by_reference: Mapping[str | None, Any]) -> int | str:
+    """The size of one ``<Dimension>``, or why there is none (a message fragment)."""
+    literal, reference = dimension.get("start"), dimension.get("valueReference")
+    if literal is not None:
+        try:
+            size = int(literal)
+        except ValueError:
+            return f"has start={literal!r}, not a whole number"
+        return size if size >= 0 else f"has the negative size {size}"
+    if reference is None:
+        return "has neither start nor valueReference"
+    target = by_reference.get(reference)
+    if target is None:
+        return f"refers to valueReference {reference}, which no variable has"
+    who = f"refers to {target.get('name')!r} (valueReference {reference})"
+    if target.tag not in FMI3_KINDS or kind_of(target.tag, 3) not in INTEGER_RANGES:
+        return f"{who}, which is not an integer variable"
+    if target.get("causality") != "structuralParameter" and target.get("variability") != "constant":
+        return f"{who}, which is neither a structural parameter nor a constant"
+    try:
+        size = int(target.get("start", ""))
+    except ValueError:
+        return f"{who}, which has no whole-number start value"
+    return size if size >= 0 else f"{who}, whose start value {size} is negative"
+
+
+@dataclasses.dataclass(frozen=True)
+class VariableRef:
+    """One number of an FMU, as addressed by name.
+
+    Attributes
+    ----------
+    name : str
+        As addressed (``c``, ``A[1,2]``).
+    valueReference : int
+    kind : str
+        ``float64``, ``int32``, ``boolean``, ... (see the module docstring).
+    element : int or None
+        Row-major position in an array variable (0-based), None for a scalar.
+    size : int
+        Number of elements of the whole variable (1 for a scalar).
+    """
+
+    name: str
+    valueReference: int
+    kind: str
+    element: int | None = None
+    size: int = 1
+
+    def wire(self) -> int | tuple[str, int, int | None, int]:
+        """The reference as the worker takes it: an int for a float64 scalar, else
+        ``(kind, valueReference, element, size)``."""
+        if self.kind == "float64" and self.element is None:
+            return self.valueReference
+        return (self.kind, self.valueReference, self.element, self.size)
+
+
+def element_names(variable: FmuVariable) -> list[str]:
+    """The addressable names of a variable: itself, or ``A[1,1]``, ``A[1,2]``, ... (row-major)."""
+    shape = variable.shape
+    if not shape:
+        return [variable.name]
+    names = []
+    for flat in range(math.prod(shape)):
+        indices, rest = [], flat
+        for extent in reversed(shape):
+            indices.append(rest % extent + 1)
+            rest //= extent
+        names.append(f"{variable.name}[{','.join(map(str, reversed(indices)))}]")
+    return names
+
+
+def numeric_names(archive: FmuArchive, causality: str, kinds: Iterable[str] = NUMERIC_KINDS) -> list[str]:
+    """Addressable names (array elements expanded) of the variables of ``causality`` whose
+    kind is one of ``kinds``, in model-description order."""
+    wanted = frozenset(kinds)
+    return [name for v in archive.variables.values() if v.causality == causality and v.kind in wanted
+            for name in element_names(v)]
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
+
+
+def _address_hint(variable: FmuVariable) -> str:
+    """'A[i,j] with i in 1..2, j in 1..3' (or 'with i,j in 1..2' for equal extents)."""
+    letters = "ijklmnopqrstuvwxyz"[: len(variable.shape)]
+    address = f"{variable.name}[{','.join(letters)}]"
+    if len(set(variable.shape)) == 1:
+        return f"{address} with {','.join(letters)} in 1..{variable.shape[0]}"
+    return f"{address} with " + ", ".join(f"{c} in 1..{n}" for c, n in zip(letters, variable.shape))
+
+
+def _role(variable: FmuVariable) -> str:
+    return variable.causality if variable.causality in ("parameter", "input", "output") else "variable"
+
+
+def resolve(archive: FmuArchive, name: str) -> VariableRef:
+    """The number addressed by ``name``: a scalar variable, or an element ``A[i,j]`` of an
+    FMI 3 array (1-based indices, row-major; see the module docstring).
+
+    Raises
+    ------
+    FmuError
+        Unknown name; an array addressed without (or with wrong) indices, naming its
+        dimensions and how to address an element; indices on a scalar; a String (or
+        Binary, Clock) variable.
+    """
+    from .archive import FmuError
+
+    fmu = archive.path.name
+    variable = archive.variables.get(name)
+    element: int | None = None
+    if variable is None:
+        match = _ELEMENT.match(name)
+        base = archive.variables.get(match["base"].strip()) if match else None
+        if match is None or base is None:
+            raise FmuError(f"{fmu}: no variable named {name!r}; check the spelling against the FMU's "
+                           "modelDescription.xml.")
+        variable = base
+        indices = [int(i) for i in match["indices"].split(",")]
+        if not variable.shape:
+            raise FmuError(f"{fmu}: {_role(variable)} {variable.name!r} is a scalar, not an array: address it as "
+                           f"{variable.name} (without [{match['indices']}]).")
+        if len(indices) != len(variable.shape) or not all(1 <= i <= n for i, n in zip(indices, variable.shape)):
+            raise FmuError(f"{fmu}: {name!r} is not an element of {_role(variable)} {variable.name!r}, a "
+                           f"{_shape_text(variable.shape)} array: address one element as {_address_hint(variable)}.")
+        element = 0
+        for i, n in zip(indices, variable.shape):
+            element = element * n + (i - 1)
+    if variable.kind not in NUMERIC_KINDS:
+        raise FmuError(f"{fmu}: {_role(variable)} {variable.name!r} is {kind_label(variable.kind)}; only numeric "
+                       "variables can be outputs, inputs or parameters here. Use a numeric variable.")
+    if variable.shape and element is None:
+        raise FmuError(f"{fmu}: {_role(variable)} {variable.name!r} is a {_shape_text(variable.shape)} array: address "
+                       f"one element as {_address_hint(variable)}.")
+    size = math.prod(variable.shape) if variable.shape else 1
+    return VariableRef(name=name, valueReference=variable.valueReference, kind=variable.kind, element=element,
+                       size=size)
+
+
+def _resolve_as(archive: FmuArchive, name: str, causality: str) -> tuple[VariableRef, FmuVariable] | None:
+    """``(ref, variable)`` if ``name`` addresses a variable of ``causality`` (FmuError for
+    such a variable addressed wrongly or not numeric), None if it names no such variable."""
+    variable = archive.variables.get(name)
+    if variable is None:
+        match = _ELEMENT.match(name)
+        variable = archive.variables.get(match["base"].strip()) if match else None
+    if variable is None or variable.causality != causality:
+        return None
+    return resolve(archive, name), variable
+
+
+def check_names(archive: FmuArchive, names: Sequence[str], experiments: Sequence[Any]) -> None:
+    """Check the identified parameters ``names`` and every experiment's data columns,
+    ``--set`` values and input columns against the FMU (FmuError naming the fix).
+
+    * identified parameters: ``float64``/``float32`` parameters (scalars or array elements),
+      fixed or tunable; an integer, Boolean or enumeration parameter is refused by name;
+    * data columns: any numeric output, array elements included;
+    * ``--set`` values: any numeric parameter; integers must be whole numbers in range;
+    * input columns: any numeric input.
+
+    ``experiments`` are :class:`~.fmu_problem.FmuExperiment` (``name``, ``cost.channels``,
+    ``values``, ``inputs``).
+    """
+    from .archive import FmuError
+
+    fmu = archive.path.name
     for name in names:
-        if name not in params:
-            raise FmuError(
-                f"{archive.path.name}: no real parameter named {name!r}. Parameters: {', '.join(sorted(params))}."
-            )
-        if archive.variables[name].variability not in ("fixed", "tunable"):
-            raise FmuError(f"{archive.path.name}: parameter {name!r} has variability "
-                           f"{archive.variables[name].variability!r}; only fixed or tunable ones can be identified.")
-    outputs = set(archive.names("output"))
-    inputs = set(archive.names("input"))
+        found = _resolve_as(archive, name, "parameter")
+        if found is None:
+            params = numeric_names(archive, "parameter", FLOAT_KINDS)
+            raise FmuError(f"{fmu}: no real parameter named {name!r}. Parameters: {', '.join(sorted(params))}.")
+        ref, variable = found
+        if ref.kind not in FLOAT_KINDS:
+            raise FmuError(f"{fmu}: {name!r} is {kind_label(ref.kind)} parameter; only real parameters can be "
+                           f"identified — fix it with --set {name}=VALUE instead.")
+        if variable.variability not in ("fixed", "tunable"):
+            raise FmuError(f"{fmu}: parameter {name!r} has variability {variable.variability!r}; only fixed or "
+                           "tunable ones can be identified.")
     for exp in experiments:
         for channel in exp.cost.channels:
-            if channel not in outputs:
+            if _resolve_as(archive, channel, "output") is None:
+                outputs = numeric_names(archive, "output")
                 raise FmuError(
-                    f"data column {channel!r} of '{exp.name}' matches no output of {archive.path.name}. "
-                    f"Outputs: {', '.join(sorted(outputs)) or 'none'}. Rename or drop the column."
+                    f"data column {channel!r} of '{exp.name}' matches no output of {fmu}. "
+                    f"Outputs: {', '.join(outputs) or 'none'}. Rename or drop the column."
                 )
-        for name in exp.values:
-            if name not in params:
-                raise FmuError(f"'{exp.name}': {name!r} is not a parameter of {archive.path.name}.")
+        for name, value in exp.values.items():
+            found = _resolve_as(archive, name, "parameter")
+            if found is None:
+                raise FmuError(f"'{exp.name}': {name!r} is not a parameter of {fmu}.")
+            ref = found[0]
+            if ref.kind not in FLOAT_KINDS and whole_number(float(value), ref.kind) is None:
+                low, high = (0, 1) if ref.kind == "boolean" else INTEGER_RANGES[ref.kind]
+                raise FmuError(f"'{exp.name}': --set {name}={value!r}: {name!r} is {kind_label(ref.kind)} parameter; "
+                               f"give a whole number in [{low}, {high}]" + (" (0 = false, 1 = true)."
+                                                                           if ref.kind == "boolean" else "."))
         if exp.inputs is not None:
             for column in exp.inputs.columns:
-                if column not in inputs:
+                if _resolve_as(archive, column, "input") is None:
+                    inputs = numeric_names(archive, "input")
                     raise FmuError(
-                        f"input column {column!r} of '{exp.name}' matches no input of {archive.path.name}. "
-                        f"Inputs: {', '.join(sorted(inputs)) or 'none'}."
+                        f"input column {column!r} of '{exp.name}' matches no input of {fmu}. "
+                        f"Inputs: {', '.join(inputs) or 'none'}."
                     )

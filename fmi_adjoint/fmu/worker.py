@@ -43,6 +43,7 @@ the next evaluation).
 from __future__ import annotations
 
 import ctypes
+import math
 import mmap
 import os
 import pickle
@@ -180,6 +181,32 @@ def _project_module(name: str):
     return importlib.import_module(f"fmi_adjoint.{name}")
 
 
+#: kind -> FMI 3 type of fmpy's ``get<Type>``/``set<Type>`` (enumerations are Int64 in FMI 3).
+_FMI3_TYPES = {"float64": "Float64", "float32": "Float32", "int8": "Int8", "uint8": "UInt8", "int16": "Int16",
+               "uint16": "UInt16", "int32": "Int32", "uint32": "UInt32", "int64": "Int64", "uint64": "UInt64",
+               "enumeration": "Int64", "boolean": "Boolean"}
+
+
+def _typed(ref) -> tuple[str, int, int | None, int]:
+    """A wire reference as ``(kind, vr, element, size)``: a plain int is a float64 scalar."""
+    if isinstance(ref, (int, np.integer)):
+        return ("float64", int(ref), None, 1)
+    kind, vr, element, size = ref
+    return str(kind), int(vr), None if element is None else int(element), int(size)
+
+
+def _convert(fmu_name: str, kind: str, value: float):
+    """``value`` in the Python type fmpy's setter of ``kind`` takes (floats stay floats)."""
+    if kind in ("float64", "float32"):
+        return value
+    if kind == "boolean":
+        return value != 0.0
+    if not (math.isfinite(value) and value == int(value)):
+        raise _Failure(f"{fmu_name}: {value!r} is not a whole number, so it cannot be set to an {kind} variable; "
+                       "give whole numbers for integer variables.")
+    return int(value)
+
+
 class _Instance:
     """The fmpy instance of the FMU in the worker: set parameters, initialize, step, evaluate.
 
@@ -222,16 +249,87 @@ class _Instance:
                 "(rerun with --verbose)."
             ) from None
 
-    def set_real(self, refs: Sequence[int], values: Sequence[float]) -> None:
-        if len(refs):
-            setter = self.fmu.setFloat64 if self.fmi3 else self.fmu.setReal
-            self._call("setting real values", setter, list(refs), [float(v) for v in values])
+    def set_real(self, refs: Sequence, values: Sequence[float]) -> None:
+        """Set values by reference (typed references too: :meth:`set_values`)."""
+        self.set_values(refs, values)
 
-    def get_real(self, refs: Sequence[int]) -> np.ndarray:
-        if not len(refs):
-            return np.zeros(0)
-        getter = self.fmu.getFloat64 if self.fmi3 else self.fmu.getReal
-        return np.asarray(self._call("getting real values", getter, list(refs)), dtype=float)
+    def get_real(self, refs: Sequence) -> np.ndarray:
+        """Values by reference as floats (typed references too: :meth:`get_values`)."""
+        return self.get_values(refs)
+
+    def _accessor(self, prefix: str, kind: str) -> tuple[str, Callable]:
+        """(FMI type name, fmpy method) of ``get``/``set`` for ``kind``: FMI 2 has Real,
+        Integer (also enumerations) and Boolean; FMI 3 one per type, enumerations as Int64."""
+        if self.fmi3:
+            name = _FMI3_TYPES.get(kind)
+        else:
+            name = {"float64": "Real", "int32": "Integer", "enumeration": "Integer", "boolean": "Boolean"}.get(kind)
+        if name is None:
+            raise _Failure(f"{self.fmu_name}: cannot {prefix} values of kind {kind!r} through FMI "
+                           f"{3 if self.fmi3 else 2}; only numeric variables can be read or set.")
+        return name, getattr(self.fmu, prefix + name)
+
+    def get_values(self, refs: Sequence) -> np.ndarray:
+        """Values of numeric variables of any type, as floats (a Boolean is 0.0 or 1.0).
+
+        ``refs`` are ints (float64 scalars) or ``(kind, vr, element, size)``
+        (:meth:`~fmi_adjoint.fmu.variables.VariableRef.wire`).  Scalars are read with one
+        call per kind; an array element is read with its whole array (``nValues`` =
+        ``size``: FMI 3 transfers arrays whole), once per array.
+        """
+        typed = [_typed(r) for r in refs]
+        out = np.empty(len(typed))
+        scalars: dict[str, list[int]] = {}
+        arrays: dict[tuple[str, int, int], list[tuple[int, int]]] = {}
+        for position, (kind, vr, element, size) in enumerate(typed):
+            if element is None:
+                scalars.setdefault(kind, []).append(position)
+            else:
+                arrays.setdefault((kind, vr, size), []).append((position, element))
+        for kind, positions in scalars.items():
+            name, getter = self._accessor("get", kind)
+            values = self._call(f"getting {name} values", getter, [typed[p][1] for p in positions])
+            out[positions] = np.asarray(values, dtype=float)
+        for (kind, vr, size), wanted in arrays.items():
+            name, getter = self._accessor("get", kind)
+            values = np.asarray(self._call(f"getting the {name} array {vr}", getter, [vr], size), dtype=float)
+            for position, element in wanted:
+                out[position] = values[element]
+        return out
+
+    def set_values(self, refs: Sequence, values: Sequence[float]) -> None:
+        """Set numeric variables of any type (see :meth:`get_values` for ``refs``).
+
+        Integers and Booleans must be whole numbers in range (the parent checks ``--set``
+        values at the front door; this guards the wire).  One element of an array is set
+        by getting the whole array, changing the element and setting the whole array;
+        when every element is given no get is needed (start values before initialization,
+        where getting may not be allowed).
+        """
+        typed = [_typed(r) for r in refs]
+        scalars: dict[str, tuple[list[int], list]] = {}
+        arrays: dict[tuple[str, int, int], dict[int, float]] = {}
+        for (kind, vr, element, size), value in zip(typed, values):
+            if element is None:
+                vrs, vals = scalars.setdefault(kind, ([], []))
+                vrs.append(vr)
+                vals.append(_convert(self.fmu_name, kind, float(value)))
+            else:
+                arrays.setdefault((kind, vr, size), {})[element] = float(value)
+        for kind, (vrs, vals) in scalars.items():
+            name, setter = self._accessor("set", kind)
+            self._call(f"setting {name} values", setter, vrs, vals)
+        for (kind, vr, size), elements in arrays.items():
+            name, setter = self._accessor("set", kind)
+            if len(elements) == size:
+                whole = [elements[k] for k in range(size)]
+            else:
+                _, getter = self._accessor("get", kind)
+                whole = [float(v) for v in self._call(f"getting the {name} array {vr}", getter, [vr], size)]
+                for k, value in elements.items():
+                    whole[k] = value
+            self._call(f"setting the {name} array {vr}", setter, [vr],
+                       [_convert(self.fmu_name, kind, v) for v in whole])
 
     def start(self, refs: Sequence[int], values: Sequence[float], t0: float, t_end: float) -> float | None:
         """Reset (after a previous run), set parameters and inputs, initialize at ``t0``.
@@ -468,7 +566,7 @@ def _serve(request_fd: int, reply_fd: int, progress_path: str, fmu_name: str, pa
             elif op == "call":
                 point, method, method_args = args
                 if method not in ("start", "initial_states", "derivatives", "rhs", "get_real", "set_real",
-                                  "directional"):
+                                  "get_values", "set_values", "directional"):
                     raise _Failure(f"internal error: the FMU worker has no method {method!r}.")
                 live = _live(instance)
                 if point is not None:

@@ -33,8 +33,12 @@ Error estimate (Hairer & Wanner IV.8, eqs. (8.19)-(8.20)): the embedded formula
     err = (I - h g0 J0)^-1 (yh1 - y1)                                                      (8.20)
 
 The raw difference is ``O(h^4)``; the filter keeps the estimate bounded for stiff components
-(``h J -> infinity``).  ``radau5``'s second filtered evaluation after a rejected first step is
-not used: the tests run at tight tolerances, where it does not trigger.
+(``h J -> infinity``).  Hairer & Wanner state ``g0`` through the transformed (eigenvalue)
+Newton variables of their code; what this module relies on is only that ``bh0 = g0`` is the real
+eigenvalue of ``A`` (so that ``I - h g0 J`` is the real block of their transformed Newton
+matrix) and that the embedded formula then has order 3: both are checked in the tests rather
+than taken from the notation.  ``radau5``'s second filtered evaluation (on the first step and
+after a rejection) is not used: it only spares rejections of stiff problems at loose tolerances.
 
 Events (FMI 2 Model Exchange conventions)
 -----------------------------------------
@@ -46,6 +50,15 @@ Events (FMI 2 Model Exchange conventions)
   as in CVODE.
 * Time events: a step is clipped to end exactly at ``system.next_time_event()``.
 * Step events: ``system.completed_step(t1, x1)`` after every accepted step.
+
+After a state event located in the accepted step ``(t0, b]`` the integration restarts from the
+new states with the proposed step, capped by the distance to ``b``: ``b`` stays a node (held
+like a stop), the step end the event search started from.
+
+Frozen replay (``nodes=run.replay_nodes``) walks the recorded step ends in order without error
+control, locating events again: an unchanged system gives the same run bit for bit (same
+brackets, same Newton start guesses), a perturbed one finite differences of the same discrete
+scheme, with its state-event times moving.
 
 At most one ``system.event`` call happens per node; its kind is ``"state"`` if a state event was
 located, else ``"time"`` if the step ended at a time event, else ``"step"``: the system's event
@@ -66,6 +79,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
+import numpy.typing as npt
 import scipy.linalg
 
 from ..errors import ConvergenceError, IdentificationError, ModelError
@@ -88,8 +102,8 @@ __all__ = [
 ]
 
 
-def _frozen(array: np.ndarray) -> np.ndarray:
-    array = np.array(array, dtype=float)
+def _frozen(values: npt.ArrayLike) -> np.ndarray:
+    array = np.array(values, dtype=float)
     array.flags.writeable = False
     return array
 
@@ -229,6 +243,10 @@ class RadauStep:
     err : float
         Scaled RMS norm of the filtered error estimate (``<= 1`` for accepted adaptive steps).
     newton_iterations : int
+    trial_end : float
+        The end time the step was first taken to: ``t1``, except for a step cut at a state
+        event, where it is the end of the accepted step in which the event was located (the
+        event search starts from the bracket ``(t0, trial_end]``; a replay needs it).
     """
 
     t0: float
@@ -238,10 +256,13 @@ class RadauStep:
     F: np.ndarray
     err: float
     newton_iterations: int
+    trial_end: float = math.nan
 
     def __post_init__(self) -> None:
         for name in ("x0", "Z", "F"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
+        if math.isnan(self.trial_end):
+            object.__setattr__(self, "trial_end", self.t1)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -309,8 +330,14 @@ class RadauRun:
 
     @property
     def replay_nodes(self) -> np.ndarray:
-        """The node times to pass as ``nodes=`` for a frozen replay: every fixed node."""
-        return self.t[~self.moving]
+        """What to pass as ``nodes=`` for a frozen replay: ``t0`` and each step's ``trial_end``.
+
+        Usually these are the fixed nodes ``t[~moving]`` in order.  They differ only after a
+        state event whose following steps did not reach the end of the step it was located in
+        (a rejected step, a stop in between): the sequence then returns to that earlier time,
+        so that the replay searches the same bracket and reproduces the run bit for bit.
+        """
+        return np.concatenate([self.t[:1], [step.trial_end for step in self.steps]])
 
     def event_at(self, node: int) -> RadauEvent | None:
         """The event handled at ``node``, or None."""
@@ -446,7 +473,8 @@ def _attempt(system: OdeSystem, t0: float, t1: float, x0: np.ndarray, f0: np.nda
     previous = math.inf
     converged = False
     iterations = 0
-    for iterations in range(1, _NEWTON_MAX_ITERATIONS + 1):
+    for _ in range(_NEWTON_MAX_ITERATIONS):
+        iterations += 1
         counts.newton += 1
         for j in range(3):
             F[j] = _rhs(system, times[j], x0 + Z[j], counts)
@@ -554,7 +582,7 @@ def _locate(system: OdeSystem, first: RadauStep, z0: np.ndarray, z1: np.ndarray,
     changed = np.flatnonzero(_domains(right_z) != start_domains)
     zl, zr = left_z[changed], right_z[changed]
     indicator = int(changed[int(np.argmin(zl / (zl - zr)))])
-    return right_step, right_z, indicator
+    return dataclasses.replace(right_step, trial_end=first.t1), right_z, indicator
 
 
 def _initial_step(system: OdeSystem, t0: float, x0: np.ndarray, f0: np.ndarray, atol: np.ndarray, rtol: float,
@@ -595,10 +623,10 @@ def _check_arguments(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float,
     if first_step is not None and not (math.isfinite(first_step) and first_step > 0.0):
         raise IdentificationError(f"first_step = {first_step!r} must be positive and finite; pass None to "
                                   "let the integrator choose.")
-    if nodes is not None and (nodes.size < 2 or nodes[0] != t0 or nodes[-1] != t_end
-                              or np.any(np.diff(nodes) <= 0.0)):
-        raise IdentificationError("nodes must be strictly increasing from t0 to t_end (pass run.replay_nodes "
-                                  "of the run to replay, with its t0 and t_end).")
+    if nodes is not None and (nodes.size < 1 or nodes[0] != t0 or not np.all(np.isfinite(nodes))
+                              or np.any(nodes[1:] <= t0) or np.any(nodes > t_end)):
+        raise IdentificationError("nodes must start at t0 and lie in (t0, t_end] (pass run.replay_nodes of the "
+                                  "run to replay, with its t0 and t_end).")
 
 
 def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, *, stops: Sequence[float] = (),
@@ -623,11 +651,14 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
     first_step : float, optional
         Default: Hairer's starting step estimate.
     nodes : array_like, optional
-        Frozen mode: step from node to node (``run.replay_nodes`` of an earlier run: its fixed
-        nodes) with no error control, still locating state events inside a step (the step after
-        one continues to the next node) and clipping at time events.  An unchanged system then
-        reproduces the earlier run bit for bit; a perturbed one gives finite differences of the
-        same discrete scheme.
+        Frozen mode: ``run.replay_nodes`` of an earlier run (or its fixed node times
+        ``run.t[~run.moving]``).  Each entry in turn is the end of the next step, taken with no
+        error control (the estimate is still recorded); entries not after the current time are
+        skipped; a state event located inside a step cuts it, and the walk continues from the
+        event time to the next entry; time events clip steps as in adaptive mode; ``t_end``
+        ends the walk.  An unchanged system reproduces the earlier run bit for bit; a perturbed
+        one gives finite differences of the same discrete scheme.  ``stops`` must be nodes of
+        the replay (pass those of the earlier run).
     max_steps : int
         Guard against runaway step counts (attempted steps).
 
@@ -653,10 +684,11 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
     _check_arguments(system, x, t0, t_end, stop_times, rtol, atol_vector, float(max_step), first_step, node_times)
     frozen = node_times is not None
 
-    targets = np.union1d(stop_times, [t_end])
-    if node_times is not None:
-        targets = np.union1d(targets, node_times)
-    targets = targets[targets > t0]
+    if node_times is None:
+        targets = np.union1d(stop_times, [t_end])
+        targets = targets[targets > t0]
+    else:  # in the recorded order (see RadauRun.replay_nodes), then t_end
+        targets = np.concatenate([node_times[1:], [t_end]])
     counts = _Counts()
     t = t0
     z = _indicators(system, t, x) if system.n_indicators else np.zeros(0)
@@ -672,13 +704,19 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
     else:
         h_proposed = _initial_step(system, t, x, f0, atol_vector, rtol, counts)
     target_index = 0
+    # Adaptive mode: after a state event cut the step (t0, b], the steps continue to b before
+    # going further (b is held as a temporary stop), so that a replay that walks the fixed nodes
+    # in order searches the same bracket (t0, b] and meets b next.
+    hold: float | None = None
     while t < t_end:
         if counts.attempts >= max_steps:
             raise ConvergenceError(f"integrate_radau attempted max_steps = {max_steps} steps before t = {t:.6g} s; "
                                    f"{_FIX}")
-        while targets[target_index] <= t:
+        while targets[target_index] <= t:  # targets[-1] = t_end > t
             target_index += 1
         limit = float(targets[target_index])
+        if hold is not None:
+            limit = min(limit, hold)
         if time_event is not None:
             if not time_event > t:
                 raise ModelError(f"the system's next time event {time_event!r} is not after t = {t!r} s; "
@@ -714,6 +752,12 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
                 step, z1, indicator = _locate(system, step, z, z1, f0, J0, atol_vector, rtol, counts)
                 t1, x1, kind = step.t1, x + step.Z[2], "state"
             z = z1
+        if frozen:
+            target_index = _next_entry(targets, target_index, t1, kind == "state")
+        elif kind == "state" and t1 < step.trial_end:
+            hold = step.trial_end
+        elif hold is not None and t1 >= hold:
+            hold = None
         steps.append(step)
         system.accepted(step)
         step_event = bool(system.completed_step(t1, x1))
@@ -742,11 +786,30 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
             f0, J0 = _start_derivatives(system, t, x, counts)
 
     time_array = np.array(times)
-    stop_nodes = np.searchsorted(time_array, stop_times)
+    stop_nodes = np.minimum(np.searchsorted(time_array, stop_times), time_array.size - 1)
+    missed = stop_times[time_array[stop_nodes] != stop_times]
+    if missed.size:
+        raise IdentificationError(f"the stops {missed[:3]!r} are not nodes of the frozen run; pass the stops of "
+                                  "the run whose replay_nodes are given.")
     return RadauRun(t=time_array, x=np.array(states).reshape(len(times), n), steps=tuple(steps),
                     events=tuple(events), stops=stop_times, stop_nodes=stop_nodes, moving=np.array(moving),
                     n_rhs=counts.rhs, n_jacobians=counts.jacobians, n_rejected=counts.rejected,
                     n_newton=counts.newton)
+
+
+def _next_entry(entries: np.ndarray, index: int, t1: float, cut: bool) -> int:
+    """Frozen mode: the entry the next step aims at, after a step to ``t1`` aimed at ``entries[index]``.
+
+    A step that reached its entry moves on; one clipped at a time event before it keeps it.  A step
+    cut at a state event keeps it too (the remainder of the cut step goes there: the fixed-node
+    list ``run.t[~run.moving]``), unless the next entry is not after it: ``run.replay_nodes`` then
+    lists where the steps after the event went (the run's own ends, in order).
+    """
+    if cut:
+        if index + 1 < entries.size and entries[index + 1] <= entries[index]:
+            return index + 1
+        return index
+    return index + 1 if t1 >= entries[index] and index + 1 < entries.size else index
 
 
 def _start_derivatives(system: OdeSystem, t: float, x: np.ndarray, counts: _Counts) -> tuple[np.ndarray, np.ndarray]:

@@ -228,15 +228,23 @@ fa_status fa_fmu_do_step(fa_fmu *f, double t_c, double h, double *reached, const
     if (!(h > 0.0) || !(ratio < 1e15))
         return fa_fmu_error(f, function, "communicationStepSize = %.17g s must be positive and a whole multiple of "
                             "the FMU's internal step %.17g s", h, step);
-    const long long n = llround(ratio);
-    if (n < 1 || fabs((double)n * step - h) > 1e-9 * h)
+    if (!(fabs(t_c - t) <= 1e-9 * fmax(1.0, fabs(t))))
+        return fa_fmu_error(f, function, "currentCommunicationPoint = %.17g s differs from the FMU's time %.17g s "
+                            "(the FMU advances on the grid t0 + i * %.17g s)", t_c, t, step);
+    /* The step count is taken from where the step ends, t_c + h, measured from the FMU's own
+       time t, and the end point must lie on the FMU's grid with the tolerance the start point
+       t_c has above (1e-9 s, relative beyond 1 s; at most 1e-3 of the step).  An importer
+       whose communication points carry round-off (times parsed from text, or sums of a step
+       off in its last digits) drifts from the grid by far more than the round-off of one h,
+       and is served: exactly n internal steps are taken and the FMU's time stays on its grid.
+       A genuinely non-multiple step keeps its error. */
+    const double end = t_c + h, span = end - t;
+    const long long n = llround(span / step);
+    if (n < 1 || !(fabs(span - (double)n * step) <= fmin(1e-9 * fmax(1.0, fabs(end)), 1e-3 * step)))
         return fa_fmu_error(f, function, "communicationStepSize = %.17g s is not a whole multiple of the FMU's fixed "
                             "internal step %.17g s (nearest multiples: %.17g s, %.17g s); choose a communication "
                             "step of n * %.17g s", h, step, floor(ratio) > 0 ? floor(ratio) * step : step,
                             ceil(ratio) * step, step);
-    if (!(fabs(t_c - t) <= 1e-9 * fmax(1.0, fabs(t))))
-        return fa_fmu_error(f, function, "currentCommunicationPoint = %.17g s differs from the FMU's time %.17g s "
-                            "(the FMU advances on the grid t0 + i * %.17g s)", t_c, t, step);
     for (long long i = 0; i < n; ++i) {
         if (fa_engine_step(f->engine) != 0) {
             f->mode = FA_MODE_ERROR;
