@@ -56,15 +56,16 @@ def name_list(names, shown: int = 20) -> str:
     return ", ".join(one(n) for n in names[:shown]) + more
 
 
-def read_csv(path: str | os.PathLike, *, time_column: str = "time", unit: str = "seconds", min_rows: int = 2
-) -> Measurement:
+def read_csv(path: str | os.PathLike, *, time_column: str = "time", unit: str = "seconds", min_rows: int = 2,
+             events: bool = False) -> Measurement:
     """Read and validate a CSV file of samples.
 
     The first row is the header; it must contain ``time_column`` (the abscissa: time by
     default; spectra use ``frequency``, order spectra ``speed``, with ``unit`` named in
     messages).  Every other cell must be a finite plain ASCII decimal number (``1``,
     ``-2.5``, ``.5e-3``; surrounding blanks allowed); the abscissa must be strictly
-    increasing.
+    increasing, except that with ``events`` a time may appear in two consecutive rows: the
+    left and right limits at an event, as FMI tools (fmpy, CVode drivers) write them.
 
     Only a regular file of at most 512 MiB is read (FIFOs and devices are refused before
     opening, reading stops at the limit), with at most 10 000 columns.  Messages never
@@ -77,7 +78,8 @@ def read_csv(path: str | os.PathLike, *, time_column: str = "time", unit: str = 
         Naming the file, the row and column of the first problem, and the fix.
     """
     path = Path(path)
-    return parse_csv(read_csv_bytes(path), str(path), time_column=time_column, unit=unit, min_rows=min_rows)
+    return parse_csv(read_csv_bytes(path), str(path), time_column=time_column, unit=unit, min_rows=min_rows,
+                     events=events)
 
 
 def read_csv_bytes(path: str | os.PathLike) -> bytes:
@@ -86,8 +88,8 @@ def read_csv_bytes(path: str | os.PathLike) -> bytes:
     return read_regular(path, _MAX_BYTES, "a CSV file", DataError)
 
 
-def parse_csv(raw: bytes, where: str, *, time_column: str = "time", unit: str = "seconds", min_rows: int = 2
-              ) -> Measurement:
+def parse_csv(raw: bytes, where: str, *, time_column: str = "time", unit: str = "seconds", min_rows: int = 2,
+              events: bool = False) -> Measurement:
     """:func:`read_csv` of the bytes ``raw`` of the file ``where`` (named in messages)."""
     try:
         text = decode_text(raw)
@@ -96,7 +98,7 @@ def parse_csv(raw: bytes, where: str, *, time_column: str = "time", unit: str = 
     del raw
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
-        return _parse(reader, where, time_column, unit, min_rows)
+        return _parse(reader, where, time_column, unit, min_rows, events)
     except csv.Error as exc:
         raise DataError(f"{where}, line {reader.line_num}: not a readable CSV row ({exc}); save it as UTF-8 "
                         "CSV.") from None
@@ -104,7 +106,7 @@ def parse_csv(raw: bytes, where: str, *, time_column: str = "time", unit: str = 
         raise DataError(f"{where}: too many values to hold in memory; split or decimate the file.") from None
 
 
-def _parse(reader, where: str, time_column: str, unit: str, min_rows: int) -> Measurement:
+def _parse(reader, where: str, time_column: str, unit: str, min_rows: int, events: bool = False) -> Measurement:
     header: list[str] | None = None
     cells = array.array("d")
     lines: list[int] = []  # the file's line of each data row, for messages; blank lines are skipped
@@ -128,7 +130,17 @@ def _parse(reader, where: str, time_column: str, unit: str, min_rows: int) -> Me
     values = np.frombuffer(cells, dtype=float).reshape(len(lines), len(header)).copy()
     k = header.index(time_column)
     times = values[:, k]
-    bad = np.flatnonzero(np.diff(times) <= 0)
+    steps = np.diff(times)
+    if events:
+        # A repeated time is an event's left and right limit: twice at most, never first.
+        repeated = steps == 0
+        third = np.flatnonzero(repeated[1:] & repeated[:-1])
+        if third.size:
+            r = lines[int(third[0]) + 2]
+            raise DataError(f"{where}, line {r}: {time_column} {float(times[third[0] + 2])!r} appears a third time; "
+                            "a time may repeat once (the left and right limits at an event): drop the extra row.")
+        steps = np.where(repeated, 1.0, steps)
+    bad = np.flatnonzero(steps <= 0)
     if bad.size:
         r = lines[int(bad[0]) + 1]
         plural = "frequencies" if time_column == "frequency" else f"{time_column}s"

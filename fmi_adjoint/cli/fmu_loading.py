@@ -74,8 +74,9 @@ def grid_end(t_end: float, step: float) -> float:
 
 
 def _default_step(archive: FmuArchive, times: np.ndarray | None, t_end: float) -> float:
-    if times is not None and times.size > 1:
-        return float(np.min(np.diff(times)))
+    intervals = np.diff(times) if times is not None and times.size > 1 else np.zeros(0)
+    if np.any(intervals > 0):  # a time repeated at an event is no interval
+        return float(np.min(intervals[intervals > 0]))
     experiment = archive.description.defaultExperiment
     if experiment is not None and experiment.stepSize:
         return float(experiment.stepSize)
@@ -110,7 +111,7 @@ def load_fmu_experiments(
     for spec in data_specs:
         file, values = experiment_settings(spec, settings, identified)
         end_guess = t_end if t_end is not None else target.t_end
-        data = DataFile.from_path(file)
+        data = DataFile.from_path(file, events=True)
         if step is not None:
             h = step
         elif fixed is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -230,6 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--data", required=True, metavar="DATA.csv", help="'time' and one column per FMU output")
     check.add_argument("--inputs", metavar="INPUTS.csv", help="input signals: 'time' and one column per FMU input")
     check.add_argument("-o", "--output", required=True, metavar="REPORT", help="folder for report.json and report.png")
+    check.add_argument("--result", metavar="RESULT.json",
+                       help="the identification's result: validate through the interface it used")
+    check.add_argument("--interface", choices=("auto", "me", "cs"), default="auto",
+                       help="me or cs (default: the one RESULT.json records, else cs where the FMU has it)")
     _fmu_process_options(check)
 
     demo = sub.add_parser("demo", help="identify the engine-mount parameters from the bundled measurement")
@@ -438,7 +443,8 @@ def _tolerances(args):
     from ..fmu.experiment import DEFAULT_ATOL, DEFAULT_RTOL, Tolerances
 
     return Tolerances(rtol=DEFAULT_RTOL if args.rtol is None else args.rtol,
-                      atol=DEFAULT_ATOL if args.atol is None else args.atol)
+                      atol=DEFAULT_ATOL if args.atol is None else args.atol,
+                      max_step=math.inf if args.step is None else args.step)
 
 
 def cmd_gradient(args) -> int:
@@ -657,15 +663,17 @@ def cmd_export(args) -> int:
 
 def cmd_apply(args) -> int:
     from ..fmu.archive import open_fmu
-    from ..fmu.handback import hand_back, read_result_parameters
+    from ..fmu.handback import hand_back, read_result_interface, read_result_parameters
 
     if not (args.output or args.ssv or args.ssp):
         raise ModelError("apply: give -o IDENTIFIED.fmu, --ssv OUT.ssv and/or --ssp OUT.ssp.")
     _check_outputs({"-o": args.output, "--ssv": args.ssv, "--ssp": args.ssp},
                    [("RESULT.json", args.result), ("FMU", args.fmu)])
     values = read_result_parameters(args.result)
+    interface = read_result_interface(args.result)
     with open_fmu(args.fmu) as archive:
-        report = hand_back(archive, values, fmu=args.output, ssv=args.ssv, ssp=args.ssp, name=Path(args.result).stem)
+        report = hand_back(archive, values, fmu=args.output, ssv=args.ssv, ssp=args.ssp, name=Path(args.result).stem,
+                           interface=interface)
     for text in report.warnings:
         print(f"fmi-adjoint: warning: {text}", file=sys.stderr)
     for text in report.notes:
@@ -689,16 +697,30 @@ def cmd_validate(args) -> int:
 
     settings = _fmu_process_settings(args)
     _check_report_folder(args.output, [("data file", args.data), ("inputs file", args.inputs), ("FMU", args.fmu)])
-    data = read_csv(args.data)
+    data = read_csv(args.data, events=True)
     inputs = read_csv(args.inputs) if args.inputs else None
+    interface = _validate_interface(args)
     with open_fmu(args.fmu) as archive:
-        summary = validate_fmu_against_data(archive, data, args.output, inputs, **settings)
+        summary = validate_fmu_against_data(archive, data, args.output, inputs, interface=interface, **settings)
     for name, stats in summary["outputs"].items():
         rel = stats["relative_rms_error"]
         print(f"{name:16s} RMS error {stats['rms_error']:.6g}   max {stats['max_abs_error']:.6g}"
               + (f"   ({100 * rel:.3g} % of the signal RMS)" if rel is not None else ""))
     print(f"wrote {Path(args.output) / 'report.json'} and {Path(args.output) / 'report.png'}", file=sys.stderr)
     return 0
+
+
+def _validate_interface(args) -> str | None:
+    """The interface ``validate`` runs: ``--interface``, else the one RESULT.json recorded
+    (``--result``), else Co-Simulation where the FMU has it."""
+    from ..fmu.handback import read_result_interface
+
+    chosen = {"me": "ModelExchange", "cs": "CoSimulation"}.get(args.interface)
+    recorded = read_result_interface(args.result) if args.result else None
+    if chosen and recorded and chosen != recorded:
+        raise ModelError(f"--interface {args.interface} differs from the {recorded} interface {args.result} was "
+                         "identified with; drop --interface to validate as identified.")
+    return chosen or recorded
 
 
 def _check_report_folder(folder: str, inputs: list[tuple[str, str | None]]) -> None:

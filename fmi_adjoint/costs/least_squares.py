@@ -67,8 +67,11 @@ class LeastSquaresCost(AbstractCost):
             )
         if not np.all(np.isfinite(ts)) or not np.all(np.isfinite(data)):
             raise DataError("the data contain NaN or infinite values; remove or fill those rows.")
-        if np.any(np.diff(ts) <= 0):
-            raise DataError("the sample times are not strictly increasing; sort the data and drop duplicates.")
+        steps = np.diff(ts)
+        # A time may repeat once: the left and right limits at an event (FMU data).
+        if np.any(steps < 0) or np.any((steps[1:] == 0) & (steps[:-1] == 0)):
+            raise DataError("the sample times are not increasing (a time may repeat once, at an event); sort the "
+                            "data and drop duplicates.")
         nc = len(channels)
         weights = np.ones(nc) if self.weights is None else np.asarray(self.weights, dtype=float).ravel()
         scales = np.ones(nc) if self.scales is None else np.asarray(self.scales, dtype=float).ravel()

@@ -48,12 +48,26 @@ if TYPE_CHECKING:
     from .rebuild import RebuiltFmu
 
 __all__ = ["SSV_NAMESPACE", "HandBack", "hand_back", "write_ssv", "write_reparameterized_fmu", "write_fmu_entries",
-           "simulate_with_fmpy", "validate_fmu_against_data", "read_result_parameters"]
+           "simulate_with_fmpy", "validate_fmu_against_data", "read_result_interface", "read_result_parameters"]
 
 SSV_NAMESPACE = "http://ssp-standard.org/SSP1/SystemStructureParameterValues"
 SSC_NAMESPACE = "http://ssp-standard.org/SSP1/SystemStructureCommon"
 _BASE_UNITS = ("kg", "m", "s", "A", "K", "mol", "cd", "rad", "factor", "offset")
 _MAX_RESULT_BYTES = 16 * 1024 * 1024
+
+
+def read_result_interface(path) -> str | None:
+    """The FMU interface a RESULT.json's identification ran ("ModelExchange" or
+    "CoSimulation"), None if it records none (a model file, or the adjoint path)."""
+    path = Path(path)
+    raw = read_regular(path, _MAX_RESULT_BYTES, "the RESULT.json written by `fmi-adjoint identify -o`", FmuError)
+    try:
+        payload = json.loads(raw.decode("utf-8"))
+    except (RecursionError, UnicodeDecodeError, ValueError):
+        raise FmuError(f"{path}: not a readable JSON file; give the RESULT.json written by "
+                       "`fmi-adjoint identify -o`.") from None
+    interface = payload.get("interface") if isinstance(payload, dict) else None
+    return interface if interface in ("ModelExchange", "CoSimulation") else None
 
 
 def read_result_parameters(path) -> dict[str, float]:
@@ -228,22 +242,28 @@ def write_reparameterized_fmu(archive: FmuArchive, values: Mapping[str, float], 
 
 def simulate_with_fmpy(archive: FmuArchive, times: np.ndarray, outputs, inputs: Measurement | None = None,
                        start_values: Mapping[str, float] | None = None, *, timeout: float = DEFAULT_TIMEOUT,
-                       log=None) -> np.ndarray:
+                       log=None, interface: str | None = None) -> np.ndarray:
     """Re-simulate through fmpy's own drivers (CVode for Model Exchange) with the FMU's start
     values applied; outputs at ``times`` (linear interpolation of the recorded result).
 
     fmpy runs in a worker process (:class:`~fmi_adjoint.fmu.session.FmuSession`), like every
     FMU binary: ``timeout`` bounds one step [s] (``--fmu-timeout``), ``log`` receives the
-    binary's output (``--verbose``).
+    binary's output (``--verbose``).  ``interface`` ("ModelExchange" or "CoSimulation"; the one
+    the identification used, from RESULT.json) defaults to Co-Simulation where the FMU has it.
     """
-    interface = "CoSimulation" if archive.co_simulation else "ModelExchange"
+    if interface is None:
+        interface = "CoSimulation" if archive.co_simulation else "ModelExchange"
+    if not (archive.model_exchange if interface == "ModelExchange" else archive.co_simulation):
+        raise FmuError(f"{archive.path.name}: the FMU has no {interface} interface with a binary for this platform; "
+                       "choose the other one (--interface).")
     # The start values of the model description are applied explicitly, as an importer
     # should (the FMU's compiled-in defaults may differ after a re-parameterization).
     values = {v.name: v.start for v in archive.variables.values()
               if v.causality == "parameter" and v.variability in ("fixed", "tunable") and v.is_real
               and v.start is not None}
     values.update(start_values or {})
-    interval = float(np.min(np.diff(times))) if times.size > 1 else None
+    steps = np.diff(times)
+    interval = float(np.min(steps[steps > 0])) if np.any(steps > 0) else None  # a repeated time is an event
     signal = None
     if inputs is not None:
         dtype = [("time", np.float64)] + [(c, np.float64) for c in inputs.columns]
@@ -259,7 +279,7 @@ def simulate_with_fmpy(archive: FmuArchive, times: np.ndarray, outputs, inputs: 
 
 
 def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, inputs: Measurement | None = None,
-                              *, timeout: float = DEFAULT_TIMEOUT, log=None) -> dict:
+                              *, timeout: float = DEFAULT_TIMEOUT, log=None, interface: str | None = None) -> dict:
     """Re-simulate (:func:`simulate_with_fmpy`, with ``timeout`` and ``log``) and write
     ``report.json`` and ``report.png`` into ``folder``.
 
@@ -286,7 +306,8 @@ def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, in
             raise FmuError(f"{inputs.source}: the inputs span [{inputs.times[0]:g}, {inputs.times[-1]:g}] s but the "
                            f"data need [{data.times[0]:g}, {data.times[-1]:g}] s; extend the input file.")
     check_writable(folder / "report.json" if folder.is_dir() else folder)
-    simulated = simulate_with_fmpy(archive, data.times, outputs, inputs, timeout=timeout, log=log)
+    simulated = simulate_with_fmpy(archive, data.times, outputs, inputs, timeout=timeout, log=log,
+                                   interface=interface)
     if not np.all(np.isfinite(simulated)):
         raise FmuError(f"{archive.path.name}: the re-simulation gives non-finite outputs; check the start values.")
     try:
@@ -294,7 +315,8 @@ def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, in
     except OSError as exc:
         raise FmuError(f"cannot create the report folder {str(folder)!r}: {exc.strerror}.") from None
     per_output: dict[str, dict] = {}
-    summary = {"fmu": str(archive.path), "data": data.source, "samples": int(data.times.size), "outputs": per_output}
+    summary = {"fmu": str(archive.path), "data": data.source, "samples": int(data.times.size), "outputs": per_output,
+               "interface": interface or ("CoSimulation" if archive.co_simulation else "ModelExchange")}
     for k, name in enumerate(outputs):
         error = simulated[:, k] - data.values[:, k]
         rms = float(np.sqrt(np.mean(error**2)))
@@ -379,7 +401,7 @@ def _staged(targets: Mapping[str, Path | None]) -> Iterator[dict[str, Path]]:
 
 
 def hand_back(archive: FmuArchive, values: Mapping[str, float], *, fmu=None, ssv=None, ssp=None,
-              name: str = "identified") -> HandBack:
+              name: str = "identified", interface: str | None = None) -> HandBack:
     """Hand identified parameter values back (``fmi-adjoint apply``): an FMU, an SSV file
     and/or an SSP archive, written together or not at all.
 
@@ -449,7 +471,7 @@ def hand_back(archive: FmuArchive, values: Mapping[str, float], *, fmu=None, ssv
             write_ssv(archive, values, staged["ssv"], name=name)
         if ssp is not None:
             write_ssp(archive, values, handed, staged["ssp"], fmu_name=(targets["fmu"] or archive.path).name,
-                      name=name)
+                      name=name, interface=interface)
             if not archive.co_simulation:
                 notes.append(f"{label} has no Co-Simulation interface: the SSP archive is complete, but fmpy's SSP "
                              "simulation (fmpy.ssp.simulation.simulate_ssp) needs Co-Simulation FMUs.")

@@ -17,13 +17,6 @@ from .worker import pack
 __all__ = ["run_model_exchange"]
 
 
-def _values_with(values: list[float], positions: list[int], offsets: np.ndarray) -> list[float]:
-    out = list(values)
-    for position, offset in zip(positions, offsets):
-        out[position] += float(offset)
-    return out
-
-
 def run_model_exchange(instance, request: dict) -> dict:
     """Integrate the FMU of ``instance`` as ``request`` says (see :class:`.simulation.MeRequest`)."""
     refs, values = list(request["refs"]), [float(v) for v in request["values"]]
@@ -57,16 +50,12 @@ def run_model_exchange(instance, request: dict) -> dict:
 
 
 def _sensitivities(instance, system, run, refs, values, t0, t_end, sensitivity: dict) -> dict:
-    positions = list(sensitivity["positions"])
+    replays = sensitivity["replays"]
     steps = np.asarray(sensitivity["steps"], dtype=float)
     use = [bool(u) for u in sensitivity["directional"]]
     directional_refs = [r for r, u in zip(sensitivity["param_refs"], use) if u]
-    plus, minus = [], []
-    for k in range(len(positions)):
-        offset = np.zeros(len(positions))
-        offset[k] = steps[k]
-        plus.append(replay(instance, system, run, refs, _values_with(values, positions, offset), t0, t_end))
-        minus.append(replay(instance, system, run, refs, _values_with(values, positions, -offset), t0, t_end))
+    plus = [replay(instance, system, run, r, v, t0, t_end) for r, v in replays[0::2]]
+    minus = [replay(instance, system, run, r, v, t0, t_end) for r, v in replays[1::2]]
     partials = parameter_partials(plus, minus, steps)
     notes: list[str] = []
     if directional_refs:

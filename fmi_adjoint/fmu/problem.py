@@ -38,7 +38,7 @@ from .gradients import AbstractGradientPath, DifferencePath, SensitivityPath
 from .instances import FmuInstances
 from .session import DEFAULT_TIMEOUT, check_timeout
 from .simulation import FmuSimulator, RunOutputs, SensitivityRequest
-from .variables import check_names
+from .variables import check_names, resolve
 
 __all__ = ["FmuProblem", "fmu_problem"]
 
@@ -126,6 +126,17 @@ def _native_problem(archive, experiments, names, bounds, start) -> Identificatio
     return IdentificationProblem(runs, names, bounds=bounds, start=start)
 
 
+def _declared(archive: FmuArchive, name: str) -> tuple[float | None, float, float, float | None]:
+    """(start, min, max, nominal) of the parameter ``name``, an array element ``A[i,j]`` included."""
+    ref = resolve(archive, name)
+    variable = next(v for v in archive.variables.values() if v.valueReference == ref.valueReference
+                    and v.causality == "parameter")
+    start = variable.start
+    if ref.element is not None:
+        start = variable.start_values[ref.element] if variable.start_values is not None else None
+    return start, variable.min, variable.max, variable.nominal
+
+
 class FmuProblem:
     """Experiments on one FMU sharing the identified parameters ``names`` (see the module docstring).
 
@@ -141,19 +152,20 @@ class FmuProblem:
         if len(set(self.names)) != len(self.names) or not self.names:
             raise IdentificationError(f"parameters {list(self.names)}: give distinct names (--params).")
         self.gradient_method = method
-        variables = [archive.variable(n, "parameter") for n in self.names]
         for name in bounds or {}:
             if name not in self.names:
                 raise IdentificationError(f"bounds given for '{name}', which is not identified; add it to --params.")
-        self.lower = np.array([(bounds or {}).get(v.name, (v.min, v.max))[0] for v in variables], dtype=float)
-        self.upper = np.array([(bounds or {}).get(v.name, (v.min, v.max))[1] for v in variables], dtype=float)
+        declared = [_declared(archive, name) for name in self.names]
+        self.lower = np.array([(bounds or {}).get(n, (d[1], d[2]))[0] for n, d in zip(self.names, declared)],
+                              dtype=float)
+        self.upper = np.array([(bounds or {}).get(n, (d[1], d[2]))[1] for n, d in zip(self.names, declared)],
+                              dtype=float)
         # Start: explicit start values, else the first experiment's settings (--set), else the FMU's.
         shared = self.experiments[0].values if self.experiments else {}
-        self.start = np.array([(start or {}).get(v.name, shared.get(v.name, v.start if v.start is not None else 0.0))
-                               for v in variables], dtype=float)
+        self.start = np.array([(start or {}).get(n, shared.get(n, d[0] if d[0] is not None else 0.0))
+                               for n, d in zip(self.names, declared)], dtype=float)
         # Difference scale: the nominal value, else |start|, else FMI's default nominal 1.
-        self.nominal = np.array([abs(v.nominal) if v.nominal else (abs(v.start) if v.start else 1.0)
-                                 for v in variables])
+        self.nominal = np.array([abs(d[3]) if d[3] else (abs(d[0]) if d[0] else 1.0) for d in declared])
         if interface is None:
             interface = "ModelExchange" if (method == "sensitivity" or not archive.co_simulation) else "CoSimulation"
         self.interface = interface

@@ -75,6 +75,13 @@ class FmuSimulator:
     def __init__(self, archive: FmuArchive, interface: str, tolerances: Tolerances, sources: list[str]):
         self.archive, self.interface, self.tolerances = archive, interface, tolerances
         self.sources = sources
+        # The absolute tolerance is scaled per state by its nominal value (FMI: the magnitude
+        # at which a state's absolute error matters), 1 where none is declared.
+        nominals = []
+        for derivative in archive.description.derivatives:
+            state = archive.variables.get(derivative.variable.derivative.name)
+            nominals.append(abs(state.nominal) if state is not None and state.nominal else 1.0)
+        self.state_nominals = np.array(nominals, dtype=float)
 
     def _start_values(self, session: FmuSession, values: Mapping[str, float]) -> tuple[list, list]:
         return session._start_values(values, {})
@@ -95,16 +102,24 @@ class FmuSimulator:
             "outputs": session.refs(exp.cost.channels), "input_refs": session.refs(names),
             "input_times": exp.inputs.times if exp.inputs is not None else np.zeros(1),
             "input_table": exp.inputs.values if exp.inputs is not None else np.zeros((1, 0)),
-            "sources": list(self.sources), "rtol": tol.rtol, "atol": tol.atol,
-            "max_step": min(tol.max_step, float(exp.step)) if np.isfinite(exp.step) else tol.max_step,
+            "sources": list(self.sources), "rtol": tol.rtol, "atol": tol.atol * self.state_nominals,
+            "max_step": tol.max_step,
             "nodes": nodes,
         }
         if sensitivity is not None:
+            # Each replay's complete start values (the parameter moved by ±δ): whatever its type
+            # or array, the worker sets them as it sets any start values.
+            replays = []
+            for name, step in zip(sensitivity.names, sensitivity.steps):
+                for sign in (1.0, -1.0):
+                    replays.append(self._start_values(session, {**values, name: values[name] + sign * float(step)}))
             param_refs = session.refs(list(sensitivity.names))
-            request["sensitivity"] = {"positions": [refs.index(r) for r in param_refs],
-                                      "steps": [float(d) for d in sensitivity.steps], "param_refs": param_refs,
-                                      "directional": list(sensitivity.directional),
-                                      "probe_tolerance": sensitivity.probe_tolerance}
+            request["sensitivity"] = {
+                "replays": replays, "steps": [float(d) for d in sensitivity.steps],
+                # FMU columns only for real scalars (a directional derivative addresses a whole variable)
+                "param_refs": [r if isinstance(r, int) else -1 for r in param_refs],
+                "directional": [d and isinstance(r, int) for d, r in zip(sensitivity.directional, param_refs)],
+                "probe_tolerance": sensitivity.probe_tolerance}
         return "run_me_adaptive", (request,)
 
     def finish(self, exp: FmuExperiment, reply) -> RunOutputs:

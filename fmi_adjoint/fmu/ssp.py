@@ -64,7 +64,7 @@ def _resource_name(text: str, suffix: str) -> str:
 
 
 def _system_structure(archive: FmuArchive, component: str, fmu_source: str, ssv_source: str,
-                      name: str) -> etree._Element:
+                      name: str, implementation: str = "any") -> etree._Element:
     ssd, ssc = SSD_NAMESPACE, SSC_NAMESPACE
     root = etree.Element(f"{{{ssd}}}SystemStructureDescription", nsmap={"ssd": ssd, "ssc": ssc}, version="1.0",
                          name=name)
@@ -82,7 +82,7 @@ def _system_structure(archive: FmuArchive, component: str, fmu_source: str, ssv_
         connectors(system, (("input", inputs), ("output", outputs)))
     elements = etree.SubElement(system, f"{{{ssd}}}Elements")
     fmu = etree.SubElement(elements, f"{{{ssd}}}Component", name=component, type=FMU_COMPONENT_TYPE,
-                           source=fmu_source)
+                           source=fmu_source, implementation=implementation)
     connectors(fmu, (("input", inputs), ("output", outputs), ("parameter", archive.names("parameter"))))
     bindings = etree.SubElement(fmu, f"{{{ssd}}}ParameterBindings")
     etree.SubElement(bindings, f"{{{ssd}}}ParameterBinding", source=ssv_source)
@@ -103,7 +103,7 @@ def _system_structure(archive: FmuArchive, component: str, fmu_source: str, ssv_
 
 
 def write_ssp(archive: FmuArchive, values: Mapping[str, float], fmu_file, output, *, fmu_name: str | None = None,
-              name: str = "identified") -> Path:
+              name: str = "identified", interface: str | None = None) -> Path:
     """Write the SSP 1.0 archive ``output`` binding ``values`` to the FMU ``fmu_file``.
 
     Parameters
@@ -121,6 +121,9 @@ def write_ssp(archive: FmuArchive, values: Mapping[str, float], fmu_file, output
         to letters, digits and ``._-``.
     name : str
         Name of the system structure and of the parameter set (``resources/<name>.ssv``).
+    interface : {"ModelExchange", "CoSimulation"}, optional
+        The interface the identification ran: the Component's ``implementation``, so a master
+        runs the FMU the way it was identified (default "any").
 
     Raises
     ------
@@ -135,10 +138,11 @@ def write_ssp(archive: FmuArchive, values: Mapping[str, float], fmu_file, output
     name = name if name and name.isprintable() else "identified"
     fmu_source = "resources/" + _resource_name(fmu_name or Path(fmu_file).name, ".fmu")
     ssv_source = "resources/" + _resource_name(name, ".ssv")
-    interface = archive.description.coSimulation or archive.description.modelExchange
+    described = archive.description.coSimulation or archive.description.modelExchange
     with tempfile.TemporaryDirectory(prefix="fmi_adjoint_ssp_") as tmp:
         ssv = write_ssv(archive, values, Path(tmp) / "parameters.ssv", name=name)
-        root = _system_structure(archive, interface.modelIdentifier, fmu_source, ssv_source, name)
+        root = _system_structure(archive, described.modelIdentifier, fmu_source, ssv_source, name,
+                                 implementation=interface or "any")
         schema = ssp_schema("SystemStructureDescription.xsd")
         if not schema.validate(root):
             problems = "; ".join(f"line {e.line}: {e.message}" for e in list(schema.error_log)[:3])

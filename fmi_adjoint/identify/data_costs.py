@@ -116,11 +116,13 @@ class DataFile:
 
     name: str
     raw: bytes
+    #: A time may repeat once (left and right limits at an event): data for FMUs.
+    events: bool = False
 
     @classmethod
-    def from_path(cls, path: str) -> DataFile:
+    def from_path(cls, path: str, *, events: bool = False) -> DataFile:
         """Read the file ``path``."""
-        return cls(str(path), read_csv_bytes(path))
+        return cls(str(path), read_csv_bytes(path), events)
 
     def header(self) -> list[str]:
         """The header cells ([] if there is no readable first line; :meth:`read` names the problem)."""
@@ -135,7 +137,8 @@ class DataFile:
 
     def read(self, *, time_column: str = "time", unit: str = "seconds", min_rows: int = 2) -> Measurement:
         """The samples (see :func:`~fmi_adjoint.data.read_csv`)."""
-        return parse_csv(self.raw, self.name, time_column=time_column, unit=unit, min_rows=min_rows)
+        return parse_csv(self.raw, self.name, time_column=time_column, unit=unit, min_rows=min_rows,
+                         events=self.events)
 
     def digest(self) -> str:
         """SHA-256 of the name and the bytes."""
