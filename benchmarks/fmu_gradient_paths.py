@@ -26,7 +26,7 @@ import numpy as np
 from fmi_adjoint.costs import LeastSquaresCost
 from fmi_adjoint.examples import EXAMPLES_DIR, example_path
 from fmi_adjoint.fmu.archive import open_fmu
-from fmi_adjoint.fmu.export import export_fmu
+from fmi_adjoint.export import export_fmu
 from fmi_adjoint.fmu.fmu_problem import FmuExperiment, fmu_problem
 from _timing import best_of  # benchmarks/_timing.py (the script folder is on sys.path)
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from fmi_adjoint import compile_model, load_model, simulate
 from fmi_adjoint.examples import example_names, example_path
-from fmi_adjoint.fmu.export import export_fmu
+from fmi_adjoint.export import export_fmu
 from fmi_adjoint.native import build_native
 from fmi_adjoint.integrate import HHT
 from _timing import best_of  # benchmarks/_timing.py (the script folder is on sys.path)

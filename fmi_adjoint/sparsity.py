@@ -3,7 +3,7 @@
 The HHT iteration matrix ``[[S, C_q^T], [C_q, 0]]`` has a sparsity pattern that is fixed
 when the model's code is generated.  :func:`plan_layout` decides, once per model, in which
 order its rows and columns are stored and whether the C kernels of
-``fmu/runtime/fa_linalg.c`` factor it as a band or as a dense matrix; the generated code
+``native/runtime/fa_linalg.c`` factor it as a band or as a dense matrix; the generated code
 then scatters each structurally non-zero entry to :meth:`MatrixLayout.index` and factors it
 numerically every time the iteration matrix is refreshed.
 

@@ -37,7 +37,7 @@ import fmi_adjoint.fmu.archive as archive_module
 from fmi_adjoint import compile_model, load_model, simulate, write_csv
 from fmi_adjoint.examples import example_path
 from fmi_adjoint.fmu.archive import FmuError, open_fmu
-from fmi_adjoint.fmu.export import export_fmu
+from fmi_adjoint.export import export_fmu
 from fmi_adjoint.toolchain import c_compiler
 from test_cli import gradient_json, run
 from tolerances import CROSS_IMPLEMENTATION, EXACT
@@ -175,7 +175,7 @@ def variant(work) -> Path:
 def tampered(work, exported, variant) -> dict:
     """The exported FMU with its binary replaced by one built from ``variant`` with the
     original instantiation token (so fmpy instantiates it): ``resources/`` untouched."""
-    from fmi_adjoint.fmu.export import build_fmu_binary, export_scheme
+    from fmi_adjoint.export import build_fmu_binary, export_scheme
 
     with open_fmu(exported) as archive:
         token = archive.description.guid

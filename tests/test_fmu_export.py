@@ -54,7 +54,7 @@ from fmi_adjoint.cli.main import main
 from fmi_adjoint.compiled import Derivation
 from fmi_adjoint.examples import example_names, example_path
 from fmi_adjoint.fmu.archive import open_fmu
-from fmi_adjoint.fmu.export import export_fmu, export_scheme, validate_against_schema
+from fmi_adjoint.export import export_fmu, export_scheme, validate_against_schema
 from fmi_adjoint.native import model_c_sources
 from fmi_adjoint.errors import CompilerError
 from fmi_adjoint.native import build_native, find_c_compiler
@@ -1168,7 +1168,7 @@ def test_unwritable_output_folder():
     script = textwrap.dedent(f"""
         import os, sys
         from fmi_adjoint.cli.main import main
-        import fmi_adjoint.fmu.export, fmi_adjoint.cli.loading, fmi_adjoint.files  # noqa: F401
+        import fmi_adjoint.export, fmi_adjoint.cli.loading, fmi_adjoint.files  # noqa: F401
         if os.geteuid() == 0:
             os.setgid(65534)
             os.setuid(65534)
@@ -1310,7 +1310,7 @@ def test_the_instantiation_token_covers_the_scheme(fmu, tmp_path):
     written into the model description) is caught by the rebuild of the binary, which
     depends on the scheme: either way the embedded model is not trusted (its adjoint would
     differentiate another scheme than the binary runs)."""
-    from fmi_adjoint.fmu.export import instantiation_token
+    from fmi_adjoint.export import instantiation_token
 
     hht, ga = fmu("slider_crank", 2), fmu("slider_crank", 2, GA)
     text = example_path("slider_crank").read_text(encoding="utf-8")

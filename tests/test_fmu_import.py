@@ -103,7 +103,7 @@ def work(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def fmus(work) -> dict[str, Path]:
-    from fmi_adjoint.fmu.export import export_fmu
+    from fmi_adjoint.export import export_fmu
 
     built = {f"em{v}": export_fmu(example_path("engine_mount"), work / f"em{v}.fmu", fmi_version=v) for v in (2, 3)}
     built["vdp"] = build_fmu("van_der_pol_me", work)
@@ -250,7 +250,7 @@ def test_van_der_pol_recovers_parameters_to_1e7_with_default_tolerances(vdp_iden
     assert payload["gradient_method"]["method"] == "sensitivity"
     assert payload["interface"] == "ModelExchange"
     estimate = payload["discretization_error"]
-    assert estimate["tolerances"]["rtol"] == 1e-10
+    assert estimate["tolerances"]["rtol"] == 1e-8
     for name, true in VDP_TRUE.items():
         assert abs(payload["parameters"][name] - true) <= 1e-7 * abs(true), name
         assert abs(estimate["parameter_bias"][name]) <= 1e-7 * abs(true), name

@@ -13,7 +13,7 @@ import pytest
 
 from fmi_adjoint import write_csv
 from fmi_adjoint.fmu.archive import open_fmu
-from fmi_adjoint.fmu.export import export_fmu
+from fmi_adjoint.export import export_fmu
 from fmi_adjoint.examples import example_path
 from fmi_adjoint.toolchain import c_compiler
 from handwritten_fmus import build_fmu

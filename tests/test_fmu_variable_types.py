@@ -357,7 +357,7 @@ def exported(work) -> dict[int, Path]:
     if c_compiler() is None:
         pytest.skip("no C compiler: FMUs cannot be exported")
     from fmi_adjoint.examples import example_path
-    from fmi_adjoint.fmu.export import export_fmu
+    from fmi_adjoint.export import export_fmu
 
     return {v: export_fmu(example_path("engine_mount"), work / f"em{v}.fmu", fmi_version=v) for v in (2, 3)}
 

@@ -38,7 +38,7 @@ from fmi_adjoint.cli.main import main
 from fmi_adjoint.engines import NativeEngine
 from fmi_adjoint.examples import example_path
 from fmi_adjoint.fmu.archive import PLATFORM_DIRS, open_fmu
-from fmi_adjoint.fmu.export import export_fmu
+from fmi_adjoint.export import export_fmu
 from fmi_adjoint.fmu.handback import FmuError
 from fmi_adjoint.toolchain import c_compiler
 from handwritten_fmus import build_fmu

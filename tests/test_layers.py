@@ -35,6 +35,7 @@ RANK = {
     "native": 7,
     "engines": 8,
     "identify": 9,
+    "export": 9,
     "design": 10,
     "examples": 10,
     "fmu": 10,
@@ -103,3 +104,29 @@ def _exec_line() -> int:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "exec":
             return node.lineno
     return -1
+
+
+#: The modules the FMU worker process loads (fmu/worker.py's _project_module): they run next to
+#: a third-party binary that must start fast, so they may import only numpy, scipy and these.
+WORKER_SIDE = ("fmu/me_run.py", "fmu/me_integration.py", "fmu/me_sensitivities.py", "integrate/radau.py")
+WORKER_ALLOWED = {"errors", "integrate.radau", "fmu.worker", "fmu.me_integration", "fmu.me_sensitivities"}
+
+
+@pytest.mark.parametrize("name", WORKER_SIDE)
+def test_worker_side_modules_import_only_what_the_worker_loads(name):
+    path = PACKAGE / name
+    package = ".".join(path.relative_to(PACKAGE).parts[:-1])
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if package else []
+                target = ".".join([*base, *(node.module.split(".") if node.module else [])])
+                assert target in WORKER_ALLOWED, f"{name} imports {target}"
+            else:
+                assert (node.module or "").split(".")[0] in ("numpy", "scipy", "__future__", "collections",
+                                                              "typing", "dataclasses", "math", "warnings"), \
+                    f"{name} imports {node.module}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                assert alias.name.split(".")[0] in ("numpy", "scipy", "math", "dataclasses", "warnings"), \
+                    f"{name} imports {alias.name}"

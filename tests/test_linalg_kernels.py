@@ -1,4 +1,4 @@
-"""The LU kernels of fmu/runtime/fa_linalg.c and the layout planner fmi_adjoint.sparsity (issue 11,
+"""The LU kernels of native/runtime/fa_linalg.c and the layout planner fmi_adjoint.sparsity (issue 11,
 part 5: linear algebra that scales).
 
 The C kernels are compiled once into a shared library and called through ctypes; every solution
@@ -21,7 +21,7 @@ from fmi_adjoint.errors import ModelError
 from fmi_adjoint.sparsity import BAND_MIN_SIZE, MatrixLayout, plan_layout
 from fmi_adjoint.toolchain import c_compiler, compile_shared
 
-RUNTIME = Path(__file__).resolve().parents[1] / "fmi_adjoint" / "fmu" / "runtime"
+RUNTIME = Path(__file__).resolve().parents[1] / "fmi_adjoint" / "native" / "runtime"
 
 _DOUBLES = np.ctypeslib.ndpointer(dtype=np.float64, flags="C_CONTIGUOUS")
 _INTS = np.ctypeslib.ndpointer(dtype=np.intc, flags="C_CONTIGUOUS")

@@ -10,7 +10,7 @@ import pytest
 from fmi_adjoint import load_model, read_csv
 from fmi_adjoint.cli.main import main
 from fmi_adjoint.examples import example_names, example_path
-from fmi_adjoint.fmu.export import export_fmu
+from fmi_adjoint.export import export_fmu
 from fmi_adjoint.native import find_c_compiler
 
 SAME_ALGORITHM = 1e-9  # issue 5: FMU vs `fmi-adjoint simulate` at the communication points

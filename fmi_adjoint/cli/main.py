@@ -56,8 +56,9 @@ def _common_model_options(parser: argparse.ArgumentParser, fmu: bool = False) ->
                            "or cs (Co-Simulation, the FMU's own solver); auto: cs when the FMU has it, unless the "
                            "gradient path needs me (recorded in the result; validate and apply use it)")
         group.add_argument("--rtol", type=float, help="Model Exchange: relative error tolerance of the adaptive "
-                           "Radau IIA integration (default 1e-10)")
-        group.add_argument("--atol", type=float, help="Model Exchange: absolute error tolerance (default 1e-12)")
+                           "Radau IIA integration (default 1e-8)")
+        group.add_argument("--atol", type=float, help="Model Exchange: absolute error tolerance, times each state's "
+                           "nominal value (default 1e-10)")
         group.add_argument("--allow-unidentifiable", action="store_true",
                            help="accept a fit in which a parameter does not affect the outputs (otherwise it is "
                            "reported with success false)")
@@ -646,7 +647,7 @@ def cmd_plugins(args) -> int:
 
 
 def cmd_export(args) -> int:
-    from ..fmu.export import export_fmu
+    from ..export import export_fmu
     from ..model_file import load_model
 
     check_time_span(None, args.step)

@@ -387,7 +387,7 @@ class FmuArchive:
         are the same program.  Trusted only if (1) the model file and settings reproduce the
         instantiation token, (2) the binary's sha256 is the one recorded at export, and
         (3) building the embedded model with the recorded settings, as
-        :func:`~fmi_adjoint.fmu.export.build_fmu_binary` does at export, gives that very
+        :func:`~fmi_adjoint.export.build_fmu_binary` does at export, gives that very
         binary (the build is deterministic).  (3) is needed because whoever replaces the
         binary can also edit ``export.json``.  Checked on first use (it costs one C build),
         so opening an FMU for ``apply`` or ``validate`` stays cheap.
@@ -411,7 +411,7 @@ class FmuArchive:
     def _claimed_settings(self) -> tuple[dict | None, str | None]:
         """The export settings if ``resources/`` claims an fmi-adjoint export and reproduces
         the instantiation token; else None and the reason (None if there is no such claim)."""
-        from .export import export_scheme, instantiation_token
+        from ..export import export_scheme, instantiation_token
 
         resources = self.directory / "resources"
         settings_file, model = resources / "export.json", resources / "model.toml"
@@ -462,7 +462,7 @@ class FmuArchive:
             actual = hashlib.file_digest(handle, "sha256").hexdigest()
         if actual != recorded.lower():
             return f"the binary does not match the embedded model ({relative!r} is not the binary recorded at export)"
-        from .export import build_fmu_binary, export_scheme, expected_description
+        from ..export import build_fmu_binary, export_scheme, expected_description
         from ..errors import CompilerError
         from ..native import find_c_compiler
 

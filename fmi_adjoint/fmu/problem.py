@@ -109,7 +109,7 @@ def _native_problem(archive, experiments, names, bounds, start) -> Identificatio
     """The in-process problem on the embedded model, with the FMU's start values."""
     from ..engines import NativeEngine
     from ..model_file import load_model
-    from .export import export_scheme
+    from ..export import export_scheme
 
     settings = archive.native
     # The embedded model's C engine: the FMU's own engine, in-process with its adjoint (the

@@ -6,7 +6,7 @@ a host that instantiates the FMU and runs it (a plain ``fmpy.simulate_fmu`` with
 defaults compiled into the binary.  For an FMU whose binary provably is its embedded model
 (:attr:`~fmi_adjoint.fmu.archive.FmuArchive.native`) those defaults can be changed too:
 :func:`rebuild_fmu` regenerates the model's C code with the identified values and compiles it
-with the one build of an FMU binary, :func:`~fmi_adjoint.fmu.export.build_fmu_binary`.
+with the one build of an FMU binary, :func:`~fmi_adjoint.export.build_fmu_binary`.
 
 What changes, and why (everything else is copied byte for byte, same names and order):
 
@@ -16,7 +16,7 @@ What changes, and why (everything else is copied byte for byte, same names and o
   text ever reaches the C code);
 * ``sources/fmu_config.h`` and the model description's GUID / instantiation token: the token
   hashes the model file and the export settings, values included
-  (:func:`~fmi_adjoint.fmu.export.instantiation_token`), so another parameterization is
+  (:func:`~fmi_adjoint.export.instantiation_token`), so another parameterization is
   another model for every importer that caches by token;
 * ``binaries/<this platform>/<modelIdentifier>.so``: compiled from those sources;
 * ``modelDescription.xml``: the identified start values and the new token;
@@ -42,7 +42,7 @@ from pathlib import Path
 from ..files import atomic_output, check_writable
 from ..model_file import load_model
 from .archive import PLATFORM_DIRS, FmuArchive, FmuError
-from .export import build_fmu_binary, export_scheme, instantiation_token
+from ..export import build_fmu_binary, export_scheme, instantiation_token
 from .handback import _check_parameters, _description_with_start_values, check_not_the_input, write_fmu_entries
 
 __all__ = ["RebuiltFmu", "rebuild_fmu", "rebuild_obstacle"]

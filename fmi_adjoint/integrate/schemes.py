@@ -171,7 +171,7 @@ class AbstractScheme(abc.ABC):
     @abc.abstractmethod
     def token_fields(self) -> tuple:
         """What an FMU's instantiation token hashes of the scheme
-        (:func:`fmi_adjoint.fmu.export.instantiation_token`)."""
+        (:func:`fmi_adjoint.export.instantiation_token`)."""
 
     parameter_name: ClassVar[str]
 

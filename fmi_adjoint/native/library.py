@@ -1,7 +1,7 @@
 """The native C engine: the model's generated C code and the runtime as a shared library.
 
 :func:`build_native` writes the generated sources (:mod:`.model_code`) next to the runtime
-(``fmi_adjoint/fmu/runtime``: the HHT engine the FMUs carry, the linear-algebra kernels and
+(``fmi_adjoint/native/runtime``: the HHT engine the FMUs carry, the linear-algebra kernels and
 the batch driver with the adjoint and sensitivity sweeps), compiles them (one compiler
 process per file, in parallel) into the build cache and loads the library.
 :class:`NativeLibrary` mirrors the driver's C functions one to one; the engine contract
@@ -32,7 +32,7 @@ from .model_code import model_c_sources
 
 __all__ = ["RUNTIME_DIR", "NativeLibrary", "build_native", "find_c_compiler", "write_sources", "ENGINE_RUNTIME"]
 
-RUNTIME_DIR = Path(__file__).resolve().parents[1] / "fmu" / "runtime"
+RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 #: Runtime files of the engine (FMUs add their FMI layer; the batch driver is in-process only).
 ENGINE_RUNTIME = ("fa_engine.h", "fa_engine.c", "fa_linalg.h", "fa_linalg.c")
 _DRIVER = "fa_driver.c"
@@ -53,14 +53,19 @@ def find_c_compiler() -> str:
     return compiler
 
 
-def write_sources(files: dict[str, str], folder: Path, runtime: tuple[str, ...] = ENGINE_RUNTIME) -> list[Path]:
-    """Write generated files and copy runtime files into ``folder``; returns the C sources."""
+def write_sources(files: dict[str, str], folder: Path, runtime: tuple[str | Path, ...] = ENGINE_RUNTIME) -> list[Path]:
+    """Write generated files and copy runtime files into ``folder``; returns the C sources.
+
+    A runtime entry is a file name in :data:`RUNTIME_DIR` or a path (the export's FMI layer)."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         (folder / name).write_text(text)
-    for name in runtime:
-        shutil.copy(RUNTIME_DIR / name, folder / name)
-    return sorted(folder / name for name in (*files, *runtime) if name.endswith(".c"))
+    names = []
+    for entry in runtime:
+        source = RUNTIME_DIR / entry if isinstance(entry, str) else Path(entry)
+        shutil.copy(source, folder / source.name)
+        names.append(source.name)
+    return sorted(folder / name for name in (*files, *names) if name.endswith(".c"))
 
 
 class NativeRun(NamedTuple):

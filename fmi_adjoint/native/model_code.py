@@ -6,7 +6,7 @@ writes one C file per generated function (``model_<name>.c``, compiled in parall
 build time grows with the size of the model rather than with the square of one huge
 function) plus ``model.c`` (names, defaults, tables, numeric-element links, sparsity
 patterns, the Newton-matrix layout) and ``model.h``, which declares for the runtime in
-``fmi_adjoint/fmu/runtime``::
+``fmi_adjoint/native/runtime``::
 
     FA_N, FA_M, FA_NP, FA_NY, FA_NZ (= 3 FA_N + 3 FA_M), FA_NK (= FA_N + FA_M)     sizes
     fa_default_parameters, fa_parameter_names, fa_output_names, fa_coordinate_names

@@ -1,6 +1,6 @@
 """Export a model as a standalone FMI 2.0 or FMI 3.0 Co-Simulation FMU.
 
-The FMU runs the C engine (``runtime/fa_engine.c``, HHT or generalized-alpha) on the model's generated C code
+The FMU runs the C engine (``native/runtime/fa_engine.c``, HHT or generalized-alpha) on the model's generated C code
 (:mod:`fmi_adjoint.native.model_code`); no Python is needed on the target.  Contents::
 
     modelDescription.xml        written with lxml, validated against fmpy's FMI schema
@@ -37,9 +37,13 @@ from ..model import Model
 from ..model_file import load_model
 from ..text import c_string_literal
 from ..toolchain import compile_shared
-from ..native import ENGINE_RUNTIME, RUNTIME_DIR, find_c_compiler, model_c_sources, write_sources
+from ..native import ENGINE_RUNTIME, find_c_compiler, model_c_sources, write_sources
 
-__all__ = ["ExportError", "export_fmu", "FMI_VERSIONS"]
+#: The FMI 2/3 API layer of exported FMUs (compiled only into FMUs, never in-process).
+FMI_LAYER_DIR = Path(__file__).resolve().parent / "fmi"
+
+__all__ = ["ExportError", "FMI_LAYER_DIR", "FMI_VERSIONS", "build_fmu_binary", "expected_description", "export_fmu",
+           "export_scheme", "instantiation_token", "validate_against_schema"]
 
 FMI_VERSIONS = (2, 3)
 _VERSION = "0.1.0"
@@ -222,9 +226,10 @@ def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, 
     find_c_compiler()  # before any work: no compiler is the one error then
     identifier = _identifier(model.name)
     layer = f"fa_fmi{fmi_version}.c"
-    if not (RUNTIME_DIR / layer).exists():
-        raise ExportError(f"the FMI {fmi_version} layer {layer} is missing from {RUNTIME_DIR}; reinstall fmi-adjoint.")
-    runtime = (*ENGINE_RUNTIME, layer, *sorted(p.name for p in RUNTIME_DIR.glob("fa_fmu_common.*")))
+    if not (FMI_LAYER_DIR / layer).exists():
+        raise ExportError(f"the FMI {fmi_version} layer {layer} is missing from {FMI_LAYER_DIR}; reinstall "
+                          "fmi-adjoint.")
+    runtime = (*ENGINE_RUNTIME, FMI_LAYER_DIR / layer, *sorted(FMI_LAYER_DIR.glob("fa_fmu_common.*")))
     src = root / "sources"
     src.mkdir(parents=True)
     c_sources = [path.name for path in write_sources(generated, src, runtime)]

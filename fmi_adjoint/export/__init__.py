@@ -1,0 +1,11 @@
+"""FMU export: a model file as a standalone FMI 2/3 Co-Simulation FMU.
+
+Needs only the compiled model: its generated C code, the engine runtime of
+:mod:`fmi_adjoint.native` (``native/runtime``) and the FMI API layer here (``fmi/``).
+"""
+
+from .fmu_export import (FMI_VERSIONS, ExportError, build_fmu_binary, expected_description, export_fmu, export_scheme,
+                         instantiation_token, validate_against_schema)
+
+__all__ = ["ExportError", "FMI_VERSIONS", "build_fmu_binary", "expected_description", "export_fmu", "export_scheme",
+           "instantiation_token", "validate_against_schema"]
