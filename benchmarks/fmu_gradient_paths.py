@@ -4,10 +4,11 @@ measured in one run (issue 6).
   adjoint      engine_mount exported as an FMI 2 FMU (4 parameters): the native discrete
                adjoint on the embedded model, against one simulation of that FMU through
                fmpy (doStep) and against one in-process simulation of the embedded model;
-  sensitivity  the hand-written Van der Pol Model Exchange FMU (3 parameters): forward
-               sensitivities of the trapezoidal rule from the FMU's Jacobian columns,
-               against one trapezoidal simulation of the FMU (first evaluation, with the
-               column probes, and a later one);
+  sensitivity  the hand-written Van der Pol Model Exchange FMU (3 parameters): exact
+               sensitivities of the adaptive Radau IIA run (stage Jacobians from the FMU's
+               columns, parameter partials from replays), against one Radau run of the FMU
+               (first evaluation, with the column probes, and a later one), and against
+               central differences of whole runs (what --gradient auto weighs);
   fd           the hand-written Duffing Co-Simulation FMU (3 parameters): central finite
                differences in a process pool, against one simulation (doStep).
 
@@ -27,7 +28,8 @@ from fmi_adjoint.costs import LeastSquaresCost
 from fmi_adjoint.examples import EXAMPLES_DIR, example_path
 from fmi_adjoint.fmu.archive import open_fmu
 from fmi_adjoint.export import export_fmu
-from fmi_adjoint.fmu.fmu_problem import FmuExperiment, fmu_problem
+from fmi_adjoint.fmu.experiment import FmuExperiment
+from fmi_adjoint.fmu.problem import fmu_problem
 from _timing import best_of  # benchmarks/_timing.py (the script folder is on sys.path)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -85,7 +87,7 @@ def sensitivity_path(folder: Path) -> None:
         fd, _ = best_of(1, lambda: problem.evaluate(problem.start, "fd"))
         problem.close()
     print(f"sensitivity path: {fmu.name}, {len(names)} parameters, 1001 steps ({choice.method})")
-    _line("one simulation (trapezoidal rule on the FMU)", sim, sim)
+    _line("one simulation (Radau IIA on the FMU, default tolerances)", sim, sim)
     _line("sensitivity gradient, first call (with column probes)", first, sim)
     _line("sensitivity gradient", grad, sim)
     _line(f"finite differences in a pool of {os.cpu_count()} processes", fd, sim)

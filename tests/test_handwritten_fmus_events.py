@@ -39,27 +39,14 @@ from scipy.linalg import expm
 
 from fmi_adjoint.toolchain import c_compiler
 from handwritten_fmus import FMUS_DIR, build_fmu, fmi_headers_dir
-from tolerances import EXACT
+from tolerances import CVODE_VS_CLOSED_FORM, EVENT_TIME, EXACT, RK4_AT_1E_4, VDP_ME_CS_SCIPY
 
 if c_compiler() is None:
     pytest.skip("no C compiler: the hand-written FMUs cannot be built", allow_module_level=True)
 
-#: fmpy/CVode at relative_tolerance 1e-10 against a closed-form solution, relative to the signal
-#: magnitude (measured: dahlquist 7e-10, bouncing-ball event times 9e-10, stair level 1.2e-9,
-#: state_space3 1.4e-9).
-CVODE_VS_CLOSED_FORM = 1e-8
 
-#: An FMU's internal RK4 at h = 1e-4 against a closed form or a reference at rtol 1e-12
-#: (truncation ~1e-16 here, so round-off of ~1e4 steps dominates; measured: dahlquist 3e-15,
-#: stair 4e-15, Van der Pol 1.3e-11 against scipy DOP853 at rtol 1e-12).
-RK4_AT_1E_4 = 1e-10
 
-#: Van der Pol ME (CVode rtol 1e-10) and CS (RK4 1e-4) against scipy DOP853 (rtol 1e-12) over
-#: 20 s, relative to the signal magnitude (measured: ME 1.8e-8, CS 1.3e-11).
-VDP_ME_CS_SCIPY = 1e-7
 
-#: Bouncing-ball event times (absolute, seconds; measured 9e-10).
-EVENT_TIME = 1e-7
 
 NAMES = ("dahlquist", "van_der_pol_mecs", "bouncing_ball", "stair", "feedthrough", "state_space3")
 

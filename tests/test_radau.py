@@ -22,18 +22,9 @@ from fmi_adjoint.integrate.radau import (
     values_at_stops,
 )
 from fmi_adjoint.integrate.radau import _ERROR_WEIGHTS, _GAMMA0
-from tolerances import EXACT, ORDER
+from tolerances import EXACT, FROZEN_FD, GLOBAL_ERROR_AT_1E_10, ORDER
 
-#: Central differences (relative step 1e-5) of the *frozen* scheme against its exact derivative.
-#: Truncation (1e-5)^2 times the relative third derivative and round-off of the Newton solution
-#: (~1e-15) / 1e-5 are both ~1e-10; 1e-7 (the task's target) leaves a factor ~100 of margin over
-#: what is measured (see the report in each test) and is far below the error of any wrong term.
-FROZEN_FD = 1e-7
 FD_STEP = 1e-5
-
-#: Against a closed form / scipy at tight tolerance: the global error of the adaptive run at
-#: rtol 1e-10 (measured below 1e-9 on these problems).
-GLOBAL_ERROR_AT_1E_10 = 1e-8
 
 
 class AnalyticSystem:

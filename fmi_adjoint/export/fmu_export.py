@@ -229,7 +229,8 @@ def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, 
     if not (FMI_LAYER_DIR / layer).exists():
         raise ExportError(f"the FMI {fmi_version} layer {layer} is missing from {FMI_LAYER_DIR}; reinstall "
                           "fmi-adjoint.")
-    runtime = (*ENGINE_RUNTIME, FMI_LAYER_DIR / layer, *sorted(FMI_LAYER_DIR.glob("fa_fmu_common.*")))
+    runtime: tuple[str | Path, ...] = (*ENGINE_RUNTIME, FMI_LAYER_DIR / layer,
+                                        *sorted(FMI_LAYER_DIR.glob("fa_fmu_common.*")))
     src = root / "sources"
     src.mkdir(parents=True)
     c_sources = [path.name for path in write_sources(generated, src, runtime)]

@@ -29,7 +29,7 @@ import numpy as np
 from ..costs import LeastSquaresCost
 from ..errors import IdentificationError
 from ..identify import Evaluation, Experiment, IdentificationProblem
-from ..identify.problem import costs_noise_floor, gauss_newton_statistics
+from ..identify.problem import AbstractIdentificationProblem, costs_noise_floor, gauss_newton_statistics
 from ..scale import AbstractExecutor
 from .archive import FmuArchive, FmuError
 from .choice import choose_gradient, choose_interface
@@ -314,3 +314,8 @@ class FmuProblem:
     def close(self) -> None:
         """Free the instances and end every worker process."""
         self.instances.close()
+
+
+def _implements_the_contract(problem: FmuProblem) -> AbstractIdentificationProblem:
+    """mypy checks here that :class:`FmuProblem` implements the identification-problem contract."""
+    return problem

@@ -541,3 +541,8 @@ def unidentifiable_parameters(H: np.ndarray) -> list[int]:
         for k in np.flatnonzero(w < SINGULAR_FISHER * max(float(w.max()), 1e-300)):
             out.update(live[np.abs(V[:, k]) ** 2 > 0.1].tolist())
     return sorted(int(i) for i in out)
+
+
+def _implements_the_contract(problem: IdentificationProblem) -> AbstractIdentificationProblem:
+    """mypy checks here that :class:`IdentificationProblem` implements the contract the commands use."""
+    return problem
