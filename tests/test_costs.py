@@ -195,14 +195,24 @@ def test_one_dimensional_data_is_one_channel():
     assert cost.evaluate(np.ones((5, 1)), None).J == pytest.approx(0.5, rel=EXACT)
 
 
+def test_a_time_repeated_once_is_an_event_and_weighs_nothing_extra():
+    """FMU data repeat a time stamp at an event (left and right limit): accepted, and the
+    trapezoidal weights integrate as if the two rows were one jump of zero width."""
+    times = np.array([0.0, 0.25, 0.5, 0.5, 0.75, 1.0])
+    y = np.array([0.0, 0.0, 0.0, 1.0, 1.0, 1.0])[:, None]
+    cost = LeastSquaresCost(times, np.zeros((6, 1)), ("x",))
+    # J = 1/2 int_0^1 y^2 dt with a unit step at t = 0.5: exactly 1/4 (no interval straddles it).
+    assert cost.evaluate(y, None).J == pytest.approx(0.25, rel=EXACT)
+
+
 @pytest.mark.parametrize(
     "change, fragment",
     [
         ({"data": "nan"}, "NaN"),
         ({"data": "inf"}, "NaN or infinite"),
         ({"times": "nan"}, "NaN"),
-        ({"times": "unsorted"}, "not strictly increasing"),
-        ({"times": "duplicate"}, "not strictly increasing"),
+        ({"times": "unsorted"}, "not increasing"),
+        ({"times": "triplicate"}, "a time may repeat once"),
         ({"data": "wrong_rows"}, "shape"),
         ({"data": "wrong_columns"}, "shape"),
         ({"weights": [1.0, -1.0, 1.0]}, "weights"),
@@ -228,8 +238,8 @@ def test_invalid_cost_definitions_raise_data_error(change, fragment):
         times[4] = np.nan
     elif change.get("times") == "unsorted":
         times[[2, 3]] = times[[3, 2]]
-    elif change.get("times") == "duplicate":
-        times[3] = times[2]
+    elif change.get("times") == "triplicate":
+        times[3] = times[4] = times[2]
     for key in ("weights", "scales"):
         if key in change:
             kwargs[key] = change[key]

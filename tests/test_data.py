@@ -190,6 +190,20 @@ def test_time_order_message_shows_plain_numbers(tmp_path):
 # -- atomic output -------------------------------------------------------------------------
 
 
+def test_event_data_may_repeat_a_time_once(tmp_path):
+    """FMU data (``events=True``): a time twice is an event's left and right limit; three times,
+    or twice without ``events``, is refused naming the line."""
+    path = tmp_path / "ball.csv"
+    path.write_text("time,h\n0,1\n0.5,0\n0.5,0\n1,0.5\n", encoding="utf-8")
+    data = read_csv(path, events=True)
+    np.testing.assert_array_equal(data.times, [0.0, 0.5, 0.5, 1.0])
+    with pytest.raises(DataError, match="line 4: time 0.5 does not increase"):
+        read_csv(path)
+    path.write_text("time,h\n0,1\n0.5,0\n0.5,0\n0.5,0\n1,0.5\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"line 5: time 0.5 appears a third time; a time may repeat once"):
+        read_csv(path, events=True)
+
+
 def test_atomic_output_writes_on_success(tmp_path):
     target = tmp_path / "out.txt"
     with atomic_output(target) as handle:

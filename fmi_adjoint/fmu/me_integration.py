@@ -132,17 +132,21 @@ class FmuOdeSystem:
         self.at(t, x)
         return self.instance.get_real(self.output_refs)
 
-    def _output_jacobian(self, t: float, x: np.ndarray) -> np.ndarray:
-        """``dg/dx`` by central differences of the outputs (the FMU at the point)."""
-        G = np.empty((len(self.output_refs), self.n_states))
+    def _state_differences(self, function, t: float, x: np.ndarray, rows: int) -> np.ndarray:
+        """``d function(t, x)/dx`` (``rows`` values) by central differences, the FMU left at (t, x)."""
+        columns = np.empty((rows, self.n_states))
         for j in range(self.n_states):
             d = PROBE_STEP * (abs(x[j]) + 1.0)
             xp, xm = x.copy(), x.copy()
             xp[j] += d
             xm[j] -= d
-            G[:, j] = (self.outputs_at(t, xp) - self.outputs_at(t, xm)) / (2 * d)
+            columns[:, j] = (function(t, xp) - function(t, xm)) / (2 * d)
         self.at(t, x)
-        return G
+        return columns
+
+    def _output_jacobian(self, t: float, x: np.ndarray) -> np.ndarray:
+        """``dg/dx`` by central differences of the outputs (the FMU at the point)."""
+        return self._state_differences(self.outputs_at, t, x, len(self.output_refs))
 
     def record_outputs(self, t: float, x: np.ndarray, side: str = "both") -> None:
         """The outputs at a sample time ``t`` (a no-op elsewhere)."""
@@ -217,13 +221,7 @@ class FmuOdeSystem:
 
     def _indicator_partials(self, t: float, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``dz/dx`` and ``dz/dt`` by central differences (continuous-time mode: reading only)."""
-        z_x = np.empty((self.n_indicators, self.n_states))
-        for j in range(self.n_states):
-            d = PROBE_STEP * (abs(x[j]) + 1.0)
-            xp, xm = x.copy(), x.copy()
-            xp[j] += d
-            xm[j] -= d
-            z_x[:, j] = (self.indicators(t, xp) - self.indicators(t, xm)) / (2 * d)
+        z_x = self._state_differences(self.indicators, t, x, self.n_indicators)
         d = PROBE_STEP * (abs(t) + 1.0)
         z_t = (self.indicators(t + d, x) - self.indicators(t - d, x)) / (2 * d)
         return z_x, z_t
