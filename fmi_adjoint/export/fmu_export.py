@@ -29,6 +29,7 @@ from pathlib import Path
 
 from lxml import etree
 
+from ..cache import BuildCache, CacheError, compiler_fingerprint, fingerprint
 from ..compiled import Derivation
 from ..errors import FmiAdjointError, ModelError
 from ..files import atomic_output, check_writable
@@ -243,11 +244,37 @@ def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, 
     platform = "linux64" if fmi_version == 2 else "x86_64-linux"
     binary = root / "binaries" / platform / f"{identifier}.so"
     binary.parent.mkdir(parents=True)
+    shutil.copy(_cached_binary(src, c_sources), binary)
+    return binary, c_sources
+
+
+def _cached_binary(src: Path, c_sources: list[str]) -> Path:
+    """The FMU binary compiled from ``src`` through the build cache (kind "fmu").
+
+    The key is the compiler with its flags, fmpy's version (its FMI headers) and the bytes of
+    every file in ``src``: the build is deterministic (no debug information, no paths in the
+    output), so equal sources give the same binary, and the trust check of an exported FMU
+    (which rebuilds it) and ``apply -o`` (which rebuilds it with new values) compile once.
+    """
+    import fmpy
+
+    compiler = find_c_compiler()
     # Only the FMI functions are exported (the headers mark them); internal symbols of two
     # fmi-adjoint FMUs in one process must never bind to each other.
-    compile_shared([src / name for name in c_sources], binary,
-                   flags=["-fvisibility=hidden", f"-I{_fmpy_dir() / 'c-code'}", f"-I{src}"], what="the FMU binary")
-    return binary, c_sources
+    flags = ["-fvisibility=hidden", f"-I{_fmpy_dir() / 'c-code'}", f"-I{src}"]
+    contents = [part for path in sorted(src.iterdir()) if path.is_file()
+                for part in (path.name, path.read_bytes())]
+    key = fingerprint(compiler_fingerprint(compiler, flags[:1]), "fmpy", fmpy.__version__, *contents)
+
+    def build(folder: Path) -> None:
+        compile_shared([src / name for name in c_sources], folder / "binary.so", flags=flags,
+                       what="the FMU binary", compiler=compiler)
+
+    try:
+        return BuildCache.default().entry("fmu", key, build) / "binary.so"
+    except CacheError as exc:
+        raise ExportError(f"building the FMU binary through the build cache failed ({exc}); free space in the "
+                          "cache folder (FMI_ADJOINT_CACHE) or run 'fmi-adjoint cache clear'.") from None
 
 
 def export_fmu(
