@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -123,14 +124,19 @@ def _model_description(model: Model, version: int, identifier: str, token: str, 
     for k, par in enumerate(params):
         causality = par.causality
         variability = "tunable" if causality == "parameter" else "continuous"
+        # The model's bounds travel as min/max, so an importer (and identification through the
+        # binary) works in the same box as the model file (finite bounds only).
+        lo, hi = getattr(par, "bounds", (-math.inf, math.inf))
+        limits = {"min": repr(float(lo)) if math.isfinite(lo) else None,
+                  "max": repr(float(hi)) if math.isfinite(hi) else None}
         if version == 2:
             var = _sub(variables, "ScalarVariable", name=par.name, valueReference=1 + k, causality=causality,
                        variability=variability, description=par.description)
-            _sub(var, "Real", start=repr(float(par.value)), unit=par.unit or None)
+            _sub(var, "Real", start=repr(float(par.value)), unit=par.unit or None, **limits)
         else:
             _sub(variables, "Float64", name=par.name, valueReference=1 + k, causality=causality,
                  variability=variability, description=par.description, start=repr(float(par.value)),
-                 unit=par.unit or None)
+                 unit=par.unit or None, **limits)
     for j, out in enumerate(model.outputs):
         vr = 1 + n_p + j
         if version == 2:

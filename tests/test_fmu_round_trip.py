@@ -1,0 +1,291 @@
+"""Round trip of every bundled example through its exported FMU (FMI 2 and 3).
+
+For each example: export it, write data with ``fmi-adjoint simulate`` (a CSV whose times are
+parsed back from text, as a user's would be) at values slightly off the defaults for one or
+two parameters the outputs are sensitive to, then identify those parameters from the
+defaults twice on the same FMU:
+
+* ``--gradient fd``: central differences of whole runs of the FMU's binary (through fmpy);
+* the default path: the native discrete adjoint of the model embedded in the FMU.
+
+Both must recover the values the data was made with, and agree with each other.  The FMU is
+Co-Simulation only, so ``--gradient sensitivity`` is refused (exit 2, naming ``--gradient fd``).
+Two data layouts that do not sit exactly on the FMU's grid are also checked: times off the
+grid by round-off (``t + 1e-15``) and samples every 1.5 steps, which are interpolated from the
+FMU's grid (:mod:`fmi_adjoint.cli.fmu_loading`) as the in-process path interpolates them from
+its trajectory (:class:`~fmi_adjoint.costs.Sampler`).
+
+Cost: every FMU is exported once per module (per xdist worker) by the ``exported`` fixture;
+the export compiles its own binary (it does not go through the build cache), and the
+adjoint path compiles the embedded model once more per command to check the binary
+(:attr:`~fmi_adjoint.fmu.archive.FmuArchive.native`).  The runs are a few hundred steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fmi_adjoint import load_model, read_csv, write_csv
+from fmi_adjoint.cli.main import main
+from fmi_adjoint.examples import example_names, example_path
+from fmi_adjoint.export import export_fmu
+from fmi_adjoint.toolchain import c_compiler
+from tolerances import EXACT, FMU_GRADIENT_VS_FD, NOISE_FREE_RECOVERY
+
+if c_compiler() is None:  # pragma: no cover - depends on the machine
+    pytest.skip("no C compiler: the FMUs cannot be built", allow_module_level=True)
+
+VERSIONS = (2, 3)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """What the data of one example is made with: ``true`` values of the identified
+    parameters (a few per cent off the defaults, strictly inside the model's bounds) and the
+    number of steps of the model's own step the run lasts."""
+
+    true: dict[str, float]
+    steps: int
+
+    @property
+    def params(self) -> str:
+        return ",".join(self.true)
+
+
+#: Parameters chosen per example for their effect on the outputs within a short run.
+CASES = {
+    "beam_pod": Case({"EI": 310.0, "k_v": 1050.0}, 200),           # bending modes after the pulse
+    "cart_pendulum": Case({"m_c": 1.05, "d_c": 0.55}, 300),         # cart pushed by F
+    "engine_mount": Case({"c_E1": 7.6e4, "d_E": 0.52}, 300),        # elastomer of the mount
+    "engine_tvd": Case({"c_1": 5.1e5, "J_TVD": 0.0041}, 250),       # first shaft spring, damper inertia
+    "sdof": Case({"c": 1.05, "d": 0.52}, 500),
+    "single_mass": Case({"c": 1.05}, 300),                          # its only parameter (u is an input)
+    "slider_crank": Case({"c_s": 520.0, "d_s": 2.1}, 300),
+    "strut": Case({"k": 23800.0, "c_1": 2050.0}, 300),              # k stays below its bound 24000
+    "triple_pendulum": Case({"c_f": 10.5, "m": 0.52}, 300),
+    "two_mass": Case({"c1": 1050.0, "d2": 1.05}, 300),
+}
+
+#: The examples of the two off-grid cases (cheap to build).
+OFF_GRID_EXAMPLE = "sdof"
+BETWEEN_EXAMPLE = "two_mass"
+
+
+def _on_one_worker(name: str, versions=VERSIONS) -> list:
+    """(name, version) parameters, each in its own xdist group (the suite runs ``--dist
+    loadgroup``), so that every test of one FMU runs on the worker that exported it."""
+    return [pytest.param(name, v, marks=pytest.mark.xdist_group(f"{name}-fmi{v}"), id=f"{name}-{v}")
+            for v in versions]
+
+
+ROUND_TRIPS = [p for name in sorted(CASES) for p in _on_one_worker(name)]
+
+
+def _cli(argv) -> tuple[int, str, str]:
+    """``main`` with captured stdout/stderr (usable inside fixtures)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in argv])
+    assert "Traceback" not in err.getvalue()
+    return code, out.getvalue(), err.getvalue()
+
+
+def _json(command: str, argv) -> dict:
+    code, out, err = _cli([command, *argv, "--json"])
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _identify(fmu: Path, data: Path, params: str, *extra) -> dict:
+    return _json("identify", ["--fmu", fmu, "--data", data, "--params", params, "--method", "least_squares",
+                              "--workers", 1, *extra])
+
+
+def _rel(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(a), abs(b))
+
+
+def _step(name: str) -> float:
+    return load_model(example_path(name)).simulation.step
+
+
+def _simulate_csv(name: str, out: Path, values: dict[str, float], t_end: float, *extra) -> Path:
+    """``fmi-adjoint simulate`` at ``values`` to a CSV (times written as text)."""
+    sets = [arg for key, value in values.items() for arg in ("--set", f"{key}={value!r}")]
+    code, _, err = _cli(["simulate", name, *sets, "--t-end", repr(t_end), *extra, "-o", out])
+    assert code == 0, err
+    return out
+
+
+# ------------------------------------------------------------------------------ fixtures --
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("fmu_round_trip")
+
+
+@pytest.fixture(scope="module")
+def exported(work) -> Callable[[str, int], Path]:
+    """``exported(name, version)``: the bundled example's FMU, exported once per module."""
+    cache: dict[tuple[str, int], Path] = {}
+
+    def get(name: str, version: int) -> Path:
+        if (name, version) not in cache:
+            cache[name, version] = Path(export_fmu(example_path(name), work / f"{name}_fmi{version}.fmu",
+                                                   fmi_version=version))
+        return cache[name, version]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def measured(work) -> Callable[[str], Path]:
+    """``measured(name)``: the example's outputs at ``CASES[name].true`` over its steps."""
+    cache: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in cache:
+            case = CASES[name]
+            cache[name] = _simulate_csv(name, work / f"{name}.csv", case.true, case.steps * _step(name))
+        return cache[name]
+
+    return get
+
+
+# ------------------------------------------------------------------- 1. the round trip --
+
+
+def test_every_example_has_a_case():
+    assert sorted(CASES) == sorted(example_names())
+    for name, case in CASES.items():
+        parameters = {p.name: p for p in load_model(example_path(name)).all_parameters}
+        for key, value in case.true.items():
+            p = parameters[key]
+            assert p.causality == "parameter" and value != p.value, (name, key)
+            lo, hi = p.bounds if p.bounds is not None else (-np.inf, np.inf)
+            assert lo < value < hi, (name, key, p.bounds)
+
+
+@pytest.mark.parametrize(("name", "version"), ROUND_TRIPS)
+def test_fd_through_the_binary_and_the_adjoint_identify_the_data_values(name, version, exported, measured):
+    """``identify --gradient fd`` (the binary) and the default path (the adjoint of the
+    embedded model) from the defaults: both recover the values the data was made with.
+
+    Tiers: the data is the FMU's own engine's output (``simulate`` and the FMU's binary run
+    the same C engine bit for bit, tests/test_fmu_export.py), so the fit has an exact zero-
+    residual minimum.  The error of the differenced Jacobian (FMU_GRADIENT_VS_FD, checked on
+    the gradient below) changes the Gauss-Newton path to it, not the minimum itself; both paths
+    then stop within the optimizer's tolerance of it (NOISE_FREE_RECOVERY), against the truth
+    and against each other.
+    """
+    case = CASES[name]
+    fmu, data = exported(name, version), measured(name)
+    fd = _identify(fmu, data, case.params, "--gradient", "fd")
+    adjoint = _identify(fmu, data, case.params)
+    assert fd["gradient_method"]["method"] == "fd" and fd["interface"] == "CoSimulation"
+    assert adjoint["gradient_method"]["method"] == "adjoint"
+    for payload in (fd, adjoint):
+        assert payload["success"], payload.get("message")
+        assert list(payload["parameters"]) == list(case.true)
+    for key, true in case.true.items():
+        assert fd["initial"][key] == adjoint["initial"][key] != true
+        assert _rel(fd["parameters"][key], true) <= NOISE_FREE_RECOVERY, (key, fd["parameters"][key])
+        assert _rel(adjoint["parameters"][key], true) <= NOISE_FREE_RECOVERY, (key, adjoint["parameters"][key])
+        assert _rel(fd["parameters"][key], adjoint["parameters"][key]) <= NOISE_FREE_RECOVERY, key
+
+
+@pytest.mark.parametrize(("name", "version"), ROUND_TRIPS)
+def test_fd_gradient_through_the_binary_equals_the_adjoint(name, version, exported, measured):
+    """At the defaults: the cost of the binary's runs equals that of the in-process model
+    file (the same C engine; EXACT), and the differenced gradient equals the adjoint one
+    within the accuracy of the differences (FMU_GRADIENT_VS_FD, per component)."""
+    case = CASES[name]
+    common = ["--data", measured(name), "--params", case.params]
+    fd = _json("gradient", ["--fmu", exported(name, version), *common, "--gradient", "fd", "--workers", 1])
+    adjoint = _json("gradient", [name, *common])
+    assert fd["method"] == "fd" and adjoint["method"] == "adjoint"
+    assert _rel(fd["cost"], adjoint["cost"]) <= EXACT
+    for key, value in adjoint["gradient"].items():
+        assert value != 0.0, key
+        assert _rel(fd["gradient"][key], value) <= FMU_GRADIENT_VS_FD, (key, fd["gradient"][key], value)
+
+
+@pytest.mark.parametrize(("name", "version"), _on_one_worker(OFF_GRID_EXAMPLE))
+def test_sensitivities_are_refused_for_a_co_simulation_fmu(name, version, exported, measured):
+    """The exported FMUs have no Model Exchange interface: ``--gradient sensitivity`` ends with
+    exit code 2 and one error line that names the path that works (``--gradient fd``).  One
+    example per version: the refusal depends only on the interfaces, which every export shares."""
+    for command in ("identify", "gradient"):
+        code, out, err = _cli([command, "--fmu", exported(name, version), "--data", measured(name), "--params",
+                               CASES[name].params, "--gradient", "sensitivity"])
+        assert code == 2 and out == "", (command, out)
+        assert err.count("fmi-adjoint: error:") == 1 and "--gradient fd" in err, (command, err)
+
+
+@pytest.mark.parametrize(("name", "version"), _on_one_worker(OFF_GRID_EXAMPLE))
+def test_the_fmu_declares_the_model_bounds(name, version, exported):
+    """Every path on one FMU should identify within the same bounds: the model's, which the
+    adjoint path takes from the embedded model and the binary paths can only take from the
+    FMI ``min``/``max`` attributes (:class:`~fmi_adjoint.fmu.problem.FmuProblem`)."""
+    from fmi_adjoint.fmu.archive import open_fmu
+
+    parameters = {p.name: p for p in load_model(example_path(name)).all_parameters}
+    with open_fmu(exported(name, version)) as archive:
+        for key in CASES[name].true:
+            variable = archive.variable(key, "parameter")
+            assert (variable.min, variable.max) == parameters[key].bounds, (key, variable.min, variable.max)
+
+
+# --------------------------------------------------------- 2. data times off the grid --
+
+
+@pytest.mark.parametrize(("name", "version"), _on_one_worker(OFF_GRID_EXAMPLE))
+def test_times_off_the_grid_by_round_off(name, version, exported, measured, work):
+    """Every data time moved by 1e-15 s (the last one past the grid's end): still the FMU's
+    own grid, interpolated at round-off, and the fit recovers the values."""
+    case = CASES[name]
+    data = read_csv(measured(name))
+    shifted = work / f"{name}_shifted_fmi{version}.csv"
+    write_csv(shifted, data.times + 1e-15, dict(zip(data.columns, data.values.T)))
+    times = read_csv(shifted).times
+    assert times[0] > 0.0 and np.all(times != data.times)
+    fd = _identify(exported(name, version), shifted, case.params, "--gradient", "fd")
+    assert fd["success"], fd.get("message")
+    for key, true in case.true.items():
+        assert _rel(fd["parameters"][key], true) <= NOISE_FREE_RECOVERY, (key, fd["parameters"][key])
+
+
+@pytest.mark.parametrize(("name", "version"), _on_one_worker(BETWEEN_EXAMPLE))
+def test_samples_between_grid_points_are_interpolated_like_in_process(name, version, exported, work):
+    """Data every 1.5 steps (from a run at half the step, so every other sample lies midway
+    between two grid points of the FMU): ``gradient --fmu --gradient fd`` interpolates the
+    FMU's grid linearly, as the in-process ``gradient`` of the model file interpolates its
+    trajectory.  Same grid values (same engine), same interpolation: the costs agree at
+    EXACT, the gradients within the differences' accuracy (FMU_GRADIENT_VS_FD)."""
+    case = CASES[name]
+    h = _step(name)
+    fine = _simulate_csv(name, work / f"{name}_fine_fmi{version}.csv", case.true, case.steps * h,
+                         "--step", repr(h / 2))
+    rows = read_csv(fine)
+    between = work / f"{name}_between_fmi{version}.csv"
+    write_csv(between, rows.times[::3], dict(zip(rows.columns, rows.values[::3].T)))
+    times = read_csv(between).times
+    offset = times / h - np.round(times / h)
+    assert np.max(np.abs(offset)) == pytest.approx(0.5) and np.count_nonzero(np.abs(offset) > 0.25) > 10
+    common = ["--data", between, "--params", case.params]
+    fd = _json("gradient", ["--fmu", exported(name, version), *common, "--gradient", "fd", "--workers", 1])
+    in_process = _json("gradient", [name, *common])
+    assert fd["method"] == "fd" and in_process["method"] == "adjoint"
+    assert fd["cost"] > 0.0  # the half-step data is not the FMU's run
+    assert _rel(fd["cost"], in_process["cost"]) <= EXACT
+    for key, value in in_process["gradient"].items():
+        assert _rel(fd["gradient"][key], value) <= FMU_GRADIENT_VS_FD, (key, fd["gradient"][key], value)
