@@ -133,8 +133,9 @@ def parse_bounds(items: list[str] | None) -> dict[str, tuple[float, float]]:
 
 
 def parse_names(text: str | None) -> list[str]:
-    """``"c,d"`` to ``["c", "d"]``."""
-    names = [n.strip() for n in (text or "").split(",") if n.strip()]
+    """``"c,d"`` to ``["c", "d"]``; a comma inside brackets belongs to an array element
+    (``"A[1,2],k"`` is ``["A[1,2]", "k"]``)."""
+    names = [n.strip() for n in re.split(r",(?![^\[]*\])", text or "") if n.strip()]
     if not names:
         raise ModelError("--params: give a comma-separated list of parameter names, e.g. --params c_E1,d_E.")
     return names

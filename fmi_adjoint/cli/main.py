@@ -582,7 +582,7 @@ def cmd_identify(args) -> int:
         print(f"wrote {args.output}", file=sys.stderr)
     if args.json or not args.output:
         print(text)
-    return 0 if result.success else 1
+    return 0 if payload["success"] else 1
 
 
 #: Options that do not change the result (where the work runs, where it is written), and the

@@ -373,6 +373,28 @@ class FmuArchive:
             self.model_exchange and element is not None and element.get(state_flag, "false") in ("true", "1")
         )
 
+    @functools.cached_property
+    def continuous_states(self) -> tuple[tuple[FmuVariable, FmuVariable, int], ...]:
+        """Per declared derivative: (state, derivative, number of elements) — an FMI 3 array
+        state counts its elements, as ``fmi3GetContinuousStates`` does."""
+        out = []
+        for derivative in self.description.derivatives:
+            der = self.variables[derivative.variable.name]
+            state = self.variables[derivative.variable.derivative.name]
+            out.append((state, der, math.prod(state.shape) if state.shape else 1))
+        return tuple(out)
+
+    @property
+    def n_states(self) -> int:
+        """Number of continuous states (array elements counted)."""
+        return sum(size for _, _, size in self.continuous_states)
+
+    @property
+    def scalar_states(self) -> bool:
+        """Every state is a scalar, so each has a value reference of its own (directional
+        derivatives address states one by one only then)."""
+        return all(size == 1 and not state.shape for state, _, size in self.continuous_states)
+
     def _has_binary(self, interface, platform: str) -> bool:
         if interface is None:
             return False

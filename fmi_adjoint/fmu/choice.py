@@ -94,7 +94,7 @@ def choose_gradient(archive: FmuArchive, requested: str, interface: str, has_inp
                               "native discrete adjoint of the embedded model, exact, one forward and one adjoint "
                               "run whatever the number of parameters")
     if can_sense and not why_not:
-        n = len(archive.description.derivatives)
+        n = archive.n_states
         sens, fd = _expected_evaluations(n, n_params)
         return GradientChoice("sensitivity", f"Model Exchange interface: exact sensitivities of the Radau IIA run "
                               f"need about {sens} right-hand sides per step against {fd} for differences of whole "

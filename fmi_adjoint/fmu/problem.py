@@ -173,9 +173,11 @@ class FmuProblem:
         self.instances = FmuInstances(archive, interface, workers=workers, executor=executor, timeout=timeout,
                                       log=log)
         n_states = self.instances.session.n_states
-        self._sources = ["fmu" if archive.provides_directional_derivatives else "fd"] * n_states
+        # FMU columns where the FMU has them and addresses every state by its own reference.
+        columns = archive.provides_directional_derivatives and archive.scalar_states
+        self._sources = ["fmu" if columns else "fd"] * n_states
         self.simulator = FmuSimulator(archive, interface, self.tolerances, self._sources)
-        self.path: AbstractGradientPath = (SensitivityPath(self.names, archive.provides_directional_derivatives)
+        self.path: AbstractGradientPath = (SensitivityPath(self.names, columns)
                                            if method == "sensitivity" else DifferencePath())
         self.simulations = 0
 
@@ -275,7 +277,9 @@ class FmuProblem:
         error of the runs at the chosen tolerances (the error control keeps the error about
         proportional to the tolerance, so the tighter run's own error is ~1 % of it).  Reported:
         the change of the cost, the largest change of an output, and the parameter bias that
-        change implies, ``δp = -(JᵀJ)⁻¹ Jᵀ δr`` (a Gauss-Newton step on the tighter residuals).
+        change implies: identified minus accurate values, ``(JᵀJ)⁻¹ Jᵀ δr`` with
+        ``δr = r_tight - r`` (minus the Gauss-Newton step that the tighter residuals would take
+        from the identified values).
         """
         if self.interface != "ModelExchange":
             return None
@@ -295,7 +299,7 @@ class FmuProblem:
                      "cost": abs(cost_fine - cost), "largest_output_change": biggest}
         if len(delta_r) == len(self.experiments):
             _, Jr = self.residuals(x)
-            bias = -np.linalg.lstsq(Jr, np.concatenate(delta_r), rcond=None)[0]
+            bias = np.linalg.lstsq(Jr, np.concatenate(delta_r), rcond=None)[0]
             out["parameter_bias"] = dict(zip(self.names, map(float, bias)))
         return out
 

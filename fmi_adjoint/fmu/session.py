@@ -133,10 +133,13 @@ class FmuSession:
         self.next_event_time: float | None = None
         self._params = [v for v in archive.variables.values()
                         if v.causality == "parameter" and v.variability in ("fixed", "tunable") and v.is_real]
-        description = archive.description
-        self.state_refs = [int(d.variable.derivative.valueReference) for d in description.derivatives]
-        self.derivative_refs = [int(d.variable.valueReference) for d in description.derivatives]
-        self.n_states = len(self.state_refs)
+        # Per state element; an array state has no reference per element (-1): its Jacobian
+        # columns come from differences (FmuProblem never asks the FMU for them).
+        self.state_refs = [state.valueReference if size == 1 and not state.shape else -1
+                           for state, _, size in archive.continuous_states for _ in range(size)]
+        self.derivative_refs = [der.valueReference if size == 1 and not der.shape else -1
+                                for _, der, size in archive.continuous_states for _ in range(size)]
+        self.n_states = archive.n_states
         # set_point waiting to travel with the next evaluation
         self._point: tuple[float, list[float], list[int], list[float]] | None = None
         self._busy = self._instantiating = False

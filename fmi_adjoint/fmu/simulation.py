@@ -77,11 +77,9 @@ class FmuSimulator:
         self.sources = sources
         # The absolute tolerance is scaled per state by its nominal value (FMI: the magnitude
         # at which a state's absolute error matters), 1 where none is declared.
-        nominals = []
-        for derivative in archive.description.derivatives:
-            state = archive.variables.get(derivative.variable.derivative.name)
-            nominals.append(abs(state.nominal) if state is not None and state.nominal else 1.0)
-        self.state_nominals = np.array(nominals, dtype=float)
+        self.state_nominals = np.array([abs(state.nominal) if state.nominal else 1.0
+                                        for state, _, size in archive.continuous_states for _ in range(size)],
+                                       dtype=float)
 
     def _start_values(self, session: FmuSession, values: Mapping[str, float]) -> tuple[list, list]:
         return session._start_values(values, {})

@@ -518,7 +518,7 @@ def run_starts(
     clusters = cluster_starts(ordered)
     if not clusters:
         raise IdentificationError(
-            "every start failed: " + "; ".join(f"start {s.index}: {s.error}" for s in ordered[:3])
+            "every start failed: " + "; ".join(f"start {s.index}: {str(s.error).rstrip('.')}" for s in ordered[:3])
             + ("" if len(ordered) <= 3 else "; ...") + ". Narrow the bounds or check the model at those points."
         )
     best_index = clusters[0].starts[0]
