@@ -48,6 +48,33 @@ def pytest_unconfigure(config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def run_once(tmp_path_factory):
+    """``run_once(key, compute)``: the JSON-able result of ``compute()``, computed once per test
+    run however many xdist workers ask (file lock in the run's common temporary folder; the
+    others wait and read it).  For long identifications that several workers' module fixtures
+    need (pytest-xdist's ``xdist_group`` does not group under pytest 9 here)."""
+    import fcntl
+    import os
+
+    root = tmp_path_factory.getbasetemp().parent / "run-once"
+    root.mkdir(exist_ok=True)
+
+    def run(key: str, compute):
+        path = root / f"{key}.json"
+        with open(root / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if path.exists():
+                return json.loads(path.read_text(encoding="utf-8"))
+            value = compute()
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(value), encoding="utf-8")
+            os.replace(tmp, path)
+            return value
+
+    return run
+
+
 @functools.cache
 def _compiled_example(name: str):
     return _example_engine(name).compiled

@@ -58,9 +58,6 @@ from tolerances import CROSS_IMPLEMENTATION, EXACT, FMU_GRADIENT_VS_FD
 if c_compiler() is None:  # pragma: no cover - depends on the machine
     pytest.skip("no C compiler: the FMUs cannot be built", allow_module_level=True)
 
-# One worker runs the module: its identifications are module fixtures, computed once.
-pytestmark = pytest.mark.xdist_group("fmu_import")
-
 FMPY_SSV_SCHEMA = Path(fmpy.__file__).resolve().parent / "ssp" / "schema" / "SystemStructureParameterValues.xsd"
 
 EM_PARAMS_GRADIENT = "c_E1,d_E"
@@ -149,10 +146,15 @@ def vdp_data(work, fmus) -> Path:
 
 
 @pytest.fixture(scope="module")
-def vdp_identified(work, fmus, vdp_data) -> tuple[Path, dict]:
-    """Identified with the default tolerances of the adaptive Model Exchange integration."""
+def vdp_identified(work, fmus, vdp_data, run_once) -> tuple[Path, dict]:
+    """Identified with the default tolerances of the adaptive Model Exchange integration (once
+    per test run: the other worker reads the result and writes its own RESULT.json)."""
     path = work / "vdp_result.json"
-    return path, _identify(["--fmu", fmus["vdp"], "--data", vdp_data, "--params", "mu,x0_start", *VDP_METHOD], path)
+    if not path.exists():
+        payload = run_once("fmu_import_vdp", lambda: _identify(["--fmu", fmus["vdp"], "--data", vdp_data, "--params",
+                                                                 "mu,x0_start", *VDP_METHOD], work / "vdp_once.json"))
+        path.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    return path, json.loads(path.read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")

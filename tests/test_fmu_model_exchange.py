@@ -44,9 +44,6 @@ from tolerances import CROSS_IMPLEMENTATION, EXACT, GRADIENT_VS_FD, NOISE_FREE_R
 if c_compiler() is None:  # pragma: no cover - depends on the machine
     pytest.skip("no C compiler: the FMUs cannot be built", allow_module_level=True)
 
-# One worker runs the module: its fits are module fixtures, computed once, not once per worker.
-pytestmark = pytest.mark.xdist_group("fmu_model_exchange")
-
 #: Issue 15: parameters identified at the default Model Exchange tolerances (rtol 1e-8) from
 #: CVode data (rtol 1e-10) lie within 1e-7 relative of the truth.  The remaining error is the
 #: data's own (CVode's): measured 9.5e-10 (mu), 5.2e-10 (x0_start), 5.4e-10 (k), 5.3e-10 (x_start).
@@ -174,29 +171,41 @@ def accuracy_data(work, fmus) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def tight_fits() -> dict[str, dict]:
-    """The reference identifications at --rtol 1e-13, one per model (filled by accuracy_fit)."""
+    """The reference identifications at --rtol 1e-13, one per model, and the fits of each case
+    (filled by accuracy_fit)."""
     return {}
 
 
 @pytest.fixture(scope="module", params=list(ACCURACY_CASES))
-def accuracy_fit(request, work, fmus, accuracy_data, tight_fits) -> dict:
+def accuracy_fit(request, work, fmus, accuracy_data, tight_fits, run_once) -> dict:
     """Identified at the default tolerances, at LOOSE tolerances, and (once per model, started
     at the first default result) at --rtol 1e-13 --atol 1e-15.  The reference run's own error
     estimate (runs at 1e-15) is not needed and skipped.  The FMI 3 Van der Pol shares the
     FMI 2 one's reference: the same equations, whose fits agree bit for bit
     (tests/test_fmu_import.py)."""
-    fmu_name, model = ACCURACY_CASES[request.param]
+    # pytest may set a parametrized module fixture up again after another parameter's tests:
+    # the fits are kept in tight_fits (not parametrized, so never torn down in between).
+    if request.param not in tight_fits:
+        tight_fits[request.param] = run_once(f"fmu_model_exchange_{request.param}",
+                                             lambda: _accuracy_fits(request.param, work, fmus, accuracy_data,
+                                                                    run_once))
+    return tight_fits[request.param]
+
+
+def _accuracy_fits(case, work, fmus, accuracy_data, run_once) -> dict:
+    fmu_name, model = ACCURACY_CASES[case]
     _, _, truth, start = ACCURACY_MODELS[model]
     common = ["--fmu", fmus[fmu_name], "--data", accuracy_data[model], "--params", ",".join(truth)]
-    default, _ = _identify([*common, *_sets(start)], work / f"{request.param}_default.json")
-    loose, _ = _identify([*common, *_sets(start), *LOOSE], work / f"{request.param}_loose.json")
-    if model not in tight_fits:
+    default, _ = _identify([*common, *_sets(start)], work / f"{case}_default.json")
+    loose, _ = _identify([*common, *_sets(start), *LOOSE], work / f"{case}_loose.json")
+
+    def tight_fit() -> dict:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(problem_module.FmuProblem, "discretization_error", lambda self, x: None)
-            tight_fits[model], _ = _identify([*common, *TIGHT, *_sets(default["parameters"])],
-                                             work / f"{request.param}_tight.json")
-    return {"case": request.param, "truth": truth, "start": start, "default": default, "loose": loose,
-            "tight": tight_fits[model]}
+            return _identify([*common, *TIGHT, *_sets(default["parameters"])], work / f"{case}_tight.json")[0]
+
+    return {"case": case, "truth": truth, "start": start, "default": default, "loose": loose,
+            "tight": run_once(f"fmu_model_exchange_tight_{model}", tight_fit)}
 
 
 # ------------------------------------------------------------------------ 1. accuracy --
