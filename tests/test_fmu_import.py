@@ -24,8 +24,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shutil
 import tempfile
@@ -41,7 +39,6 @@ from lxml import etree
 
 import fmi_adjoint.fmu.gradients as gradients_module
 from fmi_adjoint import compile_model, load_model, read_csv, simulate, write_csv
-from fmi_adjoint.cli.main import main
 from fmi_adjoint.costs import LeastSquaresCost
 from fmi_adjoint.examples import example_path
 from fmi_adjoint.examples.engine_mount_data import TRUE_VALUES
@@ -51,6 +48,7 @@ from fmi_adjoint.fmu.experiment import FmuExperiment
 from fmi_adjoint.fmu.problem import FmuProblem
 from fmi_adjoint.fmu.handback import simulate_with_fmpy
 from fmi_adjoint.toolchain import c_compiler
+from captured_cli import cli as _cli
 from handwritten_fmus import build_fmu
 from test_cli import RECOVERY, gradient_json, run
 from tolerances import CROSS_IMPLEMENTATION, EXACT, FMU_GRADIENT_VS_FD
@@ -75,13 +73,6 @@ DUFFING_T_END = 5.0
 DUFFING_SAMPLES = 501       # every 0.01 s = the communication step
 
 
-def _cli(argv) -> tuple[int, str, str]:
-    """``main`` with captured stdout/stderr (usable in module-scoped fixtures)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in argv])
-    assert "Traceback" not in err.getvalue()
-    return code, out.getvalue(), err.getvalue()
 
 
 def _identify(argv, output: Path) -> dict:

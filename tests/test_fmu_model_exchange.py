@@ -24,8 +24,6 @@ Runs are short (1-2 s of model time, 21-41 samples) and start near the truth, wi
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
@@ -35,9 +33,9 @@ import pytest
 
 import fmi_adjoint.fmu.problem as problem_module
 from fmi_adjoint import read_csv, write_csv
-from fmi_adjoint.cli.main import main
 from fmi_adjoint.toolchain import c_compiler
 from fmi_adjoint.fmu.experiment import DEFAULT_ATOL, DEFAULT_RTOL
+from captured_cli import cli as _cli
 from handwritten_fmus import build_fmu
 from tolerances import CROSS_IMPLEMENTATION, EXACT, GRADIENT_VS_FD, NOISE_FREE_RECOVERY
 
@@ -68,13 +66,6 @@ TIGHT = ["--rtol", "1e-13", "--atol", "1e-15"]
 # ------------------------------------------------------------------------------- helpers --
 
 
-def _cli(argv) -> tuple[int, str, str]:
-    """``main`` with captured stdout/stderr (usable in module-scoped fixtures)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in argv])
-    assert "Traceback" not in err.getvalue()
-    return code, out.getvalue(), err.getvalue()
 
 
 def _identify(argv, output: Path, expect: int = 0) -> tuple[dict, str]:

@@ -23,9 +23,7 @@ adjoint path compiles the embedded model once more per command to check the bina
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -34,10 +32,10 @@ import numpy as np
 import pytest
 
 from fmi_adjoint import load_model, read_csv, write_csv
-from fmi_adjoint.cli.main import main
 from fmi_adjoint.examples import example_names, example_path
 from fmi_adjoint.export import export_fmu
 from fmi_adjoint.toolchain import c_compiler
+from captured_cli import cli as _cli
 from tolerances import EXACT, FMU_GRADIENT_VS_FD, NOISE_FREE_RECOVERY
 
 if c_compiler() is None:  # pragma: no cover - depends on the machine
@@ -89,13 +87,6 @@ def _on_one_worker(name: str, versions=VERSIONS) -> list:
 ROUND_TRIPS = [p for name in sorted(CASES) for p in _on_one_worker(name)]
 
 
-def _cli(argv) -> tuple[int, str, str]:
-    """``main`` with captured stdout/stderr (usable inside fixtures)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in argv])
-    assert "Traceback" not in err.getvalue()
-    return code, out.getvalue(), err.getvalue()
 
 
 def _json(command: str, argv) -> dict:

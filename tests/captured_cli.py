@@ -1,0 +1,21 @@
+"""The command line with captured output, for tests and their module-scoped fixtures (not a
+test module itself)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+from fmi_adjoint.cli.main import main
+
+__all__ = ["cli"]
+
+
+def cli(argv) -> tuple[int, str, str]:
+    """``main(argv)`` with captured stdout and stderr: (exit code, stdout, stderr); never a
+    traceback on stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in argv])
+    assert "Traceback" not in err.getvalue()
+    return code, out.getvalue(), err.getvalue()
