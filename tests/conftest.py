@@ -53,7 +53,8 @@ def run_once(tmp_path_factory):
     """``run_once(key, compute)``: the JSON-able result of ``compute()``, computed once per test
     run however many xdist workers ask (file lock in the run's common temporary folder; the
     others wait and read it).  For long identifications that several workers' module fixtures
-    need (pytest-xdist's ``xdist_group`` does not group under pytest 9 here)."""
+    need: pytest-xdist's ``xdist_group`` cannot keep them on one worker under pytest 9 (xdist 3.8
+    renames ``item._nodeid``, which pytest 9 no longer reads), so the suite does not use it."""
     import fcntl
     import os
 

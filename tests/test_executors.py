@@ -30,7 +30,6 @@ import pytest
 from fmi_adjoint.errors import ExecutorError
 from fmi_adjoint.scale import AbstractExecutor, CallTask, DaskExecutor, LocalPool, SerialExecutor, WorkerContext
 
-pytestmark = pytest.mark.xdist_group("executors")
 
 GUARD = 60.0  # [s] longest wait for a process or a file: only stops a hanging test, never asserted
 
@@ -68,6 +67,11 @@ def _alive(pid: int) -> bool:
             return False
         return True
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def _sleep_then_pid(seconds: float) -> int:
+    time.sleep(seconds)
+    return os.getpid()
 
 
 def _wait_until(condition, what: str) -> None:
@@ -312,10 +316,13 @@ def test_an_exception_that_cannot_travel_arrives_as_executor_error():
 
 
 def test_pool_workers_ignore_ctrl_c(pool):
-    # The pids come from the pool, not from a map: two quick tasks may both land on one worker.
-    pool.map([CallTask(os.getpid) for _ in range(2)])
-    _wait_until(lambda: len(pool.worker_pids()) == 2, "two workers")
+    # Both workers must be serving (a worker ignores SIGINT from the first line of its main
+    # function, not while it starts): tasks that take long enough to occupy both, until each
+    # worker has answered one.
+    _wait_until(lambda: len(set(pool.map([CallTask(_sleep_then_pid, 0.05) for _ in range(2)]))) == 2,
+                "both workers serving")
     pids = sorted(pool.worker_pids())
+    assert len(pids) == 2
     deaths = pool.worker_deaths
     for pid in pids:
         os.kill(pid, signal.SIGINT)

@@ -16,8 +16,8 @@ FMU's grid (:mod:`fmi_adjoint.cli.fmu_loading`) as the in-process path interpola
 its trajectory (:class:`~fmi_adjoint.costs.Sampler`).
 
 Cost: every FMU is exported once per module (per xdist worker) by the ``exported`` fixture;
-the export compiles its own binary (it does not go through the build cache), and the
-adjoint path compiles the embedded model once more per command to check the binary
+its binary compiles through the suite's build cache (kind "fmu"), as does the embedded model
+that the adjoint path rebuilds to check the binary
 (:attr:`~fmi_adjoint.fmu.archive.FmuArchive.native`).  The runs are a few hundred steps.
 """
 
@@ -77,17 +77,16 @@ OFF_GRID_EXAMPLE = "sdof"
 BETWEEN_EXAMPLE = "two_mass"
 
 
-def _on_one_worker(name: str, versions=VERSIONS) -> list:
-    """(name, version) parameters, each in its own xdist group (the suite runs ``--dist
-    loadgroup``), so that every test of one FMU runs on the worker that exported it."""
-    return [pytest.param(name, v, marks=pytest.mark.xdist_group(f"{name}-fmi{v}"), id=f"{name}-{v}")
-            for v in versions]
+def _cases(name: str, versions=VERSIONS) -> list:
+    """(name, version) parameters.  Every xdist worker that runs a test of one FMU exports it
+    once (module fixture); the binary comes from the build cache after the first."""
+    return [pytest.param(name, v, id=f"{name}-{v}") for v in versions]
 
 
-ROUND_TRIPS = [p for name in sorted(CASES) for p in _on_one_worker(name)]
+ROUND_TRIPS = [p for name in sorted(CASES) for p in _cases(name)]
 #: The gradient comparison on the FMI 3 export of every example (the FMI 2 and 3 binaries run
 #: the same engine; both versions are identified in the round trip above).
-GRADIENT_CHECKS = [p for name in sorted(CASES) for p in _on_one_worker(name, (3,))]
+GRADIENT_CHECKS = [p for name in sorted(CASES) for p in _cases(name, (3,))]
 
 
 
@@ -213,7 +212,7 @@ def test_fd_gradient_through_the_binary_equals_the_adjoint(name, version, export
         assert _rel(fd["gradient"][key], value) <= FMU_GRADIENT_VS_FD, (key, fd["gradient"][key], value)
 
 
-@pytest.mark.parametrize(("name", "version"), _on_one_worker(OFF_GRID_EXAMPLE))
+@pytest.mark.parametrize(("name", "version"), _cases(OFF_GRID_EXAMPLE))
 def test_sensitivities_are_refused_for_a_co_simulation_fmu(name, version, exported, measured):
     """The exported FMUs have no Model Exchange interface: ``--gradient sensitivity`` ends with
     exit code 2 and one error line that names the path that works (``--gradient fd``).  One
@@ -225,7 +224,7 @@ def test_sensitivities_are_refused_for_a_co_simulation_fmu(name, version, export
         assert err.count("fmi-adjoint: error:") == 1 and "--gradient fd" in err, (command, err)
 
 
-@pytest.mark.parametrize(("name", "version"), _on_one_worker(OFF_GRID_EXAMPLE))
+@pytest.mark.parametrize(("name", "version"), _cases(OFF_GRID_EXAMPLE))
 def test_the_fmu_declares_the_model_bounds(name, version, exported):
     """Every path on one FMU should identify within the same bounds: the model's, which the
     adjoint path takes from the embedded model and the binary paths can only take from the
@@ -242,7 +241,7 @@ def test_the_fmu_declares_the_model_bounds(name, version, exported):
 # --------------------------------------------------------- 2. data times off the grid --
 
 
-@pytest.mark.parametrize(("name", "version"), _on_one_worker(OFF_GRID_EXAMPLE))
+@pytest.mark.parametrize(("name", "version"), _cases(OFF_GRID_EXAMPLE))
 def test_times_off_the_grid_by_round_off(name, version, exported, measured, work):
     """Every data time moved by 1e-15 s (the last one past the grid's end): still the FMU's
     own grid, interpolated at round-off, and the fit recovers the values."""
@@ -258,7 +257,7 @@ def test_times_off_the_grid_by_round_off(name, version, exported, measured, work
         assert _rel(fd["parameters"][key], true) <= NOISE_FREE_RECOVERY, (key, fd["parameters"][key])
 
 
-@pytest.mark.parametrize(("name", "version"), _on_one_worker(BETWEEN_EXAMPLE))
+@pytest.mark.parametrize(("name", "version"), _cases(BETWEEN_EXAMPLE))
 def test_samples_between_grid_points_are_interpolated_like_in_process(name, version, exported, work):
     """Data every 1.5 steps (from a run at half the step, so every other sample lies midway
     between two grid points of the FMU): ``gradient --fmu --gradient fd`` interpolates the

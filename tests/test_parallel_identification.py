@@ -25,7 +25,6 @@ from fmi_adjoint.identify.parallel import DistributedProblem
 from fmi_adjoint.scale import SerialExecutor
 from fmi_adjoint.scale.pool import LocalPool
 
-pytestmark = pytest.mark.xdist_group("parallel")
 
 distributed = pytest.importorskip("distributed")
 

@@ -30,14 +30,15 @@ Design
   or a freshly started worker.  A task whose worker died ``max_retries + 1`` times fails
   with :class:`ExecutorError` naming the task and the exit code or signal (the retry count
   of Dask's ``allowed-failures``).
-* **Signals and shutdown**: workers ignore SIGINT (Ctrl-C reaches only the parent, which
-  closes the pool) and end when the pool's process dies, even by SIGKILL and in the middle
-  of a task (:func:`_die_with_parent`: ``PR_SET_PDEATHSIG`` and a thread that watches
-  multiprocessing's parent sentinel; the forkserver itself outlives the pool's process while
-  it has children, so the kernel's signal alone would not do).  :meth:`LocalPool.close`
-  cancels queued futures, sends end-of-file to idle workers, terminates busy ones, kills
-  what is left after a grace period and reaps every process.  Until then an :mod:`atexit`
-  hook closes a pool the program forgot.
+* **Signals and shutdown**: workers ignore SIGINT from the first line of :func:`_serve` (Ctrl-C
+  reaches only the parent, which closes the pool; one that arrives while a worker is still
+  starting ends that worker, which is replaced like any dead worker) and end when the pool's
+  process dies, even by SIGKILL and in the middle of a task (:func:`_die_with_parent`:
+  ``PR_SET_PDEATHSIG`` and a thread that watches multiprocessing's parent sentinel; the
+  forkserver itself outlives the pool's process while it has children, so the kernel's signal
+  alone would not do). :meth:`LocalPool.close` cancels queued futures, sends end-of-file to idle
+  workers, terminates busy ones, kills what is left after a grace period and reaps every
+  process. Until then an :mod:`atexit` hook closes a pool the program forgot.
 """
 
 from __future__ import annotations
