@@ -3,7 +3,9 @@ times and their derivatives ``dY/dp``, from which the problem forms the gradient
 the Jacobian of least-squares residuals.
 
 * :class:`SensitivityPath` (Model Exchange): one request per experiment; the worker returns
-  the exact sensitivities of its Radau IIA run (:mod:`.me_sensitivities`);
+  the exact sensitivities of its Radau IIA run (:mod:`.me_sensitivities`), or why they do
+  not exist for it (a parameter moves a time event, a reinitialisation is not smooth), and
+  the problem then continues with whole-run differences (:meth:`.FmuProblem.fall_back_to_differences`);
 * :class:`DifferencePath` (any interface): central differences of whole simulations, in
   parallel (:class:`.instances.FmuInstances`); on Model Exchange the perturbed runs replay the
   nominal run's steps (``nodes``), so the differences are those of one discrete scheme and
@@ -61,6 +63,9 @@ class SensitivityPath(AbstractGradientPath):
         runs = []
         for exp in problem.experiments:
             runs.append(problem.run(exp, x, sensitivity=request))
+        for run in runs:
+            if "sensitivities_unavailable" in run.info:
+                return problem.fall_back_to_differences(str(run.info["sensitivities_unavailable"]), x)
         info = runs[0].info
         if "directional" in info:
             self.directional = [a and b for a, b in zip(self.directional, info["directional"])]

@@ -60,6 +60,7 @@ class EventPartials:
     z_x: np.ndarray                # (n_indicators, n)
     z_t: np.ndarray                # (n_indicators,)
     snapshot: object | None        # the FMU state just before event mode (freed by the owner)
+    z_minus: np.ndarray | None = None  # (n_indicators,) the indicators at (t, x_minus)
 
 
 class FmuOdeSystem:
@@ -202,6 +203,7 @@ class FmuOdeSystem:
         z_x = np.zeros((self.n_indicators, self.n_states))
         z_t = np.zeros(self.n_indicators)
         snapshot = None
+        z_minus: np.ndarray | None = None
         if self.partials:
             if kind == "state" and self.steps:
                 last = self.steps[-1]
@@ -211,10 +213,11 @@ class FmuOdeSystem:
                     last.ft = self._time_derivatives(step.t0 + RADAU_C * h, step.x0[None, :] + step.Z)
             z_x, z_t = self._indicator_partials(t, x)
             self.at(t, x)
+            z_minus = instance.event_indicators() if self.n_indicators else np.zeros(0)
             snapshot = instance.get_fmu_state()
         x_plus = instance.event_mode_update(t)
         self.events.append(EventPartials(t=float(t), x_minus=np.array(x, dtype=float), x_plus=x_plus, kind=kind,
-                                         z_x=z_x, z_t=z_t, snapshot=snapshot))
+                                         z_x=z_x, z_t=z_t, snapshot=snapshot, z_minus=z_minus))
         self._event_start = self._event_start or kind == "state"
         self.record_outputs(t, x_plus, "right")
         return x_plus

@@ -11,7 +11,8 @@ import numpy as np
 
 from ..integrate.radau import integrate_radau
 from .me_integration import FmuOdeSystem
-from .me_sensitivities import output_sensitivities, parameter_partials, probe_parameter_columns, replay
+from .me_sensitivities import (SensitivitiesUnavailable, output_sensitivities, parameter_partials,
+                               probe_parameter_columns, replay)
 from .worker import pack
 
 __all__ = ["run_model_exchange"]
@@ -43,7 +44,10 @@ def run_model_exchange(instance, request: dict) -> dict:
                  "nodes": pack(run.replay_nodes), "steps": len(run.steps), "rejected": int(run.n_rejected),
                  "events": [(float(e.t), e.kind) for e in run.events], "rhs_evaluations": int(run.n_rhs)}
         if sensitivity is not None:
-            reply.update(_sensitivities(instance, system, run, refs, values, t0, t_end, sensitivity))
+            try:
+                reply.update(_sensitivities(instance, system, run, refs, values, t0, t_end, sensitivity))
+            except SensitivitiesUnavailable as exc:
+                reply["sensitivities_unavailable"] = str(exc)
         return reply
     finally:
         system.free()
@@ -56,7 +60,7 @@ def _sensitivities(instance, system, run, refs, values, t0, t_end, sensitivity: 
     directional_refs = [r for r, u in zip(sensitivity["param_refs"], use) if u]
     plus = [replay(instance, system, run, r, v, t0, t_end) for r, v in replays[0::2]]
     minus = [replay(instance, system, run, r, v, t0, t_end) for r, v in replays[1::2]]
-    partials = parameter_partials(plus, minus, steps)
+    partials = parameter_partials(plus, minus, steps, run)
     notes: list[str] = []
     if directional_refs:
         nominal = replay(instance, system, run, refs, values, t0, t_end, directional_refs)

@@ -19,13 +19,27 @@ supplies its partial derivatives from the FMU:
   replays' differences (:func:`probe_parameter_columns`) and keeps a column only if it agrees.
 * the reinitialisation's state derivative is taken along the tangent direction the recursion
   asks for (``jump_directional``): from the FMU state saved just before event mode, the
-  event iteration is rerun at ``(t + ε dt, x⁻ + ε dx)`` on both sides.  Along that direction
-  the point stays on the event surface to first order, so the FMU takes the same branch.
+  event iteration is rerun at ``(t + ε dt, x⁻ + ε dx)`` on both sides.
 
-Limitations, said plainly: the derivative of a *time event's* instant with respect to the
-parameters is taken as zero (FMI gives no way to differentiate ``nextEventTime``); events
-need an FMU that can get and set its state (``canGetAndSetFMUstate``), else the caller uses
-whole-simulation differences.
+**The event's side.**  The FMU decides by its own test (``h <= floor``) whether the event
+iteration reinitialises, and the located point ``x⁻`` lies only a few ulp past the surface.
+A trial point off the surface (a replay whose parameter moves the surface, ``z_p != 0``, or
+a tangent step on a curved surface, ``O(ε²)``) can land on the other side, where the FMU
+does not reinitialise at all, and the difference quotient is then of the order of the jump
+divided by ``ε``.  So every trial point of a state event is first moved, along the
+indicator's gradient at the event, onto the level ``z = z⁻ ± m`` just inside the event's
+side (:func:`_onto_event_side`).  The reinitialisation seen through that projection is a
+smooth map that equals the FMU's on the surface, so its derivatives along the tangent
+directions the recursion needs are the true ones; the parameter partial and the state
+directional are taken of the same map, so they add up.
+
+**When the sensitivities do not exist.**  A replay whose FMU announces a time event at
+another instant than the run's (a parameter moves a time event: FMI gives no derivative of
+``nextEventTime``), or a reinitialisation whose two sides are not centred on the run's own
+(a branch change the projection could not prevent), raises
+:class:`SensitivitiesUnavailable`; the parent then takes whole-run differences and says why
+(:class:`.gradients.SensitivityPath`).  Events need an FMU that can get and set its state
+(``canGetAndSetFMUstate``), else the caller uses whole-simulation differences from the start.
 """
 
 from __future__ import annotations
@@ -35,11 +49,67 @@ import dataclasses
 import numpy as np
 
 from ..integrate.radau import RADAU_C, RadauRun, radau_sensitivities, sensitivities_at_stops
-from .me_integration import FmuOdeSystem
+from .me_integration import EventPartials, FmuOdeSystem
 from .worker import PROBE_STEP
 
-__all__ = ["ParameterPartials", "Replay", "output_sensitivities", "parameter_partials", "probe_parameter_columns",
-           "replay"]
+__all__ = ["ParameterPartials", "Replay", "SensitivitiesUnavailable", "output_sensitivities", "parameter_partials",
+           "probe_parameter_columns", "replay"]
+
+#: The level a state event's trial points are moved to lies this far inside the event's side,
+#: in units of the indicator's scale ``|z_x| (1 + |x|) + |z_t| (1 + |t|)``: far above the
+#: round-off of one indicator evaluation, far below the differences' own error.
+_LEVEL_MARGIN = 1e3 * float(np.finfo(float).eps)
+
+#: Newton steps of the projection onto that level (linear in the indicator: one suffices for
+#: a flat surface, a curved one needs two).
+_PROJECTION_STEPS = 4
+
+#: A reinitialisation's two difference sides must be centred on the run's own to this
+#: relative accuracy (``O(ε²)`` for a smooth map; a branch change gives ``O(1)``).
+_CENTRED = 1e-6
+
+#: A replay's announced time event may differ from the run's by this much relative (round-off).
+_SAME_INSTANT = 1e-12
+
+
+class SensitivitiesUnavailable(Exception):
+    """The exact sensitivities of this run cannot be formed; the message says why and where."""
+
+
+def _onto_event_side(system: FmuOdeSystem, event: EventPartials, indicator: int, t: float,
+                     x: np.ndarray) -> np.ndarray:
+    """``x`` moved along ``z_x`` (of the located indicator, at the event) onto the level
+    ``z = z⁻ ± m`` just inside the event's side (see the module docstring); the FMU is left at
+    the returned point.  Unchanged where the indicator does not depend on the states."""
+    gradient = event.z_x[indicator]
+    norm2 = float(gradient @ gradient)
+    if norm2 == 0.0 or event.z_minus is None:
+        system.at(t, x)
+        return x
+    z_minus = float(event.z_minus[indicator])
+    scale = (float(np.abs(gradient).max()) * (1.0 + float(np.abs(event.x_minus).max(initial=0.0)))
+             + abs(float(event.z_t[indicator])) * (1.0 + abs(event.t)))
+    margin = _LEVEL_MARGIN * scale
+    inside = z_minus > 0.0  # the domains of radau._domains
+    level = z_minus + margin if inside else z_minus - margin
+    for _ in range(_PROJECTION_STEPS):
+        z = float(system.indicators(t, x)[indicator])
+        if abs(z - level) <= 0.5 * margin:
+            return x
+        x = x + ((level - z) / norm2) * gradient
+    z = float(system.indicators(t, x)[indicator])
+    if (z > 0.0) != inside:
+        raise SensitivitiesUnavailable(f"the event at t = {event.t:.9g} s: a trial point of its reinitialisation "
+                                       "cannot be kept on the event's side of the indicator's surface")
+    return x
+
+
+def _check_centred(sides: tuple[np.ndarray, np.ndarray], x_plus: np.ndarray, where: str) -> None:
+    """Raise :class:`SensitivitiesUnavailable` unless the two sides are centred on ``x_plus``."""
+    mean = 0.5 * (sides[0] + sides[1])
+    if not np.all(np.abs(mean - x_plus) <= _CENTRED * (1.0 + np.abs(x_plus))):
+        raise SensitivitiesUnavailable(f"{where}: the reinitialisation is not smooth there (its two difference "
+                                       "sides take different branches)")
 
 @dataclasses.dataclass(frozen=True)
 class Replay:
@@ -103,8 +173,16 @@ def replay(instance, system: FmuOdeSystem, run: RadauRun, refs, values, t0: floa
         sample(step.t1, x_end, "left" if node in events_at else "both")
         for e in events_at.get(node, ()):
             event = run.events[e]
+            if event.kind == "time":
+                announced = instance.next_event_time
+                if announced is None or abs(announced - event.t) > _SAME_INSTANT * (1.0 + abs(event.t)):
+                    raise SensitivitiesUnavailable(
+                        f"the time event at t = {event.t:.9g} s moves (to {announced!r} s) when a parameter "
+                        "changes, and FMI gives no derivative of a time event's instant")
             system.at(event.t, event.x_minus)
             z[e] = instance.event_indicators()
+            if event.indicator is not None:
+                _onto_event_side(system, system.events[e], event.indicator, event.t, event.x_minus)
             x_plus[e] = instance.event_mode_update(event.t)
         if node in events_at:
             sample(step.t1, run.x[node], "right")
@@ -131,8 +209,15 @@ class ParameterPartials:
     jump_p: np.ndarray    # (events, n, p)
 
 
-def parameter_partials(plus: list[Replay], minus: list[Replay], steps: np.ndarray) -> ParameterPartials:
-    """The partials from replays at ``x + steps`` (``plus``) and ``x - steps`` (``minus``)."""
+def parameter_partials(plus: list[Replay], minus: list[Replay], steps: np.ndarray, run: RadauRun,
+                       ) -> ParameterPartials:
+    """The partials from replays at ``x + steps`` (``plus``) and ``x - steps`` (``minus``);
+    :class:`SensitivitiesUnavailable` if a reinitialisation is not centred on the run's."""
+    for j, (a, b) in enumerate(zip(plus, minus)):
+        for e, event in enumerate(run.events):
+            _check_centred((a.x_plus[e], b.x_plus[e]), event.x_plus,
+                           f"the {event.kind} event at t = {event.t:.9g} s, parameter {j + 1}")
+
     def diff(field: str) -> np.ndarray:
         return np.stack([(getattr(a, field) - getattr(b, field)) / (2 * d) for a, b, d in zip(plus, minus, steps)],
                         axis=-1)
@@ -205,12 +290,18 @@ class FmuSensitivityInputs:
             if size == 0.0:
                 continue
             eps = PROBE_STEP * (1.0 + float(np.abs(ev.x_minus).max(initial=0.0))) / size
+            indicator = self.run.events[event_index].indicator
             sides = []
             for sign in (1.0, -1.0):
                 instance.set_fmu_state(ev.snapshot)
                 t = ev.t + sign * eps * float(dt[k])
-                self.system.at(t, ev.x_minus + sign * eps * dx[:, k])
+                x = ev.x_minus + sign * eps * dx[:, k]
+                if indicator is not None:
+                    _onto_event_side(self.system, ev, indicator, t, x)
+                else:
+                    self.system.at(t, x)
                 sides.append(instance.event_mode_update(t))
+            _check_centred((sides[0], sides[1]), ev.x_plus, f"the {ev.kind} event at t = {ev.t:.9g} s")
             out[:, k] += (sides[0] - sides[1]) / (2 * eps)
         return out
 

@@ -180,6 +180,8 @@ class FmuProblem:
         self.path: AbstractGradientPath = (SensitivityPath(self.names, columns)
                                            if method == "sensitivity" else DifferencePath())
         self.simulations = 0
+        #: Why the sensitivity path gave way to differences (None while it holds).
+        self.fallback: str | None = None
 
     @property
     def columns(self) -> dict[str, str]:
@@ -232,6 +234,7 @@ class FmuProblem:
         started = time.perf_counter()
         path = DifferencePath() if method == "fd" else self.path
         runs = path.outputs(self, x)
+        path = path if method == "fd" else self.path  # the sensitivity path may have given way
         J, gradient = 0.0, np.zeros(len(self.names))
         for exp, run in zip(self.experiments, runs):
             value = exp.cost.evaluate(run.Y, np.zeros(0))
@@ -313,7 +316,20 @@ class FmuProblem:
                                                              **self.tolerances.to_json()}}
 
     def gradient_details(self) -> dict:
-        return {"columns": self.columns} if self.columns else {}
+        details: dict = {"columns": self.columns} if self.columns else {}
+        if self.fallback is not None:
+            details["sensitivity_fallback"] = self.fallback
+        return details
+
+    def fall_back_to_differences(self, reason: str, x: np.ndarray) -> list[RunOutputs]:
+        """Continue with whole-run differences: the exact sensitivities of a run at ``x`` do not
+        exist (``reason``, from the worker).  Said once on stderr and in :meth:`gradient_details`."""
+        self.fallback = reason
+        self.gradient_method = "fd"
+        self.path = DifferencePath()
+        print(f"fmi-adjoint: note: {self.archive.path.name}: no exact sensitivities: {reason}; taking central "
+              "differences of whole runs (--gradient fd) from here on.", file=sys.stderr)
+        return self.path.outputs(self, x)
 
     def close(self) -> None:
         """Free the instances and end every worker process."""

@@ -137,7 +137,7 @@ class FmuSimulator:
             dleft, dright = unpack(reply["dleft"]), unpack(reply["dright"])
             dY = np.where(right[:, None, None], dright[where], dleft[where])
         info = {key: reply[key] for key in ("steps", "rejected", "events", "rhs_evaluations", "columns",
-                                            "directional") if key in reply}
+                                            "directional", "sensitivities_unavailable") if key in reply}
         return RunOutputs(Y=Y, dY=dY, nodes=unpack(reply["nodes"]), info=info)
 
     def _finite(self, Y: np.ndarray, times: np.ndarray, exp: FmuExperiment) -> np.ndarray:

@@ -8,10 +8,15 @@
  *     der(v) = -g
  *     h(t0) = h_start,  v(t0) = v_start
  *
- * One event indicator, z = h.  When it crosses zero the importer enters Event
- * Mode and fmi2NewDiscreteStates bounces the ball:
+ * One event indicator, z = h - floor + k_curve v^2 (z = h at the defaults
+ * floor = k_curve = 0).  When it crosses zero the importer enters Event Mode
+ * and fmi2NewDiscreteStates bounces the ball:
  *
- *     if (h <= 0 && v < 0) { h = -h;  v = -e * v; }
+ *     if (z <= 0 && v < 0) { h = h - 2 z;  v = -e * v; }
+ *
+ * (h = -h at the defaults.)  floor puts a parameter in the indicator and
+ * k_curve curves its surface; both are for the tests of the sensitivities at
+ * events, whose trial points must stay on the event's side of the surface.
  *
  * Value references (and 1-based ModelVariables indices):
  *
@@ -23,11 +28,13 @@
  *     vr 5  e        parameter, tunable, 0.8        (index 6)
  *     vr 6  h_start  parameter, fixed,   1.0        (index 7)
  *     vr 7  v_start  parameter, fixed,   0.0        (index 8)
+ *     vr 8  floor    parameter, fixed,   0.0        (index 9)
+ *     vr 9  k_curve  parameter, fixed,   0.0        (index 10)
  *
  * No time events, no directional derivatives.  fmi2CompletedIntegratorStep
  * never asks for an event.  FMU states can be got, set and serialized.
  *
- * Setting values (FMI 2.0 rules): g, h_start and v_start before
+ * Setting values (FMI 2.0 rules): g, h_start, v_start, floor and k_curve before
  * fmi2ExitInitializationMode; the tunable e before and during initialization
  * and in Event Mode.  An illegal call returns fmi2Error, logs a message and
  * changes nothing.
@@ -40,12 +47,13 @@
 
 #include "fmi2Functions.h"
 
-#define MODEL_GUID "{d52a5b5c-dff1-4047-8081-65c3155ef555}"
+#define MODEL_GUID "{d52a5b5c-dff1-4047-8081-65c3155ef556}"
 
 #define N_STATES 2
 #define N_EVENT_INDICATORS 1
 
-enum { VR_H = 0, VR_DER_H = 1, VR_V = 2, VR_DER_V = 3, VR_G = 4, VR_E = 5, VR_H_START = 6, VR_V_START = 7 };
+enum { VR_H = 0, VR_DER_H = 1, VR_V = 2, VR_DER_V = 3, VR_G = 4, VR_E = 5, VR_H_START = 6, VR_V_START = 7, VR_FLOOR = 8,
+       VR_K_CURVE = 9 };
 
 typedef enum {
     MODE_INSTANTIATED = 1 << 0,
@@ -64,7 +72,7 @@ typedef struct {
     Mode mode;
     double time;
     double h, v;
-    double g, e, h_start, v_start;
+    double g, e, h_start, v_start, floor_, k_curve;
 } ModelData;
 
 typedef struct {
@@ -131,12 +139,19 @@ static void derivatives(const ModelData *d, double dx[N_STATES]) {
     dx[1] = -d->g;
 }
 
+/* The event indicator z = h - floor + k_curve v^2. */
+static double indicator(const ModelData *d) {
+    return d->h - d->floor_ + d->k_curve * d->v * d->v;
+}
+
 static void setStartValues(ModelData *d) {
     d->time = 0.0;
     d->g = 9.81;
     d->e = 0.8;
     d->h_start = 1.0;
     d->v_start = 0.0;
+    d->floor_ = 0.0;
+    d->k_curve = 0.0;
     d->h = d->h_start;
     d->v = d->v_start;
 }
@@ -305,6 +320,8 @@ fmi2Status fmi2GetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nv
         case VR_E: value[i] = inst->data.e; break;
         case VR_H_START: value[i] = inst->data.h_start; break;
         case VR_V_START: value[i] = inst->data.v_start; break;
+        case VR_FLOOR: value[i] = inst->data.floor_; break;
+        case VR_K_CURVE: value[i] = inst->data.k_curve; break;
         default: return FAIL(inst, "fmi2GetReal: unknown value reference %u.", (unsigned)vr[i]);
         }
     }
@@ -334,9 +351,11 @@ fmi2Status fmi2SetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nv
         case VR_G:
         case VR_H_START:
         case VR_V_START:
+        case VR_FLOOR:
+        case VR_K_CURVE:
             if (!(d->mode & BEFORE_INIT_DONE)) {
-                return FAIL(inst, "fmi2SetReal: g, h_start and v_start are fixed parameters: they cannot be set "
-                            "after fmi2ExitInitializationMode.");
+                return FAIL(inst, "fmi2SetReal: g, h_start, v_start, floor and k_curve are fixed parameters: they "
+                            "cannot be set after fmi2ExitInitializationMode.");
             }
             break;
         case VR_H:
@@ -355,6 +374,8 @@ fmi2Status fmi2SetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nv
         case VR_E: d->e = value[i]; break;
         case VR_H_START: d->h_start = value[i]; break;
         case VR_V_START: d->v_start = value[i]; break;
+        case VR_FLOOR: d->floor_ = value[i]; break;
+        case VR_K_CURVE: d->k_curve = value[i]; break;
         default: break;
         }
     }
@@ -553,6 +574,7 @@ fmi2Status fmi2EnterEventMode(fmi2Component c) {
 fmi2Status fmi2NewDiscreteStates(fmi2Component c, fmi2EventInfo *eventInfo) {
     Instance *inst = (Instance *)c;
     ModelData *d;
+    double z;
     if (!allowed(inst, "fmi2NewDiscreteStates", MODE_EVENT)) {
         return fmi2Error;
     }
@@ -566,14 +588,15 @@ fmi2Status fmi2NewDiscreteStates(fmi2Component c, fmi2EventInfo *eventInfo) {
     eventInfo->valuesOfContinuousStatesChanged = fmi2False;
     eventInfo->nextEventTimeDefined = fmi2False; /* no time events */
     eventInfo->nextEventTime = 0.0;
-    /* The bounce.  The importer's root finder stops just after z = h changed
-       sign, so h is zero or slightly negative here.  Reflecting h (h = -h)
-       instead of clamping it to 0 puts the indicator on the positive side after
-       the bounce: the next integration starts with z >= 0 and a rising ball, so
-       no spurious crossing is detected right after the event.  The reflection
-       changes h by at most the root finder's tolerance times |v|. */
-    if (d->h <= 0.0 && d->v < 0.0) {
-        d->h = -d->h;
+    /* The bounce.  The importer's root finder stops just after z changed sign,
+       so z is zero or slightly negative here.  Moving h by -2 z (h = -h at the
+       defaults) instead of putting it on the surface puts the indicator on the
+       positive side after the bounce: the next integration starts with z >= 0
+       and a rising ball, so no spurious crossing is detected right after the
+       event.  This changes h by at most the root finder's tolerance times |v|. */
+    z = indicator(d);
+    if (z <= 0.0 && d->v < 0.0) {
+        d->h = d->h - 2.0 * z;
         d->v = -d->e * d->v;
         eventInfo->valuesOfContinuousStatesChanged = fmi2True;
         logMessage(inst, fmi2OK, "logCalls", "bounce at t = %.17g: v = %.17g", d->time, d->v);
@@ -641,7 +664,6 @@ fmi2Status fmi2GetDerivatives(fmi2Component c, fmi2Real derivatives_[], size_t n
 
 fmi2Status fmi2GetEventIndicators(fmi2Component c, fmi2Real eventIndicators[], size_t ni) {
     Instance *inst = (Instance *)c;
-    double x[N_STATES];
     if (!allowed(inst, "fmi2GetEventIndicators", ANY_MODE & ~MODE_INSTANTIATED)) {
         return fmi2Error;
     }
@@ -649,8 +671,7 @@ fmi2Status fmi2GetEventIndicators(fmi2Component c, fmi2Real eventIndicators[], s
         return FAIL(inst, "fmi2GetEventIndicators: expected %d event indicator, got %lu.", N_EVENT_INDICATORS,
                     (unsigned long)ni);
     }
-    currentStates(&inst->data, x);
-    eventIndicators[0] = x[0]; /* z = h */
+    eventIndicators[0] = indicator(&inst->data);
     return fmi2OK;
 }
 
