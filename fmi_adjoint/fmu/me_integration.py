@@ -17,8 +17,16 @@ of :func:`~fmi_adjoint.integrate.radau.integrate_radau`:
 
 The outputs are read *during* the run, when the FMU's discrete state is that of the node:
 at each sample time (a node of the run: the integrator hits every stop) and, at an event
-on a sample time, before (left limit) and after it (right limit), which is how data with
-repeated time stamps at events is compared.
+on a sample time, before (left limit) and after it (right limit).
+
+**Data with a repeated time stamp** (an event in the data: left and right limit) is compared
+with the run's own event, not with the run at the data's time: the data's solver put the
+event a little elsewhere (CVode 3.5e-11 s off the exact bounce), and a parameter on its way
+to the fit moves it further, so at the data's time the run is on one side of its event and
+one of the two rows would meet the wrong limit.  Such a stop (``event_stops``) takes the
+outputs just before and just after the run's event nearest to it between the neighbouring
+sample times (:func:`event_stop_events`), recorded at every event (:class:`EventOutputs`);
+without an event there it keeps the run's value at its own time.
 
 With ``partials`` the system also records, at each accepted step and while the discrete
 state is the step's own, what the exact sensitivities need (:mod:`.me_sensitivities`):
@@ -35,10 +43,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..integrate.radau import RADAU_C, RadauStep
+from ..integrate.radau import RADAU_C, RadauRun, RadauStep
 from .worker import PROBE_STEP, state_jacobian
 
-__all__ = ["EventPartials", "FmuOdeSystem", "StepPartials"]
+__all__ = ["EventOutputs", "EventPartials", "FmuOdeSystem", "StepPartials", "event_stop_events"]
 
 
 @dataclasses.dataclass
@@ -63,6 +71,34 @@ class EventPartials:
     z_minus: np.ndarray | None = None  # (n_indicators,) the indicators at (t, x_minus)
 
 
+@dataclasses.dataclass
+class EventOutputs:
+    """The outputs just before (``left``) and after (``right``) an event, with (``partials``)
+    their state and time derivatives at those points."""
+
+    left: np.ndarray
+    right: np.ndarray
+    gx_left: np.ndarray | None = None   # (n_out, n)
+    gx_right: np.ndarray | None = None
+    gt_left: np.ndarray | None = None   # (n_out,)
+    gt_right: np.ndarray | None = None
+
+
+def event_stop_events(run: RadauRun, stops: np.ndarray, event_stops: np.ndarray) -> dict[int, int]:
+    """For each stop with a repeated time stamp: the index of the run's event nearest to it,
+    strictly between the neighbouring stops; ``{stop index: event index}`` (none: not listed)."""
+    times = np.array([event.t for event in run.events], dtype=float)
+    matched: dict[int, int] = {}
+    for t in np.asarray(event_stops, dtype=float):
+        i = int(np.searchsorted(stops, t))
+        lower = stops[i - 1] if i > 0 else -np.inf
+        upper = stops[i + 1] if i + 1 < stops.size else np.inf
+        inside = np.flatnonzero((times > lower) & (times < upper))
+        if inside.size:
+            matched[i] = int(inside[np.argmin(np.abs(times[inside] - t))])
+    return matched
+
+
 class FmuOdeSystem:
     """An instantiated, initialized Model Exchange FMU as an ODE system with events.
 
@@ -76,6 +112,8 @@ class FmuOdeSystem:
         The outputs read at the sample times.
     stops : numpy.ndarray
         Distinct sample times (sorted).
+    event_stops : numpy.ndarray
+        The stops with a repeated time stamp in the data (see the module docstring).
     sources : list of str
         Per state: its Jacobian column from the FMU ("fmu") or from differences ("fd");
         updated in place when the FMU refuses a column.
@@ -84,7 +122,8 @@ class FmuOdeSystem:
     """
 
     def __init__(self, instance, input_refs: Sequence[int], input_times: np.ndarray, input_table: np.ndarray,
-                 output_refs: Sequence[int], stops: np.ndarray, sources: list, partials: bool = False):
+                 output_refs: Sequence[int], stops: np.ndarray, sources: list, partials: bool = False,
+                 event_stops: np.ndarray | None = None):
         self.instance = instance
         self.n_states = int(instance.n_states)
         self.n_indicators = int(instance.n_indicators)
@@ -94,6 +133,9 @@ class FmuOdeSystem:
         self.output_refs = list(output_refs)
         self.stops = np.asarray(stops, dtype=float)
         self._stop_index = {float(t): i for i, t in enumerate(self.stops)}
+        self.event_stops = np.zeros(0) if event_stops is None else np.asarray(event_stops, dtype=float)
+        #: Per event, with event stops: the outputs around it.
+        self.event_outputs: list[EventOutputs] = []
         self.sources = sources
         self.partials = partials
         n_stops, n_out = self.stops.size, len(self.output_refs)
@@ -149,6 +191,17 @@ class FmuOdeSystem:
         """``dg/dx`` by central differences of the outputs (the FMU at the point)."""
         return self._state_differences(self.outputs_at, t, x, len(self.output_refs))
 
+    def _event_outputs(self, t: float, x: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """Outputs at an event point and (``partials``) ``dg/dx``, ``dg/dt``; the FMU left there."""
+        y = self.outputs_at(t, x)
+        if not self.partials or not self.output_refs:
+            return y, None, None
+        gx = self._output_jacobian(t, x)
+        d = PROBE_STEP * (abs(t) + 1.0)
+        gt = (self.outputs_at(t + d, x) - self.outputs_at(t - d, x)) / (2 * d)
+        self.at(t, x)
+        return y, gx, gt
+
     def record_outputs(self, t: float, x: np.ndarray, side: str = "both") -> None:
         """The outputs at a sample time ``t`` (a no-op elsewhere)."""
         i = self._stop_index.get(float(t))
@@ -200,6 +253,7 @@ class FmuOdeSystem:
         instance = self.instance
         self.at(t, x)
         self.record_outputs(t, x, "left")
+        around = self._event_outputs(t, x) if self.event_stops.size else None
         z_x = np.zeros((self.n_indicators, self.n_states))
         z_t = np.zeros(self.n_indicators)
         snapshot = None
@@ -220,6 +274,10 @@ class FmuOdeSystem:
                                          z_x=z_x, z_t=z_t, snapshot=snapshot, z_minus=z_minus))
         self._event_start = self._event_start or kind == "state"
         self.record_outputs(t, x_plus, "right")
+        if around is not None:
+            after = self._event_outputs(t, x_plus)
+            self.event_outputs.append(EventOutputs(left=around[0], right=after[0], gx_left=around[1],
+                                                   gx_right=after[1], gt_left=around[2], gt_right=after[2]))
         return x_plus
 
     def _indicator_partials(self, t: float, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..integrate.radau import integrate_radau
-from .me_integration import FmuOdeSystem
+from .me_integration import FmuOdeSystem, event_stop_events
 from .me_sensitivities import (SensitivitiesUnavailable, output_sensitivities, parameter_partials,
                                probe_parameter_columns, replay)
 from .worker import pack
@@ -32,7 +32,8 @@ def run_model_exchange(instance, request: dict) -> dict:
     instance.start(refs + input_refs, values + u0, t0, t_end)
     x0 = instance.initial_states() if instance.n_states else np.zeros(0)
     system = FmuOdeSystem(instance, input_refs, input_times, input_table, request["outputs"], stops, sources,
-                          partials=sensitivity is not None)
+                          partials=sensitivity is not None,
+                          event_stops=np.asarray(request.get("event_stops", ()), dtype=float))
     try:
         system.record_outputs(t0, x0)
         run = integrate_radau(system, x0, t0, t_end, stops=tuple(stops), rtol=request["rtol"], atol=request["atol"],
@@ -40,12 +41,15 @@ def run_model_exchange(instance, request: dict) -> dict:
         missing = np.argwhere(np.isnan(system.left) | np.isnan(system.right))
         if missing.size:
             raise RuntimeError(f"no output recorded at the sample time {stops[missing[0][0]]!r}")
+        matched = event_stop_events(run, stops, system.event_stops)
+        for i, e in matched.items():  # a repeated time stamp meets the run's own event
+            system.left[i], system.right[i] = system.event_outputs[e].left, system.event_outputs[e].right
         reply = {"left": pack(system.left), "right": pack(system.right), "sources": list(sources),
                  "nodes": pack(run.replay_nodes), "steps": len(run.steps), "rejected": int(run.n_rejected),
                  "events": [(float(e.t), e.kind) for e in run.events], "rhs_evaluations": int(run.n_rhs)}
         if sensitivity is not None:
             try:
-                reply.update(_sensitivities(instance, system, run, refs, values, t0, t_end, sensitivity))
+                reply.update(_sensitivities(instance, system, run, refs, values, t0, t_end, sensitivity, matched))
             except SensitivitiesUnavailable as exc:
                 reply["sensitivities_unavailable"] = str(exc)
         return reply
@@ -53,7 +57,7 @@ def run_model_exchange(instance, request: dict) -> dict:
         system.free()
 
 
-def _sensitivities(instance, system, run, refs, values, t0, t_end, sensitivity: dict) -> dict:
+def _sensitivities(instance, system, run, refs, values, t0, t_end, sensitivity: dict, matched: dict) -> dict:
     replays = sensitivity["replays"]
     steps = np.asarray(sensitivity["steps"], dtype=float)
     use = [bool(u) for u in sensitivity["directional"]]
@@ -65,5 +69,5 @@ def _sensitivities(instance, system, run, refs, values, t0, t_end, sensitivity: 
     if directional_refs:
         nominal = replay(instance, system, run, refs, values, t0, t_end, directional_refs)
         notes = probe_parameter_columns(nominal, partials, use, float(sensitivity["probe_tolerance"]))
-    left, right = output_sensitivities(system, run, partials)
+    left, right = output_sensitivities(system, run, partials, matched)
     return {"dleft": pack(left), "dright": pack(right), "columns": notes, "directional": use}

@@ -45,6 +45,7 @@ another instant than the run's (a parameter moves a time event: FMI gives no der
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -121,6 +122,8 @@ class Replay:
     right: np.ndarray         # (stops, n_out) right limits
     z: np.ndarray             # (events, n_indicators) at the event points
     x_plus: np.ndarray        # (events, n) states after each event
+    event_left: np.ndarray        # (events, n_out) outputs just before each event (with event stops)
+    event_right: np.ndarray       # (events, n_out) just after
     directional: np.ndarray | None = None   # (steps, 3, n, k) FMU parameter columns of f
     directional_out: np.ndarray | None = None  # (stops, n_out, k) of g (left limits)
 
@@ -136,6 +139,9 @@ def replay(instance, system: FmuOdeSystem, run: RadauRun, refs, values, t0: floa
     right = np.full_like(left, np.nan)
     z = np.zeros((len(run.events), system.n_indicators))
     x_plus = np.zeros((len(run.events), n))
+    event_left = np.zeros((len(run.events), n_out))
+    event_right = np.zeros_like(event_left)
+    around = system.event_stops.size > 0
     k = len(directional_refs)
     D = np.zeros((len(run.steps), 3, n, k)) if k else None
     Dout = np.zeros((system.stops.size, n_out, k)) if k else None
@@ -181,12 +187,17 @@ def replay(instance, system: FmuOdeSystem, run: RadauRun, refs, values, t0: floa
                         "changes, and FMI gives no derivative of a time event's instant")
             system.at(event.t, event.x_minus)
             z[e] = instance.event_indicators()
+            if around:
+                event_left[e] = system.outputs_at(event.t, event.x_minus)
             if event.indicator is not None:
                 _onto_event_side(system, system.events[e], event.indicator, event.t, event.x_minus)
             x_plus[e] = instance.event_mode_update(event.t)
+            if around:
+                event_right[e] = system.outputs_at(event.t, event.x_plus)
         if node in events_at:
             sample(step.t1, run.x[node], "right")
-    return Replay(x0=x0, F=F, left=left, right=right, z=z, x_plus=x_plus, directional=D, directional_out=Dout)
+    return Replay(x0=x0, F=F, left=left, right=right, z=z, x_plus=x_plus, event_left=event_left,
+                  event_right=event_right, directional=D, directional_out=Dout)
 
 
 def _column(instance, unknowns, ref: int) -> np.ndarray:
@@ -207,6 +218,8 @@ class ParameterPartials:
     Gp_right: np.ndarray
     zp: np.ndarray        # (events, n_indicators, p)
     jump_p: np.ndarray    # (events, n, p)
+    Gp_event_left: np.ndarray   # (events, n_out, p)
+    Gp_event_right: np.ndarray
 
 
 def parameter_partials(plus: list[Replay], minus: list[Replay], steps: np.ndarray, run: RadauRun,
@@ -223,7 +236,8 @@ def parameter_partials(plus: list[Replay], minus: list[Replay], steps: np.ndarra
                         axis=-1)
 
     return ParameterPartials(S0=diff("x0"), Fp=diff("F"), Gp_left=diff("left"), Gp_right=diff("right"),
-                             zp=diff("z"), jump_p=diff("x_plus"))
+                             zp=diff("z"), jump_p=diff("x_plus"), Gp_event_left=diff("event_left"),
+                             Gp_event_right=diff("event_right"))
 
 
 def probe_parameter_columns(nominal: Replay, partials: ParameterPartials, use: list[bool], tolerance: float,
@@ -307,10 +321,23 @@ class FmuSensitivityInputs:
 
 
 def output_sensitivities(system: FmuOdeSystem, run: RadauRun, partials: ParameterPartials,
-                         ) -> tuple[np.ndarray, np.ndarray]:
-    """``dY/dp`` at the sample times, left and right limits: shape (stops, n_out, p)."""
+                         matched: Mapping[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """``dY/dp`` at the sample times, left and right limits: shape (stops, n_out, p).
+
+    A stop ``i`` matched to event ``e`` (``matched``, see :func:`.me_integration.event_stop_events`)
+    takes the derivative of the outputs just before and after that event, whose time moves
+    with the parameters: ``g_x D + g_t T + g_p`` with ``D`` the total derivative of the state
+    before (``D_minus``) or after the event and ``T`` that of its time.
+    """
     sens = radau_sensitivities(run, FmuSensitivityInputs(system, run, partials), partials.S0)
     D_left, D_right = sensitivities_at_stops(run, sens)
     left = np.einsum("son,snp->sop", system.gx_left, D_left) + partials.Gp_left
     right = np.einsum("son,snp->sop", system.gx_right, D_right) + partials.Gp_right
+    for i, e in matched.items():
+        node, around = run.events[e].node, system.event_outputs[e]
+        if around.gx_left is None or around.gx_right is None or around.gt_left is None or around.gt_right is None:
+            continue  # no outputs
+        T = sens.T[node]
+        left[i] = around.gx_left @ sens.D_minus[node] + np.outer(around.gt_left, T) + partials.Gp_event_left[e]
+        right[i] = around.gx_right @ sens.D[node] + np.outer(around.gt_right, T) + partials.Gp_event_right[e]
     return left, right

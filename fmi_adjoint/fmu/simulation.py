@@ -93,10 +93,11 @@ class FmuSimulator:
             return session.cs_job(values, exp.grid(), exp.cost.channels, inputs)
         tol = tolerances or self.tolerances
         refs, vals = self._start_values(session, values)
-        stops, _ = exp.stops()
+        stops, right = exp.stops()
         names = list(exp.inputs.columns) if exp.inputs is not None else []
         request = {
             "refs": refs, "values": vals, "t0": 0.0, "t_end": float(exp.t_end), "stops": stops,
+            "event_stops": np.asarray(exp.cost.sample_times, dtype=float)[right],
             "outputs": session.refs(exp.cost.channels), "input_refs": session.refs(names),
             "input_times": exp.inputs.times if exp.inputs is not None else np.zeros(1),
             "input_table": exp.inputs.values if exp.inputs is not None else np.zeros((1, 0)),
