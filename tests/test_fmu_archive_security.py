@@ -500,3 +500,57 @@ def test_applied_start_values_keep_the_export_trusted(exported, work, tmp_path, 
     with open_fmu(applied) as archive:
         assert archive.variables["c"].start == 1.25
         assert archive.native is not None, archive.native_distrust
+
+
+# ------------------------------------------------------------ rewritten archives, forgeries --
+
+
+def test_apply_keeps_the_system_that_made_each_entry(exported, work, tmp_path, capsys):
+    """A Windows-made FMU (create_system 0, DOS attribute 0x20 "archive", no Unix mode):
+    the rewritten entries keep create_system, the versions, extra field and comment, so that
+    unzip reads the attributes as DOS ones (rewritten as Unix, they were mode 0000)."""
+    windows = work / "windows.fmu"
+    with zipfile.ZipFile(exported) as src, zipfile.ZipFile(windows, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            made = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+            made.compress_type, made.external_attr, made.comment = zipfile.ZIP_DEFLATED, 0x20, b"from Windows"
+            made.extra = struct.pack("<HH", 0xCAFE, 4) + b"abcd"  # a private extra record
+            dst.writestr(made, src.read(info))
+    data = bytearray(windows.read_bytes())
+    offset = 0
+    while (offset := data.find(b"PK\x01\x02", offset)) >= 0:  # zipfile writes this OS: "version made by" := 0
+        data[offset + 5] = 0
+        offset += 4
+    windows.write_bytes(bytes(data))
+    with zipfile.ZipFile(windows) as check:
+        assert {i.create_system for i in check.infolist()} == {0}
+    result = tmp_path / "RESULT.json"
+    result.write_text(json.dumps({"parameters": {"c": 1.5}}), encoding="utf-8")
+    output = tmp_path / "identified.fmu"
+    code, _, err = run(["apply", result, "--fmu", windows, "-o", output], capsys)
+    assert code == 0, err
+    with zipfile.ZipFile(windows) as old, zipfile.ZipFile(output) as new:
+        for a, b in zip(old.infolist(), new.infolist(), strict=True):
+            for field in ("create_system", "create_version", "extract_version", "external_attr", "extra", "comment"):
+                assert getattr(a, field) == getattr(b, field), (a.filename, field)
+
+
+def test_export_json_with_a_huge_integer_is_distrusted_not_a_crash(exported, work):
+    """A forged export.json whose value is a 401-digit integer (token forged to match): not
+    trusted, with a reason; never an OverflowError."""
+    from fmi_adjoint.export import export_scheme, instantiation_token
+
+    with zipfile.ZipFile(exported) as archive:
+        record = json.loads(archive.read("resources/export.json"))
+        model = archive.read("resources/model.toml").decode("utf-8")
+        xml = archive.read("modelDescription.xml").decode("utf-8")
+    with open_fmu(exported) as archive:
+        old_token = archive.description.guid
+    record["values"] = {"m": 10**400}
+    token = instantiation_token(model, record["values"], record["step"], export_scheme(record), record["fmi_version"])
+    forged = _rezip(exported, work / "huge_value.fmu", replace={
+        "resources/export.json": json.dumps(record).encode(),
+        "modelDescription.xml": xml.replace(old_token, token).encode()})
+    with open_fmu(forged) as archive:
+        assert archive.native is None
+        assert "records a parameter value that is not a finite number" in archive.native_distrust

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import zipfile
 from pathlib import Path
 
@@ -422,3 +423,225 @@ def test_cli_reports_off_grid_step(exported, em_data, capsys):
     code, _, err = run(["gradient", "--fmu", exported[2], "--data", em_data, "--params", EM_PARAMS, "--gradient",
                         "fd", "--step", "1.5e-4", "--workers", 1], capsys)
     assert code != 0 and "DoStep" in err
+
+
+# ------------------------------------------ value references per base type, one name each --
+
+# kinds2 with an Integer parameter declared before the Real parameter 'c' and sharing its
+# valueReference 4: legal in FMI 2, where references are unique per base type only.
+SHARED_VR_XML = FMI2_XML.replace(
+    '<ScalarVariable name="c" valueReference="4"',
+    '<ScalarVariable name="level" valueReference="4" causality="parameter" variability="fixed">'
+    '<Integer start="7"/></ScalarVariable>\n    <ScalarVariable name="c" valueReference="4"')
+
+
+def _folder(work: Path, label: str) -> Path:
+    """A folder of its own for a variant of a hand-made FMU (whose file name is fixed by its
+    modelIdentifier)."""
+    folder = work / label
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def shared_vr(work):
+    with open_fmu(_fmu(_folder(work, "shared_vr"), "kinds2", SHARED_VR_XML)) as archive:
+        yield archive
+
+
+def test_real_and_integer_sharing_a_value_reference_stay_two_parameters(shared_vr):
+    """FMI 2 value references are unique per base type: the identified Real c = 1.5 and the
+    Integer 'level' (both valueReference 4) are both set, neither replaces the other, and c's
+    declared start, bounds and nominal are c's, not those of the Integer."""
+    from fmi_adjoint.fmu.problem import _declared
+    from fmi_adjoint.fmu.session import start_values
+
+    refs, values = start_values(shared_vr, {"c": 1.5}, {})
+    pairs = dict(zip(map(str, refs), values))
+    assert pairs["4"] == 1.5 and pairs[str(("int32", 4, None, 1))] == 7.0
+    refs, values = start_values(shared_vr, {"level": 9}, {})
+    pairs = dict(zip(map(str, refs), values))
+    assert pairs["4"] == 2.5 and pairs[str(("int32", 4, None, 1))] == 9.0
+    assert _declared(shared_vr, "c")[0] == 2.5
+
+
+ALIAS_XML = FMI2_XML.replace(
+    '<ScalarVariable name="u"',
+    '<ScalarVariable name="c_alias" valueReference="4" causality="parameter" variability="tunable">'
+    '<Real/></ScalarVariable>\n    <ScalarVariable name="u"')
+
+
+@pytest.mark.parametrize("names, values, message", [
+    (["c", "c_alias"], {}, "'c' and 'c_alias' are the same parameter (valueReference 4); identify it once: drop "
+                           "'c_alias' from --params"),
+    (["c"], {"c_alias": 2.0}, "--set c_alias: 'c_alias' is the identified parameter 'c' under another name"),
+])
+def test_two_names_of_one_parameter_are_refused(work, names, values, message):
+    with open_fmu(_fmu(_folder(work, "alias2"), "kinds2", ALIAS_XML)) as archive:
+        with pytest.raises(FmuError) as info:
+            check_names(archive, names, [_Experiment((), values)])
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("A[1, 2]", "'A[1, 2]' is element A[1,2] of parameter 'A'; write it as A[1,2] (no spaces, no leading zeros)"),
+    ("A[ 1,2]", "write it as A[1,2]"),
+    ("A [1,2]", "write it as A[1,2]"),
+    ("A[01,2]", "write it as A[1,2]"),
+    ("A[\u0661,2]", "is not an element of parameter 'A', a 2x2 array: address one element as A[i,j]"),
+    ("A[" + "1" * 5000 + ",1]", "is not an element of parameter 'A'"),
+    ("A[+1,2]", "is not an element of parameter 'A'"),
+])
+def test_an_element_has_one_spelling(fmi3, name, message):
+    """Aliases of an element (spaces, leading zeros) would be separate parameters: refused
+    with the canonical name; non-ASCII digits and absurdly long indices are no index."""
+    with pytest.raises(FmuError) as info:
+        resolve(fmi3, name)
+    assert message in str(info.value)
+    assert len(str(info.value)) < 400
+    with pytest.raises(FmuError):
+        check_names(fmi3, ["A[1,2]"], [_Experiment((), {name: 1.0})])
+
+
+# ------------------------------------------------------- apply / validate: every kind --
+
+
+def _apply(argv, capsys) -> tuple[int, str]:
+    code, out, err = run(["apply", *argv], capsys)
+    assert out == ""
+    return code, err
+
+
+def _result_file(path: Path, parameters: dict, settings: dict | None = None, interface=None) -> Path:
+    payload = {"parameters": parameters, "settings": settings or {}}
+    if interface:
+        payload["interface"] = interface
+    path.write_text(json.dumps(payload), encoding="utf-8")
+    return path
+
+
+def test_apply_hands_back_array_elements_integers_and_booleans(work, tmp_path, capsys):
+    """What `identify` accepts, `apply` hands back: an identified array element (the whole
+    start list written with that element replaced), integer and Boolean --set values
+    (written as integers, true/false; ssv:Integer / ssv:Boolean in the SSV)."""
+    fmi3 = _fmu(_folder(work, "apply3"), "kinds3", FMI3_XML)
+    result = _result_file(tmp_path / "r3.json", {"A[1,2]": 7.5}, {"m": 9, "B[2,3]": 0.25})
+    out3, ssv3, ssp3 = tmp_path / "o3.fmu", tmp_path / "o3.ssv", tmp_path / "o3.ssp"
+    code, err = _apply([result, "--fmu", fmi3, "-o", out3, "--ssv", ssv3, "--ssp", ssp3], capsys)
+    assert code == 0, err
+    with open_fmu(out3) as archive:
+        assert archive.variables["A"].start_values == (1.0, 7.5, 3.0, 4.0)
+        assert archive.variables["B"].start_values == (1.0, 2.0, 3.0, 4.0, 5.0, 0.25)
+        assert archive.variables["m"].start == 9.0
+    with zipfile.ZipFile(out3) as z:
+        assert 'name="m" valueReference="8" causality="parameter" variability="fixed" start="9"' in \
+            z.read("modelDescription.xml").decode()
+    ssv = ssv3.read_text(encoding="utf-8")
+    assert '<ssv:Parameter name="A[1,2]">' in ssv and '<ssv:Integer value="9"/>' in ssv
+    fmi2 = _fmu(_folder(work, "apply2"), "kinds2", FMI2_XML)
+    result = _result_file(tmp_path / "r2.json", {"c": 1.5}, {"k": 4, "on": 0})
+    out2, ssv2 = tmp_path / "o2.fmu", tmp_path / "o2.ssv"
+    code, err = _apply([result, "--fmu", fmi2, "-o", out2, "--ssv", ssv2], capsys)
+    assert code == 0, err
+    xml = zipfile.ZipFile(out2).read("modelDescription.xml").decode()
+    assert '<Integer start="4"/>' in xml and '<Boolean start="false"/>' in xml
+    assert '<Real start="1.5"/>' in xml
+    ssv = ssv2.read_text(encoding="utf-8")
+    assert '<ssv:Boolean value="false"/>' in ssv and '<ssv:Integer value="4"/>' in ssv
+
+
+@pytest.mark.parametrize("case", ["spelling", "fraction", "string", "interface"])
+def test_apply_refuses_what_it_cannot_hand_back(case, work, tmp_path, capsys):
+    """One error line naming the fix, exit 2, nothing written."""
+    fmu = _fmu(_folder(work, "refuse3"), "kinds3", FMI3_XML)
+    parameters, settings, interface, words = {"g": 0.5}, {}, None, ()
+    if case == "spelling":
+        parameters, words = {"A[1, 2]": 1.0}, ("write it as A[1,2]",)
+    elif case == "fraction":
+        settings, words = {"m": 2.5}, ("'m' is an UInt8 parameter", "whole number in [0, 255]")
+    elif case == "string":
+        fmu = _fmu(_folder(work, "refuse2"), "kinds2", FMI2_XML)
+        parameters, words = {"label": 1.0}, ("'label' is a String",)
+    else:  # an interface the FMU does not have, from a RESULT.json of another FMU
+        interface, words = "ModelExchange", ("records the interface 'ModelExchange'", "CoSimulation")
+    result = _result_file(tmp_path / "r.json", parameters, settings, interface)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, err = _apply([result, "--fmu", fmu, "-o", tmp_path / "o.fmu", "--ssp", tmp_path / "o.ssp"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("fmi-adjoint: error:"), err
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("stop", ["INF", "NaN"])
+def test_ssp_leaves_out_non_finite_default_times(stop, work, tmp_path, capsys):
+    xml = FMI2_XML.replace("<ModelVariables>", f'<DefaultExperiment startTime="0.5" stopTime="{stop}"/>\n'
+                                               "  <ModelVariables>")
+    fmu = _fmu(_folder(work, f"stop_{stop}"), "kinds2", xml)
+    result = _result_file(tmp_path / "r.json", {"c": 1.5})
+    code, err = _apply([result, "--fmu", fmu, "--ssp", tmp_path / "o.ssp"], capsys)
+    assert code == 0, err
+    ssd = zipfile.ZipFile(tmp_path / "o.ssp").read("SystemStructure.ssd").decode()
+    assert '<ssd:DefaultExperiment startTime="0.5"/>' in ssd
+
+
+@needs_cc
+def test_apply_and_validate_state_space3_integer_and_array_values(work, tmp_path, capsys):
+    """FMI 3 end to end: an identified array element and a UInt8 --set value handed back as
+    start values run in fmpy as the identified model; `validate` accepts the Int32 output."""
+    _needs("state_space3")
+    import fmpy
+
+    fmu = build_fmu("state_space3", work)
+    result = _result_file(tmp_path / "r.json", {"A[1,2]": 0.75}, {"mode": 1})
+    applied = tmp_path / "applied.fmu"
+    code, err = _apply([result, "--fmu", fmu, "-o", applied], capsys)
+    assert code == 0, err
+    with open_fmu(fmu) as archive:
+        starts = list(archive.variables["A"].start_values)
+    starts[1] = 0.75
+    kwargs = dict(stop_time=1.0, output_interval=0.01, relative_tolerance=1e-10, output=["y64", "steps"])
+    reference = fmpy.simulate_fmu(str(fmu), start_values={"A": starts, "mode": 1}, **kwargs)
+    with open_fmu(applied) as archive:  # what an importer applies: the handed-back start values
+        handed_starts = {"A": list(archive.variables["A"].start_values), "mode": int(archive.variables["mode"].start)}
+    assert handed_starts == {"A": starts, "mode": 1}
+    handed = fmpy.simulate_fmu(str(applied), start_values=handed_starts, **kwargs)
+    assert np.array_equal(reference["y64"], handed["y64"])
+    data = tmp_path / "data.csv"
+    data.write_text("time,y64,steps\n" + "".join(f"{float(t)!r},{float(y)!r},{int(s)}\n" for t, y, s in
+                                                  zip(reference["time"], reference["y64"], reference["steps"])))
+    code, out, err = run(["validate", applied, "--data", data, "-o", tmp_path / "report"], capsys)
+    assert code == 0, err
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert set(report["outputs"]) == {"y64", "steps"}
+    assert report["outputs"]["y64"]["max_abs_error"] <= EXACT * np.max(np.abs(reference["y64"]))
+
+
+def test_validate_picks_array_elements_from_fmpys_shaped_columns(fmi3, monkeypatch):
+    """fmpy records an FMI 3 array output as one column of shape (time, n): `validate` of the
+    column y[2] compares its second element; an Int32 output arrives as numbers."""
+    import fmi_adjoint.fmu.handback as handback
+
+    asked = {}
+
+    class _FakeSession:
+        def __init__(self, archive, interface, **options):
+            pass
+
+        def simulate_fmu(self, **options):
+            asked.update(options)
+            t = np.linspace(0.0, 1.0, 11)
+            return {"time": t, "y": np.column_stack([t, 10 * t, 100 * t]), "i": np.round(5 * t)}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(handback, "FmuSession", _FakeSession)
+    times = np.array([0.0, 0.25, 1.0])
+    out = handback.simulate_with_fmpy(fmi3, times, ["y[2]", "i"], start_values={"A[1,2]": 7.5, "m": 9})
+    assert np.array_equal(out, np.column_stack([10 * times, np.interp(times, np.linspace(0, 1, 11),
+                                                                      np.round(5 * np.linspace(0, 1, 11)))]))
+    assert asked["output"] == ["y", "i"]
+    assert asked["start_values"]["A"] == [1.0, 7.5, 3.0, 4.0] and asked["start_values"]["m"] == 9
+    assert isinstance(asked["start_values"]["m"], int)

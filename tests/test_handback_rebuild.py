@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -357,3 +358,32 @@ def test_bad_input_leaves_no_output(case, exported, sdof_result, tmp_path, monke
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no new file, no .part left
     if fmu.is_file():
         assert fmu.read_bytes() == b"an earlier output"
+
+
+# ------------------------------------------------- 5. edited start values are compiled in --
+
+
+def test_rebuild_compiles_in_the_start_values_the_identification_used(exported, work, tmp_path, identified_run):
+    """An exported FMU whose start value of m was edited after export (still trusted: start
+    values may differ) is identified with m = 1.25; the rebuild must compile in m = 1.25 too,
+    not the export's m = 1, so that fmpy without start values runs the identified model."""
+    with zipfile.ZipFile(exported[2]) as archive:
+        xml = archive.read("modelDescription.xml").decode("utf-8")
+    edited_xml, count = re.subn(r'(<ScalarVariable name="m".*?<Real[^>]*?start=")[^"]*"', r'\g<1>1.25"', xml,
+                                count=1, flags=re.S)
+    assert count == 1
+    edited = tmp_path / "sdof_m.fmu"
+    with zipfile.ZipFile(exported[2]) as source, zipfile.ZipFile(edited, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            data = edited_xml.encode() if info.filename == "modelDescription.xml" else source.read(info)
+            target.writestr(info, data)
+    with open_fmu(edited) as archive:
+        assert archive.native is not None, archive.native_distrust
+        assert archive.variables["m"].start == 1.25
+    result = _result(tmp_path / "result.json", SDOF_IDENTIFIED)  # no --set: m came from the XML
+    out = tmp_path / "identified.fmu"
+    code, err = _cli(["apply", result, "--fmu", edited, "-o", out])
+    assert code == 0, err
+    h = 1e-3
+    rebuilt = fmpy.simulate_fmu(str(out), stop_time=SDOF_STEPS * h, output_interval=h)  # no start values
+    assert _max_rel(rebuilt["x"], identified_run) <= EXACT

@@ -122,6 +122,13 @@ class ArchiveEntry:
         The zip compression method.
     external_attr : int
         The zip file attributes (permissions; links are refused).
+    create_system, create_version, extract_version : int
+        The system and zip versions that made the entry: ``external_attr`` means Unix
+        permissions only with ``create_system`` 3, a Windows-made entry (0) carries DOS
+        attributes, which an unzip that took them for a Unix mode would extract unreadable.
+    extra, comment : bytes
+        The entry's extra field (without the ZIP64 record, which the writer makes anew) and
+        comment.
     """
 
     name: str
@@ -130,6 +137,11 @@ class ArchiveEntry:
     date_time: tuple
     compress_type: int
     external_attr: int
+    create_system: int = 3
+    create_version: int = 20
+    extract_version: int = 20
+    extra: bytes = b""
+    comment: bytes = b""
 
 
 _Default = TypeVar("_Default", float, None)
@@ -142,6 +154,16 @@ def _float(text, default: _Default) -> float | _Default:
         return float(text)
     except (TypeError, ValueError):
         return default
+
+
+def _finite_number(value: object) -> bool:
+    """A JSON number that is a finite float (a 400-digit integer is none: float() overflows)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def _normalized_name(path: Path, raw: str) -> tuple[str, bool]:
@@ -217,7 +239,10 @@ def _check_entries(path: Path, archive: zipfile.ZipFile) -> list[tuple[zipfile.Z
         parts = key.split("/")
         folders.update("/".join(parts[:k]) for k in range(1, len(parts)))
         checked.append((info, ArchiveEntry(name=name, raw=raw, is_dir=is_dir, date_time=tuple(info.date_time),
-                                           compress_type=info.compress_type, external_attr=info.external_attr)))
+                                           compress_type=info.compress_type, external_attr=info.external_attr,
+                                           create_system=info.create_system, create_version=info.create_version,
+                                           extract_version=info.extract_version,
+                                           extra=_without_zip64(info.extra), comment=info.comment)))
     clashes = sorted(folders.intersection(files))
     if clashes:
         raise FmuError(
@@ -225,6 +250,20 @@ def _check_entries(path: Path, archive: zipfile.ZipFile) -> list[tuple[zipfile.Z
             "FMU is refused. Obtain a clean FMU from its author."
         )
     return checked
+
+
+def _without_zip64(extra: bytes) -> bytes:
+    """A zip extra field without its ZIP64 record (header id 1): sizes and offsets of the
+    original archive, which a rewritten entry must not carry.  A malformed field is dropped."""
+    out, k = [], 0
+    while k + 4 <= len(extra):
+        header, size = int.from_bytes(extra[k:k + 2], "little"), int.from_bytes(extra[k + 2:k + 4], "little")
+        if k + 4 + size > len(extra):
+            return b""
+        if header != 1:
+            out.append(extra[k:k + 4 + size])
+        k += 4 + size
+    return b"".join(out) if k == len(extra) else b""
 
 
 def _check_size(path: Path, raw: str, size: int, packed: int) -> None:
@@ -462,6 +501,9 @@ class FmuArchive:
                 isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)
                 for k, v in values.items())):
             return broken
+        if values is not None and not all(_finite_number(v) for v in values.values()):
+            return None, ("resources/export.json records a parameter value that is not a finite number (a tampered "
+                          "file), so the embedded model is not the exported one")
         token = self.description.guid or getattr(self.description, "instantiationToken", None)
         # export_fmu hashes the values it was given: None or a dict (stored as {} or the dict).
         for given in (values, {} if values is None else values):
@@ -505,7 +547,7 @@ class FmuArchive:
                 with open(binary, "rb") as handle:
                     rebuilt = hashlib.file_digest(handle, "sha256").hexdigest()
             expected = expected_description(model, version, self.description.guid, step, sources)
-        except (FmiAdjointError, OSError, KeyError, TypeError, ValueError) as exc:
+        except (FmiAdjointError, OSError, KeyError, TypeError, ValueError, OverflowError) as exc:
             return f"the embedded model cannot be rebuilt to check the binary ({type(exc).__name__})"
         if rebuilt != actual:
             return (f"the binary does not match the embedded model (building resources/model.toml gives another "

@@ -4,7 +4,8 @@ SSP archives, and the validation of an identified FMU by re-simulation through f
 * :func:`hand_back` (``fmi-adjoint apply``): the front door; writes any of the three
   outputs below together or not at all, and says what an importer will see.
 * :func:`write_reparameterized_fmu`: a copy of the FMU whose ``modelDescription.xml``
-  carries the identified values as ``start`` attributes; every other entry is copied
+  carries the identified values as ``start`` attributes (of every numeric type; an array
+  element ``A[i,j]`` replaces its place in the array's start list); every other entry is copied
   byte for byte.  Importers that set the parameters to their start values (as
   :func:`simulate_with_fmpy` and the common simulation tools do) simulate the identified
   model; the binary's compiled-in defaults are not changed, so importers that do not
@@ -12,7 +13,9 @@ SSP archives, and the validation of an identified FMU by re-simulation through f
   by fmi-adjoint :func:`hand_back` therefore rebuilds the binary instead
   (:mod:`fmi_adjoint.fmu.rebuild`).
 * :func:`write_ssv`: an SSP 1.0 System Structure Parameter Values file (``.ssv``) with one
-  ``ssv:Real`` per identified parameter, valid against the schema shipped with fmpy.
+  ``ssv:Real`` per real parameter (``ssv:Integer`` / ``ssv:Boolean`` for the integer,
+  enumeration and Boolean ``--set`` values the identification ran with; FMI 3 array
+  elements by their name ``A[i,j]``), valid against the schema shipped with fmpy.
   Units are written only where the FMU defines them (``UnitDefinitions``), because an
   SSV unit must be defined in the file with its SI base-unit exponents.  The SSP archive
   that binds it to the FMU: :mod:`fmi_adjoint.fmu.ssp`.
@@ -32,7 +35,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 from lxml import etree
@@ -43,6 +46,7 @@ from ..files import atomic_output, check_writable, read_regular
 from ..text import excerpt
 from .archive import FmuArchive, FmuError, _parse_description, _schema_problems
 from .session import DEFAULT_TIMEOUT, FmuSession
+from .variables import numeric_names
 
 if TYPE_CHECKING:
     from .rebuild import RebuiltFmu
@@ -110,11 +114,63 @@ def read_result_parameters(path) -> dict[str, float]:
 
 
 def _check_parameters(archive: FmuArchive, values: Mapping[str, float]) -> None:
-    for name in values:
-        variable = archive.variable(name, "parameter")
-        if variable.causality != "parameter" or not variable.is_real:
-            raise FmuError(f"{archive.path.name}: {name!r} is a {variable.causality} ({variable.type}), not a real "
-                           "parameter; only real parameters can be handed back.")
+    """FmuError unless every name of ``values`` addresses a fixed or tunable numeric parameter
+    (a scalar or an element ``A[i,j]``, :func:`~.variables.resolve`) and every value fits its
+    kind: what ``identify`` accepts (identified reals, ``--set`` integers and Booleans) is what
+    the hand-back carries, so the handed-back model is the identified one."""
+    from .variables import INTEGER_RANGES, kind_label, numeric_names, resolve_as, whole_number
+
+    label = archive.path.name
+    for name, value in values.items():
+        found = resolve_as(archive, name, "parameter")
+        if found is None:
+            known = numeric_names(archive, "parameter")
+            raise FmuError(f"{label}: no parameter named {excerpt(name, 80)}. Parameters: "
+                           f"{', '.join(known) or 'none'}.")
+        ref, variable = found
+        if variable.variability not in ("fixed", "tunable"):
+            raise FmuError(f"{label}: parameter {name!r} has variability {variable.variability!r}, neither fixed nor "
+                           "tunable; only those can be handed back. Drop it from the RESULT.json.")
+        if variable.kind in INTEGER_RANGES or variable.kind == "boolean":
+            if whole_number(float(value), variable.kind) is None:
+                low, high = (0, 1) if variable.kind == "boolean" else INTEGER_RANGES[variable.kind]
+                raise FmuError(f"{label}: {name!r} is {kind_label(variable.kind)} parameter but its value is "
+                               f"{value!r}; give a whole number in [{low}, {high}] in the RESULT.json.")
+        if ref.element is not None and variable.start_values is None:
+            raise FmuError(f"{label}: the array parameter {variable.name!r} declares no start values, so the element "
+                           f"{name} cannot be handed back alone; obtain an FMU that declares them.")
+
+
+def _start_text(kind: str, value: float) -> str:
+    """A value as the XML start attribute of its kind: ``repr`` of a float (exact round
+    trip), a whole number, ``true``/``false``."""
+    from .variables import FLOAT_KINDS
+
+    if kind in FLOAT_KINDS:
+        return repr(float(value))
+    if kind == "boolean":
+        return "true" if float(value) == 1.0 else "false"
+    return str(int(value))
+
+
+def _start_attributes(archive: FmuArchive, values: Mapping[str, float]) -> dict[str, str]:
+    """The new ``start`` attribute per declared variable: a scalar's value, or an array's
+    whole start list (row-major, FMI 3) with the handed-back elements replaced."""
+    from .variables import declared_variable, resolve
+
+    arrays: dict[str, list[float]] = {}
+    out: dict[str, str] = {}
+    for name, value in values.items():
+        ref, variable = resolve(archive, name), declared_variable(archive, name)
+        if ref.element is None:
+            out[variable.name] = _start_text(variable.kind, value)
+            continue
+        elements = arrays.setdefault(variable.name, list(variable.start_values or ()))
+        elements[ref.element] = float(value)
+    for base, elements in arrays.items():
+        kind = archive.variables[base].kind
+        out[base] = " ".join(_start_text(kind, v) for v in elements)
+    return out
 
 
 def _unit_definitions(archive: FmuArchive) -> dict[str, dict[str, str]]:
@@ -138,10 +194,17 @@ def write_ssv(archive: FmuArchive, values: Mapping[str, float], path, *, name: s
     parameters = etree.SubElement(root, f"{{{ssv}}}Parameters")
     defined = _unit_definitions(archive)
     used = []
+    from .variables import FLOAT_KINDS, declared_variable
+
     for key, value in values.items():
         parameter = etree.SubElement(parameters, f"{{{ssv}}}Parameter", name=key)
+        variable = declared_variable(archive, key)
+        if variable.kind not in FLOAT_KINDS:  # SSV 1.0 types its values: Integer (enumerations too), Boolean
+            tag = "Boolean" if variable.kind == "boolean" else "Integer"
+            etree.SubElement(parameter, f"{{{ssv}}}{tag}", value=_start_text(variable.kind, value))
+            continue
         real = etree.SubElement(parameter, f"{{{ssv}}}Real", value=repr(float(value)))
-        unit = archive.variables[key].unit
+        unit = variable.unit
         if unit and unit in defined:
             real.set("unit", unit)
             if unit not in used:
@@ -169,22 +232,21 @@ def _description_with_start_values(archive: FmuArchive, values: Mapping[str, flo
     those parameters (and ``token`` as the GUID / instantiation token if given), re-validated
     against the FMI schema; everything else as in the FMU (attribute order, formatting)."""
     root = _parse_description(archive.path, (archive.directory / "modelDescription.xml").read_bytes())
+    starts = _start_attributes(archive, values)
     found = set()
-    for element in root.iter():
+    for element in root.iterfind("ModelVariables/*"):
         name = element.get("name")
-        if name not in values:
+        if name not in starts:
             continue
-        if element.tag == "ScalarVariable":  # FMI 2: the start sits on the type child
-            target = element.find("Real")
-        elif archive.fmi_version == 3 and element.tag in ("Float64", "Float32"):
-            target = element
-        else:
-            continue
+        # FMI 2: the start sits on the type child (Real, Integer, Boolean, Enumeration).
+        target = next(iter(element), None) if archive.fmi_version == 2 else element
+        while target is not None and not isinstance(target.tag, str):  # comments
+            target = target.getnext()
         if target is None:
             continue
-        target.set("start", repr(float(values[name])))
+        target.set("start", starts[name])
         found.add(name)
-    missing = sorted(set(values) - found)
+    missing = sorted(set(starts) - found)
     if missing:
         raise FmuError(f"{archive.path.name}: could not find the start attribute of {missing}.")
     if token is not None:
@@ -213,7 +275,12 @@ def write_fmu_entries(archive: FmuArchive, handle: BinaryIO, replacements: Mappi
         for entry in archive.entries:
             info = zipfile.ZipInfo(entry.name + "/" if entry.is_dir else entry.name, date_time=entry.date_time)
             info.compress_type = entry.compress_type
+            # The attributes mean what they meant in the original only with its system and
+            # versions (DOS attributes of a Windows-made entry are no Unix mode).
             info.external_attr = entry.external_attr
+            info.create_system, info.create_version = entry.create_system, entry.create_version
+            info.extract_version = entry.extract_version
+            info.extra, info.comment = entry.extra, entry.comment
             if entry.is_dir or entry.name in replacements:
                 target_zip.writestr(info, b"" if entry.is_dir else replacements[entry.name])
                 continue
@@ -258,24 +325,51 @@ def simulate_with_fmpy(archive: FmuArchive, times: np.ndarray, outputs, inputs: 
                        "choose the other one (--interface).")
     # The start values of the model description are applied explicitly, as an importer
     # should (the FMU's compiled-in defaults may differ after a re-parameterization).
-    values = {v.name: v.start for v in archive.variables.values()
-              if v.causality == "parameter" and v.variability in ("fixed", "tunable") and v.is_real
-              and v.start is not None}
-    values.update(start_values or {})
+    from .variables import NUMERIC_KINDS, declared_variable, resolve
+
+    values: dict[str, Any] = {}
+    for v in archive.variables.values():
+        if v.causality == "parameter" and v.variability in ("fixed", "tunable") and v.kind in NUMERIC_KINDS:
+            if v.shape and v.start_values is not None:
+                values[v.name] = [_typed(v.kind, x) for x in v.start_values]
+            elif not v.shape and v.start is not None:
+                values[v.name] = _typed(v.kind, v.start)
+    for name, value in (start_values or {}).items():
+        variable, element = declared_variable(archive, name), resolve(archive, name).element
+        if element is None:
+            values[name] = _typed(variable.kind, value)
+        elif element < len(values.get(variable.name) or []):  # an element A[i,j]: fmpy sets whole arrays
+            values[variable.name] = [*values[variable.name]]
+            values[variable.name][element] = _typed(variable.kind, value)
     steps = np.diff(times)
     interval = float(np.min(steps[steps > 0])) if np.any(steps > 0) else None  # a repeated time is an event
     signal = None
     if inputs is not None:
         dtype = [("time", np.float64)] + [(c, np.float64) for c in inputs.columns]
         signal = np.array([tuple(row) for row in np.column_stack([inputs.times, inputs.values])], dtype=dtype)
+    bases = [declared_variable(archive, name).name for name in outputs]
+    elements = [resolve(archive, name).element for name in outputs]
     session = FmuSession(archive, None, timeout=timeout, log=log)
     try:
         result = session.simulate_fmu(start_time=0.0, stop_time=float(times[-1]), fmi_type=interface,
                                       output_interval=interval, relative_tolerance=1e-10, start_values=values,
-                                      input=signal, output=list(outputs))
+                                      input=signal, output=list(dict.fromkeys(bases)))
     finally:
         session.close()
-    return np.column_stack([np.interp(times, result["time"], result[name]) for name in outputs])
+    # fmpy records an FMI 3 array as one column of shape (time, *dimensions): the element
+    # A[i,j] is its row-major position.
+    columns = [result[base] if element is None else result[base].reshape(len(result["time"]), -1)[:, element]
+               for base, element in zip(bases, elements)]
+    return np.column_stack([np.interp(times, result["time"], column) for column in columns])
+
+
+def _typed(kind: str, value: float) -> float | int | bool:
+    """A number as fmpy sets a variable of ``kind``: float, int, or bool."""
+    from .variables import FLOAT_KINDS
+
+    if kind in FLOAT_KINDS:
+        return float(value)
+    return bool(value) if kind == "boolean" else int(value)
 
 
 def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, inputs: Measurement | None = None,
@@ -288,20 +382,21 @@ def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, in
     """
     folder = Path(folder)
     outputs = list(data.columns)
-    known = set(archive.names("output"))
+    # The numeric names `identify` fits (Integer, Boolean, Enumeration, array elements A[i,j]).
+    known = numeric_names(archive, "output")
     if not outputs:
         raise FmuError(f"{data.source}: no column besides 'time'; add columns named like the FMU's outputs "
-                       f"({', '.join(sorted(known))}).")
+                       f"({', '.join(known)}).")
     for name in outputs:
         if name not in known:
-            raise FmuError(f"{data.source}: column {name!r} matches no output of {archive.path.name}. "
-                           f"Outputs: {', '.join(sorted(known))}.")
+            raise FmuError(f"{data.source}: column {excerpt(name, 80)} matches no output of {archive.path.name}. "
+                           f"Outputs: {', '.join(known) or 'none'}.")
     if inputs is not None:
-        names = set(archive.names("input"))
+        names = numeric_names(archive, "input")
         for name in inputs.columns:
             if name not in names:
-                raise FmuError(f"{inputs.source}: column {name!r} matches no input of {archive.path.name}. "
-                               f"Inputs: {', '.join(sorted(names)) or 'none'}.")
+                raise FmuError(f"{inputs.source}: column {excerpt(name, 80)} matches no input of "
+                               f"{archive.path.name}. Inputs: {', '.join(names) or 'none'}.")
         if inputs.times[0] > data.times[0] + 1e-12 or inputs.times[-1] < data.times[-1] * (1 - 1e-12):
             raise FmuError(f"{inputs.source}: the inputs span [{inputs.times[0]:g}, {inputs.times[-1]:g}] s but the "
                            f"data need [{data.times[0]:g}, {data.times[-1]:g}] s; extend the input file.")
@@ -422,8 +517,9 @@ def hand_back(archive: FmuArchive, values: Mapping[str, float], *, fmu=None, ssv
     Raises
     ------
     FmuError
-        No output requested, an output naming the FMU itself, or a value that is no real
-        parameter of the FMU.
+        No output requested, an output naming the FMU itself, a value that is no fixed or
+        tunable numeric parameter of the FMU (or no whole number for an integer one), or an
+        SSP ``implementation`` (the RESULT.json's interface) the FMU does not have.
     CompilerError
         An FMU exported by fmi-adjoint that cannot be rebuilt (or checked) without a C
         compiler, or regenerated code that does not compile.
@@ -432,12 +528,14 @@ def hand_back(archive: FmuArchive, values: Mapping[str, float], *, fmu=None, ssv
     """
     from ..toolchain import c_compiler
     from .rebuild import rebuild_fmu, rebuild_obstacle
-    from .ssp import write_ssp
+    from .ssp import check_implementation, write_ssp
 
     targets = {key: None if path is None else Path(path) for key, path in (("fmu", fmu), ("ssv", ssv), ("ssp", ssp))}
     if not any(targets.values()):
         raise FmuError("apply: give -o IDENTIFIED.fmu, --ssv OUT.ssv and/or --ssp OUT.ssp.")
     _check_parameters(archive, values)
+    if ssp is not None:
+        check_implementation(archive, interface)  # before anything is rebuilt or written
     for path in targets.values():
         if path is not None:
             check_not_the_input(archive, path)

@@ -38,7 +38,7 @@ from .gradients import AbstractGradientPath, DifferencePath, SensitivityPath
 from .instances import FmuInstances
 from .session import DEFAULT_TIMEOUT, check_timeout
 from .simulation import FmuSimulator, RunOutputs, SensitivityRequest
-from .variables import check_names, resolve
+from .variables import check_names, declared_variable, resolve
 
 __all__ = ["FmuProblem", "fmu_problem"]
 
@@ -129,8 +129,8 @@ def _native_problem(archive, experiments, names, bounds, start) -> Identificatio
 def _declared(archive: FmuArchive, name: str) -> tuple[float | None, float, float, float | None]:
     """(start, min, max, nominal) of the parameter ``name``, an array element ``A[i,j]`` included."""
     ref = resolve(archive, name)
-    variable = next(v for v in archive.variables.values() if v.valueReference == ref.valueReference
-                    and v.causality == "parameter")
+    # By name: FMI 2 value references are unique per base type only (an Integer may share one).
+    variable = declared_variable(archive, name)
     start = variable.start
     if ref.element is not None:
         start = variable.start_values[ref.element] if variable.start_values is not None else None

@@ -13,7 +13,9 @@ What changes, and why (everything else is copied byte for byte, same names and o
 * ``sources/model.c``: the generated default parameter array (``fa_default_parameters``),
   printed by the code generator from ``resources/model.toml`` with
   :meth:`~fmi_adjoint.model.Model.with_values` (repr of a float: exact round trip; no user
-  text ever reaches the C code);
+  text ever reaches the C code).  The values are those the identification ran: the
+  export's, then the model description's start values (an importer sets them, and an FMU
+  whose start values were edited after export stays trusted), then the identified ones;
 * ``sources/fmu_config.h`` and the model description's GUID / instantiation token: the token
   hashes the model file and the export settings, values included
   (:func:`~fmi_adjoint.export.instantiation_token`), so another parameterization is
@@ -57,8 +59,9 @@ class RebuiltFmu:
     path : pathlib.Path
         The new FMU.
     values : dict of str to float
-        The parameter values compiled in (the export's ``--set`` values updated by the
-        identified ones), as recorded in ``resources/export.json``.
+        The parameter values compiled in (the export's ``--set`` values, updated by the
+        start values of the model description, updated by the identified ones), as
+        recorded in ``resources/export.json``.
     replaced : tuple of str
         The entries whose bytes changed, in archive order.
     stale_binaries : tuple of str
@@ -107,7 +110,14 @@ def rebuild_fmu(archive: FmuArchive, values: Mapping[str, float], output) -> Reb
     if obstacle is not None:
         raise FmuError(f"{archive.path.name} cannot be rebuilt with the identified values: {obstacle}.")
     settings = dict(archive.native or {})
-    compiled_in = {**(settings["values"] or {}), **{name: float(value) for name, value in values.items()}}
+    # What the identification ran: the export's values, overridden by the start values the
+    # model description declares (which the trust check lets differ from them, and which every
+    # run sets before initialization), overridden by the identified values.
+    declared = {v.name: float(v.start) for v in archive.variables.values()
+                if v.causality == "parameter" and v.variability in ("fixed", "tunable") and v.is_real
+                and v.start is not None}
+    compiled_in = {**(settings["values"] or {}), **declared,
+                   **{name: float(value) for name, value in values.items()}}
     text = archive.model_file.read_text(encoding="utf-8")
     model = load_model(archive.model_file).with_values(compiled_in)
     version, step, solver = int(settings["fmi_version"]), float(settings["step"]), export_scheme(settings)

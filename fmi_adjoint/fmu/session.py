@@ -42,10 +42,10 @@ from typing import TextIO
 import numpy as np
 
 from .archive import FmuArchive, FmuError
-from .variables import NUMERIC_KINDS, element_names, resolve
+from .variables import NUMERIC_KINDS, element_names, reference_key, resolve
 from .worker import Progress, decode_reply, pack, unpack
 
-__all__ = ["DEFAULT_TIMEOUT", "STARTUP_ALLOWANCE", "FmuSession", "INTERFACES", "run_parallel"]
+__all__ = ["DEFAULT_TIMEOUT", "STARTUP_ALLOWANCE", "FmuSession", "INTERFACES", "run_parallel", "start_values"]
 
 INTERFACES = ("ModelExchange", "CoSimulation")
 
@@ -376,28 +376,7 @@ class FmuSession:
         return self._call("get_values", list(refs))
 
     def _start_values(self, values: Mapping[str, float], inputs: Mapping[str, float]) -> tuple[list, list]:
-        """References and values set before initialization: the start value of every fixed
-        or tunable numeric parameter (whole arrays element by element, so the worker sets
-        them without reading them first), overridden by ``values`` (names as addressed,
-        ``A[1,2]`` included), then the inputs."""
-        chosen: dict[tuple[int, int | None], tuple] = {}
-        for v in self.archive.variables.values():
-            if v.causality != "parameter" or v.variability not in ("fixed", "tunable") or v.kind not in NUMERIC_KINDS:
-                continue
-            if v.shape and v.start_values is not None:
-                for k, (name, start) in enumerate(zip(element_names(v), v.start_values)):
-                    chosen[(v.valueReference, k)] = (resolve(self.archive, name).wire(), start)
-            elif not v.shape and v.start is not None:
-                chosen[(v.valueReference, None)] = (resolve(self.archive, v.name).wire(), v.start)
-        for name, value in values.items():
-            ref = resolve(self.archive, name)
-            chosen[(ref.valueReference, ref.element)] = (ref.wire(), value)
-        refs = [ref for ref, _ in chosen.values()]
-        vals = [float(value) for _, value in chosen.values()]
-        for name, value in inputs.items():
-            refs.append(resolve(self.archive, name).wire())
-            vals.append(float(value))
-        return refs, vals
+        return start_values(self.archive, values, inputs)
 
     def start(self, values: Mapping[str, float], inputs: Mapping[str, float], t0: float, t_end: float) -> None:
         """Reset (after a previous run), set parameters and inputs, and initialize at ``t0``.
@@ -458,6 +437,39 @@ class FmuSession:
         Raises FmuError if the FMU refuses (e.g. a parameter as known in FMI 2).
         """
         return self._call("directional", list(unknowns), int(known), float(seed))
+
+
+def start_values(archive: FmuArchive, values: Mapping[str, float],
+                 inputs: Mapping[str, float]) -> tuple[list, list]:
+    """References and values set before initialization: the start value of every fixed or
+    tunable numeric parameter (whole arrays element by element, so the worker sets them
+    without reading them first), overridden by ``values`` (names as addressed, ``A[1,2]``
+    included), then the inputs.
+
+    Numbers are told apart by :func:`~.variables.reference_key` (base type class, value
+    reference, element): in FMI 2 a Real and an Integer parameter may share a value
+    reference and are still two parameters, so neither value may replace the other.
+    """
+    chosen: dict[tuple[str, int, int | None], tuple] = {}
+    for v in archive.variables.values():
+        if v.causality != "parameter" or v.variability not in ("fixed", "tunable") or v.kind not in NUMERIC_KINDS:
+            continue
+        if v.shape and v.start_values is not None:
+            for name, start in zip(element_names(v), v.start_values):
+                ref = resolve(archive, name)
+                chosen[reference_key(archive, ref)] = (ref.wire(), start)
+        elif not v.shape and v.start is not None:
+            ref = resolve(archive, v.name)
+            chosen[reference_key(archive, ref)] = (ref.wire(), v.start)
+    for name, value in values.items():
+        ref = resolve(archive, name)
+        chosen[reference_key(archive, ref)] = (ref.wire(), value)
+    refs = [ref for ref, _ in chosen.values()]
+    vals = [float(value) for _, value in chosen.values()]
+    for name, value in inputs.items():
+        refs.append(resolve(archive, name).wire())
+        vals.append(float(value))
+    return refs, vals
 
 
 def run_parallel(sessions: Sequence[FmuSession], jobs: Sequence[tuple[str, tuple]]) -> list:

@@ -11,12 +11,15 @@ Layout of the ``.ssp`` (a zip)::
 
 The Component's connectors are the FMU's real inputs, outputs and parameters (kinds
 ``input``, ``output``, ``parameter``; SSP 1.0, 5.3.4: the kind matches the variable's
-causality).  Each input and output is exposed as a connector of the System and connected to
-the Component, so a master that simulates the system (``fmpy.ssp.simulation.simulate_ssp``)
-finds every component input driven and every output recorded.  Non-real variables get no
-connector; the parameter set binds real parameters only.  The SSV's parameter names are the
-FMU's variable names, as the standard requires for a binding on an FMU component (no
-``prefix``).
+causality), plus one per other bound value (an integer, enumeration or Boolean ``--set``
+value, typed ``ssc:Integer`` / ``ssc:Boolean``, or an FMI 3 array element ``A[i,j]``).
+Each input and output is exposed as a connector of the System and connected to the
+Component, so a master that simulates the system (``fmpy.ssp.simulation.simulate_ssp``)
+finds every component input driven and every output recorded.  Other non-real variables
+get no connector.  ``DefaultExperiment`` copies the FMU's finite start and stop times
+(INF or NaN are left out).  The SSV's parameter names are the FMU's variable names, as the
+standard requires for a binding on an FMU component (no ``prefix``).  The Component's
+``implementation`` is the interface the identification ran, refused if the FMU lacks it.
 
 Both documents are validated against the SSP 1.0 schemas that ship with fmpy before
 anything is written; an archive that does not validate is an internal error.
@@ -30,6 +33,7 @@ values compiled in where it can be).
 
 from __future__ import annotations
 
+import math
 import re
 import tempfile
 import zipfile
@@ -39,10 +43,11 @@ from pathlib import Path
 from lxml import etree
 
 from ..files import atomic_output, check_writable
+from ..text import excerpt
 from .archive import FmuArchive, FmuError
 from .handback import SSC_NAMESPACE, write_ssv
 
-__all__ = ["SSD_NAMESPACE", "FMU_COMPONENT_TYPE", "write_ssp", "ssp_schema"]
+__all__ = ["SSD_NAMESPACE", "FMU_COMPONENT_TYPE", "check_implementation", "write_ssp", "ssp_schema"]
 
 SSD_NAMESPACE = "http://ssp-standard.org/SSP1/SystemStructureDescription"
 FMU_COMPONENT_TYPE = "application/x-fmu-sharedlibrary"
@@ -63,8 +68,16 @@ def _resource_name(text: str, suffix: str) -> str:
     return stem + suffix
 
 
+def _connector_type(archive: FmuArchive, name: str) -> str:
+    """The SSC type element of a connector: Real, Integer (enumerations too) or Boolean."""
+    from .variables import FLOAT_KINDS, declared_variable
+
+    kind = declared_variable(archive, name).kind
+    return "Real" if kind in FLOAT_KINDS else "Boolean" if kind == "boolean" else "Integer"
+
+
 def _system_structure(archive: FmuArchive, component: str, fmu_source: str, ssv_source: str,
-                      name: str, implementation: str = "any") -> etree._Element:
+                      name: str, implementation: str = "any", bound: tuple[str, ...] = ()) -> etree._Element:
     ssd, ssc = SSD_NAMESPACE, SSC_NAMESPACE
     root = etree.Element(f"{{{ssd}}}SystemStructureDescription", nsmap={"ssd": ssd, "ssc": ssc}, version="1.0",
                          name=name)
@@ -76,14 +89,18 @@ def _system_structure(archive: FmuArchive, component: str, fmu_source: str, ssv_
         for kind, names in kinds:
             for variable in names:
                 connector = etree.SubElement(element, f"{{{ssd}}}Connector", name=variable, kind=kind)
-                etree.SubElement(connector, f"{{{ssc}}}Real")
+                etree.SubElement(connector, f"{{{ssc}}}{_connector_type(archive, variable)}")
 
     if inputs or outputs:
         connectors(system, (("input", inputs), ("output", outputs)))
     elements = etree.SubElement(system, f"{{{ssd}}}Elements")
     fmu = etree.SubElement(elements, f"{{{ssd}}}Component", name=component, type=FMU_COMPONENT_TYPE,
                            source=fmu_source, implementation=implementation)
-    connectors(fmu, (("input", inputs), ("output", outputs), ("parameter", archive.names("parameter"))))
+    # Every bound value has its connector: the real scalar parameters, and the integer,
+    # Boolean and array-element ones the hand-back carries.
+    parameters = archive.names("parameter")
+    parameters += [key for key in bound if key not in parameters]
+    connectors(fmu, (("input", inputs), ("output", outputs), ("parameter", parameters)))
     bindings = etree.SubElement(fmu, f"{{{ssd}}}ParameterBindings")
     etree.SubElement(bindings, f"{{{ssd}}}ParameterBinding", source=ssv_source)
     if inputs or outputs:
@@ -96,10 +113,32 @@ def _system_structure(archive: FmuArchive, component: str, fmu_source: str, ssv_
                              endConnector=variable)
     experiment = archive.description.defaultExperiment
     times = {key: getattr(experiment, key, None) for key in ("startTime", "stopTime")} if experiment else {}
-    # The FMU's own default experiment, re-printed as numbers (xs:double in the schema).
-    etree.SubElement(root, f"{{{ssd}}}DefaultExperiment",
-                     {key: repr(float(value)) for key, value in times.items() if value is not None})
+    # The FMU's own default experiment, re-printed as numbers (xs:double in the schema); a
+    # time that is no finite number (INF, NaN, unreadable) is left out: it is no experiment.
+    finite = {}
+    for key, value in times.items():
+        try:
+            number = float(value) if value is not None else math.nan
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(number):
+            finite[key] = repr(number)
+    etree.SubElement(root, f"{{{ssd}}}DefaultExperiment", finite)
     return root
+
+
+def check_implementation(archive: FmuArchive, interface: str | None) -> None:
+    """FmuError unless ``interface`` (the Component's ``implementation``, from RESULT.json) is
+    None or an interface the FMU has a binary for: an SSP master would otherwise fail to run
+    the component (SSP 1.0, 5.3.2: ``ModelExchange``, ``CoSimulation`` or ``any``)."""
+    if interface is None:
+        return
+    available = [name for name, present in (("ModelExchange", archive.model_exchange),
+                                             ("CoSimulation", archive.co_simulation)) if present]
+    if interface not in available:
+        raise FmuError(f"{archive.path.name}: the RESULT.json records the interface {excerpt(interface, 40)}, but "
+                       f"the FMU has {' and '.join(available) or 'no interface'} with a binary for this platform; "
+                       "give the RESULT.json of an identification of this FMU.")
 
 
 def write_ssp(archive: FmuArchive, values: Mapping[str, float], fmu_file, output, *, fmu_name: str | None = None,
@@ -111,7 +150,8 @@ def write_ssp(archive: FmuArchive, values: Mapping[str, float], fmu_file, output
     archive : FmuArchive
         The FMU the values belong to (its variables make the connectors).
     values : mapping of str to float
-        Real parameters of the FMU.
+        Fixed or tunable numeric parameters of the FMU (checked by
+        :func:`~fmi_adjoint.fmu.handback.write_ssv`).
     fmu_file : path
         The FMU to embed: ``archive``'s own file or its hand-back (same variables).
     output : path
@@ -128,8 +168,9 @@ def write_ssp(archive: FmuArchive, values: Mapping[str, float], fmu_file, output
     Raises
     ------
     FmuError
-        A value that is no real parameter of the FMU, or (an internal error) a document that
-        does not validate against the SSP 1.0 schema.
+        A value that is no parameter of the FMU, an ``interface`` the FMU has no binary for
+        (:func:`check_implementation`), or (an internal error) a document that does not
+        validate against the SSP 1.0 schema.
     OutputFileError
         ``output`` cannot be written.
     """
@@ -139,10 +180,11 @@ def write_ssp(archive: FmuArchive, values: Mapping[str, float], fmu_file, output
     fmu_source = "resources/" + _resource_name(fmu_name or Path(fmu_file).name, ".fmu")
     ssv_source = "resources/" + _resource_name(name, ".ssv")
     described = archive.description.coSimulation or archive.description.modelExchange
+    check_implementation(archive, interface)
     with tempfile.TemporaryDirectory(prefix="fmi_adjoint_ssp_") as tmp:
         ssv = write_ssv(archive, values, Path(tmp) / "parameters.ssv", name=name)
         root = _system_structure(archive, described.modelIdentifier, fmu_source, ssv_source, name,
-                                 implementation=interface or "any")
+                                 implementation=interface or "any", bound=tuple(values))
         schema = ssp_schema("SystemStructureDescription.xsd")
         if not schema.validate(root):
             problems = "; ".join(f"line {e.line}: {e.message}" for e in list(schema.error_log)[:3])

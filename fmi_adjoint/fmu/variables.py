@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from .archive import FmuArchive, FmuVariable
 
 __all__ = ["FLOAT_KINDS", "FMI2_KINDS", "FMI3_KINDS", "INTEGER_RANGES", "NUMERIC_KINDS", "VariableRef",
-           "array_shapes", "check_names", "element_names", "kind_label", "numeric_names", "parse_start", "resolve",
-           "whole_number"]
+           "array_shapes", "check_names", "declared_variable", "element_names", "kind_label", "numeric_names",
+           "parse_start", "reference_key", "resolve", "resolve_as", "whole_number"]
 
 #: FMI 2 type element -> kind (Integer is 32-bit, enumerations are set as Integer).
 FMI2_KINDS = {"Real": "float64", "Integer": "int32", "Boolean": "boolean", "Enumeration": "enumeration",
@@ -60,7 +60,16 @@ NUMERIC_KINDS = FLOAT_KINDS | frozenset(INTEGER_RANGES) | {"boolean"}
 
 _LABELS = {"float64": "a Real", "float32": "a Float32", "boolean": "a Boolean", "enumeration": "an Enumeration",
            "string": "a String", "binary": "a Binary", "clock": "a Clock"}
-_ELEMENT = re.compile(r"^(?P<base>.+?)\[(?P<indices>\s*\d+\s*(?:,\s*\d+\s*)*)\]$")
+#: Anything that looks like an element address ``base[...]``; the indices are checked apart.
+_ELEMENT = re.compile(r"^(?P<base>.+?)\[(?P<indices>[^\[\]]*)\]$")
+#: One index as the canonical name prints it: ASCII digits only (``\d`` would take any Unicode
+#: digit), at most 9 of them (no array has 10**9 elements per dimension; longer strings would
+#: only feed int() a denial of service), no sign, no white space.
+_INDEX = re.compile(r"[0-9]{1,9}")
+#: FMI 2 value references are unique per base type only (FMI 2.0, sec. 2.2.7: Real,
+#: Integer/Enumeration, Boolean, String); FMI 3 ones are unique across all variables.
+_FMI2_REFERENCE_CLASS = {"float64": "Real", "int32": "Integer", "enumeration": "Integer", "boolean": "Boolean",
+                         "string": "String"}
 
 
 def kind_of(type_tag: str, fmi_version: int) -> str:
@@ -241,12 +250,18 @@ def resolve(archive: FmuArchive, name: str) -> VariableRef:
     """The number addressed by ``name``: a scalar variable, or an element ``A[i,j]`` of an
     FMI 3 array (1-based indices, row-major; see the module docstring).
 
+    An element has exactly one name, ``A[i,j]`` as :func:`element_names` prints it: ASCII
+    digits, no leading zeros, no white space.  Other spellings of the same element
+    (``A[ 1,2]``, ``A [1,2]``, ``A[01,2]``) are refused with the canonical name, since a
+    second name for one number would make it two parameters (one of them without effect
+    on the outputs) or let a ``--set`` value silently replace an identified one.
+
     Raises
     ------
     FmuError
-        Unknown name; an array addressed without (or with wrong) indices, naming its
-        dimensions and how to address an element; indices on a scalar; a String (or
-        Binary, Clock) variable.
+        Unknown name; an array addressed without (or with wrong, or wrongly spelled)
+        indices, naming its dimensions and how to address an element; indices on a
+        scalar; a String (or Binary, Clock) variable.
     """
     from .archive import FmuError
 
@@ -254,22 +269,7 @@ def resolve(archive: FmuArchive, name: str) -> VariableRef:
     variable = archive.variables.get(name)
     element: int | None = None
     if variable is None:
-        match = _ELEMENT.match(name)
-        base = archive.variables.get(match["base"].strip()) if match else None
-        if match is None or base is None:
-            raise FmuError(f"{fmu}: no variable named {name!r}; check the spelling against the FMU's "
-                           "modelDescription.xml.")
-        variable = base
-        indices = [int(i) for i in match["indices"].split(",")]
-        if not variable.shape:
-            raise FmuError(f"{fmu}: {_role(variable)} {variable.name!r} is a scalar, not an array: address it as "
-                           f"{variable.name} (without [{match['indices']}]).")
-        if len(indices) != len(variable.shape) or not all(1 <= i <= n for i, n in zip(indices, variable.shape)):
-            raise FmuError(f"{fmu}: {name!r} is not an element of {_role(variable)} {variable.name!r}, a "
-                           f"{_shape_text(variable.shape)} array: address one element as {_address_hint(variable)}.")
-        element = 0
-        for i, n in zip(indices, variable.shape):
-            element = element * n + (i - 1)
+        variable, element = _element(archive, name)
     if variable.kind not in NUMERIC_KINDS:
         raise FmuError(f"{fmu}: {_role(variable)} {variable.name!r} is {kind_label(variable.kind)}; only numeric "
                        "variables can be outputs, inputs or parameters here. Use a numeric variable.")
@@ -281,7 +281,59 @@ def resolve(archive: FmuArchive, name: str) -> VariableRef:
                        size=size)
 
 
-def _resolve_as(archive: FmuArchive, name: str, causality: str) -> tuple[VariableRef, FmuVariable] | None:
+def _element(archive: FmuArchive, name: str) -> tuple[FmuVariable, int]:
+    """The array variable and row-major position addressed by ``name`` (no variable's own
+    name), or FmuError naming the fix."""
+    from ..text import excerpt
+    from .archive import FmuError
+
+    fmu = archive.path.name
+    match = _ELEMENT.match(name)
+    variable = archive.variables.get(match["base"].strip()) if match else None
+    if match is None or variable is None:
+        raise FmuError(f"{fmu}: no variable named {excerpt(name, 80)}; check the spelling against the FMU's "
+                       "modelDescription.xml.")
+    if not variable.shape:
+        raise FmuError(f"{fmu}: {_role(variable)} {variable.name!r} is a scalar, not an array: address it as "
+                       f"{variable.name} (without [{excerpt(match['indices'], 40)[1:-1]}]).")
+    tokens = [token.strip() for token in match["indices"].split(",")]
+    wrong = FmuError(f"{fmu}: {excerpt(name, 80)} is not an element of {_role(variable)} {variable.name!r}, a "
+                     f"{_shape_text(variable.shape)} array: address one element as {_address_hint(variable)}.")
+    if not all(_INDEX.fullmatch(token) for token in tokens):
+        raise wrong
+    indices = [int(token) for token in tokens]
+    if len(indices) != len(variable.shape) or not all(1 <= i <= n for i, n in zip(indices, variable.shape)):
+        raise wrong
+    canonical = f"{variable.name}[{','.join(map(str, indices))}]"
+    if name != canonical:
+        raise FmuError(f"{fmu}: {name!r} is element {canonical} of {_role(variable)} {variable.name!r}; write it as "
+                       f"{canonical} (no spaces, no leading zeros), the one name of that element.")
+    element = 0
+    for i, n in zip(indices, variable.shape):
+        element = element * n + (i - 1)
+    return variable, element
+
+
+def declared_variable(archive: FmuArchive, name: str) -> FmuVariable:
+    """The declared variable addressed by ``name`` (the array of an element ``A[i,j]``;
+    FmuError as :func:`resolve`): found by name, never by value reference, which FMI 2
+    shares between base types (:func:`reference_key`)."""
+    resolve(archive, name)
+    variable = archive.variables.get(name)
+    return variable if variable is not None else _element(archive, name)[0]
+
+
+def reference_key(archive: FmuArchive, ref: VariableRef) -> tuple[str, int, int | None]:
+    """What makes two addressed numbers the same number of the FMU: (base type class, value
+    reference, element).  FMI 2 value references are unique per base type only (FMI 2.0,
+    sec. 2.2.7: Real, Integer and Enumeration, Boolean, String), so a Real and an Integer
+    with valueReference 6 are two numbers; two FMI 2 variables of one class sharing a
+    reference are aliases (one number).  FMI 3 references are unique across all types."""
+    group = _FMI2_REFERENCE_CLASS.get(ref.kind, ref.kind) if archive.fmi_version == 2 else ""
+    return group, ref.valueReference, ref.element
+
+
+def resolve_as(archive: FmuArchive, name: str, causality: str) -> tuple[VariableRef, FmuVariable] | None:
     """``(ref, variable)`` if ``name`` addresses a variable of ``causality`` (FmuError for
     such a variable addressed wrongly or not numeric), None if it names no such variable."""
     variable = archive.variables.get(name)
@@ -290,7 +342,7 @@ def _resolve_as(archive: FmuArchive, name: str, causality: str) -> tuple[Variabl
         variable = archive.variables.get(match["base"].strip()) if match else None
     if variable is None or variable.causality != causality:
         return None
-    return resolve(archive, name), variable
+    return resolve(archive, name), declared_variable(archive, name)
 
 
 def check_names(archive: FmuArchive, names: Sequence[str], experiments: Sequence[Any]) -> None:
@@ -309,8 +361,9 @@ def check_names(archive: FmuArchive, names: Sequence[str], experiments: Sequence
     from .archive import FmuError
 
     fmu = archive.path.name
+    identified: dict[tuple[str, int, int | None], str] = {}
     for name in names:
-        found = _resolve_as(archive, name, "parameter")
+        found = resolve_as(archive, name, "parameter")
         if found is None:
             params = numeric_names(archive, "parameter", FLOAT_KINDS)
             raise FmuError(f"{fmu}: no real parameter named {name!r}. Parameters: {', '.join(sorted(params))}.")
@@ -321,19 +374,29 @@ def check_names(archive: FmuArchive, names: Sequence[str], experiments: Sequence
         if variable.variability not in ("fixed", "tunable"):
             raise FmuError(f"{fmu}: parameter {name!r} has variability {variable.variability!r}; only fixed or "
                            "tunable ones can be identified.")
+        key = reference_key(archive, ref)
+        if key in identified:
+            raise FmuError(f"{fmu}: {identified[key]!r} and {name!r} are the same parameter (valueReference "
+                           f"{ref.valueReference}); identify it once: drop {name!r} from --params.")
+        identified[key] = name
     for exp in experiments:
         for channel in exp.cost.channels:
-            if _resolve_as(archive, channel, "output") is None:
+            if resolve_as(archive, channel, "output") is None:
                 outputs = numeric_names(archive, "output")
                 raise FmuError(
                     f"data column {channel!r} of '{exp.name}' matches no output of {fmu}. "
                     f"Outputs: {', '.join(outputs) or 'none'}. Rename or drop the column."
                 )
         for name, value in exp.values.items():
-            found = _resolve_as(archive, name, "parameter")
+            found = resolve_as(archive, name, "parameter")
             if found is None:
                 raise FmuError(f"'{exp.name}': {name!r} is not a parameter of {fmu}.")
             ref = found[0]
+            twin = identified.get(reference_key(archive, ref))
+            if twin is not None and twin != name:
+                raise FmuError(f"'{exp.name}': --set {name}: {name!r} is the identified parameter {twin!r} under "
+                               f"another name (valueReference {ref.valueReference}), so the set value would replace "
+                               f"the identified one; drop --set {name} or identify {name!r} instead.")
             if ref.kind not in FLOAT_KINDS and whole_number(float(value), ref.kind) is None:
                 low, high = (0, 1) if ref.kind == "boolean" else INTEGER_RANGES[ref.kind]
                 raise FmuError(f"'{exp.name}': --set {name}={value!r}: {name!r} is {kind_label(ref.kind)} parameter; "
@@ -341,7 +404,7 @@ def check_names(archive: FmuArchive, names: Sequence[str], experiments: Sequence
                                                                            if ref.kind == "boolean" else "."))
         if exp.inputs is not None:
             for column in exp.inputs.columns:
-                if _resolve_as(archive, column, "input") is None:
+                if resolve_as(archive, column, "input") is None:
                     inputs = numeric_names(archive, "input")
                     raise FmuError(
                         f"input column {column!r} of '{exp.name}' matches no input of {fmu}. "
