@@ -620,3 +620,14 @@ def test_state_events_of_a_time_dependent_system():
     fd = frozen_fd(IntegrateAndFire, p, x0, run, t_end, stops, rtol=1e-8, atol=1e-10)
     for column in range(6):
         assert relative_error(D[..., column], fd[..., column]) <= FROZEN_FD
+
+
+def test_an_event_not_located_within_the_iteration_limit_is_an_error(monkeypatch):
+    """The node of a state event must be the root that its time derivative differentiates: a
+    search that runs out of iterations before the bracket closes stops the run, naming the
+    bracket, instead of taking a point short of the root."""
+    import fmi_adjoint.integrate.radau as radau
+
+    monkeypatch.setattr(radau, "_EVENT_MAX_ITERATIONS", 2)
+    with pytest.raises(ConvergenceError, match=r"state event between t = 0\.4.* was not located in 2 iterations"):
+        integrate_radau(BouncingBall([0.8, 9.81]), np.array([1.0, 0.0]), 0.0, 1.0, rtol=1e-10, atol=1e-12)

@@ -579,6 +579,10 @@ def _locate(system: OdeSystem, first: RadauStep, z0: np.ndarray, z1: np.ndarray,
             if last_side == -1:
                 weight_right *= 0.5
             last_side = -1
+    else:  # the bracket did not close: the node would not be the root that T differentiates
+        raise ConvergenceError(f"the state event between t = {left_t:.17g} s and {right_t:.17g} s was not located "
+                               f"in {_EVENT_MAX_ITERATIONS} iterations (an indicator that is not continuous in "
+                               f"time?); {_FIX}")
     changed = np.flatnonzero(_domains(right_z) != start_domains)
     zl, zr = left_z[changed], right_z[changed]
     indicator = int(changed[int(np.argmin(zl / (zl - zr)))])
