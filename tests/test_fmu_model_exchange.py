@@ -473,6 +473,23 @@ def test_integer_output_is_compared_as_a_number(fmus, work):
     assert abs(payload["parameters"]["a"] - 2.5) <= NOISE_FREE_RECOVERY * 2.5
 
 
+def test_event_rows_take_model_exchange_and_co_simulation_is_refused(fmus, work):
+    """stair data from fmpy with both rows at its time events: Co-Simulation gives one value
+    per communication point, so one row of each pair could never match (the fit came out
+    3.5 % off with success true).  auto takes Model Exchange and says why; --interface cs is
+    refused naming --interface me."""
+    run = _cvode(fmus["stair"], 1.2, 13, {"a": 2.5, "c": 1.5}, ["level"])
+    data = _write(work / "stair_events.csv", run, ["level"], repeated=True)
+    assert np.any(np.diff(_written_times(data)) == 0)
+    common = ["--fmu", fmus["stair"], "--data", data, "--params", "a"]
+    code, out, err = _cli(["gradient", *common, "--gradient", "fd", "--workers", 1, "--json"])
+    assert code == 0, err
+    path = json.loads(out)["gradient_path"]
+    assert path["interface"] == "ModelExchange" and "repeats the time 0.5 s" in path["interface_reason"], path
+    code, _, err = _cli(["gradient", *common, "--gradient", "fd", "--interface", "cs"])
+    _one_error(code, err, "repeats the time 0.5 s", "Co-Simulation", "use --interface me")
+
+
 #: state_space3 runs (u = 1): A[1,2] = 0.7 (start 0.5), gain at its start 1; and gain = 1.25
 #: (start 1), A at its start.
 SS_RUNS: dict[str, dict] = {"a12": {"A": [-1.0, 0.7, -0.5, -2.0]}, "gain": {"gain": 1.25}}

@@ -631,3 +631,15 @@ def test_an_event_not_located_within_the_iteration_limit_is_an_error(monkeypatch
     monkeypatch.setattr(radau, "_EVENT_MAX_ITERATIONS", 2)
     with pytest.raises(ConvergenceError, match=r"state event between t = 0\.4.* was not located in 2 iterations"):
         integrate_radau(BouncingBall([0.8, 9.81]), np.array([1.0, 0.0]), 0.0, 1.0, rtol=1e-10, atol=1e-12)
+
+
+def test_accumulating_state_events_are_an_error_naming_the_time():
+    """A ball with e = 0.55 comes to rest at t* = sqrt(2 h0/g) (1 + e)/(1 - e) = 1.5552 s after
+    infinitely many bounces; the run stops there with one error instead of taking tiny steps
+    and spurious events until max_steps (it used to take minutes)."""
+    e, g, h0 = 0.55, 9.81, 1.0
+    rest = math.sqrt(2.0 * h0 / g) * (1.0 + e) / (1.0 - e)
+    with pytest.raises(ConvergenceError, match=r"state events accumulate at t = 1\.555\d* s .*Zeno") as info:
+        integrate_radau(BouncingBall([e, g]), np.array([h0, 0.0]), 0.0, 3.0, rtol=1e-8, atol=1e-10)
+    at = float(str(info.value).split("t = ")[1].split(" s")[0])
+    assert abs(at - rest) <= 1e-9 * rest

@@ -110,8 +110,14 @@ def _usable(archive: FmuArchive) -> str:
     return "--gradient auto, sensitivity or fd" if archive.model_exchange else "--gradient auto or fd"
 
 
-def choose_interface(archive: FmuArchive, requested: str, method: str) -> tuple[str, str]:
-    """The interface (FMI name) and why, for ``--interface`` ``requested`` and the gradient path."""
+def choose_interface(archive: FmuArchive, requested: str, method: str,
+                     event_row: float | None = None) -> tuple[str, str]:
+    """The interface (FMI name) and why, for ``--interface`` ``requested`` and the gradient path.
+
+    ``event_row``: a time the data repeats (the left and right limit at an event), if any.
+    Co-Simulation gives one value per communication point, so it cannot meet both rows: auto
+    then takes Model Exchange, and Co-Simulation is refused, naming what works.
+    """
     if requested not in INTERFACE_CHOICES:
         raise FmuError(f"--interface {requested!r} is not one of {', '.join(INTERFACE_CHOICES)}.")
     if requested != "auto":
@@ -120,9 +126,20 @@ def choose_interface(archive: FmuArchive, requested: str, method: str) -> tuple[
             other = "cs" if requested == "me" else "me"
             raise FmuError(f"{archive.path.name}: --interface {requested}: the FMU has no {name} interface with a "
                            f"binary for this platform; use --interface {other} or auto.")
-        return name, f"requested (--interface {requested})"
-    if method == "sensitivity":
-        return "ModelExchange", "the sensitivity path integrates the Model Exchange interface"
-    if archive.co_simulation:
-        return "CoSimulation", "Co-Simulation: the FMU's own solver"
-    return "ModelExchange", "the FMU has only a Model Exchange interface"
+        chosen, why = name, f"requested (--interface {requested})"
+    elif method == "sensitivity":
+        chosen, why = "ModelExchange", "the sensitivity path integrates the Model Exchange interface"
+    elif event_row is not None and archive.model_exchange:
+        chosen, why = "ModelExchange", (f"the data repeats the time {event_row:.9g} s (the limits at an event), which "
+                                        "only Model Exchange gives")
+    elif archive.co_simulation:
+        chosen, why = "CoSimulation", "Co-Simulation: the FMU's own solver"
+    else:
+        chosen, why = "ModelExchange", "the FMU has only a Model Exchange interface"
+    if chosen == "CoSimulation" and event_row is not None:
+        fix = ("use --interface me" if archive.model_exchange
+               else "keep only the second row (the value after the event) of each repeated time")
+        raise FmuError(f"{archive.path.name}: the data repeats the time {event_row:.9g} s (the left and right limit "
+                       f"at an event); Co-Simulation gives one value per communication point, so it cannot meet "
+                       f"both rows: {fix}.")
+    return chosen, why

@@ -94,7 +94,7 @@ def fmu_problem(
             raise FmuError(f"--interface {interface} applies to the FMU's binary; the adjoint path runs the model "
                            "embedded in the FMU: use --gradient fd or sensitivity with --interface.")
         return _native_problem(archive, experiments, names, bounds, start), choice
-    chosen, why = choose_interface(archive, interface, choice.method)
+    chosen, why = choose_interface(archive, interface, choice.method, _event_row(experiments))
     choice = choice.with_interface(chosen, why)
     problem = FmuProblem(archive, experiments, names, choice.method, bounds=bounds, start=start, workers=workers,
                          interface=chosen, tolerances=tolerances, timeout=timeout, log=log, executor=executor)
@@ -103,6 +103,16 @@ def fmu_problem(
         print(f"fmi-adjoint: note: {archive.path.name}: {archive.native_distrust}; identifying the FMU through its "
               "binary.", file=sys.stderr)
     return problem, choice
+
+
+def _event_row(experiments: Sequence[FmuExperiment]) -> float | None:
+    """The first time some experiment's data repeats (an event's left and right limit), or None."""
+    for exp in experiments:
+        times = np.asarray(exp.cost.sample_times, dtype=float)
+        repeated = np.flatnonzero(times[1:] == times[:-1])
+        if repeated.size:
+            return float(times[repeated[0]])
+    return None
 
 
 def _native_problem(archive, experiments, names, bounds, start) -> IdentificationProblem:

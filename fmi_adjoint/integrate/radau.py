@@ -151,6 +151,14 @@ _MIN_STEP_RELATIVE = 1e-14
 
 _FIX = "raise --rtol/--atol or check the parameter values."
 
+#: Accumulating state events (Zeno behaviour, a bouncing ball coming to rest): this many
+#: consecutive state events, each within ``_ZENO_GAP`` ulp of ``max(1, |t|)`` after the one
+#: before, end the run with an error naming the time.  Geometrically shrinking bounce
+#: intervals reach that gap after some 50 events; a run that went on would take tiny steps
+#: and spurious events until ``max_steps``.
+_ZENO_EVENTS = 10
+_ZENO_GAP = 1e3
+
 
 class OdeSystem(Protocol):
     """What :func:`integrate_radau` needs from the system ``x' = f(t, x)`` (an FMU, a test problem).
@@ -708,6 +716,7 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
     else:
         h_proposed = _initial_step(system, t, x, f0, atol_vector, rtol, counts)
     target_index = 0
+    close_events = 0  # consecutive state events within the Zeno gap of the one before
     # Adaptive mode: after a state event cut the step (t0, b], the steps continue to b before
     # going further (b is held as a temporary stop), so that a replay that walks the fixed nodes
     # in order searches the same bracket (t0, b] and meets b next.
@@ -755,6 +764,7 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
             if np.any(_domains(z1) != _domains(z)):
                 step, z1, indicator = _locate(system, step, z, z1, f0, J0, atol_vector, rtol, counts)
                 t1, x1, kind = step.t1, x + step.Z[2], "state"
+                close_events = _zeno_check(events, t1, close_events)
             z = z1
         if frozen:
             target_index = _next_entry(targets, target_index, t1, kind == "state")
@@ -799,6 +809,19 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
                     events=tuple(events), stops=stop_times, stop_nodes=stop_nodes, moving=np.array(moving),
                     n_rhs=counts.rhs, n_jacobians=counts.jacobians, n_rejected=counts.rejected,
                     n_newton=counts.newton)
+
+
+def _zeno_check(events: list[RadauEvent], t1: float, close: int) -> int:
+    """The count of consecutive close state events after one at ``t1``; an error when they
+    accumulate (see ``_ZENO_EVENTS``)."""
+    previous = next((event.t for event in reversed(events) if event.kind == "state"), None)
+    gap = _ZENO_GAP * np.finfo(float).eps * max(1.0, abs(t1))
+    close = close + 1 if previous is not None and t1 - previous <= gap else 0
+    if close >= _ZENO_EVENTS:
+        raise ConvergenceError(f"state events accumulate at t = {t1:.12g} s ({close + 1} events, each within "
+                               f"{gap:.2g} s of the one before: Zeno behaviour, e.g. a bouncing ball coming to "
+                               "rest); end the data before that time, or check the parameter values.")
+    return close
 
 
 def _next_entry(entries: np.ndarray, index: int, t1: float, cut: bool) -> int:
