@@ -432,6 +432,19 @@ def test_validate_accepts_each_identified_fmu(mecs_fits, work):
             assert report["outputs"][name]["relative_rms_error"] <= CROSS_IMPLEMENTATION, (interface, name, report)
 
 
+def test_a_refused_parameter_column_is_not_taken_for_a_zero_one(fmus, work):
+    """van_der_pol_mecs gives directional derivatives, but refuses them for h_internal (the
+    Co-Simulation substep, which its Model Exchange equations do not contain).  The refused
+    column (NaN) compared with the replays' zero column had slipped past the probe (zero
+    scale) and made the gradient NaN; it must be the replays' zero, named as refused."""
+    data = _write(work / "mecs_short.csv", _cvode(fmus["van_der_pol_mecs"], 0.5, 11, MECS_TRUE, ["x0", "x1"]),
+                  ["x0", "x1"])
+    sens = _gradient(["--fmu", fmus["van_der_pol_mecs"], "--data", data, "--params", "mu,h_internal",
+                      "--interface", "me", "--gradient", "sensitivity"])
+    assert sens["gradient"]["h_internal"] == 0.0 and np.isfinite(sens["gradient"]["mu"]), sens
+    assert "refused" in sens["gradient_path"]["columns"]["h_internal"], sens["gradient_path"]
+
+
 def test_validate_follows_the_identified_interface(mecs_fits, work):
     for interface in ("cs", "me"):
         folder = work / f"mecs_report_interface_{interface}"

@@ -260,7 +260,10 @@ def probe_parameter_columns(nominal: Replay, partials: ParameterPartials, use: l
         ref = np.concatenate([partials.Fp[..., j].ravel(), partials.Gp_left[..., j].ravel()])
         scale = max(float(np.abs(ref).max(initial=0.0)), float(np.abs(got).max(initial=0.0)))
         worst = float(np.abs(got - ref).max(initial=0.0)) / scale if scale > 0 else 0.0
-        if not worst <= tolerance:  # NaN: the FMU refused the column
+        if not np.all(np.isfinite(got)):  # the FMU refused the column (NaN would slip past a zero scale)
+            use[j] = False
+            notes.append("finite differences of replays (the FMU refused its directional derivative)")
+        elif not worst <= tolerance:
             use[j] = False
             notes.append(f"finite differences of replays (the FMU's column differs from them by {worst:.2e} "
                          "relative)")
