@@ -3,6 +3,7 @@ parameter scaling and the standard-error statistics."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -443,15 +444,22 @@ def test_statistics_at_zero_residual_do_not_warn(linear_case):
 
 
 def test_statistics_singular_hessian_gives_none(linear_case):
-    """A parameter the data cannot see gets no standard error."""
+    """A parameter the data cannot see gets no standard error; the others get theirs with it
+    held fixed: equal to those of the problem without it."""
     model, times, data, _ = linear_case
     toml = LINEAR_TOML.replace("c = 2.0", "c = 2.0\nunused = 1.0")
     model2 = compile_model(parse_model(toml))
-    exp = Experiment(model2, LeastSquaresCost(times, data, ("y",)))
+    exp = Experiment(model2, LeastSquaresCost(times, 1.01 * data, ("y",)))  # a residual: nonzero errors
     problem = IdentificationProblem([exp], ["a", "unused"])
     stats = problem.statistics(problem.start)
-    assert stats["std_errors"] == [None, None]
+    assert stats["std_errors"][1] is None and stats["unidentifiable"] == [1]
     assert stats["correlation"] is None
+    alone = IdentificationProblem([exp], ["a"]).statistics(problem.start[:1])
+    # The residual variance divides by N - n_p, one more parameter in the first problem.
+    dof = stats["n_residuals"]
+    expected = alone["std_errors"][0] * math.sqrt((dof - 1) / (dof - 2))
+    assert alone["std_errors"][0] > 0
+    assert abs(stats["std_errors"][0] - expected) <= EXACT * expected
 
 
 def test_problem_rejects_inconsistent_setups(linear_case):

@@ -496,7 +496,9 @@ def gauss_newton_statistics(r: np.ndarray, Jr: np.ndarray) -> dict:
     """Standard errors and correlations of a least-squares fit.
 
     ``Cov = s^2 (J_r^T J_r)^{-1}`` with the residual variance ``s^2 = r.r/(N_r - n_p)``.
-    Parameters that the data cannot determine (singular Hessian) get ``None``.
+    Parameters that the data cannot determine (singular Hessian) get ``None``; the others
+    then get their standard errors with those held at their values (the covariance of the
+    identifiable block), and there is no correlation matrix.
     """
     n_res, n_par = Jr.shape
     dof = max(n_res - n_par, 1)
@@ -507,17 +509,27 @@ def gauss_newton_statistics(r: np.ndarray, Jr: np.ndarray) -> dict:
     Hs = H / np.outer(scale, scale)
     cond = float(np.linalg.cond(Hs))
     unidentifiable = unidentifiable_parameters(H)
-    std: list[float | None]
-    if not math.isfinite(cond) or cond > 1e14:
-        std, corr = [None] * n_par, None
-    else:
+    std: list[float | None] = [None] * n_par
+    corr = None
+    if math.isfinite(cond) and cond <= _SINGULAR_CONDITION:
         cov = s2 * np.linalg.inv(Hs) / np.outer(scale, scale)
         sd = np.sqrt(np.abs(np.diag(cov)))
         std = [float(v) for v in sd]
         # At an exact fit (zero residual) the covariance vanishes and has no correlation.
         corr = (cov / np.outer(sd, sd)).tolist() if np.all(sd > 0) else None
+    elif unidentifiable and len(unidentifiable) < n_par:
+        keep = np.array([i for i in range(n_par) if i not in unidentifiable])
+        block = Hs[np.ix_(keep, keep)]
+        if float(np.linalg.cond(block)) <= _SINGULAR_CONDITION:
+            sd = np.sqrt(np.abs(np.diag(s2 * np.linalg.inv(block)))) / scale[keep]
+            for i, v in zip(keep, sd):
+                std[int(i)] = float(v)
     return {"std_errors": std, "correlation": corr, "residual_variance": s2, "n_residuals": n_res,
             "hessian_condition": float(cond), "unidentifiable": unidentifiable}
+
+
+#: The scaled Gauss-Newton Hessian is not inverted above this condition number.
+_SINGULAR_CONDITION = 1e14
 
 
 #: The Fisher information (Gauss-Newton Hessian scaled to unit diagonal) is taken as singular
