@@ -234,7 +234,8 @@ def test_check_names_fmi3_arrays_and_ranges(fmi3):
         check_names(fmi3, ["m"], [])
     with pytest.raises(FmuError, match=r"give a whole number in \[0, 255\]"):
         check_names(fmi3, [], [_Experiment((), {"m": 256})])
-    with pytest.raises(FmuError, match=r"'y' is a 3 array: address one element as y\[i\] with i in 1\.\.3"):
+    with pytest.raises(FmuError,
+                       match=r"'y' is an array of 3 elements: address one element as y\[i\] with i in 1\.\.3"):
         check_names(fmi3, [], [_Experiment(("y",))])
     with pytest.raises(FmuError, match=r"Outputs: y\[1\], y\[2\], y\[3\], f, i, w\."):
         check_names(fmi3, [], [_Experiment(("q",))])

@@ -26,7 +26,7 @@ from ..fmu.variables import numeric_names
 from ..identify.data_costs import CostOptions, DataFile, Target, build_cost
 from .loading import experiment_settings
 
-__all__ = ["load_fmu_experiments", "fmu_fixed_step", "fmu_target", "grid_end"]
+__all__ = ["load_fmu_experiments", "fmu_fixed_step", "fmu_target", "grid_end", "held_inputs_note"]
 
 
 def fmu_target(archive: FmuArchive) -> Target:
@@ -132,3 +132,26 @@ def load_fmu_experiments(
                                          name=Path(file).stem))
     return experiments
 
+
+
+def held_inputs_note(archive: FmuArchive, inputs_file: str | None, given: tuple[str, ...]) -> str | None:
+    """The note that inputs of the FMU no ``--inputs`` column drives are held at their start
+    values (None: every input is given, or the FMU has none).
+
+    Running with an input at its start value is legitimate (an input not excited in the
+    experiment), so it is not refused, but it is what a forgotten ``--inputs`` looks like:
+    the fit then explains the data without the signal that made them.
+    """
+    held = [name for name in numeric_names(archive, "input") if name not in set(given)]
+    if not held:
+        return None
+    names = ", ".join(held[:8]) + (f" and {len(held) - 8} more" if len(held) > 8 else "")
+    if inputs_file is None:
+        return (f"{archive.path.name}'s input{'s' if len(held) > 1 else ''} {names} "
+                f"{'are' if len(held) > 1 else 'is'} held at {'their' if len(held) > 1 else 'its'} start "
+                f"value{'s' if len(held) > 1 else ''} (no --inputs given); give the signals with --inputs INPUTS.csv "
+                "('time' and one column per input).")
+    return (f"{inputs_file} has no column for the input{'s' if len(held) > 1 else ''} {names} of "
+            f"{archive.path.name}, held at {'their' if len(held) > 1 else 'its'} start "
+            f"value{'s' if len(held) > 1 else ''}; add {'those columns' if len(held) > 1 else 'that column'} "
+            f"to drive {'them' if len(held) > 1 else 'it'}.")

@@ -326,6 +326,8 @@ class _Setup:
         self.problem, self.options, self.choice, self.archive = problem, options, choice, archive
         #: The problem as model text, data and settings (model files; None for an FMU).
         self.spec = spec
+        #: Notes on the setup (printed on stderr; identify adds them to the result's warnings).
+        self.notes: list[str] = []
 
     def sampled(self, x: np.ndarray) -> np.ndarray:
         """Sampled outputs of the first experiment at the identified values ``x``."""
@@ -399,7 +401,7 @@ def _executor(args, tasks: int):
 def _fmu_problem(args, options, names, bounds) -> _Setup:
     from ..fmu.archive import open_fmu
     from ..fmu.problem import fmu_problem
-    from .fmu_loading import load_fmu_experiments
+    from .fmu_loading import held_inputs_note, load_fmu_experiments
 
     if args.model is not None:
         raise ModelError(f"give either MODEL ({args.model}) or --fmu, not both.")
@@ -436,6 +438,10 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
         raise
     setup = _Setup(problem, options, choice, archive)
     setup.executor = executor
+    held = held_inputs_note(archive, args.inputs, experiments[0].inputs.columns if experiments[0].inputs else ())
+    if held is not None:
+        setup.notes.append(held)
+        print(f"fmi-adjoint: note: {held}", file=sys.stderr)
     return setup
 
 
@@ -534,16 +540,19 @@ def cmd_identify(args) -> int:
             raise
         result = outcome.best
         payload = result.to_json()
-        warnings = outcome.warnings(_noise_floor(problem))
+        # An FMU problem runs one start: its warnings advise other start values, not --starts.
+        warnings = outcome.warnings(_noise_floor(problem), starts_available=setup.choice is None)
         if len(starts) > 1:
             payload["multistart"] = outcome.to_json()
-        payload["warnings"] = warnings
+        payload["warnings"] = [*setup.notes, *warnings]
         for text in warnings:
             print(f"fmi-adjoint: warning: {text}", file=sys.stderr)
         payload["model"] = args.model if args.fmu is None else None
         payload["settings"] = parse_assignments(args.set)
         if args.fmu is not None:
             payload["fmu"] = args.fmu
+            # Its guid / instantiationToken: `apply` refuses the result for another FMU.
+            payload["fmu_token"] = setup.archive.description.guid
             payload["inputs"] = args.inputs
         payload["data"] = args.data
         payload["cost_function"] = options.describe()
@@ -664,7 +673,7 @@ def cmd_export(args) -> int:
 
 def cmd_apply(args) -> int:
     from ..fmu.archive import open_fmu
-    from ..fmu.handback import hand_back, read_result_interface, read_result_parameters
+    from ..fmu.handback import check_result_fmu, hand_back, read_result_interface, read_result_parameters
 
     if not (args.output or args.ssv or args.ssp):
         raise ModelError("apply: give -o IDENTIFIED.fmu, --ssv OUT.ssv and/or --ssp OUT.ssp.")
@@ -673,6 +682,9 @@ def cmd_apply(args) -> int:
     values = read_result_parameters(args.result)
     interface = read_result_interface(args.result)
     with open_fmu(args.fmu) as archive:
+        other = check_result_fmu(args.result, archive)
+        if other is not None:
+            print(f"fmi-adjoint: note: {other}", file=sys.stderr)
         report = hand_back(archive, values, fmu=args.output, ssv=args.ssv, ssp=args.ssp, name=Path(args.result).stem,
                            interface=interface)
     for text in report.warnings:
@@ -702,6 +714,8 @@ def cmd_validate(args) -> int:
     inputs = read_csv(args.inputs) if args.inputs else None
     interface = _validate_interface(args)
     with open_fmu(args.fmu) as archive:
+        if args.result:
+            _note_other_values(args, archive)
         summary = validate_fmu_against_data(archive, data, args.output, inputs, interface=interface, **settings)
     for name, stats in summary["outputs"].items():
         rel = stats["relative_rms_error"]
@@ -709,6 +723,19 @@ def cmd_validate(args) -> int:
               + (f"   ({100 * rel:.3g} % of the signal RMS)" if rel is not None else ""))
     print(f"wrote {Path(args.output) / 'report.json'} and {Path(args.output) / 'report.png'}", file=sys.stderr)
     return 0
+
+
+def _note_other_values(args, archive) -> None:
+    """The note that the FMU validated does not carry RESULT.json's values: ``--result``
+    chooses the interface only; the values are the FMU's own (it is validated as it is)."""
+    from ..fmu.handback import differing_start_values, read_result_parameters
+
+    differing = differing_start_values(archive, read_result_parameters(args.result))
+    if differing:
+        names = ", ".join(differing[:5]) + (f" and {len(differing) - 5} more" if len(differing) > 5 else "")
+        print(f"fmi-adjoint: note: {args.fmu} does not carry the values of {args.result} ({names} differ; it is "
+              f"validated with its own start values): to validate the identified model, validate the FMU written by "
+              f"`fmi-adjoint apply {args.result} --fmu {args.fmu} -o IDENTIFIED.fmu`.", file=sys.stderr)
 
 
 def _validate_interface(args) -> str | None:

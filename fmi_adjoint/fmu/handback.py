@@ -52,7 +52,8 @@ if TYPE_CHECKING:
     from .rebuild import RebuiltFmu
 
 __all__ = ["SSV_NAMESPACE", "HandBack", "hand_back", "write_ssv", "write_reparameterized_fmu", "write_fmu_entries",
-           "simulate_with_fmpy", "validate_fmu_against_data", "read_result_interface", "read_result_parameters"]
+           "simulate_with_fmpy", "validate_fmu_against_data", "read_result_interface", "read_result_parameters",
+           "check_result_fmu", "differing_start_values"]
 
 SSV_NAMESPACE = "http://ssp-standard.org/SSP1/SystemStructureParameterValues"
 SSC_NAMESPACE = "http://ssp-standard.org/SSP1/SystemStructureCommon"
@@ -72,6 +73,66 @@ def read_result_interface(path) -> str | None:
                        "`fmi-adjoint identify -o`.") from None
     interface = payload.get("interface") if isinstance(payload, dict) else None
     return interface if interface in ("ModelExchange", "CoSimulation") else None
+
+
+def _token_label(archive: FmuArchive) -> str:
+    return "guid" if archive.fmi_version == 2 else "instantiationToken"
+
+
+def check_result_fmu(path, archive: FmuArchive) -> str | None:
+    """Whether the RESULT.json at ``path`` was identified on ``archive``'s FMU.
+
+    ``identify`` records the FMU's path (``fmu``) and its ``guid`` / ``instantiationToken``
+    (``fmu_token``), which FMI ties to one model structure (FMI 2.0.4 sec. 2.2.1, FMI 3.0
+    sec. 2.4.1).  A recorded token unlike the FMU's means that the parameters belong to
+    another model: :class:`FmuError`.  A result that records only the path (written before
+    the token was recorded) is compared by file name, which may differ legitimately (a
+    renamed copy): the returned note says so; None if nothing differs.
+    """
+    path = Path(path)
+    raw = read_regular(path, _MAX_RESULT_BYTES, "the RESULT.json written by `fmi-adjoint identify -o`", FmuError)
+    try:
+        payload = json.loads(raw.decode("utf-8"))
+    except (RecursionError, UnicodeDecodeError, ValueError):
+        raise FmuError(f"{path}: not a readable JSON file; give the RESULT.json written by "
+                       "`fmi-adjoint identify -o`.") from None
+    if not isinstance(payload, dict):
+        return None
+    recorded, token = payload.get("fmu"), payload.get("fmu_token")
+    name = Path(recorded).name if isinstance(recorded, str) and recorded else None
+    if isinstance(token, str) and token != archive.description.guid:
+        label = _token_label(archive)
+        where = excerpt(name, 80) if name else "another FMU"
+        raise FmuError(f"{path} was identified on {where} ({label} {excerpt(token, 60)}), but {archive.path.name} has "
+                       f"the {label} {excerpt(archive.description.guid, 60)}: the parameters belong to another model; "
+                       "give --fmu the FMU the identification ran on.")
+    if token is None and name is not None and name != archive.path.name:
+        return (f"{path} was identified on {excerpt(name, 80)}, not {archive.path.name} (the result records no "
+                f"{_token_label(archive)} to tell whether they are the same model); make sure --fmu is the FMU the "
+                "identification ran on.")
+    return None
+
+
+def differing_start_values(archive: FmuArchive, values: Mapping[str, float]) -> list[str]:
+    """The names of ``values`` (a RESULT.json's parameters) whose start value in the FMU is
+    another number: the FMU is not the one ``apply`` wrote from that result.  Names the FMU
+    lacks, or that address no numeric start value, are left to :func:`check_result_fmu`."""
+    from .variables import declared_variable, resolve
+
+    differing = []
+    for name, value in values.items():
+        try:
+            ref, variable = resolve(archive, name), declared_variable(archive, name)
+        except FmuError:
+            continue
+        if ref.element is None:
+            start = variable.start
+        else:
+            start = None if variable.start_values is None else variable.start_values[ref.element]
+        # apply writes repr(value), which parses back exactly: any difference is another value.
+        if start is not None and not math.isclose(float(start), float(value), rel_tol=1e-12, abs_tol=0.0):
+            differing.append(name)
+    return differing
 
 
 def read_result_parameters(path) -> dict[str, float]:

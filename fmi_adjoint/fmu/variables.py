@@ -229,8 +229,11 @@ def numeric_names(archive: FmuArchive, causality: str, kinds: Iterable[str] = NU
             for name in element_names(v)]
 
 
-def _shape_text(shape: tuple[int, ...]) -> str:
-    return "x".join(map(str, shape))
+def _array_text(shape: tuple[int, ...]) -> str:
+    """'an array of 3 elements' (one dimension), 'a 2x3 array' (several)."""
+    if len(shape) == 1:
+        return f"an array of {shape[0]} element{'' if shape[0] == 1 else 's'}"
+    return f"a {'x'.join(map(str, shape))} array"
 
 
 def _address_hint(variable: FmuVariable) -> str:
@@ -274,7 +277,7 @@ def resolve(archive: FmuArchive, name: str) -> VariableRef:
         raise FmuError(f"{fmu}: {_role(variable)} {variable.name!r} is {kind_label(variable.kind)}; only numeric "
                        "variables can be outputs, inputs or parameters here. Use a numeric variable.")
     if variable.shape and element is None:
-        raise FmuError(f"{fmu}: {_role(variable)} {variable.name!r} is a {_shape_text(variable.shape)} array: address "
+        raise FmuError(f"{fmu}: {_role(variable)} {variable.name!r} is {_array_text(variable.shape)}: address "
                        f"one element as {_address_hint(variable)}.")
     size = math.prod(variable.shape) if variable.shape else 1
     return VariableRef(name=name, valueReference=variable.valueReference, kind=variable.kind, element=element,
@@ -297,8 +300,8 @@ def _element(archive: FmuArchive, name: str) -> tuple[FmuVariable, int]:
         raise FmuError(f"{fmu}: {_role(variable)} {variable.name!r} is a scalar, not an array: address it as "
                        f"{variable.name} (without [{excerpt(match['indices'], 40)[1:-1]}]).")
     tokens = [token.strip() for token in match["indices"].split(",")]
-    wrong = FmuError(f"{fmu}: {excerpt(name, 80)} is not an element of {_role(variable)} {variable.name!r}, a "
-                     f"{_shape_text(variable.shape)} array: address one element as {_address_hint(variable)}.")
+    wrong = FmuError(f"{fmu}: {excerpt(name, 80)} is not an element of {_role(variable)} {variable.name!r}, "
+                     f"{_array_text(variable.shape)}: address one element as {_address_hint(variable)}.")
     if not all(_INDEX.fullmatch(token) for token in tokens):
         raise wrong
     indices = [int(token) for token in tokens]

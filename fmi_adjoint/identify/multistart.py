@@ -200,9 +200,10 @@ class MultiStartResult:
     seed: int
     seconds: float
 
-    def warnings(self, noise_floor: float | None) -> list[str]:
-        """:func:`result_warnings` of the best result, and whether only one start reached it."""
-        texts = result_warnings(self.best, noise_floor)
+    def warnings(self, noise_floor: float | None, *, starts_available: bool = True) -> list[str]:
+        """:func:`result_warnings` of the best result, and whether only one start reached it
+        (``starts_available``: whether the problem takes ``--starts``, see there)."""
+        texts = result_warnings(self.best, noise_floor, starts_available=starts_available)
         if len(self.starts) > 1 and self.global_minimum_starts == 1:
             texts.append(f"only 1 of {len(self.starts)} starts reached the best cost: the global minimum may not be "
                          "found yet; run more --starts.")
@@ -224,12 +225,19 @@ class MultiStartResult:
         }
 
 
-def result_warnings(result: IdentificationResult, noise_floor: float | None) -> list[str]:
-    """Warnings on a (best) fit: a parameter on a bound, a cost far above the noise floor."""
+def result_warnings(result: IdentificationResult, noise_floor: float | None, *,
+                    starts_available: bool = True) -> list[str]:
+    """Warnings on a (best) fit: a parameter on a bound, a cost far above the noise floor.
+
+    Each names a remedy that works for the problem: a wrong basin is left by more
+    ``--starts`` where the problem takes them (model files), else (``starts_available``
+    False: an FMU problem runs one start) by other start values (``--set``).
+    """
+    other_start = "try --starts" if starts_available else "try other start values with --set NAME=VALUE"
     warnings = []
     if result.active_bounds:
         warnings.append(f"{', '.join(result.active_bounds)} ended on a bound: the minimum may lie outside the "
-                        "bounds (widen them with --bounds) or the fit is in a wrong basin (try --starts).")
+                        f"bounds (widen them with --bounds) or the fit is in a wrong basin ({other_start}).")
     if result.unidentifiable:
         warnings.append(f"{', '.join(result.unidentifiable)}: the outputs do not determine "
                         f"{'it' if len(result.unidentifiable) == 1 else 'them'} (zero or near-singular Fisher "
@@ -238,7 +246,7 @@ def result_warnings(result: IdentificationResult, noise_floor: float | None) -> 
     if noise_floor is not None and result.cost > NOISE_FACTOR * noise_floor:
         warnings.append(f"the final cost {result.cost:.4g} is {result.cost / max(noise_floor, 1e-300):.3g} times "
                         f"the noise floor {noise_floor:.4g} estimated from the data: the fit does not explain the "
-                        "data (a wrong local minimum: try --starts; or a model that lacks the behaviour).")
+                        f"data (a wrong local minimum: {other_start}; or a model that lacks the behaviour).")
     return warnings
 
 
@@ -517,6 +525,10 @@ def run_starts(
     ordered = tuple(finished[k] for k in range(len(starts)))
     clusters = cluster_starts(ordered)
     if not clusters:
+        if len(ordered) == 1:  # the start's own message (it names its fix), without its type name
+            kind, _, message = str(ordered[0].error).partition(": ")
+            raise IdentificationError(message if kind.isidentifier() and kind.endswith("Error") and message
+                                      else str(ordered[0].error))
         raise IdentificationError(
             "every start failed: " + "; ".join(f"start {s.index}: {str(s.error).rstrip('.')}" for s in ordered[:3])
             + ("" if len(ordered) <= 3 else "; ...") + ". Narrow the bounds or check the model at those points."
