@@ -61,16 +61,25 @@ _BASE_UNITS = ("kg", "m", "s", "A", "K", "mol", "cd", "rad", "factor", "offset")
 _MAX_RESULT_BYTES = 16 * 1024 * 1024
 
 
+def _read_result(path: Path) -> object:
+    """The parsed RESULT.json at ``path``: a regular file of at most 16 MiB, else one
+    :class:`FmuError` (never more than a short excerpt of the file in the message)."""
+    raw = read_regular(path, _MAX_RESULT_BYTES, "the RESULT.json written by `fmi-adjoint identify -o`", FmuError)
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise FmuError(f"{path}: the JSON is nested too deeply; give the RESULT.json written by "
+                       "`fmi-adjoint identify -o`.") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FmuError(f"{path}: not a readable JSON file ({str(exc)[:120]}); give the RESULT.json written by "
+                       "`fmi-adjoint identify -o`.") from None
+
+
 def read_result_interface(path) -> str | None:
     """The FMU interface a RESULT.json's identification ran ("ModelExchange" or
     "CoSimulation"), None if it records none (a model file, or the adjoint path)."""
     path = Path(path)
-    raw = read_regular(path, _MAX_RESULT_BYTES, "the RESULT.json written by `fmi-adjoint identify -o`", FmuError)
-    try:
-        payload = json.loads(raw.decode("utf-8"))
-    except (RecursionError, UnicodeDecodeError, ValueError):
-        raise FmuError(f"{path}: not a readable JSON file; give the RESULT.json written by "
-                       "`fmi-adjoint identify -o`.") from None
+    payload = _read_result(path)
     interface = payload.get("interface") if isinstance(payload, dict) else None
     return interface if interface in ("ModelExchange", "CoSimulation") else None
 
@@ -90,12 +99,7 @@ def check_result_fmu(path, archive: FmuArchive) -> str | None:
     renamed copy): the returned note says so; None if nothing differs.
     """
     path = Path(path)
-    raw = read_regular(path, _MAX_RESULT_BYTES, "the RESULT.json written by `fmi-adjoint identify -o`", FmuError)
-    try:
-        payload = json.loads(raw.decode("utf-8"))
-    except (RecursionError, UnicodeDecodeError, ValueError):
-        raise FmuError(f"{path}: not a readable JSON file; give the RESULT.json written by "
-                       "`fmi-adjoint identify -o`.") from None
+    payload = _read_result(path)
     if not isinstance(payload, dict):
         return None
     recorded, token = payload.get("fmu"), payload.get("fmu_token")
@@ -145,16 +149,9 @@ def read_result_parameters(path) -> dict[str, float]:
     whose message never echoes more than a short excerpt of the file.
     """
     path = Path(path)
-    raw = read_regular(path, _MAX_RESULT_BYTES, "the RESULT.json written by `fmi-adjoint identify -o`", FmuError)
-    try:
-        payload = json.loads(raw.decode("utf-8"))
-    except RecursionError:
-        raise FmuError(f"{path}: the JSON is nested too deeply; give the RESULT.json written by "
-                       "`fmi-adjoint identify -o`.") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise FmuError(f"{path}: not a readable JSON file ({str(exc)[:120]}).") from None
+    payload = _read_result(path)
     params = payload.get("parameters") if isinstance(payload, dict) else None
-    if not isinstance(params, dict) or not params:
+    if not isinstance(payload, dict) or not isinstance(params, dict) or not params:
         raise FmuError(f"{path}: no 'parameters' object; give the RESULT.json written by `fmi-adjoint identify -o`.")
     settings = payload.get("settings") or {}
     if not isinstance(settings, dict):
