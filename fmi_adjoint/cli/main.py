@@ -326,8 +326,13 @@ class _Setup:
         self.problem, self.options, self.choice, self.archive = problem, options, choice, archive
         #: The problem as model text, data and settings (model files; None for an FMU).
         self.spec = spec
-        #: Notes on the setup (printed on stderr; identify adds them to the result's warnings).
+        #: Notes on the setup, printed on stderr with the command's result (identify also adds
+        #: them to the result's warnings); not printed when the command ends with an error.
         self.notes: list[str] = []
+
+    def print_notes(self) -> None:
+        for text in self.notes:
+            print(f"fmi-adjoint: note: {text}", file=sys.stderr)
 
     def sampled(self, x: np.ndarray) -> np.ndarray:
         """Sampled outputs of the first experiment at the identified values ``x``."""
@@ -440,8 +445,7 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
     setup.executor = executor
     held = held_inputs_note(archive, args.inputs, experiments[0].inputs.columns if experiments[0].inputs else ())
     if held is not None:
-        setup.notes.append(held)
-        print(f"fmi-adjoint: note: {held}", file=sys.stderr)
+        setup.notes.append(held)  # printed with the result (bad input ends with its one error line)
     return setup
 
 
@@ -475,6 +479,7 @@ def cmd_gradient(args) -> int:
         result.update(problem.solver_info())
         if setup.choice is not None:
             result["gradient_path"] = _gradient_path(setup)
+        setup.print_notes()
     finally:
         setup.close()
     if args.json:
@@ -545,6 +550,7 @@ def cmd_identify(args) -> int:
         if len(starts) > 1:
             payload["multistart"] = outcome.to_json()
         payload["warnings"] = [*setup.notes, *warnings]
+        setup.print_notes()
         for text in warnings:
             print(f"fmi-adjoint: warning: {text}", file=sys.stderr)
         payload["model"] = args.model if args.fmu is None else None
