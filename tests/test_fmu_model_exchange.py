@@ -532,21 +532,15 @@ def test_array_and_non_real_parameters_are_refused_with_the_fix(state_space_data
     _one_error(code, err, "'mode'", "UInt8", "--set mode=VALUE")
 
 
-def test_array_element_is_identified(state_space_data, work):
-    payload, _ = _identify(["--fmu", state_space_data["fmu"], "--data", state_space_data["a12"], "--inputs",
-                            state_space_data["inputs"], "--params", "A[1,2]"],
-                           work / "ss_a12.json")
+@pytest.mark.parametrize(("data", "name", "true"), [("a12", "A[1,2]", 0.7), ("gain", "gain", 1.25)],
+                         ids=["array-element", "float32"])
+def test_array_element_and_float32_parameter_are_identified(state_space_data, work, data, name, true):
+    """An FMI 3 array element, and a Float32 parameter (it reaches the FMU rounded to 24 bits,
+    relative 6e-8, which the data were made with)."""
+    payload, _ = _identify(["--fmu", state_space_data["fmu"], "--data", state_space_data[data], "--inputs",
+                            state_space_data["inputs"], "--params", name], work / f"ss_{data}.json")
     assert payload["success"]
-    assert abs(payload["parameters"]["A[1,2]"] - 0.7) <= NOISE_FREE_RECOVERY * 0.7
-
-
-def test_float32_parameter_is_identified(state_space_data, work):
-    payload, _ = _identify(["--fmu", state_space_data["fmu"], "--data", state_space_data["gain"], "--inputs",
-                            state_space_data["inputs"], "--params", "gain"],
-                           work / "ss_gain.json")
-    assert payload["success"]
-    # gain is Float32: it reaches the FMU rounded to 24 bits (relative 6e-8).
-    assert abs(payload["parameters"]["gain"] - 1.25) <= NOISE_FREE_RECOVERY * 1.25
+    assert abs(payload["parameters"][name] - true) <= NOISE_FREE_RECOVERY * true
 
 
 # ------------------------------------------------------------------ 5. honest results --

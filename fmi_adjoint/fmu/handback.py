@@ -46,7 +46,8 @@ from ..files import atomic_output, check_writable, read_regular
 from ..text import excerpt
 from .archive import FmuArchive, FmuError, _parse_description, _schema_problems
 from .session import DEFAULT_TIMEOUT, FmuSession
-from .variables import numeric_names
+from .variables import (FLOAT_KINDS, INTEGER_RANGES, NUMERIC_KINDS, declared_variable, kind_label, numeric_names,
+                        resolve, resolve_as, whole_number)
 
 if TYPE_CHECKING:
     from .rebuild import RebuiltFmu
@@ -121,8 +122,6 @@ def differing_start_values(archive: FmuArchive, values: Mapping[str, float]) -> 
     """The names of ``values`` (a RESULT.json's parameters) whose start value in the FMU is
     another number: the FMU is not the one ``apply`` wrote from that result.  Names the FMU
     lacks, or that address no numeric start value, are left to :func:`check_result_fmu`."""
-    from .variables import declared_variable, resolve
-
     differing = []
     for name, value in values.items():
         try:
@@ -176,8 +175,6 @@ def _check_parameters(archive: FmuArchive, values: Mapping[str, float]) -> None:
     (a scalar or an element ``A[i,j]``, :func:`~.variables.resolve`) and every value fits its
     kind: what ``identify`` accepts (identified reals, ``--set`` integers and Booleans) is what
     the hand-back carries, so the handed-back model is the identified one."""
-    from .variables import INTEGER_RANGES, kind_label, numeric_names, resolve_as, whole_number
-
     label = archive.path.name
     for name, value in values.items():
         found = resolve_as(archive, name, "parameter")
@@ -202,8 +199,6 @@ def _check_parameters(archive: FmuArchive, values: Mapping[str, float]) -> None:
 def _start_text(kind: str, value: float) -> str:
     """A value as the XML start attribute of its kind: ``repr`` of a float (exact round
     trip), a whole number, ``true``/``false``."""
-    from .variables import FLOAT_KINDS
-
     if kind in FLOAT_KINDS:
         return repr(float(value))
     if kind == "boolean":
@@ -214,8 +209,6 @@ def _start_text(kind: str, value: float) -> str:
 def _start_attributes(archive: FmuArchive, values: Mapping[str, float]) -> dict[str, str]:
     """The new ``start`` attribute per declared variable: a scalar's value, or an array's
     whole start list (row-major, FMI 3) with the handed-back elements replaced."""
-    from .variables import declared_variable, resolve
-
     arrays: dict[str, list[float]] = {}
     out: dict[str, str] = {}
     for name, value in values.items():
@@ -252,8 +245,6 @@ def write_ssv(archive: FmuArchive, values: Mapping[str, float], path, *, name: s
     parameters = etree.SubElement(root, f"{{{ssv}}}Parameters")
     defined = _unit_definitions(archive)
     used = []
-    from .variables import FLOAT_KINDS, declared_variable
-
     for key, value in values.items():
         parameter = etree.SubElement(parameters, f"{{{ssv}}}Parameter", name=key)
         variable = declared_variable(archive, key)
@@ -383,8 +374,6 @@ def simulate_with_fmpy(archive: FmuArchive, times: np.ndarray, outputs, inputs: 
                        "choose the other one (--interface).")
     # The start values of the model description are applied explicitly, as an importer
     # should (the FMU's compiled-in defaults may differ after a re-parameterization).
-    from .variables import NUMERIC_KINDS, declared_variable, resolve
-
     values: dict[str, Any] = {}
     for v in archive.variables.values():
         if v.causality == "parameter" and v.variability in ("fixed", "tunable") and v.kind in NUMERIC_KINDS:
@@ -423,8 +412,6 @@ def simulate_with_fmpy(archive: FmuArchive, times: np.ndarray, outputs, inputs: 
 
 def _typed(kind: str, value: float) -> float | int | bool:
     """A number as fmpy sets a variable of ``kind``: float, int, or bool."""
-    from .variables import FLOAT_KINDS
-
     if kind in FLOAT_KINDS:
         return float(value)
     return bool(value) if kind == "boolean" else int(value)

@@ -46,6 +46,7 @@ from ..files import atomic_output, check_writable
 from ..text import excerpt
 from .archive import FmuArchive, FmuError
 from .handback import SSC_NAMESPACE, write_ssv
+from .variables import FLOAT_KINDS, declared_variable
 
 __all__ = ["SSD_NAMESPACE", "FMU_COMPONENT_TYPE", "check_implementation", "write_ssp", "ssp_schema"]
 
@@ -70,8 +71,6 @@ def _resource_name(text: str, suffix: str) -> str:
 
 def _connector_type(archive: FmuArchive, name: str) -> str:
     """The SSC type element of a connector: Real, Integer (enumerations too) or Boolean."""
-    from .variables import FLOAT_KINDS, declared_variable
-
     kind = declared_variable(archive, name).kind
     return "Real" if kind in FLOAT_KINDS else "Boolean" if kind == "boolean" else "Integer"
 
