@@ -193,7 +193,9 @@ def test_first_bending_mode_lies_in_the_band_and_at_the_spectral_peak(model):
 def test_bundled_csvs_are_the_data_module_output(measured, spectrum):
     times, phi1 = noisy_measurement()
     assert np.array_equal(measured[0], times)
-    assert np.array_equal(measured[1], phi1)
+    # Regenerated on another CPU the last bits of BLAS and libm results differ: compare on the
+    # channel's scale (the noise is 1 % of it, so a wrong seed or noise level fails by far).
+    assert np.allclose(measured[1], phi1, rtol=0, atol=EXACT * float(np.max(np.abs(phi1))))
     assert np.array_equal(spectrum[0], FREQUENCIES)
     assert np.allclose(spectrum[1], amplitude_spectrum(*measured), rtol=EXACT, atol=0)
 
