@@ -137,12 +137,41 @@ def _jac(matrix: sp.Matrix, symbols) -> sp.Matrix:
         raise ValueError("_jac differentiates column vectors only")
     position = {s: k for k, s in enumerate(symbols)}
     for i in range(matrix.rows):
-        expr = matrix[i, 0]
-        for sym in expr.free_symbols:
-            k = position.get(sym)
-            if k is not None:
-                result[i, k] = expr.diff(sym)
+        for sym, derivative in _derivatives(matrix[i, 0], position).items():
+            result[i, position[sym]] = derivative
     return result
+
+
+#: An Add or Mul with more arguments than this is differentiated term by term (below).
+_WIDE = 16
+
+
+def _derivatives(expr: sp.Expr, targets) -> dict:
+    """``{s: d expr/d s}`` for the symbols ``s`` of ``targets`` that ``expr`` contains.
+
+    ``expr.diff(s)`` walks all of ``expr`` for every ``s``: on a designed input ``u(t) =
+    sum_k xi_k phi_k(t)`` of K knots that is K walks of K terms, and the build of a 2001-knot
+    design spent minutes there (issue 31).  A wide sum or product is therefore split here:
+    each term is differentiated only by the symbols it contains (the product rule for a
+    product), which gives sympy's own result term by term in time linear in the size.
+    Narrow expressions keep ``expr.diff`` (the same expressions as before for every model).
+    """
+    if isinstance(expr, (sp.Add, sp.Mul)) and len(expr.args) > _WIDE or any(
+            isinstance(arg, sp.Add) and len(arg.args) > _WIDE for arg in expr.args):
+        if isinstance(expr, sp.Add):
+            parts: dict = {}
+            for arg in expr.args:
+                for sym, derivative in _derivatives(arg, targets).items():
+                    parts.setdefault(sym, []).append(derivative)
+            return {sym: sp.Add(*terms) for sym, terms in parts.items()}
+        if isinstance(expr, sp.Mul):
+            args = expr.args
+            parts = {}
+            for j, arg in enumerate(args):
+                for sym, derivative in _derivatives(arg, targets).items():
+                    parts.setdefault(sym, []).append(sp.Mul(*args[:j], derivative, *args[j + 1:]))
+            return {sym: sp.Add(*terms) for sym, terms in parts.items()}
+    return {sym: expr.diff(sym) for sym in expr.free_symbols if sym in targets}
 
 
 def _time_derivative(expr: sp.Expr, sym: SymbolicModel) -> sp.Expr:
@@ -552,13 +581,14 @@ def compile_model(model: Model | SymbolicModel, *, cache: BuildCache | None = No
         codes = {name: compile_source(name, source) for name, source in sources.items()}
         (folder / "numpy.marshal").write_bytes(marshal.dumps(codes))
 
-    def extra(entry: Path, sources: dict[str, str]) -> dict:
-        codes = marshal.loads((entry / "numpy.marshal").read_bytes())
+    def extra(files: dict[str, bytes], sources: dict[str, str]) -> dict:
+        codes = marshal.loads(files["numpy.marshal"])
         if not isinstance(codes, dict) or set(codes) != set(sources):
             raise ValueError("the byte code does not match the sources")
         return codes
 
-    structure, sources, codes = _cached_sources(model, cache, "model", "numpy.json", build, extra)
+    structure, sources, codes = _cached_sources(model, cache, "model", ("numpy.json", "numpy.marshal"), build,
+                                                extra)
     numeric = None
     if any(isinstance(e, AbstractNumericElement) for e in model.forces):
         # Numeric elements are Python code: their callables come from the assembled model.
@@ -566,23 +596,25 @@ def compile_model(model: Model | SymbolicModel, *, cache: BuildCache | None = No
     return _assemble_compiled(model, structure, sources, numeric, codes)  # type: ignore[arg-type]
 
 
-def _cached_sources(model: Model, cache: BuildCache, kind: str, filename: str, build: Callable[[Path], None],
-                    extra: Callable[[Path, dict[str, str]], object]) -> tuple[ModelStructure, dict[str, str], object]:
-    """``(structure, sources, extra(entry, sources))`` of the cache entry ``kind`` of ``model``
-    (built by ``build`` when missing); an unwritable cache or an unreadable entry is one
-    error naming the fix."""
+def _cached_sources(model: Model, cache: BuildCache, kind: str, names: tuple[str, ...], build: Callable[[Path], None],
+                    extra: Callable[[dict[str, bytes], dict[str, str]], object],
+                    ) -> tuple[ModelStructure, dict[str, str], object]:
+    """``(structure, sources, extra(files, sources))`` of the cache entry ``kind`` of ``model``
+    (built by ``build`` when missing), from the files ``names`` (the first holds the structure
+    and sources) exactly as the cache checked them (owner, mode, checksum: the code that runs
+    is the code checked); an unwritable cache or an unreadable entry is one error naming the fix."""
     try:
-        entry = cache.entry(kind, model_key(model), build)
+        entry, files = cache.read(kind, model_key(model), build, names)
     except FmiAdjointError:
         raise
     except OSError as exc:
         raise CacheError(f"writing the build cache {cache.root} failed ({exc.strerror or exc}); free space there "
                          "or set FMI_ADJOINT_CACHE to a writable folder.") from None
     try:
-        payload = json.loads((entry / filename).read_text())
+        payload = json.loads(files[names[0]])
         structure = ModelStructure.from_json(payload["structure"])
         sources = {str(k): str(v) for k, v in payload["sources"].items()}
-        return structure, sources, extra(entry, sources)
+        return structure, sources, extra(files, sources)
     except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
         raise ModelError(f"the build cache entry {entry} of model '{model.name}' is unreadable ({exc}); "
                          "run 'fmi-adjoint cache clear'.") from None
@@ -632,11 +664,11 @@ def compile_second_order(model: Model, *, cache: BuildCache | None = None,
         payload = {"format": 1, "structure": ModelStructure.of(d).to_json(), "sources": sources}
         (folder / "second.json").write_text(json.dumps(payload))
 
-    def check(entry: Path, sources: dict[str, str]) -> None:
+    def check(files: dict[str, bytes], sources: dict[str, str]) -> None:
         if set(sources) != {"step_second", "init_second"}:
             raise ValueError("unexpected functions")
 
-    structure, sources, _ = _cached_sources(model, cache, "second", "second.json", build, check)
+    structure, sources, _ = _cached_sources(model, cache, "second", ("second.json",), build, check)
     tables = {name: (times, values) for name, times, values in structure.tables}
     numeric = None
     if any(isinstance(e, AbstractNumericElement) for e in model.forces):

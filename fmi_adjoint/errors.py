@@ -13,6 +13,8 @@ __all__ = [
     "ExpressionError",
     "DataError",
     "ConvergenceError",
+    "RunBudgetError",
+    "MemoryBudgetError",
     "IdentificationError",
     "OutputFileError",
     "CompilerError",
@@ -40,6 +42,16 @@ class DataError(FmiAdjointError, ValueError):
 
 class ConvergenceError(FmiAdjointError, RuntimeError):
     """A Newton iteration (time step or initialization) did not converge."""
+
+
+class RunBudgetError(ConvergenceError):
+    """A run exceeded its budget of steps, events or wall time (:class:`~fmi_adjoint.integrate.radau.RunBudget`),
+    or its events stopped advancing in time; the run did not reach its end."""
+
+
+class MemoryBudgetError(FmiAdjointError, MemoryError):
+    """A run would need more memory than its limit (:mod:`fmi_adjoint.budget`), or a memory
+    limit given is not a size; refused before anything large is allocated."""
 
 
 class IdentificationError(FmiAdjointError, ValueError):

@@ -134,9 +134,12 @@ def read_regular(path: str | os.PathLike, limit: int, what: str, error: type[Exc
                           "(split or decimate it if it is).")
         if info.st_size > limit:
             raise too_large
+        # The whole file in one read where it can (then no second copy is joined: a 490 MB
+        # CSV cost 980 MB here, issue 31); reading goes on in chunks if the file grew.
         chunks, total = [], 0
+        first = min(info.st_size + 1, limit + 1)
         while total <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            chunk = os.read(fd, min(max(first - total, 1 << 20), limit + 1 - total))
             if not chunk:
                 break
             chunks.append(chunk)

@@ -16,6 +16,7 @@ if str(TESTS_DIR) not in sys.path:
 
 GOLDEN_DIR = TESTS_DIR / "golden"
 _CACHE_KEY = pytest.StashKey[str]()
+_CONFIG_KEY = pytest.StashKey[str]()
 
 
 def pytest_configure(config) -> None:
@@ -32,6 +33,10 @@ def pytest_configure(config) -> None:
     # command would then see it ignored.  A Python handler is reset to the default on exec.
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # A checkpoint key for the run, never the user's (~/.config/fmi-adjoint/checkpoint.key);
+    # the xdist workers inherit the controller's.
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        config.stash[_CONFIG_KEY] = os.environ["FMI_ADJOINT_CONFIG"] = tempfile.mkdtemp(prefix="fmi-adjoint-config-")
     if os.environ.get("FMI_ADJOINT_CACHE"):
         return
     # The controller runs this before it starts the xdist workers, which inherit the variable.
@@ -43,9 +48,10 @@ def pytest_configure(config) -> None:
 def pytest_unconfigure(config) -> None:
     import shutil
 
-    folder = config.stash.get(_CACHE_KEY, None)
-    if folder is not None:
-        shutil.rmtree(folder, ignore_errors=True)
+    for key in (_CACHE_KEY, _CONFIG_KEY):
+        folder = config.stash.get(key, None)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ come back bit for bit and no damage may pass unnoticed."""
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
 import struct
@@ -16,7 +17,7 @@ import pytest
 
 from fmi_adjoint.errors import CheckpointError
 from fmi_adjoint.identify import checkpoint
-from fmi_adjoint.identify.checkpoint import MAGIC, CheckpointLog
+from fmi_adjoint.identify.checkpoint import MAGIC, CheckpointKey, CheckpointLog
 
 RNG_SEED = 14
 
@@ -60,24 +61,45 @@ def assert_records_equal(found, expected) -> None:
             assert got.tobytes() == want.tobytes(), name  # bit-exact, -0.0 and NaN payload included
 
 
-def record_bytes(kind, meta, arrays, *, text=None) -> bytes:
-    """A record encoded independently, following the module docstring."""
+#: MAGIC, key id, nonce.
+PRELUDE = len(MAGIC) + 8 + 32
+
+
+def user_secret() -> bytes:
+    """The suite's checkpoint key (tests/conftest.py points FMI_ADJOINT_CONFIG at a temporary folder)."""
+    CheckpointKey.load()
+    return (checkpoint.config_folder() / checkpoint.KEY_FILE).read_bytes()
+
+
+def record_bytes(kind, meta, arrays, *, text=None, tag=b"REC2") -> bytes:
+    """A record's bytes before its mac, encoded independently, following the module docstring."""
     specs = [{"name": name, "shape": list(np.shape(a))} for name, a in arrays.items()]
     if text is None:
         text = json.dumps({"kind": kind, "meta": meta, "arrays": specs}).encode()
     payload = b"".join(np.asarray(a, dtype="<f8").tobytes() for a in arrays.values())
-    body = b"REC1" + struct.pack("<IQ", len(text), len(payload)) + text + payload
-    return body + hashlib.sha256(body).digest()
+    return tag + struct.pack("<IQ", len(text), len(payload)) + text + payload
+
+
+def file_bytes(*bodies, secret=None, nonce=bytes(range(32))) -> bytes:
+    """A version 2 file of the records ``bodies`` (from :func:`record_bytes`), each closed by
+    its mac under ``secret`` (default: the user's key)."""
+    secret = user_secret() if secret is None else secret
+    key_id = hmac.new(secret, b"fmi-adjoint checkpoint key id", hashlib.sha256).digest()[:8]
+    out, previous = [MAGIC, key_id, nonce], nonce
+    for body in bodies:
+        previous = hmac.new(secret, previous + body, hashlib.sha256).digest()
+        out += [body, previous]
+    return b"".join(out)
 
 
 def record_ends(path) -> list[int]:
     """Byte offsets where each record (header first) ends, read following the documentation."""
     raw = path.read_bytes()
     assert raw.startswith(MAGIC)
-    offset, ends = len(MAGIC), []
+    offset, ends = PRELUDE, []
     while offset < len(raw):
         tag, m, n = struct.unpack_from("<4sIQ", raw, offset)
-        assert tag == b"REC1"
+        assert tag == b"REC2"
         offset += 16 + m + n + 32
         ends.append(offset)
     assert offset == len(raw)
@@ -130,13 +152,16 @@ def test_file_follows_the_documented_format(tmp_path):
     path = tmp_path / "run.ckpt"
     write_log(path)
     raw = path.read_bytes()
-    assert raw.startswith(b"FMI-ADJOINT-CHECKPOINT 1\n")
-    offset, parsed = len(MAGIC), []
+    assert raw.startswith(b"FMI-ADJOINT-CHECKPOINT 2\n")
+    secret = user_secret()
+    assert raw[len(MAGIC):len(MAGIC) + 8] == hmac.new(secret, b"fmi-adjoint checkpoint key id", "sha256").digest()[:8]
+    offset, parsed = PRELUDE, []
     while offset < len(raw):
         tag, m, n = struct.unpack_from("<4sIQ", raw, offset)
         body_end = offset + 16 + m + n
-        assert tag == b"REC1"
-        assert raw[body_end:body_end + 32] == hashlib.sha256(raw[offset:body_end]).digest()
+        assert tag == b"REC2"
+        # The mac covers the 32 bytes before the record (nonce or previous mac) and the record.
+        assert raw[body_end:body_end + 32] == hmac.new(secret, raw[offset - 32:body_end], "sha256").digest()
         obj = json.loads(raw[offset + 16:offset + 16 + m].decode("utf-8"))
         at = offset + 16 + m
         arrays = {}
@@ -154,7 +179,7 @@ def test_file_follows_the_documented_format(tmp_path):
 def test_reader_accepts_an_independently_written_file(tmp_path):
     path = tmp_path / "run.ckpt"
     arrays = {"x": np.array([1.0, -0.0]), "m": np.eye(2)}
-    path.write_bytes(MAGIC + record_bytes("header", {"a": 1}, {}) + record_bytes("evaluation", {"n": 1}, arrays))
+    path.write_bytes(file_bytes(record_bytes("header", {"a": 1}, {}), record_bytes("evaluation", {"n": 1}, arrays)))
     log, header, records = CheckpointLog.resume(path)
     log.close()
     assert header == {"a": 1}
@@ -271,7 +296,7 @@ def test_enlarged_length_field_is_not_taken_for_a_torn_tail(tmp_path):
 
 def test_well_checksummed_but_malformed_records_are_errors(tmp_path):
     path = tmp_path / "run.ckpt"
-    head = MAGIC + record_bytes("header", {}, {})
+    head = record_bytes("header", {}, {})
     good = record_bytes("evaluation", {}, {"x": np.ones(2)})
     cases = {
         "NaN in meta": record_bytes("e", {}, {}, text=b'{"kind":"e","meta":{"J":NaN},"arrays":[]}'),
@@ -295,24 +320,24 @@ def test_well_checksummed_but_malformed_records_are_errors(tmp_path):
         "second header": record_bytes("header", {}, {}),
     }
     for name, record in cases.items():
-        for layout in (head + record, head + record + good):  # last record or not: both are errors
+        for layout in (file_bytes(head, record), file_bytes(head, record, good)):  # last record or not: both fail
             path.write_bytes(layout)
             with pytest.raises(CheckpointError, match="not a file fmi-adjoint wrote") as info:
                 CheckpointLog.resume(path)
             assert str(path) in str(info.value), name
-    path.write_bytes(MAGIC + good)
+    path.write_bytes(file_bytes(good))
     with pytest.raises(CheckpointError, match="is not a header"):
         CheckpointLog.resume(path)
 
 
 def test_hostile_lengths_are_refused_without_allocating(tmp_path):
     path = tmp_path / "run.ckpt"
-    head = MAGIC + record_bytes("header", {}, {})
+    head = file_bytes(record_bytes("header", {}, {}))
     cases = [struct.pack("<4sIQ", b"REC1", 2**32 - 1, 0), struct.pack("<4sIQ", b"REC1", 10, 2**64 - 1),
              struct.pack("<4sIQ", b"REC1", 10, 2**40), struct.pack("<4sIQ", b"REC1", 2**24 + 1, 8)]
     for fixed in cases:
         for filler in (b"", b"{" + bytes(range(256)) * 4):
-            path.write_bytes(head + fixed + filler)
+            path.write_bytes(head + fixed.replace(b"REC1", b"REC2") + filler)
             tracemalloc.start()
             try:
                 with pytest.raises(CheckpointError, match="more than the limits") as info:
@@ -326,9 +351,9 @@ def test_hostile_lengths_are_refused_without_allocating(tmp_path):
 
 def test_a_plausible_length_beyond_the_end_reads_only_what_is_there(tmp_path):
     path = tmp_path / "run.ckpt"
-    head = MAGIC + record_bytes("header", {}, {})
+    head = file_bytes(record_bytes("header", {}, {}))
     # 16 MiB of JSON and 2 GiB of arrays announced, 32 random bytes present: not a prefix of JSON.
-    path.write_bytes(head + struct.pack("<4sIQ", b"REC1", 2**24, 2**31) + np.random.default_rng(1).bytes(32))
+    path.write_bytes(head + struct.pack("<4sIQ", b"REC2", 2**24, 2**31) + np.random.default_rng(1).bytes(32))
     tracemalloc.start()
     try:
         with pytest.raises(CheckpointError, match="extends beyond the end of the file"):
@@ -346,8 +371,8 @@ def test_files_that_are_not_checkpoints(tmp_path):
     cases = {"text.ckpt": (b"time,x\n0,1\n", "not an fmi-adjoint checkpoint"),
              "empty.ckpt": (b"", "empty"),
              "binary.ckpt": (bytes(range(256)), "not an fmi-adjoint checkpoint"),
-             "v2.ckpt": (b"FMI-ADJOINT-CHECKPOINT 2\n" + record_bytes("header", {}, {}), "version '2'"),
-             "garbage_after.ckpt": (MAGIC + record_bytes("header", {}, {}) + b"hello world, not a record",
+             "v3.ckpt": (b"FMI-ADJOINT-CHECKPOINT 3\n" + record_bytes("header", {}, {}), "version '3'"),
+             "garbage_after.ckpt": (file_bytes(record_bytes("header", {}, {})) + b"hello world, not a record",
                                     "does not start with")}
     for name, (content, problem) in cases.items():
         path = tmp_path / name

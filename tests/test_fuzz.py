@@ -41,6 +41,13 @@ once and alone, at a random place) and continues with random combinations of mut
 FMU cases mutate the FMU the module exports, whose GUID and time stamp differ per run; the
 mutations themselves depend only on (SEED, index).
 
+The families of issue 31 (checkpoints, cache layouts, ``--dask`` addresses, design options,
+misbehaving Model Exchange FMUs) live in ``tests/test_fuzz_security.py`` and reuse this
+module's machinery through its extension points: :class:`Case` carries environment variables,
+the exit codes of a success and the folders a family judges itself, and :data:`PREPARE`,
+:data:`VERIFY` and :data:`CHECKS` hold a family's set-up, its own contract checks and its
+output checks.
+
 Runtime: about 45 s on two shared cores (the slowest family, CSV, pays a model compile per
 case because the data is read after the model is compiled); most mutations are refused at
 parse time, simulations are a few steps long, and only 10 cases run the C compiler.  A
@@ -596,6 +603,10 @@ class Case:
     outputs: tuple[str, ...] = ()       # files (relative to the case folder) written on success
     check: str = ""                     # name of the success check
     must_fail: str = ""                 # why exit 0 would be wrong ("" = either ending is fine)
+    env: tuple[tuple[str, str], ...] = ()   # environment variables of the run ({dir}, {shared} expanded)
+    success_codes: tuple[int, ...] = (0,)   # exit codes of a successful run (outputs checked)
+    judged: tuple[str, ...] = ()        # top-level names in the case folder that VERIFY judges, not the
+    #                                     stray-file check (e.g. a cache folder the command may change)
 
 
 def _rng(family: str, index: int) -> random.Random:
@@ -1312,13 +1323,56 @@ def _invoke(argv: list[str], debug: bool = False) -> Outcome:
 
 
 def _write_files(folder: Path, files: dict, shared: Path) -> None:
+    """Write a case's files: bytes, or ``("symlink", target)``, ``("fifo",)``, ``("dir",
+    {name: bytes})`` or ``("sparse", size, head)`` (``head``, then a hole up to ``size``)."""
     for name, content in files.items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, tuple):
-            os.symlink(content[1].replace("{outside}", str(shared / "outside")), path)
+            kind = content[0]
+            if kind == "symlink":
+                os.symlink(content[1].replace("{outside}", str(shared / "outside")), path)
+            elif kind == "fifo":
+                os.mkfifo(path)
+            elif kind == "dir":
+                path.mkdir()
+                for inner, data in content[1].items():
+                    (path / inner).write_bytes(data)
+            elif kind == "sparse":
+                with open(path, "wb") as handle:
+                    handle.write(content[2])
+                    handle.truncate(content[1])
+            else:
+                raise ValueError(f"unknown file kind {kind!r}")
         else:
             path.write_bytes(content.replace(b"{outside}", str(shared / "outside").encode()))
+
+
+#: Extension points for families defined in other modules (tests/test_fuzz_security.py), keyed
+#: by the case's family: ``PREPARE[family](case, folder, shared)`` runs after the case's files
+#: are written (modes, FIFOs, copies of fixtures) and returns a state;
+#: ``VERIFY[family](case, folder, shared, state, outcome)`` runs after the command and returns
+#: why the ending breaks the contract (None if it does not), whatever the exit code.
+#: ``CHECKS[check](case, folder, outcome)`` replaces :func:`_check_success` for that check name.
+PREPARE: dict = {}
+VERIFY: dict = {}
+CHECKS: dict = {}
+
+
+@contextlib.contextmanager
+def _case_environment(case: Case, folder: Path, shared: Path):
+    """The case's environment variables, restored afterwards."""
+    saved = {name: os.environ.get(name) for name, _ in case.env}
+    try:
+        for name, value in case.env:
+            os.environ[name] = _expand(value, folder, shared)
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _listing(folder: Path) -> set[str]:
@@ -1327,6 +1381,8 @@ def _listing(folder: Path) -> set[str]:
 
 def _check_success(case: Case, folder: Path, outcome: Outcome) -> str | None:
     """Why the exit-0 outputs of ``case`` are not valid (None if they are)."""
+    if case.check in CHECKS:
+        return CHECKS[case.check](case, folder, outcome)
     lines = outcome.stderr.splitlines()
     odd = [line for line in lines if not line.startswith(("wrote ", "fmi-adjoint: note:"))]
     if odd:
@@ -1408,12 +1464,30 @@ class Failure:
                 f"    input: {self.case.description}\n"
                 f"    argv: fmi-adjoint {argv}\n"
                 f"    stderr: {self.stderr.strip()[:600]!r}\n"
-                f"    files in {self.folder} (regenerate: python tests/test_fuzz.py {self.case.family} "
-                f"{self.case.index} DIR)")
+                f"    files in {self.folder}" + (
+                    f" (regenerate: python tests/test_fuzz.py {self.case.family} {self.case.index} DIR)"
+                    if self.case.family in COUNTS else ""))
 
 
 def _expand(arg: str, folder: Path, shared: Path) -> str:
     return arg.replace("{dir}", str(folder)).replace("{shared}", str(shared))
+
+
+def _judged_out(case: Case, names: set[str]) -> set[str]:
+    """``names`` without the paths under the top-level names the family's VERIFY judges."""
+    return {name for name in names if Path(name).parts[0] not in case.judged}
+
+
+def _make_removable(folder: Path) -> None:
+    """Owner read/write/search on every folder under ``folder`` (a case may remove them)."""
+    if not folder.is_dir() or folder.is_symlink():
+        return
+    with contextlib.suppress(OSError):
+        folder.chmod(0o700)
+    for path in folder.rglob("*"):
+        if path.is_dir() and not path.is_symlink():
+            with contextlib.suppress(OSError):
+                path.chmod(0o700)
 
 
 def _empty(folder: Path) -> None:
@@ -1428,12 +1502,17 @@ def run_case(case: Case, folder: Path, shared: Path, private_tmp: Path, cwd: Pat
     """Run one case; None if it ended as the contract says."""
     folder.mkdir(parents=True)
     _write_files(folder, case.files, shared)
-    before = _listing(folder)
+    state = PREPARE[case.family](case, folder, shared) if case.family in PREPARE else None
+    before = _judged_out(case, _listing(folder))
     argv = [_expand(a, folder, shared) for a in case.argv]
     signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
     try:
-        outcome = _invoke(argv)
+        with _case_environment(case, folder, shared):
+            outcome = _invoke(argv)
     except CaseTimeout:
+        if case.family in VERIFY:  # the hook's clean-up (restored hooks, stopped helpers)
+            with contextlib.suppress(Exception):
+                VERIFY[case.family](case, folder, shared, state, Outcome("exception", "", "", []))
         _empty(private_tmp)
         _empty(cwd)
         return Failure(case, folder, f"hang: still running after {CASE_SECONDS} s", "hang", "")
@@ -1444,7 +1523,11 @@ def run_case(case: Case, folder: Path, shared: Path, private_tmp: Path, cwd: Pat
         return Failure(case, folder, problem, key or problem.split(":")[0], outcome.stderr)
 
     problems = []
-    after = _listing(folder)
+    if case.family in VERIFY:
+        reason = VERIFY[case.family](case, folder, shared, state, outcome)
+        if reason:
+            problems.append(fail(reason, reason.split(":")[0][:60]))
+    after = _judged_out(case, _listing(folder))
     leftovers = _listing(private_tmp)
     if leftovers:  # the native engine's build folder goes with its library object
         gc.collect()
@@ -1469,12 +1552,13 @@ def run_case(case: Case, folder: Path, shared: Path, private_tmp: Path, cwd: Pat
     lines = outcome.stderr.splitlines()
     if "Traceback" in outcome.stderr:
         problems.append(fail("a traceback on stderr", "traceback"))
-    if outcome.code == 0:
+    if outcome.code in case.success_codes:
         if case.must_fail:
-            problems.append(fail(f"exit 0 although the input has {case.must_fail}", f"accepted: {case.must_fail}"))
+            problems.append(fail(f"exit {outcome.code} although the input has {case.must_fail}",
+                                 f"accepted: {case.must_fail}"))
         missing = [name for name in case.outputs if name not in after]
         if missing:
-            problems.append(fail(f"exit 0 but no output {missing}", "exit 0 without output"))
+            problems.append(fail(f"exit {outcome.code} but no output {missing}", "exit 0 without output"))
         else:
             reason = _check_success(case, folder, outcome)
             if reason:
@@ -1502,6 +1586,7 @@ def run_case(case: Case, folder: Path, shared: Path, private_tmp: Path, cwd: Pat
     if problems:
         first = problems[0]
         return dataclasses.replace(first, problem="; ".join(p.problem for p in problems))
+    _make_removable(folder)
     shutil.rmtree(folder)
     return None
 
@@ -1513,14 +1598,20 @@ def _rerun_for_traceback(case: Case, folder: Path, shared: Path) -> tuple[str, s
     shutil.rmtree(again, ignore_errors=True)
     again.mkdir()
     _write_files(again, case.files, shared)
+    state = PREPARE[case.family](case, again, shared) if case.family in PREPARE else None
     argv = [_expand(a, again, shared) for a in case.argv]
     signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
     try:
-        outcome = _invoke(argv, debug=True)
+        with _case_environment(case, again, shared):
+            outcome = _invoke(argv, debug=True)
     except CaseTimeout:
         return "hang", "the debug re-run hung"
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+        if case.family in VERIFY:  # the hook's clean-up (restored hooks, stopped helpers)
+            with contextlib.suppress(Exception):
+                VERIFY[case.family](case, again, shared, state, Outcome("exception", "", "", []))
+        _make_removable(again)
         shutil.rmtree(again, ignore_errors=True)
     if outcome.error is None:
         return "not reproduced", "no exception with FMI_ADJOINT_DEBUG=1"
@@ -1568,6 +1659,11 @@ def _summary(failures: list[Failure], total: int, shared: Path) -> str:
 def sandbox(tmp_path, monkeypatch):
     """A private TMPDIR (environment and :data:`tempfile.tempdir`), an empty working folder,
     and the root of the case folders."""
+    return make_sandbox(tmp_path, monkeypatch)
+
+
+def make_sandbox(tmp_path: Path, monkeypatch) -> tuple[Path, Path, Path]:
+    """:func:`sandbox` for other modules' fixtures."""
     private = tmp_path / "TMPDIR"
     cwd = tmp_path / "cwd"
     root = tmp_path / "cases"
@@ -1583,7 +1679,11 @@ def sandbox(tmp_path, monkeypatch):
 def shared(tmp_path_factory):
     """The inputs every case may use: the small gradient model, the exported sdof FMU, a
     valid RESULT.json and an 'outside' folder holding a secret table."""
-    folder = tmp_path_factory.mktemp("fuzz_shared")
+    return make_shared(tmp_path_factory.mktemp("fuzz_shared"))
+
+
+def make_shared(folder: Path) -> Path:
+    """:func:`shared` in ``folder``, for other modules' fixtures."""
     (folder / "model.toml").write_text(GRADIENT_MODEL, encoding="utf-8")
     (folder / "RESULT.json").write_bytes(VALID_RESULT)
     (folder / "outside").mkdir()

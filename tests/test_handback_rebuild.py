@@ -387,3 +387,39 @@ def test_rebuild_compiles_in_the_start_values_the_identification_used(exported, 
     h = 1e-3
     rebuilt = fmpy.simulate_fmu(str(out), stop_time=SDOF_STEPS * h, output_interval=h)  # no start values
     assert _max_rel(rebuilt["x"], identified_run) <= EXACT
+
+
+# ------------------------------------ 6. sources/ of the rebuilt FMU are only our own (31) --
+
+HOSTILE_BUILD = (b'<?xml version="1.0" encoding="UTF-8"?>\n<fmiBuildDescription fmiVersion="3.0"><BuildConfiguration '
+                 b'modelIdentifier="sdof"><SourceFileSet language="C99" compiler="sh" compilerOptions="-c evil">'
+                 b'<SourceFile name="evil.c"/></SourceFileSet></BuildConfiguration></fmiBuildDescription>\n')
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_rebuild_keeps_no_foreign_sources(version, exported, sdof_result, tmp_path):
+    """Issue 31, finding 7: ``apply -o`` rebuilt and re-trusted an FMI 3 FMU but kept its hostile
+    ``sources/buildDescription.xml`` (compiler "sh", an extra evil.c) that fmpy.build would compile."""
+    source = tmp_path / "planted.fmu"
+    with zipfile.ZipFile(exported[version]) as old, zipfile.ZipFile(source, "w", zipfile.ZIP_DEFLATED) as new:
+        fresh = {i.filename: old.read(i) for i in old.infolist()}
+        for info in old.infolist():
+            data = HOSTILE_BUILD if info.filename == "sources/buildDescription.xml" else old.read(info)
+            new.writestr(info, data)
+        new.writestr("sources/evil.c", b"int evil(void) { return 666; }\n")
+        if version == 2:  # FMI 2 exports have none: a planted one
+            new.writestr("sources/buildDescription.xml", HOSTILE_BUILD)
+    with open_fmu(source) as archive:
+        assert archive.native is not None, archive.native_distrust  # sources/ are not part of the trust check
+    output = tmp_path / "identified.fmu"
+    code, err = _cli(["apply", sdof_result, "--fmu", source, "-o", output])
+    assert code == 0, err
+    with zipfile.ZipFile(output) as rebuilt:
+        sources = sorted(n for n in rebuilt.namelist() if n.startswith("sources/"))
+        assert sources == sorted(n for n in fresh if n.startswith("sources/"))  # exactly what export writes
+        if version == 3:
+            assert rebuilt.read("sources/buildDescription.xml") == fresh["sources/buildDescription.xml"]
+    dropped = "sources/evil.c" + (", sources/buildDescription.xml" if version == 2 else "")
+    assert f"{dropped} left out of the rebuilt FMU" in err
+    with open_fmu(output) as archive:
+        assert archive.native is not None, archive.native_distrust

@@ -106,19 +106,31 @@ def _distributed_problem(executor):
     return local, DistributedProblem(local, spec, executor)
 
 
-def _kill_one_while_busy(pids_of, busy: threading.Event, done: threading.Event, killed: list) -> None:
-    """After the run has been busy for a while, SIGKILL one worker process (once)."""
-    busy.wait()
-    time.sleep(1.0)
-    if not done.is_set():
-        pid = pids_of()[0]
-        os.kill(pid, signal.SIGKILL)
-        killed.append(pid)
+def _kill_one_at_evaluation(problem, pids_of, killed: list, at: int = 3) -> None:
+    """SIGKILL one worker process when the run asks for its ``at``-th evaluation, or the first
+    after it once the workers are up (once).
+
+    Counted, not timed (a sleep before the kill let a fast machine finish the run first): the
+    kill happens during the run on any machine, while the other starts' evaluations are on
+    the executor (the starts run in threads)."""
+    parts = problem._parts
+    lock = threading.Lock()
+    calls = [0]
+
+    def counted(*args, **kwargs):
+        with lock:
+            calls[0] += 1
+            if calls[0] >= at and not killed:
+                pids = pids_of()  # empty while the pool is still starting its workers: the next call
+                if pids:
+                    os.kill(pids[0], signal.SIGKILL)
+                    killed.append(pids[0])
+        return parts(*args, **kwargs)
+
+    problem._parts = counted
 
 
-def _multistart(problem, starts, busy=None):
-    if busy is not None:
-        busy.set()
+def _multistart(problem, starts):
     return run_starts(problem, starts, "lbfgsb", max_iterations=12, progress=None)
 
 
@@ -147,14 +159,9 @@ def test_a_worker_killed_during_a_multistart_changes_nothing(where, cluster):
             return list(client.run(os.getpid).values())
     with executor:
         _, problem = _distributed_problem(executor)
-        busy, done, killed = threading.Event(), threading.Event(), []
-        killer = threading.Thread(target=_kill_one_while_busy, args=(pids, busy, done, killed))
-        killer.start()
-        try:
-            outcome = _multistart(problem, starts, busy)
-        finally:
-            done.set()
-            killer.join()
+        killed: list[int] = []
+        _kill_one_at_evaluation(problem, pids, killed)
+        outcome = _multistart(problem, starts)
     assert killed, "the run ended before a worker could be killed"
     _same_outcome(outcome, reference)
     if where == "pool":

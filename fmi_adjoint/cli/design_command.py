@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..budget import parse_size
 from ..data import check_csv_columns
 from ..design import (BASES, BOUND_MAPS, CRITERIA, DesignIteration, DesignProblem, DesignResult, DesignSpec,
                       criterion_named, run_design)
@@ -76,6 +77,9 @@ def add_design_parser(sub) -> None:
     design.add_argument("--monte-carlo", type=int, metavar="RUNS",
                         help="check the predicted standard errors: identify the parameters from RUNS noisy "
                         "simulated experiments with the start and with the designed input (at least 2)")
+    design.add_argument("--memory-limit", metavar="SIZE",
+                        help="most memory the design may plan to use, e.g. 8G (default: FMI_ADJOINT_MEMORY_LIMIT, "
+                        "else half of the physical memory); a larger design is refused before it starts")
     design.add_argument("--max-iterations", type=int, default=200, metavar="N",
                         help="most optimizer iterations (default 200)")
     design.add_argument("-o", "--output", metavar="DESIGN.json",
@@ -178,6 +182,8 @@ def cmd_design(args: argparse.Namespace) -> int:
     files then hold the best design found)."""
     if args.max_iterations < 1:
         raise ModelError(f"--max-iterations {args.max_iterations}: give at least 1 iteration (default 200).")
+    if args.memory_limit is not None:
+        parse_size(args.memory_limit, "--memory-limit")
     check_time_span(args.t_end, args.step)
     outputs = _check_outputs(args)
     if "--csv" in outputs:
@@ -193,7 +199,7 @@ def cmd_design(args: argparse.Namespace) -> int:
     if args.monte_carlo is not None and (args.monte_carlo < 2 or spec.integral):
         raise ModelError(f"--monte-carlo {args.monte_carlo}: give at least 2 runs, without --integral (the "
                          "Cramér-Rao bounds are those of independent samples).")
-    problem = DesignProblem.build(spec, model)
+    problem = DesignProblem.build(spec, model, memory_limit=args.memory_limit)
     result = run_design(problem, max_iterations=args.max_iterations, progress=_progress)
     extra: dict = {"model_file": str(path), "settings": settings}
     checks = {}

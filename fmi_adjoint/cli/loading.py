@@ -104,7 +104,8 @@ def _number(text: str, what: str) -> float:
 
 
 def parse_assignments(items: list[str] | None, option: str = "--set") -> dict[str, float]:
-    """``["c=1.5", "d=0.2"]`` to ``{"c": 1.5, "d": 0.2}``."""
+    """``["c=1.5", "d=0.2"]`` to ``{"c": 1.5, "d": 0.2}``; a name given twice is refused
+    (which of two values was meant cannot be guessed)."""
     values: dict[str, float] = {}
     for item in items or []:
         name, sep, text = item.partition("=")
@@ -113,6 +114,9 @@ def parse_assignments(items: list[str] | None, option: str = "--set") -> dict[st
         value = _number(text.strip(), f"{option} {item}")
         if not math.isfinite(value):
             raise ModelError(f"{option} {item!r}: the value must be finite.")
+        if name.strip() in values:
+            raise ModelError(f"{option} {excerpt(name.strip())} is given twice ({values[name.strip()]:g} and "
+                             f"{value:g}); give it once.")
         values[name.strip()] = value
     return values
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from collections.abc import Sequence
@@ -59,6 +58,14 @@ def _common_model_options(parser: argparse.ArgumentParser, fmu: bool = False) ->
                            "Radau IIA integration (default 1e-8)")
         group.add_argument("--atol", type=float, help="Model Exchange: absolute error tolerance, times each state's "
                            "nominal value (default 1e-10)")
+        group.add_argument("--max-steps", type=int, metavar="N",
+                           help="Model Exchange: most steps one simulation may attempt (default 200000; each step "
+                           "holds about 1 kB until the simulation ends)")
+        group.add_argument("--max-events", type=int, metavar="N",
+                           help="Model Exchange: most events one simulation may handle (default 20000)")
+        group.add_argument("--run-timeout", type=float, metavar="SECONDS",
+                           help="Model Exchange: longest time one simulation (with its sensitivities) may take "
+                           "(default 600; --fmu-timeout bounds each FMI call)")
         group.add_argument("--allow-unidentifiable", action="store_true",
                            help="accept a fit in which a parameter does not affect the outputs (otherwise it is "
                            "reported with success false)")
@@ -90,8 +97,10 @@ def _parallel_options(parser: argparse.ArgumentParser) -> None:
                        help="local worker processes (default: the CPU count when there is parallel work; 1: all in "
                        "this process); results do not depend on it")
     group.add_argument("--dask", metavar="ADDRESS",
-                       help="run the work on an existing Dask cluster, e.g. tcp://scheduler:8786 (default: "
-                       "$FMI_ADJOINT_DASK, else local processes); needs pip install 'fmi-adjoint[dask]'")
+                       help="run the work on an existing Dask cluster, at tcp://HOST:PORT, tls://HOST:PORT or "
+                       "HOST:PORT, e.g. tcp://scheduler:8786 (default: $FMI_ADJOINT_DASK, else local processes); "
+                       "each connection step waits at most $FMI_ADJOINT_DASK_TIMEOUT s (default 10); the cluster runs "
+                       "code sent to it, so give only your own; needs pip install 'fmi-adjoint[dask]'")
 
 
 def _table_option(parser: argparse.ArgumentParser) -> None:
@@ -195,6 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     starts.add_argument("--resume", metavar="RUN.ckpt",
                         help="continue the run recorded in RUN.ckpt (same command line; --workers/--dask may "
                         "differ); the result equals an uninterrupted run")
+    starts.add_argument("--resume-reevaluate", metavar="RUN.ckpt",
+                        help="continue a run recorded by another user or machine, or by an older fmi-adjoint, "
+                        "without trusting RUN.ckpt: only its points are used and each is evaluated again (as long as "
+                        "a new run); the file is only read, add --checkpoint NEW.ckpt to record the continued run")
     add_cost_options(ident)
 
     plugins = sub.add_parser("plugins", help="list or check the registered force elements")
@@ -351,6 +364,7 @@ class _Setup:
 
 def _problem(args, bounds=None) -> _Setup:
     _check_solver_options(args)
+    _dask_settings(args)  # a bad address is refused before any loading
     options = cost_options_from_args(
         args, parse_assignments(args.weight, "--weight"), parse_assignments(args.scale, "--scale")
     )
@@ -359,7 +373,7 @@ def _problem(args, bounds=None) -> _Setup:
         return _fmu_problem(args, options, names, bounds)
     if args.model is None:
         raise ModelError("give MODEL (a TOML file or example name) or --fmu MODEL.fmu.")
-    for option in ("inputs", "fmu_timeout", "rtol", "atol"):
+    for option in ("inputs", "fmu_timeout", "rtol", "atol", "max_steps", "max_events", "run_timeout"):
         if getattr(args, option) is not None:
             raise ModelError(f"--{option.replace('_', '-')} applies to --fmu; remove it or give --fmu.")
     if args.verbose:
@@ -398,15 +412,34 @@ def _executor(args, tasks: int):
     ``--workers`` wins over ``FMI_ADJOINT_DASK``; ``--dask`` with ``--workers`` is refused."""
     from ..scale.select import choose_executor
 
-    dask = args.dask or (os.environ.get("FMI_ADJOINT_DASK") or None if args.workers is None else None)
+    dask, timeout = _dask_settings(args)
     # Workers start with the identification code imported (once, in the fork server).
-    return choose_executor(workers=args.workers, dask=dask, tasks=tasks, preload=("fmi_adjoint.identify.parallel",))
+    return choose_executor(workers=args.workers, dask=dask, tasks=tasks, preload=("fmi_adjoint.identify.parallel",),
+                           dask_timeout=timeout)
+
+
+def _dask_settings(args) -> tuple[str | None, float | None]:
+    """The Dask scheduler address of ``--dask`` or ``FMI_ADJOINT_DASK`` (None: no Dask),
+    checked for form, and the connection timeout of ``FMI_ADJOINT_DASK_TIMEOUT`` (None: the
+    default).  Nothing is imported or connected here."""
+    from ..scale.dask import parse_address, parse_timeout
+
+    if getattr(args, "dask", None) is not None:  # --dask "" is an error, not "no Dask"
+        text, what = args.dask, "--dask"
+    elif args.workers is None and os.environ.get("FMI_ADJOINT_DASK"):
+        text, what = os.environ["FMI_ADJOINT_DASK"], "FMI_ADJOINT_DASK"
+    else:
+        return None, None
+    address = str(parse_address(text, what))
+    timeout = os.environ.get("FMI_ADJOINT_DASK_TIMEOUT")
+    return address, parse_timeout(timeout, "FMI_ADJOINT_DASK_TIMEOUT") if timeout else None
 
 
 def _fmu_problem(args, options, names, bounds) -> _Setup:
     from ..fmu.archive import open_fmu
     from ..fmu.problem import fmu_problem
-    from .fmu_loading import held_inputs_note, load_fmu_experiments
+    from .fmu_loading import (MODEL_EXCHANGE_OPTIONS, check_model_exchange_options, held_inputs_note,
+                              load_fmu_experiments)
 
     if args.model is not None:
         raise ModelError(f"give either MODEL ({args.model}) or --fmu, not both.")
@@ -427,8 +460,7 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
         )
         # On a Dask cluster the finite-difference columns run there (the FMU travels as its
         # bytes); locally in the problem's own sandboxed worker processes (--workers).
-        dask = args.dask or (os.environ.get("FMI_ADJOINT_DASK") or None if args.workers is None else None)
-        executor = _executor(args, 2) if dask else None
+        executor = _executor(args, 2) if _dask_settings(args)[0] else None
     except BaseException:
         archive.close()
         raise
@@ -443,6 +475,13 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
         raise
     setup = _Setup(problem, options, choice, archive)
     setup.executor = executor
+    try:
+        check_model_exchange_options(problem, experiments, _tolerances(args),
+                                     [f"--{name.replace('_', '-')}" for name in MODEL_EXCHANGE_OPTIONS
+                                      if getattr(args, name) is not None])
+    except BaseException:
+        setup.close()
+        raise
     held = held_inputs_note(archive, args.inputs, experiments[0].inputs.columns if experiments[0].inputs else ())
     if held is not None:
         setup.notes.append(held)  # printed with the result (bad input ends with its one error line)
@@ -450,12 +489,12 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
 
 
 def _tolerances(args):
-    """``--rtol``/``--atol`` (and ``--step`` as the largest step) of a Model Exchange run."""
-    from ..fmu.experiment import DEFAULT_ATOL, DEFAULT_RTOL, Tolerances
+    """``--rtol``/``--atol`` (``--step`` as the largest step) and the run budget (``--max-steps``,
+    ``--max-events``, ``--run-timeout``) of a Model Exchange run, checked against their ranges."""
+    from .fmu_loading import run_tolerances
 
-    return Tolerances(rtol=DEFAULT_RTOL if args.rtol is None else args.rtol,
-                      atol=DEFAULT_ATOL if args.atol is None else args.atol,
-                      max_step=math.inf if args.step is None else args.step)
+    return run_tolerances(args.rtol, args.atol, args.step, max_steps=args.max_steps, max_events=args.max_events,
+                          run_timeout=args.run_timeout)
 
 
 def cmd_gradient(args) -> int:
@@ -496,12 +535,18 @@ def _gradient_path(setup: _Setup) -> dict:
     return {**setup.choice.to_json(), **setup.problem.gradient_details()}
 
 
+def _progress_note(text: str) -> None:
+    """A progress line of a long step (reading a large checkpoint) on stderr."""
+    print(f"fmi-adjoint: note: {text}", file=sys.stderr, flush=True)
+
+
 def cmd_identify(args) -> int:
     from ..identify.multistart import (
         AllExperiments,
         ExperimentContinuation,
         checkpoint_header,
         open_checkpoint,
+        open_untrusted,
         run_starts,
         sobol_starts,
     )
@@ -512,10 +557,13 @@ def cmd_identify(args) -> int:
         raise ModelError(f"--starts {args.starts}: give at least 1 start (default 1).")
     if args.checkpoint and args.resume:
         raise ModelError("give either --checkpoint (a new run) or --resume (continue one), not both.")
+    if args.resume and args.resume_reevaluate:
+        raise ModelError("give either --resume (your own checkpoint) or --resume-reevaluate (one you do not trust), "
+                         "not both.")
     ckpt = args.checkpoint or args.resume
     _check_outputs({"-o": args.output, "--plot": args.plot, "--checkpoint": args.checkpoint},
                    [*(model_inputs(args.model) if args.model else []), *_data_inputs(args),
-                    ("checkpoint", args.resume)])
+                    ("checkpoint", args.resume), ("checkpoint", args.resume_reevaluate)])
     setup = _problem(args, parse_bounds(args.bounds))
     log = None
     try:
@@ -532,12 +580,17 @@ def cmd_identify(args) -> int:
         plan = ExperimentContinuation() if args.continuation else AllExperiments()
         starts = plan.starts(sobol_starts(problem, args.starts, args.seed, args.scaling), len(problem.experiments))
         replay: list = []
+        if args.resume_reevaluate:
+            replay = open_untrusted(args.resume_reevaluate, _checkpoint_header(args, setup, checkpoint_header),
+                                    note=_progress_note)
         if ckpt:
-            log, replay = open_checkpoint(ckpt, _checkpoint_header(args, setup, checkpoint_header),
-                                          resume=bool(args.resume))
+            log, own = open_checkpoint(ckpt, _checkpoint_header(args, setup, checkpoint_header),
+                                       resume=bool(args.resume), note=_progress_note)
+            replay = replay or own
         try:
             outcome = run_starts(problem, starts, args.method, scaling=args.scaling, max_iterations=args.max_iter,
-                                 seed=args.seed, progress=sys.stderr, checkpoint=log, replay=replay)
+                                 seed=args.seed, progress=sys.stderr, checkpoint=log, replay=replay,
+                                 reevaluate=bool(args.resume_reevaluate))
         except KeyboardInterrupt:
             if ckpt:
                 print(f"fmi-adjoint: note: {ckpt} holds the run so far; continue it with the same command, "
@@ -602,7 +655,8 @@ def cmd_identify(args) -> int:
 
 #: Options that do not change the result (where the work runs, where it is written), and the
 #: input files, which enter the checkpoint by their content (a moved folder still resumes).
-_NOT_IN_CHECKPOINT = ("workers", "dask", "checkpoint", "resume", "output", "json", "plot", "verbose", "fmu_timeout",
+_NOT_IN_CHECKPOINT = ("workers", "dask", "checkpoint", "resume", "resume_reevaluate", "output", "json", "plot",
+                      "verbose", "fmu_timeout", "max_steps", "max_events", "run_timeout",
                       "model", "data", "fmu", "inputs")
 
 
@@ -712,7 +766,7 @@ def cmd_apply(args) -> int:
 def cmd_validate(args) -> int:
     from ..data import read_csv
     from ..fmu.archive import open_fmu
-    from ..fmu.handback import validate_fmu_against_data
+    from ..fmu.handback import check_result_fmu, validate_fmu_against_data
 
     settings = _fmu_process_settings(args)
     _check_report_folder(args.output, [("data file", args.data), ("inputs file", args.inputs), ("FMU", args.fmu)])
@@ -721,6 +775,10 @@ def cmd_validate(args) -> int:
     interface = _validate_interface(args)
     with open_fmu(args.fmu) as archive:
         if args.result:
+            # As `apply`: a RESULT.json of another FMU (another guid / instantiationToken) is refused.
+            other = check_result_fmu(args.result, archive)
+            if other is not None:
+                print(f"fmi-adjoint: note: {other}", file=sys.stderr)
             _note_other_values(args, archive)
         summary = validate_fmu_against_data(archive, data, args.output, inputs, interface=interface, **settings)
     for name, stats in summary["outputs"].items():

@@ -37,7 +37,9 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
+from scipy import sparse
 
+from ..budget import MemoryEstimate, doubles
 from ..cache import BuildCache
 from ..compiled import CompiledModel, Derivation, SecondOrder, compile_model, compile_second_order
 from ..engines import AbstractEngine, NativeEngine, PythonEngine
@@ -50,13 +52,18 @@ from ..native import build_native, native_second_order
 from ..text import excerpt
 from ..toolchain import c_compiler
 from .criteria import AbstractCriterion, AOptimal
-from .fisher import FisherSetup, Sensitivities, criterion_gradient, fisher_matrix, sensitivities
-from .signal import AbstractBasis, AbstractBoundMap, BoxBounds, PiecewiseLinear, knot_names, signal_model
+from .fisher import (SECOND_ORDER_CHUNK, FisherSetup, Sensitivities, criterion_gradient, fisher_matrix,
+                     sensitivities)
+from .signal import AbstractBasis, AbstractBoundMap, BoxBounds, CubicSpline, PiecewiseLinear, knot_names, signal_model
 
-__all__ = ["DesignSpec", "DesignProblem", "DesignValue", "PENALTY_WEIGHT"]
+__all__ = ["DesignSpec", "DesignProblem", "DesignValue", "PENALTY_WEIGHT", "SPEC_RANGE", "design_memory"]
 
 #: Weight of the penalties relative to the start criterion (module docstring).
 PENALTY_WEIGHT = 100.0
+#: Magnitudes allowed for --noise, --end, --limit and --rate: the penalties square ratios of
+#: these values to the outputs' scales and multiply them by up to 1e6 (the raised weights),
+#: which overflows past about 1e150; no measurement comes near these bounds.
+SPEC_RANGE = (1e-100, 1e100)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,17 +136,30 @@ class DesignSpec:
             raise ModelError(f"--params names a parameter twice: {', '.join(self.params)}.")
         if not self.noise:
             raise ModelError("give at least one measured output with its noise level (--noise OUT=SIGMA).")
+        small, large = SPEC_RANGE
         for name, sigma in self.noise.items():
             if not (math.isfinite(sigma) and sigma > 0):
                 raise ModelError(f"--noise {name}={sigma!r}: the noise level must be a positive number.")
+            if not small <= sigma <= large:
+                raise ModelError(f"--noise {name}={sigma:g}: a noise level must lie in [{small:g}, {large:g}]; give "
+                                 f"the standard deviation of the measurement of '{name}' in the output's unit.")
         for name, limit in self.limits.items():
             if not (math.isfinite(limit) and limit > 0):
                 raise ModelError(f"--limit {name}={limit!r}: the amplitude limit must be a positive number.")
+            if not small <= limit <= large:
+                raise ModelError(f"--limit {name}={limit:g}: an amplitude limit must lie in [{small:g}, {large:g}]; "
+                                 f"give the largest |{name}| allowed, in the output's unit.")
         for name, value in self.end.items():
             if not math.isfinite(value):
                 raise ModelError(f"--end {name}={value!r}: give a finite value.")
+            if abs(value) > large:
+                raise ModelError(f"--end {name}={value:g}: an end value must lie in [-{large:g}, {large:g}]; give "
+                                 f"the value '{name}' should reach at the end, in the output's unit.")
         if self.rate is not None and not (math.isfinite(self.rate) and self.rate > 0):
             raise ModelError(f"--rate {self.rate!r}: give a positive bound on |du/dt|.")
+        if self.rate is not None and not small <= self.rate <= large:
+            raise ModelError(f"--rate {self.rate:g}: a rate bound must lie in [{small:g}, {large:g}]; give the "
+                             "largest |du/dt| allowed, in the input's unit per second.")
         if self.sample is not None and not (math.isfinite(self.sample) and self.sample > 0):
             raise ModelError(f"--sample {self.sample!r}: give a positive sample interval.")
 
@@ -190,13 +210,13 @@ class DesignProblem:
     knot_index: np.ndarray
     grid: np.ndarray
     penalty_weight: float = PENALTY_WEIGHT
-    #: The signal at the steps is linear in the knots: ``u = signal_matrix @ xi``.
-    signal_matrix: np.ndarray = dataclasses.field(init=False, repr=False)
+    #: The signal at the steps is linear in the knots: ``u = signal_matrix @ xi`` (sparse:
+    #: a knot acts on the steps of its table's support only, so the matrix has about as many
+    #: entries as the tables, not steps x knots).
+    signal_matrix: sparse.csc_matrix = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        tables = self.model.signals[-1].tables
-        object.__setattr__(self, "signal_matrix",
-                           np.array([np.interp(self.grid, times, values) for times, values in tables]).T)
+        object.__setattr__(self, "signal_matrix", _signal_matrix(self.model.signals[-1].tables, self.grid))
 
     def with_penalty_weight(self, weight: float) -> DesignProblem:
         """The same problem with another penalty weight ``W`` (module docstring)."""
@@ -209,11 +229,16 @@ class DesignProblem:
     # -- construction -----------------------------------------------------------------------
     @classmethod
     def build(cls, spec: DesignSpec, model: Model, *, cache: BuildCache | None = None,
-              engine: type[AbstractEngine] | None = None) -> DesignProblem:
+              engine: type[AbstractEngine] | None = None, memory_limit: int | str | None = None) -> DesignProblem:
         """Build the signal model and everything fixed during the design.
+
+        ``memory_limit`` (bytes or a size such as ``8G``; default: :func:`fmi_adjoint.budget.memory_limit`)
+        bounds :func:`design_memory`, checked before the knot tables or any run exist.
 
         Raises
         ------
+        MemoryBudgetError
+            The design's arrays would exceed the memory limit (the figure and the fix).
         ModelError
             Unknown input, parameter or output; a parameter the outputs cannot see (the
             start input's Fisher matrix is singular in its direction, named); an input
@@ -227,6 +252,10 @@ class DesignProblem:
         settings = model.simulation
         t_end = settings.t_end if spec.t_end is None else float(spec.t_end)
         step = settings.step if spec.step is None else float(spec.step)
+        # Before the step grid itself (4e7 steps are 320 MB): the sizes follow from t_end/step.
+        rows = int(t_end / step) + 2
+        samples = rows if spec.sample is None else int(t_end / spec.sample) + 2
+        design_memory(spec, model, rows, samples).check(memory_limit)
         grid = time_grid(0.0, t_end, step)
         if spec.knots > len(grid):
             raise ModelError(f"--knots {spec.knots} is more than the {len(grid)} step times of the run; knots between "
@@ -296,8 +325,10 @@ class DesignProblem:
         if not acts:
             raise ModelError(f"input '{self.spec.input}' acts on nothing in model '{self.model.name}' with the start "
                              "input; use it in a load or output expression (or start from other values, --start).")
-        M = fisher_matrix(traj, self.setup, sensitivities(self.engine, traj, self.setup.params))
-        self._check_visible(M)
+        sens = sensitivities(self.engine, traj, self.setup.params)
+        M = fisher_matrix(traj, self.setup, sens)
+        self._check_visible(M, sens)
+        del sens, terms, outputs
         criterion = self.criterion.calibrated(M)
         value, _ = criterion.evaluate(M)
         scale = abs(value) if criterion.name != "D" and value != 0 else 1.0
@@ -309,12 +340,22 @@ class DesignProblem:
             output_scale[name] = largest if largest > 0 else 1.0
         return dataclasses.replace(self, criterion=criterion, scale=scale, output_scale=output_scale)
 
-    def _check_visible(self, M: np.ndarray) -> None:
-        """A parameter the measured outputs do not see makes ``M`` singular: name it."""
+    def _check_visible(self, M: np.ndarray, sens: Sensitivities) -> None:
+        """A parameter the measured outputs do not see makes ``M`` singular: name it.  If the
+        outputs do see it but ``M`` underflows (noise levels far above the outputs), say so."""
         diag = np.diag(M)
         largest = float(diag.max()) if diag.size else 0.0
         for j, name in enumerate(self.spec.params):
             if not diag[j] > 1e-14 * largest or largest == 0:
+                seen = np.abs(sens.y[:, self.setup.channels, j]).max(axis=0) * self.setup.scale[j]
+                if np.any(seen > 0):
+                    c = int(np.argmax(seen / self.setup.sigma))
+                    channel, sigma = list(self.spec.noise)[c], float(self.setup.sigma[c])
+                    raise ModelError(
+                        f"--noise {channel}={sigma:g}: parameter '{name}' moves '{channel}' by at most {seen[c]:.3g} "
+                        f"(per unit relative change), but the noise level is {sigma / seen[c]:.3g} times that, so "
+                        "its Fisher information underflows to 0; give the noise standard deviation in the "
+                        f"output's unit (of the order of the measurement's precision, below {seen[c]:.3g}).")
                 raise ModelError(f"parameter '{name}' does not affect the measured outputs "
                                  f"({', '.join(self.spec.noise)}) with the start input: the Fisher matrix is "
                                  "singular. Measure an output it acts on (--noise OUT=SIGMA) or drop it from --params.")
@@ -342,6 +383,7 @@ class DesignProblem:
         return p
 
     def simulate(self, p: np.ndarray) -> Trajectory:
+        """The run of the parameter vector ``p``."""
         return self.engine.simulate(p, t_end=float(self.grid[-1]), step=self.spec.step or self.model.simulation.step)
 
     def input_signal(self, z: np.ndarray) -> np.ndarray:
@@ -422,3 +464,73 @@ class DesignProblem:
             grad = dknots * self.spec.bound_map.derivative(z, lo, hi)
         return DesignValue(objective=float(objective), gradient=grad, criterion=float(value), penalty=float(penalty),
                            M=M, knots=knots, trajectory=traj)
+
+
+def _signal_matrix(tables, grid: np.ndarray) -> sparse.csc_matrix:
+    """``Phi`` with ``u(grid) = Phi xi``: column k is knot k's table interpolated at the steps,
+    computed on the steps its non-zero values reach only."""
+    rows, cols, values = [], [], []
+    for k, (times, table) in enumerate(tables):
+        times, table = np.asarray(times, dtype=float), np.asarray(table, dtype=float)
+        nonzero = np.flatnonzero(table)
+        if not nonzero.size:
+            continue
+        # Between the zeros around the non-zero values (interpolation is zero outside them).
+        lo = times[max(nonzero[0] - 1, 0)]
+        hi = times[min(nonzero[-1] + 1, len(times) - 1)]
+        steps = np.arange(np.searchsorted(grid, lo, side="left"), np.searchsorted(grid, hi, side="right"))
+        rows.append(steps)
+        cols.append(np.full(len(steps), k))
+        values.append(np.interp(grid[steps], times, table))
+    if not rows:
+        return sparse.csc_matrix((len(grid), len(tables)))
+    return sparse.csc_matrix((np.concatenate(values), (np.concatenate(rows), np.concatenate(cols))),
+                             shape=(len(grid), len(tables)))
+
+
+def design_memory(spec: DesignSpec, model: Model, rows: int, samples: int) -> MemoryEstimate:
+    """An upper bound of the dominant arrays of a design of ``rows`` step times and
+    ``samples`` samples, from the sizes of ``model`` and ``spec`` alone (nothing is built).
+
+    Counted together although they live one after the other, in doubles per step: the
+    trajectories (states, outputs, the penalty seeds; the start, the last and the final
+    design keep one each); the forward sensitivities (states x parameters, with the output
+    sensitivities and their einsum terms); the output Jacobians (outputs x every argument,
+    the knots among the parameters); the parameter Jacobians of the start check; the adjoint
+    sweeps of the criterion gradient (one column per parameter) and a chunk of its
+    second-order terms; and the knot tables with the code generated from them.
+    """
+    n = len(model.all_coordinates)
+    m = len(model.constraints) + len(model.prescribed)
+    ny, P, K = len(model.outputs), len(spec.params), spec.knots
+    n_p = len(model.all_parameters) + K
+    S = 3 * n + m
+    if isinstance(spec.basis, CubicSpline):
+        # Each table: the steps within REACH knot spacings on either side, and four zeros;
+        # the signal matrix has an entry for each.
+        points = K * (min(rows, (2 * CubicSpline.REACH + 2) * rows / max(K - 1, 1)) + 4)
+        entries = points
+    else:
+        points, entries = 5 * K, 2 * rows  # the hats; two knots act on a step
+    steps = f"{rows:.3g} steps"
+    parts = (
+        (f"trajectories of {steps} x {S} states and {ny} outputs", 3 * doubles(rows, S + 1 + 2 * ny)),
+        (f"forward sensitivities of {steps} x {S} states x {P} parameters",
+         doubles(rows, S + 4 * ny, P)),
+        (f"output Jacobians of {steps} x {ny} outputs x {S + n_p} arguments ({K} knots)",
+         doubles(rows, ny, S + n_p)),
+        (f"parameter Jacobians of {steps} x {2 * n + m} equations x {n_p} parameters ({K} knots)",
+         doubles(rows, 2 * n + m, n_p)),
+        (f"adjoint sweeps of {steps} x {n + m} adjoint states x {P} parameters",
+         doubles(rows, 3 * (n + m) + ny, P) + 2 * doubles(rows, S)),
+        (f"{samples:.3g} samples of {len(spec.noise)} outputs x {P} parameters",
+         doubles(samples, 6 + 3 * len(spec.noise) * P)),
+        ("second-order terms of the gradient", 2 * min(doubles(rows, P, n_p + 4 * n + 2 * m), 8 * SECOND_ORDER_CHUNK)),
+        # As Python floats in the model, as text in the generated code and in the compiler:
+        # about 300 bytes a table point (a 2001-knot cubic design of two_mass took 34 MB more
+        # than the linear one for 119 000 more points); 16 bytes a signal-matrix entry.
+        (f"{K} knot tables of {points:.3g} points in all and the signal matrix", int(300 * points + 16 * entries)),
+    )
+    return MemoryEstimate(
+        "this design", parts,
+        "Lower --t-end, raise --step or --sample, or use fewer --knots")

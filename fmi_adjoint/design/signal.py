@@ -77,19 +77,49 @@ class CubicSpline(AbstractBasis):
     Its cardinal functions are tabulated at the step times, so the engines see the spline
     exactly at every step (between steps nothing is evaluated).  Between knots the spline can
     overshoot the bounds its knots respect; the design holds it in by a penalty on the signal
-    at the steps (:mod:`fmi_adjoint.design.problem`)."""
+    at the steps (:mod:`fmi_adjoint.design.problem`).
+
+    A cardinal function of equally spaced knots decays by ``2 - sqrt(3) = 0.268`` per knot
+    away from its own (de Boor, *A Practical Guide to Splines*, Ch. IV): beyond
+    :attr:`REACH` knots it is below ``1e-17``, under the round-off of the signal.  Each
+    table therefore holds the step times within ``REACH`` knots (and zeros outside), and is
+    computed from the spline of the ``2 REACH`` neighbouring knots, whose far ends change it
+    by less again.  So K tables hold about ``2 REACH`` knot spacings of steps each instead
+    of every step: K tables of all steps made the 2001-knot build quadratic in time and
+    memory (issue 31)."""
 
     name: ClassVar[str] = "cubic"
+    #: Knots on either side of its own within which a cardinal function is tabulated.
+    REACH: ClassVar[int] = 30
 
     def tables(self, knots: np.ndarray, grid: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
         from scipy.interpolate import CubicSpline as Spline
 
         if len(knots) < 3:
             raise ModelError("a cubic spline input needs at least 3 knots; give --knots 3 or more, or --basis linear.")
-        spline = Spline(np.asarray(knots, dtype=float), np.eye(len(knots)), bc_type="natural")
+        knots = np.asarray(knots, dtype=float)
         times = np.asarray(grid, dtype=float)
-        values = spline(times).T
-        return [(times, row) for row in values]
+        K, reach = len(knots), self.REACH
+        out = []
+        for k in range(K):
+            # The spline of the 2 REACH knots around k (all of them near the ends, where the
+            # natural end conditions are the true ones), tabulated within REACH knots of k.
+            lo, hi = max(0, k - 2 * reach), min(K - 1, k + 2 * reach)
+            unit = np.zeros(hi - lo + 1)
+            unit[k - lo] = 1.0
+            spline = Spline(knots[lo:hi + 1], unit, bc_type="natural")
+            first = np.searchsorted(times, knots[max(0, k - reach)], side="left")
+            last = np.searchsorted(times, knots[min(K - 1, k + reach)], side="right")
+            # Zeros at the steps next to the window and at the ends: interpolation gives 0 at
+            # every step outside the window, the spline's value at every step inside.
+            before = sorted({i for i in (0, first - 1) if 0 <= i < first})
+            after = sorted({i for i in (last, len(times) - 1) if last <= i < len(times)})
+            index = np.concatenate((before, np.arange(first, last), after)).astype(int)
+            values = np.zeros(len(index))
+            values[len(before):len(before) + last - first] = spline(times[first:last])
+            inside = times[index]
+            out.append((inside, values))
+        return out
 
 
 #: Bases by command-line name.

@@ -250,12 +250,14 @@ def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, 
     platform = "linux64" if fmi_version == 2 else "x86_64-linux"
     binary = root / "binaries" / platform / f"{identifier}.so"
     binary.parent.mkdir(parents=True)
-    shutil.copy(_cached_binary(src, c_sources), binary)
+    binary.write_bytes(_cached_binary(src, c_sources))
+    binary.chmod(0o755)
     return binary, c_sources
 
 
-def _cached_binary(src: Path, c_sources: list[str]) -> Path:
-    """The FMU binary compiled from ``src`` through the build cache (kind "fmu").
+def _cached_binary(src: Path, c_sources: list[str]) -> bytes:
+    """The FMU binary compiled from ``src`` through the build cache (kind "fmu"), as the
+    cache checked it (owner, mode, checksum).
 
     The key is the compiler with its flags, fmpy's version (its FMI headers) and the bytes of
     every file in ``src``: the build is deterministic (no debug information, no paths in the
@@ -277,7 +279,7 @@ def _cached_binary(src: Path, c_sources: list[str]) -> Path:
                        what="the FMU binary", compiler=compiler)
 
     try:
-        return BuildCache.default().entry("fmu", key, build) / "binary.so"
+        return BuildCache.default().read("fmu", key, build, ("binary.so",))[1]["binary.so"]
     except CacheError as exc:
         raise ExportError(f"building the FMU binary through the build cache failed ({exc}); free space in the "
                           "cache folder (FMI_ADJOINT_CACHE) or run 'fmi-adjoint cache clear'.") from None

@@ -46,7 +46,8 @@ from lxml import etree
 from ..errors import FmiAdjointError
 from ..text import excerpt
 
-__all__ = ["FmuError", "FmuVariable", "FmuArchive", "ArchiveEntry", "open_fmu", "PLATFORM_DIRS"]
+__all__ = ["FmuError", "FmuVariable", "FmuArchive", "ArchiveEntry", "open_fmu", "PLATFORM_DIRS", "MAX_EVENT_INDICATORS",
+           "MAX_CONTINUOUS_STATES", "MAX_VARIABLES", "MAX_ARRAY_ELEMENTS", "count_error"]
 
 #: Binary folder of this platform, per FMI major version.
 PLATFORM_DIRS = {2: "linux64", 3: "x86_64-linux"}
@@ -62,6 +63,18 @@ _MAX_XML_BYTES = 64 * 1024**2
 _MAX_RATIO = 100
 _RATIO_FLOOR = 8 * 1024**2
 _CHUNK = 1024**2
+#: Largest counts accepted from a model description (issue 31, finding 4).  Buffers are
+#: allocated from them (``fmi2GetEventIndicators`` of ``numberOfEventIndicators`` doubles,
+#: fmpy's solver vectors, the names of array elements) before any FMI call could tell that
+#: they are wrong, so they are bounded before fmpy or the worker reads them.  The limits are
+#: far above the largest published FMUs (thousands of states, tens of thousands of event
+#: indicators) and keep one buffer at a few MB: 100 000 doubles are 0.8 MB.
+MAX_EVENT_INDICATORS = 100_000
+MAX_CONTINUOUS_STATES = 100_000
+#: Declared variables (a 64 MiB modelDescription.xml holds at most ~1 M anyway).
+MAX_VARIABLES = 1_000_000
+#: Elements of one FMI 3 array variable, and of all of them together (each element is a name).
+MAX_ARRAY_ELEMENTS = 1_000_000
 #: Unicode categories refused in entry names: control, format (bidi overrides, zero-width
 #: characters), surrogates, private use, line and paragraph separators.
 _BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
@@ -644,10 +657,11 @@ def _check_description(path: Path, data: bytes) -> etree._Element:
     problems = _schema_problems(root, version)
     if problems:
         raise FmuError(f"{path}: modelDescription.xml violates the FMI {version} schema: {'; '.join(problems)}.")
-    if version == 3:
-        from .variables import array_shapes
+    from .variables import array_shapes
 
-        array_shapes(root, path)  # before fmpy, which fails on them without naming the variable
+    # Before fmpy, which fails on unresolved dimensions without naming the variable; bounded there.
+    shapes = array_shapes(root, path) if version == 3 else {}
+    _check_counts(path, root, version, shapes)
     # FMI 2.0 and 3.0 require unique variable names; the XML schema cannot express that.
     seen: set[str] = set()
     for variable in root.iterfind("ModelVariables/*"):
@@ -657,6 +671,82 @@ def _check_description(path: Path, data: bytes) -> etree._Element:
                            "names must be unique (FMI). Obtain a corrected FMU from its author.")
         seen.add(name)
     return root
+
+
+def count_error(path: Path | str, what: str, value: int, limit: int) -> FmuError:
+    """The one error for a count of the model description above its limit."""
+    return FmuError(f"{Path(path).name}: modelDescription.xml declares {what} = {value}, above the limit of {limit} "
+                    "this tool accepts; the FMU is refused before anything is allocated for it. Obtain a correct FMU "
+                    "from its author.")
+
+
+def _unsigned(text: str | None) -> int | None:
+    """A whole number of at most 20 digits (the schema's unsignedInt/Long), else None."""
+    if text is None or not re.fullmatch(r"\s*[0-9]{1,20}\s*", text):
+        return None
+    return int(text)
+
+
+def _check_counts(path: Path, root: etree._Element, version: int, shapes: dict[str, tuple[int, ...]]) -> None:
+    """FmuError for a count of the model description above its limit (:data:`MAX_EVENT_INDICATORS`,
+    ...) or a state derivative of ``ModelStructure`` that is none, before fmpy or the worker
+    allocates anything from them (issue 31, finding 4).
+
+    FMI 2 declares ``numberOfEventIndicators`` as an attribute and lists the state
+    derivatives in ``ModelStructure/Derivatives``; FMI 3 lists both in ``ModelStructure``
+    (``EventIndicator``, ``ContinuousStateDerivative``), an array counting its elements.
+    Every listed derivative must name a variable with a ``derivative`` attribute (FMI 2.0
+    sec. 3.2.2, FMI 3.0 sec. 2.4.8): the states are found through it.
+    """
+    variables = root.findall("ModelVariables/*")
+    if len(variables) > MAX_VARIABLES:
+        raise count_error(path, "the number of model variables", len(variables), MAX_VARIABLES)
+    name_of = Path(path).name
+    if version == 2:
+        text = root.get("numberOfEventIndicators")
+        indicators = _unsigned(text) if text is not None else 0
+        if indicators is None:
+            raise FmuError(f"{name_of}: numberOfEventIndicators={excerpt(text)} is not a whole number; the FMU is "
+                           "refused. Obtain a correct FMU from its author.")
+        if indicators > MAX_EVENT_INDICATORS:
+            raise count_error(path, "numberOfEventIndicators", indicators, MAX_EVENT_INDICATORS)
+        unknowns = root.findall("ModelStructure/Derivatives/Unknown")
+        if len(unknowns) > MAX_CONTINUOUS_STATES:
+            raise count_error(path, "the number of continuous states (ModelStructure/Derivatives)", len(unknowns),
+                              MAX_CONTINUOUS_STATES)
+        for unknown in unknowns:
+            index = _unsigned(unknown.get("index"))
+            if index is None or not 1 <= index <= len(variables):
+                raise FmuError(f"{name_of}: ModelStructure/Derivatives lists index={excerpt(unknown.get('index'))}, "
+                               f"but there are {len(variables)} model variables; the FMU is refused. Obtain a correct "
+                               "FMU from its author.")
+            real = variables[index - 1].find("Real")
+            derivative = _unsigned(real.get("derivative")) if real is not None else None
+            if derivative is None or not 1 <= derivative <= len(variables):
+                raise _not_a_derivative(name_of, "ModelStructure/Derivatives", variables[index - 1])
+        return
+    by_reference = {element.get("valueReference"): element for element in variables}
+    for tag, limit, what in (("EventIndicator", MAX_EVENT_INDICATORS, "event indicators"),
+                             ("ContinuousStateDerivative", MAX_CONTINUOUS_STATES, "continuous states")):
+        total = 0
+        for unknown in root.iterfind(f"ModelStructure/{tag}"):
+            variable = by_reference.get(unknown.get("valueReference"))
+            if variable is None:
+                raise FmuError(f"{name_of}: ModelStructure/{tag} refers to valueReference "
+                               f"{excerpt(unknown.get('valueReference'))}, which no variable has; the FMU is refused. "
+                               "Obtain a correct FMU from its author.")
+            if tag == "ContinuousStateDerivative" and variable.get("derivative") not in by_reference:
+                raise _not_a_derivative(name_of, f"ModelStructure/{tag}", variable)
+            total += math.prod(shapes.get(variable.get("name", ""), ()))
+            if total > limit:
+                raise count_error(path, f"the number of {what} (ModelStructure/{tag}, array elements counted)",
+                                  total, limit)
+
+
+def _not_a_derivative(name_of: str, where: str, variable: etree._Element) -> FmuError:
+    return FmuError(f"{name_of}: {where} lists the variable {excerpt(variable.get('name'), 80)}, which has no valid "
+                    "derivative attribute naming its state, so it is no state derivative; the FMU is refused. Obtain "
+                    "a correct FMU from its author.")
 
 
 def _extract(path: Path, directory: Path) -> tuple[ArchiveEntry, ...]:

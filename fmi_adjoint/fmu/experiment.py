@@ -11,6 +11,7 @@ import numpy as np
 from ..costs.base import AbstractCost
 from ..data import Measurement
 from ..integrate import time_grid
+from ..integrate.radau import RunBudget
 from .archive import FmuError
 
 __all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "FmuExperiment", "Tolerances"]
@@ -27,11 +28,13 @@ DEFAULT_ATOL = 1e-10
 @dataclasses.dataclass(frozen=True)
 class Tolerances:
     """Error control of the adaptive Model Exchange integration (``--rtol``, ``--atol``;
-    ``max_step`` from ``--step``)."""
+    ``max_step`` from ``--step``) and the budget of each run (``--max-steps``,
+    ``--max-events``, ``--run-timeout``), which bounds a run without changing its result."""
 
     rtol: float = DEFAULT_RTOL
     atol: float = DEFAULT_ATOL
     max_step: float = math.inf
+    budget: RunBudget = RunBudget()
 
     def __post_init__(self):
         for name in ("rtol", "atol"):
@@ -44,7 +47,7 @@ class Tolerances:
 
     def tighter(self, factor: float = 100.0) -> Tolerances:
         """These tolerances divided by ``factor`` (the reference run of the error estimate)."""
-        return Tolerances(self.rtol / factor, self.atol / factor, self.max_step)
+        return Tolerances(self.rtol / factor, self.atol / factor, self.max_step, self.budget)
 
     def to_json(self) -> dict:
         return {"rtol": self.rtol, "atol": self.atol,

@@ -33,7 +33,7 @@ import os
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -78,11 +78,20 @@ def _read_result(path: Path) -> object:
 
 def read_result_interface(path) -> str | None:
     """The FMU interface a RESULT.json's identification ran ("ModelExchange" or
-    "CoSimulation"), None if it records none (a model file, or the adjoint path)."""
+    "CoSimulation"), None if it records none (a model file, or the adjoint path).
+
+    Any other recorded value is an :class:`FmuError` naming it: ignored, it would let
+    ``validate`` and the SSP archive (whose ``implementation`` would become "any") run
+    another interface than the identification did.
+    """
     path = Path(path)
     payload = _read_result(path)
     interface = payload.get("interface") if isinstance(payload, dict) else None
-    return interface if interface in ("ModelExchange", "CoSimulation") else None
+    if interface is not None and interface not in ("ModelExchange", "CoSimulation"):
+        raise FmuError(f"{path}: 'interface' is {excerpt(interface, 60)}, not \"ModelExchange\" or \"CoSimulation\"; "
+                       "give the RESULT.json written by `fmi-adjoint identify -o` (or remove the field to use the "
+                       "FMU's default interface).")
+    return interface
 
 
 def _token_label(archive: FmuArchive) -> str:
@@ -306,10 +315,12 @@ def _description_with_start_values(archive: FmuArchive, values: Mapping[str, flo
     return etree.tostring(root, xml_declaration=True, encoding="UTF-8")
 
 
-def write_fmu_entries(archive: FmuArchive, handle: BinaryIO, replacements: Mapping[str, bytes]) -> None:
+def write_fmu_entries(archive: FmuArchive, handle: BinaryIO, replacements: Mapping[str, bytes], *,
+                      dropped: Collection[str] = (), added: Mapping[str, bytes] | None = None) -> None:
     """Write the entries of ``archive`` as a zip into ``handle``: the entries named in
-    ``replacements`` with those bytes, every other one byte for byte; the same names,
-    order, timestamps, compression and attributes.
+    ``replacements`` with those bytes, the files named in ``dropped`` left out, every other
+    one byte for byte; the same names, order, timestamps, compression and attributes.  The
+    new files ``added`` come last (deflated, mode 0644, the model description's timestamp).
 
     The copy is made from the checked extraction (``archive.entries`` in
     ``archive.directory``), never by reading the ``.fmu`` again: :func:`open_fmu` already
@@ -317,11 +328,16 @@ def write_fmu_entries(archive: FmuArchive, handle: BinaryIO, replacements: Mappi
     buffer, whatever an entry's header claims), and the bytes written are the bytes checked.
     """
     names = {entry.name for entry in archive.entries if not entry.is_dir}
-    unknown = sorted(set(replacements) - names)
-    if unknown:
-        raise FmuError(f"internal error: {archive.path.name} has no entries {unknown} to replace.")
+    added = dict(added or {})
+    unknown = sorted((set(replacements) | set(dropped)) - names)
+    if unknown or set(added) & names:
+        raise FmuError(f"internal error: {archive.path.name} has no entries {unknown} to replace or drop, or has "
+                       f"{sorted(set(added) & names)} already.")
+    stamp = next((e.date_time for e in archive.entries if e.name == "modelDescription.xml"), (1980, 1, 1, 0, 0, 0))
     with zipfile.ZipFile(handle, "w") as target_zip:
         for entry in archive.entries:
+            if entry.name in dropped and not entry.is_dir:
+                continue
             info = zipfile.ZipInfo(entry.name + "/" if entry.is_dir else entry.name, date_time=entry.date_time)
             info.compress_type = entry.compress_type
             # The attributes mean what they meant in the original only with its system and
@@ -335,6 +351,10 @@ def write_fmu_entries(archive: FmuArchive, handle: BinaryIO, replacements: Mappi
                 continue
             with open(archive.directory / entry.name, "rb") as source, target_zip.open(info, "w") as sink:
                 shutil.copyfileobj(source, sink)
+        for name, data in added.items():
+            info = zipfile.ZipInfo(name, date_time=stamp)
+            info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o100644 << 16
+            target_zip.writestr(info, data)
 
 
 def check_not_the_input(archive: FmuArchive, output) -> None:
@@ -595,6 +615,10 @@ def hand_back(archive: FmuArchive, values: Mapping[str, float], *, fmu=None, ssv
             obstacle = rebuild_obstacle(archive)
             if obstacle is None:
                 rebuilt = dataclasses.replace(rebuild_fmu(archive, values, handed), path=targets["fmu"] or handed)
+                if rebuilt.dropped:
+                    notes.append(f"{label}: {', '.join(rebuilt.dropped)} left out of the rebuilt FMU: its sources/ "
+                                 "hold only what fmi-adjoint generates for the embedded model (the FMU is trusted "
+                                 "again, and an importer may compile sources/).")
                 if rebuilt.stale_binaries:
                     warnings.append(f"{label}: {', '.join(rebuilt.stale_binaries)} cannot be rebuilt on this platform "
                                     "and still carry the old parameter values; for importers using them the start "

@@ -129,8 +129,12 @@ class Replay:
 
 
 def replay(instance, system: FmuOdeSystem, run: RadauRun, refs, values, t0: float, t_end: float,
-           directional_refs=()) -> Replay:
-    """Drive a restarted instance through the recorded ``run`` (see the module docstring)."""
+           directional_refs=(), clock=None) -> Replay:
+    """Drive a restarted instance through the recorded ``run`` (see the module docstring).
+
+    ``clock(t)``, called before every step, ends the replay when the simulation's wall-time
+    budget is spent (:func:`~fmi_adjoint.integrate.radau.check_deadline`).
+    """
     instance.start(list(refs) + list(system.input_refs), list(values) + system.inputs(t0), t0, t_end)
     n, n_out = system.n_states, len(system.output_refs)
     x0 = instance.initial_states() if n else np.zeros(0)
@@ -166,6 +170,8 @@ def replay(instance, system: FmuOdeSystem, run: RadauRun, refs, values, t0: floa
     for e, event in enumerate(run.events):
         events_at.setdefault(event.node, []).append(e)
     for s, step in enumerate(run.steps):
+        if clock is not None:
+            clock(step.t0)
         h = step.t1 - step.t0
         for i, (t, y) in enumerate(zip(step.t0 + RADAU_C * h, step.x0[None, :] + step.Z)):
             F[s, i] = system.rhs(float(t), y)

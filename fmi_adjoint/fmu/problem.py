@@ -216,8 +216,11 @@ class FmuProblem:
 
     def job(self, exp: FmuExperiment, x: np.ndarray, *, sensitivity: SensitivityRequest | None = None,
             nodes=None, tolerances: Tolerances | None = None) -> tuple[str, tuple]:
-        return self.simulator.job(self.instances.session, exp, self.values(exp, x), sensitivity=sensitivity,
-                                  nodes=nodes, tolerances=tolerances)
+        op, args = self.simulator.job(self.instances.session, exp, self.values(exp, x), sensitivity=sensitivity,
+                                      nodes=nodes, tolerances=tolerances)
+        if op == "run_me_adaptive":  # the run's budget (issue 31); belongs in FmuSimulator.job's request
+            args[0]["budget"] = (tolerances or self.tolerances).budget.to_wire()
+        return op, args
 
     def run(self, exp: FmuExperiment, x: np.ndarray, *, sensitivity: SensitivityRequest | None = None,
             tolerances: Tolerances | None = None) -> RunOutputs:

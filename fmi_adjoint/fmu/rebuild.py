@@ -27,7 +27,13 @@ What changes, and why (everything else is copied byte for byte, same names and o
   token and builds to that very binary) and is identified on its model again.
 
 Any other generated source that differs is replaced as well and listed in
-:attr:`RebuiltFmu.replaced`.  Binaries for other platforms cannot be rebuilt here: they are
+:attr:`RebuiltFmu.replaced`.  ``sources/`` ends up holding exactly what this fmi-adjoint
+generates for the model (issue 31, finding 7): the rebuilt FMU is trusted again, and
+``sources/`` is what ``fmpy.build`` or another importer compiles, so a file the archive
+carried besides them (an ``evil.c``) is dropped and listed in :attr:`RebuiltFmu.dropped`,
+and the FMI 3 ``sources/buildDescription.xml``, which names the sources and the compiler
+options, is regenerated as ``export`` writes it (added if missing, dropped from an FMI 2
+FMU, which has none from fmi-adjoint).  Binaries for other platforms cannot be rebuilt here: they are
 kept unchanged and listed in :attr:`RebuiltFmu.stale_binaries`; for them the start values
 are the only hand-back.
 """
@@ -41,10 +47,13 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from lxml import etree
+
 from ..files import atomic_output, check_writable
 from ..model_file import load_model
 from .archive import PLATFORM_DIRS, FmuArchive, FmuError
 from ..export import build_fmu_binary, export_scheme, instantiation_token
+from ..export.fmu_export import _build_description as build_description
 from .handback import _check_parameters, _description_with_start_values, check_not_the_input, write_fmu_entries
 
 __all__ = ["RebuiltFmu", "rebuild_fmu", "rebuild_obstacle"]
@@ -63,15 +72,18 @@ class RebuiltFmu:
         start values of the model description, updated by the identified ones), as
         recorded in ``resources/export.json``.
     replaced : tuple of str
-        The entries whose bytes changed, in archive order.
+        The entries whose bytes changed, in archive order (an added buildDescription.xml last).
     stale_binaries : tuple of str
         Binaries for other platforms, kept as they were: they still carry the old values.
+    dropped : tuple of str
+        Entries of ``sources/`` that this fmi-adjoint does not generate for the model, left out.
     """
 
     path: Path
     values: dict[str, float]
     replaced: tuple[str, ...]
     stale_binaries: tuple[str, ...]
+    dropped: tuple[str, ...] = ()
 
 
 def rebuild_obstacle(archive: FmuArchive) -> str | None:
@@ -127,8 +139,10 @@ def rebuild_fmu(archive: FmuArchive, values: Mapping[str, float], output) -> Reb
     binary_entry = f"binaries/{platform}/{interface.modelIdentifier}.so"
     files = {entry.name for entry in archive.entries if not entry.is_dir}
     replacements: dict[str, bytes] = {}
+    generated: dict[str, bytes] = {}
     with tempfile.TemporaryDirectory(prefix="fmi_adjoint_rebuild_") as tmp:
-        binary, _ = build_fmu_binary(model, Path(tmp), fmi_version=version, token=token, step=step, solver=solver)
+        binary, c_sources = build_fmu_binary(model, Path(tmp), fmi_version=version, token=token, step=step,
+                                             solver=solver)
         # Generated files only: the FMU's own sources must be this generator's, file for file.
         for path in sorted((Path(tmp) / "sources").iterdir()):
             name = f"sources/{path.name}"
@@ -136,20 +150,29 @@ def rebuild_fmu(archive: FmuArchive, values: Mapping[str, float], output) -> Reb
                 raise FmuError(f"{archive.path.name}: {name} is missing, so its sources/ are not the ones this "
                                "fmi-adjoint generates for its model; export the model again with `fmi-adjoint "
                                "export` (or hand back through --ssp).")
-            data = path.read_bytes()
-            if data != (archive.directory / name).read_bytes():
-                replacements[name] = data
+            generated[name] = path.read_bytes()
         binary_bytes = binary.read_bytes()
+    if version == 3:
+        generated["sources/buildDescription.xml"] = etree.tostring(
+            build_description(interface.modelIdentifier, c_sources), pretty_print=True, xml_declaration=True,
+            encoding="UTF-8")
+    for name, data in generated.items():
+        if name not in files or data != (archive.directory / name).read_bytes():
+            replacements[name] = data
+    dropped = tuple(entry.name for entry in archive.entries
+                    if not entry.is_dir and entry.name.startswith("sources/") and entry.name not in generated)
     replacements[binary_entry] = binary_bytes
     replacements["modelDescription.xml"] = _description_with_start_values(archive, values, token=token)
     record = json.loads((archive.directory / "resources" / "export.json").read_text(encoding="utf-8"))
     record["values"] = compiled_in
     record["binary_sha256"] = hashlib.sha256(binary_bytes).hexdigest()
     replacements["resources/export.json"] = (json.dumps(record, indent=2) + "\n").encode()
+    added = {name: data for name, data in replacements.items() if name not in files}
     with atomic_output(output, "wb") as handle:
-        write_fmu_entries(archive, handle, replacements)
+        write_fmu_entries(archive, handle, {k: v for k, v in replacements.items() if k not in added},
+                          dropped=dropped, added=added)
     stale = tuple(entry.name for entry in archive.entries
                   if not entry.is_dir and entry.name.startswith("binaries/")
                   and not entry.name.startswith(f"binaries/{platform}/"))
-    replaced = tuple(entry.name for entry in archive.entries if entry.name in replacements)
-    return RebuiltFmu(path=output, values=compiled_in, replaced=replaced, stale_binaries=stale)
+    replaced = tuple(entry.name for entry in archive.entries if entry.name in replacements) + tuple(added)
+    return RebuiltFmu(path=output, values=compiled_in, replaced=replaced, stale_binaries=stale, dropped=dropped)

@@ -21,14 +21,23 @@ One FMI call may take at most ``timeout`` seconds (``--fmu-timeout``, default
 long simulation of quick steps never times out, and a ``doStep`` that never returns does
 after ``timeout``.  The worker's start (importing numpy and fmpy) gets at least
 :data:`STARTUP_ALLOWANCE` seconds whatever the timeout.
+
+Once a reply has begun, its whole frame must arrive within ``timeout`` seconds, and the
+size its header announces may not exceed what the request can be answered with
+(:func:`~.replies.reply_limit`): the frame is read here, not by
+``multiprocessing.connection``, whose ``recv_bytes`` has no deadline and allocates whatever
+the header claims (issue 31: a binary that announced 2 GB and stalled hung the run).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import pickle
+import select
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -42,8 +51,9 @@ from typing import TextIO
 import numpy as np
 
 from .archive import FmuArchive, FmuError
+from .replies import MalformedReply, expectation, one_line, reply_limit, split
 from .variables import NUMERIC_KINDS, element_names, reference_key, resolve
-from .worker import Progress, decode_reply, pack, unpack
+from .worker import Progress, decode_reply, pack
 
 __all__ = ["DEFAULT_TIMEOUT", "STARTUP_ALLOWANCE", "FmuSession", "INTERFACES", "run_parallel", "start_values"]
 
@@ -81,10 +91,35 @@ def _worker_environment() -> dict[str, str]:
 
 
 def _kill(process: subprocess.Popen) -> None:
-    """Kill and reap the worker (safe to call twice; used by the finalizer at interpreter exit)."""
-    if process.poll() is None:
-        process.kill()
-    process.wait()
+    """Kill the worker's whole process group, then reap the worker (safe to call twice; used
+    by the finalizer at interpreter exit).
+
+    The worker leads a process group of its own (``process_group=0``); a binary that forks
+    leaves its children in that group, and ``PR_SET_PDEATHSIG`` is not inherited across
+    ``fork``, so only the group signal ends them (issue 31, finding 7).  The group is
+    signalled before the worker is reaped: until then its id cannot be reused, so the signal
+    reaches no stranger's group.  A child that leaves the group (``setsid``) escapes it, as
+    it escapes any tool short of a cgroup.
+    """
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _exited(process: subprocess.Popen, timeout: float) -> bool:
+    """Whether the worker exits within ``timeout`` seconds, leaving it unreaped (``WNOWAIT``),
+    so that :func:`_kill` can still signal its process group safely."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:  # reaped already
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
 
 
 class FmuSession:
@@ -143,12 +178,14 @@ class FmuSession:
         # set_point waiting to travel with the next evaluation
         self._point: tuple[float, list[float], list[int], list[float]] | None = None
         self._busy = self._instantiating = False
+        self._expected: tuple[str, Callable[[object], object]] = ("no request", lambda payload: payload)
+        self._limit = 0
         self._process: subprocess.Popen | None = None
         self._spawn()
         try:
             if interface is not None:
                 self.submit("instantiate", (str(archive.directory), interface, self.n_states, self.state_refs,
-                                            self.derivative_refs))
+                                            self.derivative_refs, archive.number_of_event_indicators))
                 self._instantiating = True
                 if wait:
                     self._instantiated()
@@ -222,6 +259,7 @@ class FmuSession:
         self._instantiated()
         if self._busy:
             raise FmuError(f"internal error: {self.archive.path.name}: a request is already in progress.")
+        expected = expectation(op, args, self.n_states)
         try:
             self._requests.send_bytes(pickle.dumps((op, args), protocol=pickle.HIGHEST_PROTOCOL))
         except (BrokenPipeError, ConnectionError):
@@ -229,7 +267,8 @@ class FmuSession:
         except BaseException:
             self.kill()
             raise
-        self._busy = True
+        self._busy, self._expected = True, expected
+        self._limit = reply_limit(op, args, self.n_states)
         self._since = time.monotonic()
 
     def _check_deadline(self) -> None:
@@ -252,33 +291,101 @@ class FmuSession:
         """The answer to the request in progress (waits; FmuError on a crash or a timeout)."""
         if not self._busy:
             raise FmuError(f"internal error: {self.archive.path.name}: no request is in progress.")
+        call, check = self._expected
         try:
             while not self._replies.poll(_POLL):
                 self._check_deadline()
-            data = self._replies.recv_bytes()
+            data = self._receive(call)
         except (EOFError, OSError):
             raise self._ended() from None
+        except MalformedReply as exc:
+            raise self._malformed(call, exc) from None
         except BaseException:
             self.kill()
             raise
         self._busy = False
         try:
-            status, *rest = decode_reply(data)
-        except (pickle.UnpicklingError, ValueError, TypeError, EOFError) as exc:
-            self.kill()
-            raise FmuError(f"{self.archive.path.name}: the FMU's process sent a malformed reply ({exc}); the FMU "
-                           "corrupts its host process. Have the FMU fixed.") from None
-        if status == "ok":
-            kind, value = rest[0]
-            return unpack(value) if kind == "array" else value
-        kind, message = rest
-        if kind == "convergence":
+            status, payload = split(decode_reply(data))
+            if status == "ok":
+                return check(payload)
+        except (pickle.UnpicklingError, ValueError, TypeError, EOFError, IndexError, KeyError, OverflowError,
+                RecursionError, MemoryError, MalformedReply) as exc:
+            # RecursionError and MemoryError too: what a forged reply makes of the checks
+            # (deep nesting, huge repeated references) is still a forged reply.
+            raise self._malformed(call, exc) from None
+        finally:
+            del data  # a large reply is freed before the error or the caller's work
+        kind, message = payload
+        name = self.archive.path.name
+        # The text is the worker's, and so within reach of the binary: one line, after our
+        # own prefix naming the FMU and the call, so that it cannot pose as the tool's line.
+        if kind == "convergence":  # the integrator's own text, which the optimizer may report as a note
             from ..errors import ConvergenceError
 
-            raise ConvergenceError(message)
+            raise ConvergenceError(one_line(message))
         if kind == "internal":
-            raise FmuError(f"internal error in the FMU's process ({message}); please report it.")
-        raise FmuError(message)
+            text = one_line(message.removeprefix(f"{name}: "))
+            raise FmuError(f"internal error in the FMU's process of {name} during {call} ({text}); please report it.")
+        # The worker's own code (the Model Exchange loop, its budgets) names the FMU first; the
+        # one-line text then reads as before.  Any other text is quoted after our prefix.
+        if message.startswith(f"{name}: "):
+            raise FmuError(one_line(message))
+        raise FmuError(f'{name}: {call} failed; the FMU\'s process reported: "{one_line(message)}"')
+
+    def _malformed(self, call: str, exc: BaseException) -> FmuError:
+        """The error for a forged or corrupt reply; the worker is killed first: whatever wrote
+        the reply, the worker is no longer trusted with the next request."""
+        self.kill()
+        reason = one_line(str(exc)[:300]) if not isinstance(exc, RecursionError) else "nested too deeply"
+        return FmuError(f"{self.archive.path.name}: the FMU's process answered {call} with a malformed reply "
+                        f"({reason or type(exc).__name__}); the FMU binary corrupts or forges what its host "
+                        "process sends. Have the FMU fixed.")
+
+    def _receive(self, call: str) -> bytearray:
+        """One reply frame (``multiprocessing.connection``'s framing: a big-endian signed 4-byte
+        length, or -1 and an 8-byte length), read within ONE deadline of ``timeout`` seconds
+        from its first byte, its announced size checked against the request's limit before
+        the body is read.
+
+        Raises EOFError (nothing at all: the worker ended), OSError (end of file within the
+        frame: the worker died writing), MalformedReply (a size out of bounds) or FmuError
+        (the frame did not complete in time; the worker is killed).
+        """
+        fd = self._replies.fileno()
+        deadline = time.monotonic() + self.timeout
+        header = self._read(fd, 4, deadline, call, first=True)
+        (size,) = struct.unpack("!i", header)
+        if size == -1:
+            (size,) = struct.unpack("!Q", self._read(fd, 8, deadline, call))
+        if not 0 <= size <= self._limit:
+            raise MalformedReply(f"a reply announced as {size} bytes, outside 0 to {self._limit} bytes, the most "
+                                 "this request is answered with")
+        return self._read(fd, size, deadline, call)
+
+    def _read(self, fd: int, size: int, deadline: float, call: str, *, first: bool = False) -> bytearray:
+        """Exactly ``size`` bytes from ``fd`` by ``deadline``; the buffer grows with what arrives,
+        never with what a header claims."""
+        data = bytearray()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while len(data) < size:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise FmuError(
+                    f"{self.archive.path.name}: the FMU's process began its answer to {call} but did not finish "
+                    f"it within {self.timeout:g} s, so the FMU's process was stopped; the FMU binary stalls or "
+                    "forges what its host process sends. Have the FMU fixed (if the machine is only "
+                    "overloaded, raise --fmu-timeout).")
+            if not poller.poll(1000 * min(left, _POLL)):  # slices: Ctrl-C is noticed at once
+                continue
+            chunk = os.read(fd, min(size - len(data), 1 << 20))
+            if not chunk:
+                if first and not data:
+                    raise EOFError
+                raise OSError("end of file within a reply")
+            data += chunk
+        return data
 
     def _request(self, op: str, args: tuple = ()):
         self.submit(op, args)
@@ -347,11 +454,11 @@ class FmuSession:
             return
         try:
             self._requests.send_bytes(pickle.dumps(("exit", ())))
-            self._process.wait(_EXIT_GRACE)
-        except (OSError, subprocess.TimeoutExpired):
+            _exited(self._process, _EXIT_GRACE)
+        except OSError:
             pass  # killed below
         finally:
-            self.kill()
+            self.kill()  # the process group too: whatever the binary forked
 
     # -- values and runs -------------------------------------------------------------------
     def _call(self, method: str, *args):
@@ -411,8 +518,7 @@ class FmuSession:
         if signal_table is not None:
             names = list(signal_table.dtype.names)
             options["input"] = (names, pack(np.column_stack([signal_table[n] for n in names])))
-        columns = self._request("simulate_fmu", (str(self.archive.directory), options))
-        return {name: unpack(value) for name, value in columns.items()}
+        return self._request("simulate_fmu", (str(self.archive.directory), options))
 
     # -- Model Exchange evaluation ---------------------------------------------------------
     def initial_states(self) -> np.ndarray:

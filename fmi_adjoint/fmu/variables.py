@@ -125,14 +125,18 @@ def array_shapes(root: etree._Element, path: Path | str) -> dict[str, tuple[int,
 
     A ``<Dimension>`` has a literal ``start`` or the ``valueReference`` of a structural
     parameter (or constant) of an integer type whose start value is the size.  A dimension
-    that resolves to nothing usable raises FmuError naming the variable.
+    that resolves to nothing usable raises FmuError naming the variable; so does an array of
+    more than :data:`~.archive.MAX_ARRAY_ELEMENTS` elements, or all arrays together above it
+    (every element gets a name, :func:`element_names`, so the count is bounded before that).
     """
-    from .archive import FmuError
+    from ..text import excerpt
+    from .archive import MAX_ARRAY_ELEMENTS, FmuError, count_error
 
     name_of = Path(path).name
     variables = list(root.iterfind("ModelVariables/*"))
     by_reference = {element.get("valueReference"): element for element in variables}
     shapes: dict[str, tuple[int, ...]] = {}
+    total = 0
     for element in variables:
         dimensions = element.findall("Dimension")
         if not dimensions:
@@ -145,7 +149,18 @@ def array_shapes(root: etree._Element, path: Path | str) -> dict[str, tuple[int,
                 raise FmuError(f"{name_of}: dimension {k} of the array variable {name!r} {size}; the FMU is "
                                "refused. Obtain an FMU whose array dimensions resolve (FMI 3.0, sec. 2.4.7.8).")
             shape.append(size)
+            # Checked per dimension too: a product with a zero extent hides any other extent.
+            if size > MAX_ARRAY_ELEMENTS:
+                raise count_error(path, f"the size of dimension {k} of the array variable {excerpt(name, 80)}", size,
+                                  MAX_ARRAY_ELEMENTS)
+            if math.prod(shape) > MAX_ARRAY_ELEMENTS:
+                raise count_error(path, f"the number of elements of the array variable {excerpt(name, 80)}",
+                                  math.prod(shape), MAX_ARRAY_ELEMENTS)
         shapes[name] = tuple(shape)
+        total += math.prod(shape)
+        if total > MAX_ARRAY_ELEMENTS:
+            raise count_error(path, f"the number of array elements of all variables up to {excerpt(name, 80)}",
+                              total, MAX_ARRAY_ELEMENTS)
     return shapes
 
 

@@ -19,7 +19,10 @@ Design
   framing on raw file descriptors).  The parent is trusted, so requests are ordinary
   pickles; replies come from the process that runs the binary and are read by an
   unpickler that refuses every class (:func:`decode_reply`): plain tuples, numbers,
-  strings and bytes only (arrays travel as ``(shape, bytes)``).
+  strings and bytes only (arrays travel as ``(shape, bytes)``).  The binary runs in this
+  process and can write into the reply pipe, so the parent also checks every reply's
+  structure against its request (:mod:`.replies`).  The pipes are descriptors of their own,
+  never stdin/stdout: what the binary prints cannot reach them (next point).
 * **The call in progress is published in a small memory-mapped file** in the extraction
   folder (:class:`Progress`): a counter and the text FmuSession used to put in its error
   messages ("fmi2DoStep at t = 0.5 s").  Writing it costs a memcpy per FMI call; after a
@@ -31,8 +34,9 @@ Design
   the binary or fmpy's logger prints reaches the tool's stdout; the CLI copies the log to
   stderr with ``--verbose``.
 * **Signals**: the worker runs in its own process group and ignores SIGINT, so Ctrl-C
-  reaches only the parent, which kills the worker; with ``PR_SET_PDEATHSIG`` the kernel
-  kills the worker when the parent dies, even by SIGKILL.
+  reaches only the parent, which kills the worker's whole process group (a binary that
+  forks leaves its children there); with ``PR_SET_PDEATHSIG`` the kernel kills the worker
+  when the parent dies, even by SIGKILL.
 
 Whole simulations are one request (Co-Simulation: every ``doStep``; Model Exchange: the
 adaptive Radau IIA run of :mod:`.me_run` with its sensitivities runs in the worker); the per-point
@@ -105,9 +109,32 @@ def pack(array) -> tuple:
 
 
 def unpack(packed) -> np.ndarray:
-    """The array of :func:`pack` (a copy the caller owns)."""
+    """The array of :func:`pack` (a copy the caller owns).
+
+    ValueError unless ``packed`` is ``(shape, bytes)`` with a shape of non-negative ints
+    whose product times 8 is the number of bytes: a reply comes from the process that runs
+    the binary, and ``reshape`` would take a -1 extent or a lying shape as a wildcard.
+    """
+    if not (isinstance(packed, tuple) and len(packed) == 2):
+        raise ValueError(f"{str(type(packed).__name__)} instead of an array (shape, bytes)")
     shape, data = packed
+    if not (isinstance(shape, tuple) and len(shape) <= 32 and all(type(n) is int and n >= 0 for n in shape)):
+        raise ValueError(f"the shape {_shape_text(shape)} is not a tuple of sizes")
+    if not isinstance(data, bytes) or len(data) != 8 * math.prod(shape):
+        size = len(data) if isinstance(data, bytes) else type(data).__name__
+        raise ValueError(f"{size} bytes do not hold an array of shape {_shape_text(shape)} (float64)")
     return np.frombuffer(data, dtype=np.float64).reshape(shape).copy()
+
+
+def _shape_text(shape) -> str:
+    """A short text for a claimed shape, never its whole ``repr`` (a forged one may nest
+    200 000 deep, or hold huge numbers)."""
+    if not isinstance(shape, tuple):
+        return f"of type {type(shape).__name__}"
+    if len(shape) > 32:
+        return f"of {len(shape)} dimensions"
+    return "(" + ", ".join(str(n) if type(n) is int and n.bit_length() <= 64 else type(n).__name__
+                           for n in shape) + ")"
 
 
 class _PlainData(pickle.Unpickler):
@@ -218,7 +245,7 @@ class _Instance:
     Failure = _Failure
 
     def __init__(self, progress: Progress, fmu_name: str, directory: str, interface: str, n_states: int,
-                 state_refs: list[int], derivative_refs: list[int]):
+                 state_refs: list[int], derivative_refs: list[int], n_indicators: int):
         from fmpy import instantiate_fmu, read_model_description
 
         self.progress = progress
@@ -235,7 +262,8 @@ class _Instance:
             self.fmu = instantiate_fmu(directory, description, fmi_type=interface)
         except Exception as exc:  # fmpy: bare Exception or OSError from the loader
             raise _Failure(f"{fmu_name}: cannot instantiate the {interface} FMU ({exc}).") from None
-        self.n_indicators = int(description.numberOfEventIndicators or 0)
+        # The parent's count, bounded when the FMU was opened (archive.MAX_EVENT_INDICATORS).
+        self.n_indicators = int(n_indicators)
         self._used = self._terminated = False
         self.next_event_time: float | None = None
 
@@ -483,6 +511,52 @@ class _Instance:
             pass
 
 
+class _Advance:
+    """The budget of fmpy's simulation loop, which is Python (issue 31, finding 4).
+
+    The per-call timeout cannot see a loop that never ends but keeps calling the FMU: every
+    step announces itself.  fmpy steps to the next output point, input change or time event
+    the FMU announces; an FMU announcing a time event in the past sends it back in time
+    (CVode integrates backwards), one at the current time keeps it in place, and one a hair
+    ahead (events every 1e-300 s) crawls.  So each step must not go back, at most
+    :attr:`STALLED` steps in a row may stay at one time (several events at one instant),
+    and the steps may exceed the output points by at most :attr:`EVENTS`.
+    """
+
+    STALLED = 100
+    EVENTS = 100_000
+
+    def __init__(self, fmu_name: str, options: dict):
+        self.fmu_name = fmu_name
+        self.last = float(options.get("start_time") or 0.0)
+        self.stop = float(options.get("stop_time") or self.last)
+        interval = options.get("output_interval")
+        span = max(self.stop - self.last, 0.0)
+        # fmpy's own interval when none is given: about span / 500
+        points = span / float(interval) if interval and interval > 0 else 500.0
+        self.budget = int(min(2.0 * points, 1e12)) + self.EVENTS
+        self.steps = self.stalled = 0
+
+    def check(self, time: float) -> None:
+        """_Failure naming the time if the step after ``time`` breaks the budget."""
+        if not math.isfinite(time) or time < self.last:
+            raise _Failure(f"{self.fmu_name}: fmpy.simulate_fmu went back in time from t = {self.last:.17g} s to "
+                           f"t = {time!r} s: the FMU announced a time event before the current time (nextEventTime "
+                           "in the past); the FMU is faulty: report it to its author.")
+        self.stalled = self.stalled + 1 if time == self.last else 0
+        self.steps += 1
+        self.last = time
+        if self.stalled > self.STALLED:
+            raise _Failure(f"{self.fmu_name}: fmpy.simulate_fmu stayed at t = {time:.17g} s for {self.stalled} steps "
+                           "in a row: the FMU announces a time event at the current time again and again; the FMU is "
+                           "faulty: report it to its author.")
+        if self.steps > self.budget:
+            raise _Failure(f"{self.fmu_name}: fmpy.simulate_fmu took {self.steps} steps and reached only "
+                           f"t = {time:.9g} s of {self.stop:g} s (at most {self.EVENTS} more steps than output points "
+                           "are allowed): the FMU's events come faster than the simulation can advance; validate "
+                           "a shorter span (a data file ending earlier) or have the FMU fixed.")
+
+
 def _simulate_fmu(progress: Progress, fmu_name: str, directory: str, options: dict) -> dict:
     """fmpy's own drivers (``fmpy.simulate_fmu``); the result columns as packed arrays."""
     from fmpy import read_model_description, simulate_fmu
@@ -495,7 +569,10 @@ def _simulate_fmu(progress: Progress, fmu_name: str, directory: str, options: di
         dtype = [(name, np.float64) for name in names]
         signal_table = np.array([tuple(row) for row in unpack(table)], dtype=dtype)
 
+    guard = _Advance(fmu_name, options)
+
     def step_finished(time, recorder) -> bool:
+        guard.check(float(time))
         progress.publish(f"fmpy.simulate_fmu, the step after t = {time:g} s")
         return True
 
@@ -503,6 +580,8 @@ def _simulate_fmu(progress: Progress, fmu_name: str, directory: str, options: di
     try:
         result = simulate_fmu(directory, validate=False, model_description=description, input=signal_table,
                               step_finished=step_finished, **options)
+    except _Failure:
+        raise
     except Exception as exc:  # fmpy raises bare Exceptions
         raise _Failure(f"{fmu_name}: re-simulation through fmpy failed ({exc}); rerun with --verbose to see the "
                        "FMU's log.") from None

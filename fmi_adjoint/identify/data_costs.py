@@ -192,6 +192,19 @@ def step_grid(t_end: float, step: float) -> np.ndarray:
     return time_grid(0.0, t_end, step)
 
 
+def _check_end(file: str, times: np.ndarray, t_end: float | None, window: tuple[float, float] | None) -> None:
+    """Refuse ``--t-end`` before the last sample the cost compares (the last of the window
+    for Fourier coefficients): one message naming both times, at the front door, instead
+    of a failure deep in the sampler or the FMU's integrator."""
+    if t_end is None:
+        return
+    last = float(times[-1]) if window is None else float(window[1])
+    if t_end < last - 1e-9 * max(abs(last), abs(float(times[-1] - times[0])), 1e-300):
+        what = "the end of the --window-limits" if window is not None else "the last sample"
+        raise DataError(f"--t-end {t_end:g} s ends before {what} of {file} at {last:g} s; give --t-end {last:g} or "
+                        "more (or leave it out: the run then ends at the last sample), or trim the data.")
+
+
 def build_cost(
     options: CostOptions, model: Target, data: DataFile | str, *, t_end: float | None, step: float
 ) -> tuple[AbstractCost, float]:
@@ -209,6 +222,7 @@ def build_cost(
     measurement = data.read()
     _check_columns(measurement, model, file)
     end = t_end if t_end is not None else float(measurement.times[-1])
+    _check_end(file, measurement.times, t_end, options.window_limits if cost == "fourier" else None)
     if cost == "time":
         for name in list(options.weights) + list(options.scales):
             if name not in measurement.columns:

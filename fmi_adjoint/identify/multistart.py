@@ -30,6 +30,16 @@ The optimizer retraces its path exactly, so the final result equals an uninterru
 A resumed run that asks for another point than the record holds (the model, the data or
 fmi-adjoint changed) stops with an error instead of mixing two runs.
 
+The records are authenticated with the user's key (see the checkpoint module), and every
+field of every record is validated before the run starts (:func:`check_replay`: kinds,
+parameter names, shapes, finite values within the bounds, types and ranges of counts,
+message lengths), so that nothing a file holds reaches a result unchecked.  A checkpoint of
+another key (another user or machine) or of format version 1 is continued only with
+``reevaluate`` (``identify --resume-reevaluate``, :func:`open_untrusted`): then only the
+recorded points are used, each is evaluated again with the model, finished starts run
+again, and a start whose optimizer leaves the recorded path goes on without it; the result
+is that of an uninterrupted run, computed as such.
+
 Clusters
 --------
 Finished starts are grouped by final cost: sorted by cost, a start joins the cluster of
@@ -44,23 +54,24 @@ import collections
 import concurrent.futures
 import dataclasses
 import json
+import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import TextIO
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import NoReturn, TextIO
 
 import numpy as np
 from scipy.stats import qmc
 
 from ..errors import CheckpointError, ConvergenceError, ExecutorError, FmiAdjointError, IdentificationError
-from .checkpoint import CheckpointLog, Record
-from .optimize import IdentificationResult, identify
+from .checkpoint import CheckpointKey, CheckpointLog, Record, StoredRecord, read_untrusted
+from .optimize import OPTIMIZERS, IdentificationResult, identify
 from .problem import Evaluation, IdentificationProblem, gauss_newton_statistics
 from .scaling import ParameterScaling
 
 __all__ = ["CLUSTER_RTOL", "NOISE_FACTOR", "AbstractStartPlan", "AllExperiments", "Cluster", "ExperimentContinuation",
            "MultiStartResult", "Start", "StartResult", "Stopped", "run_starts",
-           "sobol_starts", "result_warnings", "open_checkpoint", "checkpoint_header"]
+           "sobol_starts", "result_warnings", "open_checkpoint", "open_untrusted", "checkpoint_header", "check_replay"]
 
 #: Starts whose final costs agree to this relative difference are one cluster (one minimum):
 #: converged runs into the same minimum agree to ~1e-10 (the optimizers' tolerances).
@@ -69,6 +80,18 @@ CLUSTER_RTOL = 1e-6
 _MAX_MESSAGE = 2000
 #: Most starts of one run (each is an optimizer thread and a record stream of the checkpoint).
 MAX_STARTS = 4096
+#: Largest count (iterations, simulations, evaluations of a start) taken from a checkpoint:
+#: far above any real run, far below what overflows a report.
+_MAX_COUNT = 10**9
+#: Most simulations one recorded evaluation may stand for (experiments x finite-difference points).
+_MAX_EVALUATION_SIMULATIONS = 10**6
+#: How far a recorded point may lie outside the bounds (relative): the scaling round trip
+#: of the optimizer's points may move them by an ulp.
+_BOUND_SLACK = 1e-9
+_SHOWN_ITEMS = 5  # items of a list read from a file shown in a message
+_SHOWN_CHARS = 80  # characters of a value read from a file shown in a message
+#: The evaluation kinds :class:`_Recorded` writes.
+_EVALUATION_KIND = re.compile(r"evaluate:[a-z_]{1,40}:[-+.0-9a-zA-Z]{1,40}|residuals:(True|False)")
 #: A best cost more than this multiple of the data's noise floor is flagged: a fit that
 #: leaves ten times the noise energy in the residuals has not found the model's behaviour.
 NOISE_FACTOR = 10.0
@@ -256,8 +279,11 @@ class _Recorded:
     from it on resume (the interface :func:`identify` uses)."""
 
     def __init__(self, problem: IdentificationProblem, index: int, log: CheckpointLog | None,
-                 replay: collections.deque, stop: threading.Event):
+                 replay: collections.deque, stop: threading.Event, reevaluate: bool = False,
+                 progress: TextIO | None = None, label: str = ""):
         self.problem, self.index, self.log, self.replay, self.stop = problem, index, log, replay, stop
+        #: Re-evaluate every recorded point instead of trusting the record (the file is untrusted).
+        self.reevaluate, self.progress, self.label = reevaluate, progress, label
         self.names, self.start, self.lower, self.upper = problem.names, problem.start, problem.lower, problem.upper
         self.gradient_method = problem.gradient_method
         self.sequence = 0
@@ -275,14 +301,26 @@ class _Recorded:
         self.sequence += 1
         if not self.replay:
             return None
-        record = self.replay.popleft()
-        if record.meta.get("kind") != kind or record.arrays["x"].tobytes() != np.asarray(x, float).tobytes():
+        stored = self.replay.popleft()
+        record = stored.decode() if isinstance(stored, StoredRecord) else stored
+        if record.meta["kind"] != kind or record.arrays["x"].tobytes() != np.asarray(x, float).tobytes():
+            where = f"{record.source}: record {record.number}" if record.source else "the checkpoint"
+            if self.reevaluate:
+                # Untrusted records only guide: the run goes on by itself from here.
+                self.replay.clear()
+                if self.progress is not None:
+                    self.progress.write(f"{self.label}left the recorded path at evaluation {self.sequence} ({where}); "
+                                        "continuing without the checkpoint\n")
+                    self.progress.flush()
+                return None
             raise CheckpointError(
-                f"start {self.index}, evaluation {self.sequence}: the resumed run asks for another point than the "
-                "checkpoint recorded (the model, the data or fmi-adjoint changed since it was written); start anew "
-                "without --resume."
+                f"{where}: start {self.index}, evaluation {self.sequence}: the resumed run asks for another point "
+                "than the checkpoint recorded (the model, the data or fmi-adjoint changed since it was written); "
+                "start anew without --resume."
             )
-        self.replayed += int(record.meta.get("simulations", 0))
+        if self.reevaluate:
+            return None  # the point is the recorded one; its values are computed again
+        self.replayed += int(record.meta["simulations"])
         if record.meta.get("failed"):
             raise ConvergenceError(_recorded_text(record.meta.get("message", "recorded failure")))
         return record
@@ -376,6 +414,218 @@ def _result_from_record(record: Record) -> IdentificationResult:
         ) from None
 
 
+# -- validating a checkpoint's records ---------------------------------------------------
+_START_META = frozenset(f.name for f in dataclasses.fields(IdentificationResult)
+                        if f.name not in _RESULT_ARRAYS + _RESULT_NUMBERS) | {"start"}
+_FAILED_START_META = frozenset({"start", "failed", "message"})
+_EVALUATION_META = frozenset({"start", "sequence", "kind", "simulations"})
+_EVALUATION_ARRAYS = {"evaluate": {"x", "J", "g"}, "residuals:True": {"x", "r", "jac"}, "residuals:False": {"x", "r"}}
+
+
+def check_replay(replay: Sequence[Record | StoredRecord], problem: IdentificationProblem, count: int, *,
+                 reevaluate: bool = False) -> list[tuple[Record | StoredRecord, int]]:
+    """Validate every field of every record of a checkpoint before it is used: ``(record,
+    start index)`` for each (a :class:`StoredRecord` is decoded for the check and kept as bytes).
+
+    Checked: the kinds; start indices (whole numbers below ``count``, no record of a start
+    after its end); evaluation kinds and sequence numbers; points ``x`` of the problem's
+    length, finite and within its bounds; costs, gradients, residuals and Jacobians of the
+    right shapes and finite; a finished start's parameter names (the problem's), types
+    (``success`` a bool, messages bounded str), counts (whole numbers in range), cost
+    histories and statistics (finite).  With ``reevaluate``, only what is used is checked
+    (kinds, start indices, sequence numbers and points).
+
+    Raises
+    ------
+    CheckpointError
+        One error naming the file, the record, the field and the fix.
+    """
+    checker = _ReplayChecker(problem, count, reevaluate)
+    out = []
+    for stored in replay:
+        record = stored.decode() if isinstance(stored, StoredRecord) else stored
+        out.append((stored, checker.check(record)))
+    return out
+
+
+class _ReplayChecker:
+    def __init__(self, problem: IdentificationProblem, count: int, reevaluate: bool):
+        self.names = list(problem.names)
+        self.lower = np.asarray(problem.lower, dtype=float)
+        self.upper = np.asarray(problem.upper, dtype=float)
+        span = np.where(np.isfinite(self.upper - self.lower), self.upper - self.lower, 0.0)
+        scale = np.maximum.reduce([np.where(np.isfinite(self.lower), abs(self.lower), 0.0),
+                                   np.where(np.isfinite(self.upper), abs(self.upper), 0.0), span])
+        self.slack = _BOUND_SLACK * scale
+        self.count, self.reevaluate = count, reevaluate
+        self.sequence: dict[int, int] = {}
+        self.ended: set[int] = set()
+
+    def refuse(self, record: Record, field: str, problem: str) -> NoReturn:
+        where = record.source or "the checkpoint"
+        if self.reevaluate:
+            fix = "this is not a checkpoint fmi-adjoint wrote: start the run again with --checkpoint NEW.ckpt"
+        else:
+            fix = ("it is authenticated with your key yet not what this fmi-adjoint writes (another version, or a "
+                   "program that has your key): start the run again with --checkpoint NEW.ckpt")
+        raise CheckpointError(f"{where}: record {record.number} ({_shown(record.kind)}): {field} {problem}; {fix}.")
+
+    def check(self, record: Record) -> int:
+        if record.kind not in ("evaluation", "start"):
+            self.refuse(record, "the kind", "is not 'evaluation' or 'start'")
+        meta, arrays = record.meta, record.arrays
+        index = meta.get("start")
+        if not _whole(index, 0, self.count - 1):
+            self.refuse(record, "the start index", f"{_shown(index)} is not a whole number from 0 to "
+                        f"{self.count - 1} (this run has {self.count} starts; resume with the options that wrote it)")
+        assert isinstance(index, int)
+        if index in self.ended:
+            self.refuse(record, "the start index", f"{index} names a start recorded as finished before")
+        if record.kind == "start":
+            self.ended.add(index)
+            if not self.reevaluate:
+                self.check_start(record, meta, arrays)
+            return index
+        if not _EVALUATION_META <= set(meta) <= _EVALUATION_META | {"failed", "message"}:
+            self.refuse(record, "the fields", f"{_listed(meta)} are not {sorted(_EVALUATION_META)} (and 'failed', "
+                        "'message')")
+        sequence = meta["sequence"]
+        if not _whole(sequence, 1, _MAX_COUNT) or sequence not in (1, self.sequence.get(index, 0) + 1):
+            self.refuse(record, "the sequence number", f"{_shown(sequence)} does not follow "
+                        f"{self.sequence.get(index, 0)} of start {index}")
+        self.sequence[index] = sequence
+        kind = meta["kind"]
+        if not isinstance(kind, str) or not _EVALUATION_KIND.fullmatch(kind):
+            self.refuse(record, "the evaluation kind", f"{_shown(kind)} is not one fmi-adjoint records")
+        failed = "failed" in meta or "message" in meta
+        if failed:
+            expected = {"x"}
+        else:
+            expected = _EVALUATION_ARRAYS["evaluate" if kind.startswith("evaluate:") else kind]
+        if set(arrays) != expected and not (self.reevaluate and "x" in arrays):
+            self.refuse(record, "the arrays", f"{_listed(arrays)} are not {sorted(expected)}")
+        self.point(record, "x", arrays["x"])
+        if self.reevaluate:
+            return index  # nothing else of the record is used
+        if not _whole(meta["simulations"], 0, _MAX_EVALUATION_SIMULATIONS):
+            self.refuse(record, "'simulations'", f"{_shown(meta['simulations'])} is not a whole number from 0 to "
+                        f"{_MAX_EVALUATION_SIMULATIONS}")
+        if failed:
+            if meta.get("failed") is not True:
+                self.refuse(record, "'failed'", f"{_shown(meta.get('failed'))} is not true")
+            self.text(record, "'message'", meta.get("message"))
+            return index
+        n = len(self.names)
+        if "J" in arrays:
+            self.finite(record, "J", arrays["J"], (1,))
+            self.finite(record, "g", arrays["g"], (n,))
+        else:
+            r = arrays["r"]
+            if r.ndim != 1 or r.size == 0:
+                self.refuse(record, "array 'r'", f"has shape {r.shape}, not (m,) with m >= 1")
+            self.finite(record, "r", r, r.shape)
+            if "jac" in arrays:
+                self.finite(record, "jac", arrays["jac"], (r.size, n))
+        return index
+
+    def check_start(self, record: Record, meta: dict, arrays: dict) -> None:
+        if "failed" in meta:
+            if set(meta) != _FAILED_START_META or meta["failed"] is not True or arrays:
+                self.refuse(record, "a failed start", f"holds {_listed(meta)} and arrays {_listed(arrays)}, not "
+                            "'start', 'failed': true and 'message' only")
+            self.text(record, "'message'", meta["message"])
+            return
+        if set(meta) != _START_META:
+            self.refuse(record, "the fields", f"{_listed(meta)} are not {sorted(_START_META)}")
+        if meta["names"] != self.names:
+            self.refuse(record, "the parameter names", f"{_shown(meta['names'])} are not this run's "
+                        f"{_listed(self.names, sort=False)}")
+        for field in ("iterations", "simulations", "failed_simulations"):
+            if not _whole(meta[field], 0, _MAX_COUNT):
+                self.refuse(record, f"{field!r}", f"{_shown(meta[field])} is not a whole number from 0 to "
+                            f"{_MAX_COUNT}")
+        if type(meta["success"]) is not bool:
+            self.refuse(record, "'success'", f"{_shown(meta['success'])} is not true or false")
+        self.text(record, "'message'", meta["message"])
+        if meta["method"] not in OPTIMIZERS:
+            self.refuse(record, "'method'", f"{_shown(meta['method'])} is not one of {', '.join(OPTIMIZERS)}")
+        for field in ("active_bounds", "unidentifiable"):
+            value = meta[field]
+            if (not isinstance(value, list) or len(set(map(str, value))) != len(value)
+                    or not all(isinstance(v, str) and v in self.names for v in value)):
+                self.refuse(record, f"{field!r}", f"{_shown(value)} is not a list of distinct parameter names")
+        required = set(_RESULT_ARRAYS) | {"numbers"}
+        if not required <= set(arrays) <= required | {"std_errors", "correlation"}:
+            self.refuse(record, "the arrays", f"{_listed(arrays)} are not {sorted(required)} (and 'std_errors', "
+                        "'correlation')")
+        n = len(self.names)
+        self.point(record, "initial", arrays["initial"])
+        self.point(record, "parameters", arrays["parameters"])
+        for name in ("cost_history", "gradient_norm_history"):
+            if arrays[name].ndim != 1:
+                self.refuse(record, f"array {name!r}", f"has shape {arrays[name].shape}, not (k,)")
+            self.finite(record, name, arrays[name], arrays[name].shape)
+        self.finite(record, "numbers", arrays["numbers"], (3,))
+        if arrays["numbers"][2] < 0:
+            self.refuse(record, "the run time", f"{_number(arrays['numbers'][2])} s is negative")
+        if "std_errors" in arrays:
+            std = arrays["std_errors"]
+            if std.shape != (n,) or np.any(np.isinf(std)) or np.any(std < 0):
+                self.refuse(record, "array 'std_errors'", f"of shape {std.shape} is not {n} values >= 0 (NaN: "
+                            "undetermined)")
+        if "correlation" in arrays:
+            self.finite(record, "correlation", arrays["correlation"], (n, n))
+
+    def point(self, record: Record, name: str, x: np.ndarray) -> None:
+        self.finite(record, name, x, (len(self.names),))
+        outside = (x < self.lower - self.slack) | (x > self.upper + self.slack)
+        if np.any(outside):
+            k = int(np.argmax(outside))
+            self.refuse(record, f"array {name!r}", f"puts {self.names[k]} = {_number(x[k])} outside its bounds "
+                        f"[{_number(self.lower[k])}, {_number(self.upper[k])}]")
+
+    def finite(self, record: Record, name: str, value: np.ndarray, shape: tuple[int, ...]) -> None:
+        if value.shape != shape:
+            self.refuse(record, f"array {name!r}", f"has shape {value.shape}, not {shape}")
+        if not np.all(np.isfinite(value)):
+            self.refuse(record, f"array {name!r}", "holds NaN or infinite values")
+
+    def text(self, record: Record, field: str, value: object) -> None:
+        if not isinstance(value, str) or len(value) > _MAX_MESSAGE:
+            self.refuse(record, field, f"{_shown(value)} is not a text of at most {_MAX_MESSAGE} characters")
+
+
+def _whole(value: object, lo: int, hi: int) -> bool:
+    return type(value) is int and lo <= value <= hi  # not bool, not float (0.9, 1e18)
+
+
+def _shown(value: object) -> str:
+    """A value read from a file, for a message: its repr, cut short (a long list or text
+    read from a file must not make a message of megabytes: only its start is formatted)."""
+    if isinstance(value, (list, tuple, dict, set)) and len(value) > _SHOWN_ITEMS:
+        return _listed(value, sort=False)
+    if isinstance(value, str) and len(value) > _SHOWN_CHARS:
+        value = value[:_SHOWN_CHARS]  # repr of the start only, then cut
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS - 3] + "..."
+
+
+def _listed(items: Iterable, sort: bool = True, bare: bool = False) -> str:
+    """Names (keys) read from a file, for a message: at most a few, each cut short, and the
+    count when some are left out; ``bare``: without brackets and quotes."""
+    names = list(items)
+    if sort:
+        names = sorted(names, key=str)
+    cut = [str(n)[:_SHOWN_CHARS] if bare else _shown(n) for n in names[:_SHOWN_ITEMS]]
+    shown = ", ".join(cut) + (f", ... ({len(names)} in all)" if len(names) > _SHOWN_ITEMS else "")
+    return shown if bare else f"[{shown}]"
+
+
+def _number(value: float) -> str:
+    """A number for a message, as Python prints a float (not numpy's np.float64(...))."""
+    return repr(float(value))  # the shortest text that reads back as the same float
+
+
 def checkpoint_header(content: str, options: Mapping) -> dict:
     """The header of a checkpoint: what a resumed run must match.  ``content``: a digest of
     the inputs' content (model text, tables, data; paths left out, so a moved folder still
@@ -390,24 +640,64 @@ def checkpoint_header(content: str, options: Mapping) -> dict:
             "versions": {"fmi-adjoint": source_fingerprint(), "numpy": np.__version__, "scipy": scipy.__version__}}
 
 
-def open_checkpoint(path: str, header: dict, *, resume: bool) -> tuple[CheckpointLog, list[Record]]:
+def open_checkpoint(path: str, header: dict, *, resume: bool, key: CheckpointKey | None = None,
+                    note: Callable[[str], None] | None = None) -> tuple[CheckpointLog, list[StoredRecord]]:
     """A new checkpoint with ``header``, or (``resume``) the one at ``path`` and its records.
 
     A checkpoint is resumed only by the run that wrote it: every entry of ``header`` (the
-    problem's digest and the options the result depends on) must equal the stored one.
+    problem's digest and the options the result depends on) must equal the stored one, and
+    its records must be authenticated with ``key`` (default: the user's key).  ``note``, if
+    given, receives a progress line now and then while a large checkpoint is read.
     """
     expected = json.loads(json.dumps(header))
     if not resume:
-        return CheckpointLog.create(path, expected), []
-    log, stored, records = CheckpointLog.resume(path)
-    differing = sorted(k for k in set(expected) | set(stored) if stored.get(k) != expected.get(k))
+        return CheckpointLog.create(path, expected, key=key), []
+    log, stored, records = CheckpointLog.open(path, key=key, note=note)
+    differing = _differing(expected, stored)
     if differing:
         log.close()
+        if differing == ["versions"]:
+            # The same problem and options: only another fmi-adjoint, numpy or scipy wrote
+            # it, whose recorded path this one need not take; no command line of this
+            # installation matches, but re-evaluating the recorded points does.
+            ours, theirs = _mapping(expected.get("versions")), _mapping(stored.get("versions"))
+            changed = [str(name) for name in sorted(set(ours) | set(theirs), key=str)
+                       if ours.get(name) != theirs.get(name)]
+            raise CheckpointError(
+                f"{path} was written by another version of {_listed(changed or ['fmi-adjoint'], bare=True)} than "
+                f"this one; continue it with --resume-reevaluate {path} (every recorded point is evaluated "
+                "again), or start anew with --checkpoint NEW.ckpt."
+            )
         raise CheckpointError(
-            f"{path} was written by another identification ({', '.join(differing)} differ); resume it with the "
-            "command line that wrote it, or start anew with --checkpoint NEW.ckpt."
+            f"{path} was written by another identification ({_listed(differing, bare=True)} differ); resume it with "
+            "the command line that wrote it, or start anew with --checkpoint NEW.ckpt."
         )
-    return log, list(records)
+    return log, records
+
+
+def open_untrusted(path: str, header: dict, note: Callable[[str], None] | None = None) -> list[StoredRecord]:
+    """The records of the checkpoint ``path`` written with any key or format version, to be
+    re-evaluated (``run_starts(..., reevaluate=True)``); the file is only read.  Its header
+    must name the same problem and options (the fmi-adjoint, numpy and scipy versions may
+    differ: a run that leaves the recorded path goes on without it).  ``note``: as for
+    :func:`open_checkpoint`."""
+    expected = json.loads(json.dumps(header))
+    stored, records = read_untrusted(path, note=note)
+    differing = [k for k in _differing(expected, stored) if k != "versions"]
+    if differing:
+        raise CheckpointError(
+            f"{path} was written by another identification ({_listed(differing, bare=True)} differ); continue it "
+            "with the command line that wrote it, or start anew with --checkpoint NEW.ckpt."
+        )
+    return records
+
+
+def _mapping(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _differing(expected: dict, stored: dict) -> list[str]:
+    return sorted(str(k) for k in set(expected) | set(stored) if stored.get(k) != expected.get(k))
 
 
 # -- the run -----------------------------------------------------------------------------
@@ -422,8 +712,9 @@ def run_starts(
     progress: TextIO | None = None,
     statistics: bool = True,
     checkpoint: CheckpointLog | None = None,
-    replay: Sequence[Record] = (),
+    replay: Sequence[Record | StoredRecord] = (),
     threads: int | None = None,
+    reevaluate: bool = False,
 ) -> MultiStartResult:
     """Run :func:`identify` from each of ``starts`` (see the module docstring).
 
@@ -436,25 +727,26 @@ def run_starts(
         :class:`AbstractStartPlan` (an experiment fitted alone first).
     checkpoint : CheckpointLog, optional
         Where evaluations and finished starts are recorded.
-    replay : sequence of Record
-        The records of the checkpoint being resumed.
+    replay : sequence of Record or StoredRecord
+        The records of the checkpoint being resumed (validated by :func:`check_replay`).
     threads : int, optional
         Starts run at once (default: two per worker of a distributed problem's executor,
         else one: the starts run one after another).
+    reevaluate : bool
+        Do not trust ``replay``: use only its points, evaluate each again, run finished
+        starts again (``--resume-reevaluate``).
     """
     started = time.perf_counter()
     plan = [s if isinstance(s, Start) else Start(np.asarray(s, dtype=float)) for s in starts]
     finished: dict[int, StartResult] = {}
     pending_records: dict[int, collections.deque] = collections.defaultdict(collections.deque)
-    for record in replay:
-        index = int(record.meta.get("start", -1))
-        if not 0 <= index < len(starts):
-            raise CheckpointError(f"the checkpoint holds start {index}, but this run has {len(starts)} starts; "
-                                  "resume with the options that wrote it.")
-        if record.kind == "start":
-            finished[index] = _finished_from_record(record, plan[index])
-        elif record.kind == "evaluation":
-            pending_records[index].append(record)
+    for stored, index in check_replay(replay, problem, len(starts), reevaluate=reevaluate):
+        if stored.kind == "start":
+            if not reevaluate:
+                record = stored.decode() if isinstance(stored, StoredRecord) else stored
+                finished[index] = _finished_from_record(record, plan[index])
+        else:
+            pending_records[index].append(stored)
     stop = threading.Event()
     lock = threading.Lock()
 
@@ -464,7 +756,7 @@ def run_starts(
         label = f"start {index:3d} " if len(starts) > 1 else ""
 
         def fit(stage: IdentificationProblem, x: np.ndarray, text: str, stats: bool) -> IdentificationResult:
-            view = _Recorded(stage.with_start(x), index, checkpoint, records, stop)
+            view = _Recorded(stage.with_start(x), index, checkpoint, records, stop, reevaluate, progress, text)
             return identify(view, method, scaling=scaling, max_iterations=max_iterations, progress=progress,
                             statistics=stats, label=text)
 

@@ -14,6 +14,9 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
+from ..budget import MemoryEstimate, doubles
 from ..compiled import CompiledModel
 from ..engines import AbstractEngine, NativeEngine, PythonEngine
 from ..errors import CompilerError, ExpressionError, ModelError, NoCCodeError
@@ -162,16 +165,24 @@ class ProblemSpec:
     def _problem(self, engine: AbstractEngine) -> IdentificationProblem:
         bounds = {name: (lo, hi) for name, lo, hi in self.bounds}
         return IdentificationProblem(experiment_list(engine, self.experiments, cost=self.cost, t_end=self.t_end,
-                                                     step=self.step, solver=self.solver),
+                                                     step=self.step, solver=self.solver,
+                                                     parameters=len(self.names)),
                                      self.names, bounds=bounds)
 
 
 def experiment_list(engine: AbstractEngine, specs: Sequence[ExperimentSpec], *, cost: CostOptions,
-                    t_end: float | None, step: float | None, solver: AbstractScheme | None) -> list[Experiment]:
+                    t_end: float | None, step: float | None, solver: AbstractScheme | None,
+                    parameters: int = 1) -> list[Experiment]:
     """One :class:`Experiment` per spec, sharing ``engine``.
 
     Without ``t_end`` each experiment is simulated up to its last sample (spectra: the
-    model's end time).
+    model's end time).  Their memory (:func:`identification_memory` with ``parameters``
+    identified) is checked against :func:`fmi_adjoint.budget.memory_limit` before any run.
+
+    Raises
+    ------
+    MemoryBudgetError
+        The runs would exceed the memory limit (the figure and the fix).
     """
     model: CompiledModel = engine.compiled
     h = step if step is not None else model.model.simulation.step
@@ -185,7 +196,36 @@ def experiment_list(engine: AbstractEngine, specs: Sequence[ExperimentSpec], *, 
         check_time_span(end, h, t_end_option="--t-end (or the last sample time)")
         experiments.append(Experiment(model, experiment_cost, values=values, t_end=end, step=step, solver=solver,
                                       name=spec.name, engine=engine))
+    identification_memory(engine, experiments, parameters).check()
     return experiments
+
+
+def identification_memory(engine: AbstractEngine, experiments: Sequence[Experiment], parameters: int
+                          ) -> MemoryEstimate:
+    """An upper bound of the dominant arrays of an identification, from the sizes alone
+    (before any run): the stored runs of every experiment (states, outputs; the native
+    engine keeps at most its ``memory_budget`` of states and checkpoints beyond), and for
+    the largest experiment its adjoint sweep (states and seeds at every step) and the
+    sampled output Jacobians of the forward, residual and statistics paths (samples x
+    channels x ``parameters``)."""
+    model = engine.compiled
+    S = 3 * model.n + model.m
+    cap = getattr(engine, "memory_budget", None)
+    runs, sweeps, jacobians = 0, 0, 0
+    longest = ""
+    for exp in experiments:
+        end = exp.t_end if exp.t_end is not None else model.model.simulation.t_end
+        rows = int(end / (exp.step or model.model.simulation.step)) + 2
+        states = doubles(rows, S) if cap is None else min(doubles(rows, S), cap)
+        runs += states + doubles(rows, model.n_y + 1)
+        if doubles(rows, 2 * S) > sweeps:
+            sweeps, longest = doubles(rows, 2 * S), f"{rows:.3g} steps x {S} states"
+        samples = np.size(exp.cost.sample_times) if hasattr(exp.cost, "sample_times") else rows
+        jacobians = max(jacobians, 3 * doubles(samples, model.n_y, parameters))
+    parts = ((f"runs of {len(experiments)} experiment(s) ({S} states, {model.n_y} outputs at every step)", runs),
+             (f"adjoint sweep of {longest}", sweeps),
+             (f"output Jacobians of the samples x {model.n_y} outputs x {parameters} parameters", jacobians))
+    return MemoryEstimate("this identification", parts, "Lower --t-end, raise --step, or decimate the data")
 
 
 def model_error_in(source: str, exc: ModelError) -> ModelError:

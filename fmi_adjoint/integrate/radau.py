@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 import warnings
 from collections.abc import Sequence
 from typing import Protocol
@@ -82,7 +83,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.linalg
 
-from ..errors import ConvergenceError, IdentificationError, ModelError
+from ..errors import ConvergenceError, IdentificationError, ModelError, RunBudgetError
 
 __all__ = [
     "RADAU_A",
@@ -93,7 +94,10 @@ __all__ = [
     "RadauRun",
     "RadauSensitivities",
     "RadauStep",
+    "RunBudget",
     "SensitivityInputs",
+    "check_deadline",
+    "record_bytes_per_step",
     "integrate_radau",
     "radau_sensitivities",
     "radau_step",
@@ -147,17 +151,110 @@ _STRETCH = 0.1
 #: State-event location: bracket width at which the search stops, in units of eps max(1, |t|).
 _EVENT_WIDTH_ULPS = 8.0
 _EVENT_MAX_ITERATIONS = 100
-_MIN_STEP_RELATIVE = 1e-14
+#: A proposed step below this many ulp of ``t`` underflows whatever ``RunBudget.min_step_relative``
+#: says: ``t + h`` would round to a handful of distinct times.
+_STEP_ULPS = 4.0
 
 _FIX = "raise --rtol/--atol or check the parameter values."
 
-#: Accumulating state events (Zeno behaviour, a bouncing ball coming to rest): this many
-#: consecutive state events, each within ``_ZENO_GAP`` ulp of ``max(1, |t|)`` after the one
-#: before, end the run with an error naming the time.  Geometrically shrinking bounce
-#: intervals reach that gap after some 50 events; a run that went on would take tiny steps
-#: and spurious events until ``max_steps``.
+#: Accumulating events (Zeno behaviour, a bouncing ball coming to rest; chattering): this many
+#: consecutive events, each within ``_ZENO_GAP`` ulp of ``max(1, |t|)`` after the one before,
+#: end the run with an error naming the time.  Geometrically shrinking bounce intervals reach
+#: that gap after some 50 events; a run that went on would take tiny steps and spurious events
+#: until the step budget.  The same count ends a run whose time events do not advance (each
+#: announced within the gap of the current time).
 _ZENO_EVENTS = 10
 _ZENO_GAP = 1e3
+
+#: Every this many attempted steps the run checks its progress: when at least half of them
+#: were rejected and, at the rate of time they advanced, the rest of the run would need more
+#: attempts than the step budget has left, it ends now instead of spending the budget (noisy
+#: derivatives: the error control rejects most steps and shrinks them to ~1e-6 s for good).
+_PROGRESS_WINDOW = 1000
+_PROGRESS_REJECTED = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class RunBudget:
+    """What one Model Exchange simulation may spend before it ends with :class:`RunBudgetError`.
+
+    A run that exceeds a budget ends with one error naming the time reached, the budget and
+    the option that raises it; nothing is measured by signals.  The defaults are far above
+    every legitimate run of the test suite (the largest: 1.3e3 attempted steps, 6 events and
+    2.2 s of integration) and keep the memory modest: the recorded run grows with its accepted
+    steps, about 0.7 kB per step for one state and one parameter with the sensitivities
+    (measured: 72 MB for 1e5 steps), more with ``n`` states and ``p`` parameters (see
+    :func:`record_bytes_per_step`), and ``max_memory`` caps that record whatever the step
+    budget allows.
+
+    Attributes
+    ----------
+    max_steps : int
+        Attempted steps (accepted and rejected) of one integration (``--max-steps``).
+    max_events : int
+        Events of one integration (``--max-events``); each may hold an FMU state.
+    max_seconds : float
+        Wall time of one simulation request: its integration, replays and sensitivities
+        (``--run-timeout``).  Checked between steps (:func:`check_deadline`); a single FMI call
+        that never returns is the business of the worker's per-call timeout (``--fmu-timeout``).
+    min_step_relative : float
+        The smallest step the error control may propose, relative to ``max(|t|, t_end - t0)``
+        (and never below 4 ulp of ``t``); a smaller one ends the run as step-size underflow.
+    max_memory : float
+        Bytes the recorded run may hold (its accepted steps times the caller's estimate per
+        step), 1 GiB by default.
+    """
+
+    max_steps: int = 200_000
+    max_events: int = 20_000
+    max_seconds: float = 600.0
+    min_step_relative: float = 1e-14
+    max_memory: float = float(1 << 30)
+
+    def __post_init__(self) -> None:
+        for option, value in (("--max-steps", self.max_steps), ("--max-events", self.max_events)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise IdentificationError(f"{option} {value!r}: give a whole number of at least 1.")
+        seconds = self.max_seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not (math.isfinite(seconds)
+                                                                                      and seconds > 0):
+            raise IdentificationError(f"--run-timeout {seconds!r}: give the longest time one simulation may take, a "
+                                      f"positive number of seconds (default {RunBudget.max_seconds:g}).")
+        if not (isinstance(self.min_step_relative, (int, float)) and 0.0 < self.min_step_relative < 1e-3):
+            raise IdentificationError(f"min_step_relative = {self.min_step_relative!r}: give a fraction of the time "
+                                      "span in (0, 1e-3), e.g. 1e-14.")
+        if not (isinstance(self.max_memory, (int, float)) and self.max_memory > 0):
+            raise IdentificationError(f"max_memory = {self.max_memory!r}: give a positive number of bytes.")
+
+    def to_wire(self) -> dict:
+        """As plain data (a worker request)."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_wire(cls, data) -> RunBudget:
+        """The budget of :meth:`to_wire` (the defaults when ``data`` is None)."""
+        names = [field.name for field in dataclasses.fields(cls)]
+        return cls() if data is None else cls(**{k: data[k] for k in names if k in data})
+
+    def deadline(self) -> float:
+        """The ``time.monotonic()`` by which a simulation started now must end."""
+        return time.monotonic() + float(self.max_seconds)
+
+
+def record_bytes_per_step(n: int, parameters: int = 0, partials: bool = False) -> int:
+    """Estimated bytes a run holds per accepted step: the step itself (start state, stages and
+    their derivatives, the node: ``8 n`` floats) and Python's object overhead (~0.6 kB), and
+    with ``partials`` the stage Jacobians (``3 n²``), the replays' right-hand sides (``6 n p``)
+    and the sensitivities (``2 n p``).  Within 20 % of the measured 0.7 kB for ``n = p = 1``."""
+    floats = 8 * n + ((3 * n * n + 3 * n + 8 * n * parameters + parameters) if partials else 0)
+    return 600 + 8 * floats
+
+
+def check_deadline(deadline: float, budget: RunBudget, t: float, what: str = "the run") -> None:
+    """:class:`RunBudgetError` when ``time.monotonic()`` has passed ``deadline`` (``t``: the time reached)."""
+    if time.monotonic() > deadline:
+        raise RunBudgetError(f"{what} exceeded its wall-time budget of {budget.max_seconds:g} s at t = {t:.9g} s; "
+                             "raise --run-timeout if the model is only slow, or loosen --rtol/--atol.")
 
 
 class OdeSystem(Protocol):
@@ -407,6 +504,7 @@ class _Counts:
         self.rhs = 0
         self.jacobians = 0
         self.rejected = 0
+        self.unsolved = 0  # rejections because the stage equations were not solved (Newton failed)
         self.newton = 0
         self.attempts = 0
 
@@ -644,7 +742,8 @@ def _check_arguments(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float,
 def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, *, stops: Sequence[float] = (),
                     rtol: float = 1e-10, atol: float | np.ndarray = 1e-12, max_step: float = math.inf,
                     first_step: float | None = None, nodes: Sequence[float] | np.ndarray | None = None,
-                    max_steps: int = 10**6) -> RadauRun:
+                    max_steps: int | None = None, budget: RunBudget | None = None,
+                    deadline: float | None = None, step_bytes: int | None = None) -> RadauRun:
     """Integrate ``x' = f(t, x)`` from ``(t0, x0)`` to ``t_end`` with adaptive Radau IIA and events.
 
     Parameters
@@ -671,20 +770,31 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
         ends the walk.  An unchanged system reproduces the earlier run bit for bit; a perturbed
         one gives finite differences of the same discrete scheme.  ``stops`` must be nodes of
         the replay (pass those of the earlier run).
-    max_steps : int
-        Guard against runaway step counts (attempted steps).
+    max_steps : int, optional
+        Attempted steps; overrides ``budget.max_steps``.
+    budget : RunBudget, optional
+        Steps, events, wall time and the smallest step of the run (default :class:`RunBudget`).
+    deadline : float, optional
+        The ``time.monotonic()`` by which the run must end (default: ``budget.max_seconds``
+        from now); a caller that does more work for the same simulation passes its own.
+    step_bytes : int, optional
+        What the caller holds per accepted step (default :func:`record_bytes_per_step` of the
+        run alone): the run ends when the accepted steps times this exceed ``budget.max_memory``.
 
     Raises
     ------
     ConvergenceError
-        When the step size falls below ``1e-14 |t|``, a state or right-hand side is not finite,
-        a frozen step's Newton iteration fails, or more than ``max_steps`` steps are attempted;
-        the message names the time.
+        When the step size falls below the budget's smallest step, a state or right-hand side
+        is not finite, a frozen step's Newton iteration fails, or state events accumulate; the
+        message names the time.
+    RunBudgetError
+        When the run exceeds its budget of steps, events or wall time, or its time events stop
+        advancing (announced within a few ulp of the current time, ten times in a row).
     IdentificationError
         For invalid arguments.
     ModelError
-        When the system returns arrays of the wrong shape, or a time event not after the current
-        time.
+        When the system returns arrays of the wrong shape, or a next time event that is not a
+        finite time after the current one.
     """
     x = np.array(x0, dtype=float).reshape(-1)
     t0, t_end = float(t0), float(t_end)
@@ -694,7 +804,17 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
     stop_times = np.asarray(stops, dtype=float).reshape(-1)
     node_times = None if nodes is None else np.asarray(nodes, dtype=float).reshape(-1)
     _check_arguments(system, x, t0, t_end, stop_times, rtol, atol_vector, float(max_step), first_step, node_times)
+    budget = budget or RunBudget()
+    if max_steps is not None:
+        budget = dataclasses.replace(budget, max_steps=max_steps)
+    deadline = budget.deadline() if deadline is None else float(deadline)
+    step_bytes = record_bytes_per_step(n) if step_bytes is None else int(step_bytes)
+    max_accepted = max(1, int(budget.max_memory // max(step_bytes, 1)))
     frozen = node_times is not None
+    if not frozen and (t_end - t0) / float(max_step) > budget.max_steps:
+        raise RunBudgetError(f"the largest step {max_step:g} s needs {(t_end - t0) / max_step:.3g} steps to cover "
+                             f"[{t0:g}, {t_end:g}] s, more than the step budget max_steps = {budget.max_steps}; "
+                             "give a larger --step or raise --max-steps.")
 
     if node_times is None:
         targets = np.union1d(stop_times, [t_end])
@@ -704,7 +824,7 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
     counts = _Counts()
     t = t0
     z = _indicators(system, t, x) if system.n_indicators else np.zeros(0)
-    time_event = system.next_time_event()
+    time_event = _next_time_event(system, t)
     times, states, moving = [t0], [x.copy()], [False]
     steps: list[RadauStep] = []
     events: list[RadauEvent] = []
@@ -716,24 +836,26 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
     else:
         h_proposed = _initial_step(system, t, x, f0, atol_vector, rtol, counts)
     target_index = 0
-    close_events = 0  # consecutive state events within the Zeno gap of the one before
+    close_events = 0  # consecutive events within the Zeno gap of the one before
+    stalled = 0  # consecutive time events announced within the Zeno gap of the current time
+    window = (t0, 0, 0)  # (t, rejected, unsolved) at the last progress check
     # Adaptive mode: after a state event cut the step (t0, b], the steps continue to b before
     # going further (b is held as a temporary stop), so that a replay that walks the fixed nodes
     # in order searches the same bracket (t0, b] and meets b next.
     hold: float | None = None
     while t < t_end:
-        if counts.attempts >= max_steps:
-            raise ConvergenceError(f"integrate_radau attempted max_steps = {max_steps} steps before t = {t:.6g} s; "
-                                   f"{_FIX}")
+        if counts.attempts >= budget.max_steps:
+            raise _steps_exhausted(budget, counts, t, t0, t_end, len(steps))
+        check_deadline(deadline, budget, t)  # a clock read per attempt: ~0.1 us against ~100 us of FMI calls
+        if counts.attempts and counts.attempts % _PROGRESS_WINDOW == 0 and not frozen:
+            _progress_check(budget, counts, window, t, t_end)
+            window = (t, counts.rejected, counts.unsolved)
         while targets[target_index] <= t:  # targets[-1] = t_end > t
             target_index += 1
         limit = float(targets[target_index])
         if hold is not None:
             limit = min(limit, hold)
         if time_event is not None:
-            if not time_event > t:
-                raise ModelError(f"the system's next time event {time_event!r} is not after t = {t!r} s; "
-                                 "fix next_time_event (return None when there is none).")
             limit = min(limit, time_event)
         if frozen:
             t1 = limit
@@ -748,10 +870,16 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
                 raise ConvergenceError(f"the frozen Radau step from t = {t:.6g} s to {t1:.6g} s did not converge; "
                                        f"{_FIX}")
             counts.rejected += 1
+            counts.unsolved += step is None
             h_proposed = 0.5 * h if step is None else h * max(_FAC_MIN, _SAFETY * step.err ** -0.25)
-            if h_proposed < _MIN_STEP_RELATIVE * max(abs(t), t_end - t0):
-                raise ConvergenceError(f"the Radau step size at t = {t:.6g} s fell to {h_proposed:.3g} s "
-                                       f"(below 1e-14 |t|); {_FIX}")
+            floor = max(budget.min_step_relative * max(abs(t), t_end - t0), _STEP_ULPS * math.ulp(t))
+            if h_proposed < floor:
+                raise ConvergenceError(
+                    f"the step size at t = {t:.9g} s fell to {h_proposed:.3g} s, below the smallest step {floor:.3g} s "
+                    f"({budget.min_step_relative:g} of the time span): the error control cannot meet rtol = {rtol:g} "
+                    f"there ({'Newton did not converge' if step is None else f'error estimate {step.err:.3g}'}); the "
+                    "derivatives are stiff, not smooth (noise?) or not finite: raise --rtol/--atol (looser "
+                    "tolerances), or check the parameter values and the model.")
             continue
         if not frozen:
             factor = _FAC_MAX if step.err == 0.0 else min(_FAC_MAX, max(_FAC_MIN, _SAFETY * step.err ** -0.25))
@@ -764,7 +892,6 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
             if np.any(_domains(z1) != _domains(z)):
                 step, z1, indicator = _locate(system, step, z, z1, f0, J0, atol_vector, rtol, counts)
                 t1, x1, kind = step.t1, x + step.Z[2], "state"
-                close_events = _zeno_check(events, t1, close_events)
             z = z1
         if frozen:
             target_index = _next_entry(targets, target_index, t1, kind == "state")
@@ -772,6 +899,11 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
             hold = step.trial_end
         elif hold is not None and t1 >= hold:
             hold = None
+        if len(steps) >= max_accepted:
+            raise RunBudgetError(f"the run's record reached {len(steps)} steps of about {step_bytes / 1e3:.3g} kB at "
+                                 f"t = {t1:.9g} s of [{t0:g}, {t_end:g}] s, the memory budget of "
+                                 f"{budget.max_memory / 2**20:.0f} MiB; shorten the run (--t-end), loosen "
+                                 "--rtol/--atol or identify fewer parameters at once.")
         steps.append(step)
         system.accepted(step)
         step_event = bool(system.completed_step(t1, x1))
@@ -783,6 +915,11 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
         times.append(t1)
         moving.append(kind == "state")
         if kind is not None:
+            if len(events) >= budget.max_events:
+                raise RunBudgetError(f"the run reached max_events = {budget.max_events} events at t = {t1:.9g} s of "
+                                     f"[{t0:g}, {t_end:g}] s (the event budget); raise --max-events if so many events "
+                                     "are expected, else check the model's events.")
+            close_events = _zeno_check(events, t1, kind, close_events)
             x_plus = np.array(system.event(t1, x1, kind), dtype=float).reshape(-1)
             if x_plus.shape != x1.shape:
                 raise ModelError(f"OdeSystem.event returned shape {x_plus.shape} at t = {t1:.6g} s, expected "
@@ -793,7 +930,8 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
             x1 = x_plus
             if system.n_indicators:
                 z = _indicators(system, t1, x1)
-            time_event = system.next_time_event()
+            time_event = _next_time_event(system, t1)
+            stalled = _stall_check(time_event, t1, stalled)
         states.append(x1.copy())
         t, x = t1, x1
         if t < t_end:
@@ -811,17 +949,87 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
                     n_newton=counts.newton)
 
 
-def _zeno_check(events: list[RadauEvent], t1: float, close: int) -> int:
-    """The count of consecutive close state events after one at ``t1``; an error when they
-    accumulate (see ``_ZENO_EVENTS``)."""
-    previous = next((event.t for event in reversed(events) if event.kind == "state"), None)
-    gap = _ZENO_GAP * np.finfo(float).eps * max(1.0, abs(t1))
-    close = close + 1 if previous is not None and t1 - previous <= gap else 0
-    if close >= _ZENO_EVENTS:
+def _zeno_gap(t: float) -> float:
+    return _ZENO_GAP * np.finfo(float).eps * max(1.0, abs(t))
+
+
+def _zeno_check(events: list[RadauEvent], t1: float, kind: str, close: int) -> int:
+    """The count of consecutive close events after one of ``kind`` at ``t1``; an error when they
+    accumulate (see ``_ZENO_EVENTS``): state events only (Zeno behaviour, which the parameters
+    may cause) are a :class:`ConvergenceError`, any other mix a :class:`RunBudgetError`."""
+    gap = _zeno_gap(t1)
+    close = close + 1 if events and t1 - events[-1].t <= gap else 0
+    if close < _ZENO_EVENTS:
+        return close
+    kinds = {event.kind for event in events[-close:]} | {kind}
+    if kinds == {"state"}:
         raise ConvergenceError(f"state events accumulate at t = {t1:.12g} s ({close + 1} events, each within "
                                f"{gap:.2g} s of the one before: Zeno behaviour, e.g. a bouncing ball coming to "
                                "rest); end the data before that time, or check the parameter values.")
-    return close
+    raise RunBudgetError(f"{' and '.join(sorted(kinds))} events chatter at t = {t1:.12g} s ({close + 1} events, each "
+                         f"within {gap:.2g} s of the one before): the model's events do not let time advance; this "
+                         "is a defect of the model (FMU): have it fixed, or end the data before that time.")
+
+
+def _next_time_event(system: OdeSystem, t: float) -> float | None:
+    """The system's next time event after an event iteration at ``t``: None, or a finite time
+    after ``t`` (else a :class:`ModelError` naming the value: the iteration at ``t`` handled
+    everything due at ``t``, so an event at or before ``t`` can never be reached)."""
+    announced = system.next_time_event()
+    if announced is None:
+        return None
+    value = float(announced)
+    if math.isfinite(value) and value > t:
+        return value
+    why = ("is not a finite time" if not math.isfinite(value)
+           else "is the current time again" if value == t else f"lies {t - value:.3g} s in the past")
+    raise ModelError(f"the next time event announced at t = {t!r} s is {value!r}, which {why}; a time event must lie "
+                     "after the time it is announced at: this is a defect of the model (FMU), have it fixed.")
+
+
+def _stall_check(time_event: float | None, t: float, stalled: int) -> int:
+    """The count of consecutive time events announced within the Zeno gap of the event time
+    ``t``; a :class:`RunBudgetError` when they do not advance (``_ZENO_EVENTS`` in a row)."""
+    if time_event is None or time_event - t > _zeno_gap(t):
+        return 0
+    stalled += 1
+    if stalled >= _ZENO_EVENTS:
+        raise RunBudgetError(f"the time events do not advance: the next time event is {time_event - t:.3g} s after "
+                             f"t = {t!r} s, the {stalled}th in a row within {_zeno_gap(t):.2g} s of the one before "
+                             "(a few ulp); this is a defect of the model (FMU): have it fixed.")
+    return stalled
+
+
+def _progress_check(budget: RunBudget, counts: _Counts, window: tuple[float, int, int], t: float,
+                    t_end: float) -> None:
+    """End a run that rejects most of its steps and, at its present rate, cannot reach ``t_end``
+    within the step budget (see ``_PROGRESS_WINDOW``)."""
+    rejected = counts.rejected - window[1]
+    if rejected < _PROGRESS_REJECTED * _PROGRESS_WINDOW:
+        return
+    rate = (t - window[0]) / _PROGRESS_WINDOW  # time per attempt
+    needed = (t_end - t) / rate if rate > 0.0 else math.inf
+    if needed <= budget.max_steps - counts.attempts:
+        return
+    unsolved = counts.unsolved - window[2]
+    if unsolved >= rejected / 2:
+        why = (f"{unsolved} of them because the stage equations could not be solved to round-off, which no tolerance "
+               "changes: the derivatives are not smooth in the states or time (noise?); fix the model (FMU)")
+    else:
+        why = "the error estimate exceeded the tolerance: loosen --rtol/--atol, or check the model's smoothness"
+    raise RunBudgetError(f"the integration rejected {rejected} of the last {_PROGRESS_WINDOW} steps before "
+                         f"t = {t:.9g} s, advancing {rate:.3g} s per step: at that rate the run needs {needed:.3g} "
+                         f"more steps, beyond the step budget max_steps = {budget.max_steps} ({why}).")
+
+
+def _steps_exhausted(budget: RunBudget, counts: _Counts, t: float, t0: float, t_end: float,
+                     accepted: int) -> RunBudgetError:
+    """The error of a run that used its step budget, with the mean step it was taking."""
+    mean = (t - t0) / accepted if accepted else 0.0
+    return RunBudgetError(f"the run attempted max_steps = {budget.max_steps} steps ({counts.rejected} rejected) and "
+                          f"reached t = {t:.9g} s of [{t0:g}, {t_end:g}] s with a mean step of {mean:.3g} s (the step "
+                          "budget); raise --max-steps if the model needs so many steps, or, if the steps are tiny, "
+                          "loosen --rtol/--atol: stiff or noisy (not smooth) derivatives keep the steps small.")
 
 
 def _next_entry(entries: np.ndarray, index: int, t1: float, cut: bool) -> int:

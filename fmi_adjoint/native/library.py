@@ -37,6 +37,9 @@ RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 ENGINE_RUNTIME = ("fa_engine.h", "fa_engine.c", "fa_linalg.h", "fa_linalg.c")
 _DRIVER = "fa_driver.c"
 _LIBRARY = "fa_native.so"
+#: The functions Python calls: a cached library without them is a damaged entry (rebuilt).
+_ENGINE_SYMBOLS = ("fa_sizes", "fa_engine_state_size", "fa_sensitivity_carry_size", "fa_simulate", "fa_run",
+                   "fa_recompute", "fa_adjoint_segment", "fa_adjoint_initial", "fa_sensitivities_segment")
 _OPTIMIZE = "-O2"
 # FA_EXPORT_ALL keeps the engine's functions visible so tests can drive them directly.
 _FLAGS = ("-DFA_EXPORT_ALL",)
@@ -327,8 +330,9 @@ def build_native(model: Model, *, cache: BuildCache | None = None,
 
     try:
         key = native_key(model, compiler)
-        entry = cache.entry("native", fingerprint(key, "second order") if second_order else key, build)
-        dll = ctypes.CDLL(str(entry / _LIBRARY))
+        # Loaded through the descriptor its owner, mode and checksum were checked on.
+        entry, dll = cache.load_library("native", fingerprint(key, "second order") if second_order else key, build,
+                                        _LIBRARY, symbols=_ENGINE_SYMBOLS)
     except FmiAdjointError:
         raise
     except OSError as exc:
