@@ -105,11 +105,14 @@ class MemoryEstimate:
         6 states x 1 parameters").
     fix : str
         What lowers the need (options of the command).
+    raise_with : str
+        How this command's limit is raised (the options it accepts).
     """
 
     what: str
     parts: tuple[tuple[str, int], ...]
     fix: str
+    raise_with: str = f"--memory-limit or {MEMORY_LIMIT_ENV}"
 
     @property
     def total(self) -> int:
@@ -131,7 +134,7 @@ class MemoryEstimate:
         raise MemoryBudgetError(
             f"{self.what} needs about {format_bytes(total)} of memory, more than {source} of "
             f"{format_bytes(allowed)}; the largest part is {format_bytes(largest)} for the {label}. {self.fix}, "
-            f"or raise the limit with --memory-limit or {MEMORY_LIMIT_ENV} (e.g. 16G) if the machine has the memory.")
+            f"or raise the limit with {self.raise_with} (e.g. 16G) if the machine has the memory.")
 
 
 def doubles(*shape: float) -> int:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..budget import MemoryEstimate, doubles
+from ..budget import MEMORY_LIMIT_ENV, MemoryEstimate, doubles
 from ..compiled import CompiledModel
 from ..engines import AbstractEngine, NativeEngine, PythonEngine
 from ..errors import CompilerError, ExpressionError, ModelError, NoCCodeError
@@ -225,7 +225,10 @@ def identification_memory(engine: AbstractEngine, experiments: Sequence[Experime
     parts = ((f"runs of {len(experiments)} experiment(s) ({S} states, {model.n_y} outputs at every step)", runs),
              (f"adjoint sweep of {longest}", sweeps),
              (f"output Jacobians of the samples x {model.n_y} outputs x {parameters} parameters", jacobians))
-    return MemoryEstimate("this identification", parts, "Lower --t-end, raise --step, or decimate the data")
+    # identify and gradient take no --memory-limit: the limit travels to the workers in the
+    # environment, like the rest of the machine's settings.
+    return MemoryEstimate("this identification", parts, "Lower --t-end, raise --step, or decimate the data",
+                          raise_with=f"{MEMORY_LIMIT_ENV}=SIZE")
 
 
 def model_error_in(source: str, exc: ModelError) -> ModelError:
