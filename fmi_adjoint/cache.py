@@ -144,7 +144,6 @@ _O_BINARY = getattr(os, "O_BINARY", 0)
 # relative to an open folder, never by a path that a link could redirect.  Windows has none; there
 # paths are used, each checked with lstat (and the owner/mode checks do not apply: ACLs).
 _FDS = {os.open, os.stat, os.mkdir, os.rename, os.unlink} <= os.supports_dir_fd and os.scandir in os.supports_fd
-_PROC_FD = sys.platform.startswith("linux") and os.path.isdir("/proc/self/fd")
 
 
 class CacheError(FmiAdjointError, OSError):
@@ -462,22 +461,23 @@ def _chmod(fd: int | None, path: Path, mode: int) -> None:
         os.chmod(path, mode)
 
 
-def _euid() -> int:
-    return os.geteuid()
-
-
 def _trust_problem(path: Path, info: os.stat_result) -> str | None:
     """Why ``path`` (with the status ``info``) must not hold or be code we load, or None."""
     if sys.platform == "win32":  # the user's profile folder is private by its ACL
         return None
-    if info.st_uid != _euid():
-        return (f"{path} is owned by user id {info.st_uid}, not by you (user id {_euid()}), so it may hold another "
-                "user's code; remove it")
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        writers = [who for bit, who in ((stat.S_IWGRP, "group"), (stat.S_IWOTH, "world")) if info.st_mode & bit]
-        return (f"{path} is {' and '.join(writers)}-writable (mode {stat.S_IMODE(info.st_mode):o}), so other users "
+    if info.st_uid != os.geteuid():
+        return (f"{path} is owned by user id {info.st_uid}, not by you (user id {os.geteuid()}), so it may hold "
+                "another user's code; remove it")
+    writers = _writers(info.st_mode)
+    if writers:
+        return (f"{path} is {writers}-writable (mode {stat.S_IMODE(info.st_mode):o}), so other users "
                 f"could plant code in it; 'chmod go-w {path}' makes it private")
     return None
+
+
+def _writers(mode: int) -> str:
+    """Who besides the owner may write a file of ``mode``: "group", "world", "group and world" or ""."""
+    return " and ".join(who for bit, who in ((stat.S_IWGRP, "group"), (stat.S_IWOTH, "world")) if mode & bit)
 
 
 def _check(path: Path, info: os.stat_result) -> None:
@@ -496,11 +496,11 @@ def _root_problem(root: Path, info: os.stat_result, *, loading: bool = True) -> 
     if not stat.S_ISDIR(info.st_mode):
         return "it is not a folder"
     if sys.platform != "win32":
-        if info.st_uid != _euid():
-            return f"it is owned by user id {info.st_uid}, not by you (user id {_euid()})"
-        if loading and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            writers = [who for bit, who in ((stat.S_IWGRP, "group"), (stat.S_IWOTH, "world")) if info.st_mode & bit]
-            return (f"it is {' and '.join(writers)}-writable (mode {stat.S_IMODE(info.st_mode):o}), so other users "
+        if info.st_uid != os.geteuid():
+            return f"it is owned by user id {info.st_uid}, not by you (user id {os.geteuid()})"
+        writers = _writers(info.st_mode)
+        if loading and writers:
+            return (f"it is {writers}-writable (mode {stat.S_IMODE(info.st_mode):o}), so other users "
                     "could plant code in it; "
                     f"'chmod 700 {root}' makes it private")
     return None
@@ -1227,7 +1227,7 @@ def _dlopen(path: Path, fd: int) -> ctypes.CDLL:
     """Load the library whose checked bytes ``fd`` holds (on Linux through that descriptor)."""
     import ctypes
 
-    if not _PROC_FD:
+    if not (sys.platform.startswith("linux") and os.path.isdir("/proc/self/fd")):  # looked at on use, not import
         os.close(fd)
         return ctypes.CDLL(str(path))
     info = os.fstat(fd)
@@ -1410,16 +1410,8 @@ class BuildCache:
             reason = ("" if os.path.isdir(ancestor) and os.access(ancestor, os.W_OK | os.X_OK) else
                       f"cannot create it: {ancestor} is {'not writable' if os.path.isdir(ancestor) else 'no folder'}")
             return CacheInfo(root, (), 0, not reason, reason)
-        try:
-            folder = _Dir.open(root)
-        except NotADirectoryError:
-            # As ``clear`` does: a file is not a cache (nor a folder to build in).
-            raise CacheError(f"the build cache {root} is a file, not a folder, so not a cache; set {CACHE_VARIABLE} "
-                             "to a cache folder, or remove the file (a cache folder is then created there).") from None
-        except OSError as exc:
-            raise self._unreadable(exc) from None
         entries, skipped = [], list[str]()
-        with folder:
+        with self._open_existing() as folder:
             try:
                 problem = _root_problem(root, folder.stat())
                 foreign = _untagged(folder)
@@ -1432,12 +1424,25 @@ class BuildCache:
                     for key, manifest in _entries(shard, kind, skipped):
                         path = shard.path / key
                         entries.append(CacheEntry(kind, key, _entry_size(path), _entry_created(path, manifest)))
+            except CacheError:
+                raise
             except (OSError, _Refused) as exc:
-                if isinstance(exc, CacheError):
-                    raise
                 raise self._unreadable(exc) from None
         return CacheInfo(root, tuple(entries), sum(e.size_bytes for e in entries), problem is None, problem or "",
                          tuple(skipped))
+
+    def _open_existing(self) -> _Dir:
+        """The existing root folder, opened (``info`` and ``clear``); a CacheError if it is a
+        file, a broken link or unreadable."""
+        try:
+            return _Dir.open(self.root)
+        except NotADirectoryError:
+            # A file is not a cache (nor a folder to build in).
+            raise CacheError(f"the build cache {self.root} is a file, not a folder, so not a cache; set "
+                             f"{CACHE_VARIABLE} to a cache folder, or remove the file (a cache folder is then created "
+                             "there).") from None
+        except OSError as exc:
+            raise self._unreadable(exc) from None
 
     def _unreadable(self, exc: BaseException) -> CacheError:
         link = _broken_link(self.root)
@@ -1474,15 +1479,8 @@ class BuildCache:
         root = self.root
         if not os.path.lexists(root):
             return 0
-        try:
-            folder = _Dir.open(root)
-        except NotADirectoryError:
-            raise CacheError(f"cannot clear the build cache {root}: it is not a folder; set {CACHE_VARIABLE} to the "
-                             "cache folder to clear.") from None
-        except OSError as exc:
-            raise self._unreadable(exc) from None
         removed, skipped = 0, list[str]()
-        with folder:
+        with self._open_existing() as folder:
             try:
                 problem = _root_problem(root, folder.stat(), loading=False)
                 if problem is not None:
@@ -1497,9 +1495,9 @@ class BuildCache:
                     _write_marker(folder)  # a cache of the previous version, provably ours
                 for kind, shard in _shards(folder, skipped):
                     removed += self._clear_shard(kind, shard, skipped, emit, lock_timeout)
+            except CacheError:
+                raise
             except (OSError, _Refused) as exc:
-                if isinstance(exc, CacheError):
-                    raise
                 why = _os_reason(exc) if isinstance(exc, OSError) else str(exc)
                 raise CacheError(f"cannot clear the build cache {root}: {why}; make it writable ('chmod u+rwx' on "
                                  "the folders) or remove it by hand.") from None
@@ -1512,7 +1510,7 @@ class BuildCache:
         removed = 0
         for key, _ in list(_entries(shard, kind, skipped)):
             owner = shard.lstat(key).st_uid
-            if sys.platform != "win32" and owner != _euid():
+            if sys.platform != "win32" and owner != os.geteuid():
                 skipped.append(f"{shard.path / key}: owned by user id {owner}, not by you; remove it by hand")
                 continue
             with self._clear_lock(kind, key, shard, note, timeout):

@@ -444,3 +444,13 @@ def test_a_size_limit_out_of_range_names_the_range(monkeypatch):
             checkpoint.size_limit()
     monkeypatch.setenv("FMI_ADJOINT_CHECKPOINT_MAX_MIB", str(2**40))
     assert checkpoint.size_limit() == 2**60
+
+
+@pytest.mark.parametrize("spec", [{"name": "n" * 100_000, "shape": [-1]}, {"name": ["n"] * 100_000, "shape": [1]},
+                                  {"name": "n" * 100_000, "shape": [2**40, 2**40]}])
+def test_a_long_array_name_read_from_a_file_is_cut_short_in_the_message(spec):
+    # An array name is text of the file (up to MAX_META_BYTES): the message shows its start only.
+    text = json.dumps({"kind": "evaluation", "meta": {}, "arrays": [spec]}).encode()
+    with pytest.raises(checkpoint._Malformed) as caught:
+        checkpoint._parse(text, 8)
+    assert len(caught.value.args[0]) < 300, len(caught.value.args[0])

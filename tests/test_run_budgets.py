@@ -161,9 +161,11 @@ def test_memory_limits_come_from_the_option_the_environment_or_the_machine(monke
 
 # -- CSV memory ---------------------------------------------------------------------------------
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ru_maxrss is in kB on Linux only")
-def test_reading_a_csv_takes_less_than_three_times_its_size(tmp_path):
+def test_reading_a_csv_takes_less_than_four_times_its_size(tmp_path):
     """A 490 MB CSV took 4.16 GB.  Measured on a 42.6 MB file of 17-digit values: the peak
-    RSS grew by 288 MB before, 73 MB now (1.7x the size: the bytes, 8 bytes a value, a chunk)."""
+    RSS grew by 288 MB before (6.8x the size), 65 to 73 MB now (1.5x to 1.7x: the bytes,
+    8 bytes a value, a chunk).  The bound 4x sits between the two with room on both sides
+    (the peak RSS depends on the allocator and the Python build, not only on the reader)."""
     path = tmp_path / "big.csv"
     rng = np.random.default_rng(1)
     rows = 250_000
@@ -180,7 +182,7 @@ def test_reading_a_csv_takes_less_than_three_times_its_size(tmp_path):
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert int(proc.stdout.split()[-1]) < 3 * size, (int(proc.stdout.split()[-1]), size)
+    assert int(proc.stdout.split()[-1]) < 4 * size, (int(proc.stdout.split()[-1]), size)
 
 
 def test_a_csv_with_the_time_column_in_the_middle_and_blank_lines_reads_as_before(tmp_path):

@@ -345,7 +345,7 @@ class _Setup:
 
     def print_notes(self) -> None:
         for text in self.notes:
-            print(f"fmi-adjoint: note: {text}", file=sys.stderr)
+            _note(text)
 
     def sampled(self, x: np.ndarray) -> np.ndarray:
         """Sampled outputs of the first experiment at the identified values ``x``."""
@@ -535,8 +535,8 @@ def _gradient_path(setup: _Setup) -> dict:
     return {**setup.choice.to_json(), **setup.problem.gradient_details()}
 
 
-def _progress_note(text: str) -> None:
-    """A progress line of a long step (reading a large checkpoint) on stderr."""
+def _note(text: str) -> None:
+    """One note line on stderr (also the progress of a long step, hence flushed)."""
     print(f"fmi-adjoint: note: {text}", file=sys.stderr, flush=True)
 
 
@@ -582,10 +582,10 @@ def cmd_identify(args) -> int:
         replay: list = []
         if args.resume_reevaluate:
             replay = open_untrusted(args.resume_reevaluate, _checkpoint_header(args, setup, checkpoint_header),
-                                    note=_progress_note)
+                                    note=_note)
         if ckpt:
             log, own = open_checkpoint(ckpt, _checkpoint_header(args, setup, checkpoint_header),
-                                       resume=bool(args.resume), note=_progress_note)
+                                       resume=bool(args.resume), note=_note)
             replay = replay or own
         try:
             outcome = run_starts(problem, starts, args.method, scaling=args.scaling, max_iterations=args.max_iter,
@@ -744,13 +744,13 @@ def cmd_apply(args) -> int:
     with open_fmu(args.fmu) as archive:
         other = check_result_fmu(args.result, archive)
         if other is not None:
-            print(f"fmi-adjoint: note: {other}", file=sys.stderr)
+            _note(other)
         report = hand_back(archive, values, fmu=args.output, ssv=args.ssv, ssp=args.ssp, name=Path(args.result).stem,
                            interface=interface)
     for text in report.warnings:
         print(f"fmi-adjoint: warning: {text}", file=sys.stderr)
     for text in report.notes:
-        print(f"fmi-adjoint: note: {text}", file=sys.stderr)
+        _note(text)
     names = ", ".join(values)
     if report.fmu:
         how = "compiled in and as start values" if report.rebuilt else "as start values"
@@ -778,7 +778,7 @@ def cmd_validate(args) -> int:
             # As `apply`: a RESULT.json of another FMU (another guid / instantiationToken) is refused.
             other = check_result_fmu(args.result, archive)
             if other is not None:
-                print(f"fmi-adjoint: note: {other}", file=sys.stderr)
+                _note(other)
             _note_other_values(args, archive)
         summary = validate_fmu_against_data(archive, data, args.output, inputs, interface=interface, **settings)
     for name, stats in summary["outputs"].items():

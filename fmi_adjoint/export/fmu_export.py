@@ -44,8 +44,8 @@ from ..native import ENGINE_RUNTIME, find_c_compiler, model_c_sources, write_sou
 #: The FMI 2/3 API layer of exported FMUs (compiled only into FMUs, never in-process).
 FMI_LAYER_DIR = Path(__file__).resolve().parent / "fmi"
 
-__all__ = ["ExportError", "FMI_LAYER_DIR", "FMI_VERSIONS", "build_fmu_binary", "expected_description", "export_fmu",
-           "export_scheme", "instantiation_token", "validate_against_schema"]
+__all__ = ["ExportError", "FMI_LAYER_DIR", "FMI_VERSIONS", "build_description", "build_fmu_binary",
+           "expected_description", "export_fmu", "export_scheme", "instantiation_token", "validate_against_schema"]
 
 FMI_VERSIONS = (2, 3)
 _VERSION = "0.1.0"
@@ -170,13 +170,15 @@ def expected_description(model: Model, version: int, token: str, step: float, so
     return _model_description(model, version, _identifier(model.name), token, step, sources)
 
 
-def _build_description(identifier: str, sources: list[str]):
+def build_description(identifier: str, sources: list[str]) -> bytes:
+    """The FMI 3 ``sources/buildDescription.xml`` an export writes for ``sources`` (the rebuild
+    of a handed-back FMU regenerates it from here)."""
     root = etree.Element("fmiBuildDescription", fmiVersion="3.0")
     config = _sub(root, "BuildConfiguration", modelIdentifier=identifier)
     files = _sub(config, "SourceFileSet", language="C99")
     for name in sources:
         _sub(files, "SourceFile", name=name)
-    return root
+    return _xml_bytes(root)
 
 
 def validate_against_schema(xml: bytes, version: int, schema: str = "fmi{v}ModelDescription.xsd") -> list[str]:
@@ -187,8 +189,12 @@ def validate_against_schema(xml: bytes, version: int, schema: str = "fmi{v}Model
     return [] if validator.validate(document) else [str(e) for e in validator.error_log]
 
 
+def _xml_bytes(root) -> bytes:
+    return etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8")
+
+
 def _write_xml(root, path: Path) -> bytes:
-    data = etree.tostring(root, pretty_print=True, xml_declaration=True, encoding="UTF-8")
+    data = _xml_bytes(root)
     path.write_bytes(data)
     return data
 
@@ -350,7 +356,7 @@ def export_fmu(
         if problems:
             raise ExportError(f"internal error: the model description does not validate: {problems[:3]}")
         if fmi_version == 3:
-            _write_xml(_build_description(identifier, c_sources), src / "buildDescription.xml")
+            (src / "buildDescription.xml").write_bytes(build_description(identifier, c_sources))
         resources = root / "resources"
         resources.mkdir()
         shutil.copy(source, resources / "model.toml")

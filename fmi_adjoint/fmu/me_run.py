@@ -15,6 +15,8 @@ an optimizer could step back from.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..errors import ConvergenceError, ModelError, RunBudgetError
@@ -90,7 +92,7 @@ def _run(instance, request: dict, budget: RunBudget, deadline: float) -> dict:
 
 
 def _sensitivities(instance, system, run, refs, values, t0, t_end, sensitivity: dict, matched: dict,
-                   clock) -> dict:
+                   clock: Callable[[float], None]) -> dict:
     replays = sensitivity["replays"]
     steps = np.asarray(sensitivity["steps"], dtype=float)
     use = [bool(u) for u in sensitivity["directional"]]

@@ -47,13 +47,11 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from lxml import etree
-
 from ..files import atomic_output, check_writable
 from ..model_file import load_model
 from .archive import PLATFORM_DIRS, FmuArchive, FmuError
 from ..export import build_fmu_binary, export_scheme, instantiation_token
-from ..export.fmu_export import _build_description as build_description
+from ..export.fmu_export import build_description
 from .handback import _check_parameters, _description_with_start_values, check_not_the_input, write_fmu_entries
 
 __all__ = ["RebuiltFmu", "rebuild_fmu", "rebuild_obstacle"]
@@ -153,9 +151,7 @@ def rebuild_fmu(archive: FmuArchive, values: Mapping[str, float], output) -> Reb
             generated[name] = path.read_bytes()
         binary_bytes = binary.read_bytes()
     if version == 3:
-        generated["sources/buildDescription.xml"] = etree.tostring(
-            build_description(interface.modelIdentifier, c_sources), pretty_print=True, xml_declaration=True,
-            encoding="UTF-8")
+        generated["sources/buildDescription.xml"] = build_description(interface.modelIdentifier, c_sources)
     for name, data in generated.items():
         if name not in files or data != (archive.directory / name).read_bytes():
             replacements[name] = data

@@ -100,12 +100,7 @@ def reply_limit(op: str, args: tuple, n_states: int) -> int:
     values = 0
     if op == "call":
         _, method, method_args = args
-        if method in ("initial_states", "derivatives"):
-            values = n_states
-        elif method == "rhs":
-            values = n_states + len(method_args[0] if method_args else ())
-        elif method in ("get_real", "get_values", "directional"):
-            values = len(method_args[0])
+        values = _call_size(method, method_args, n_states) or 0
     elif op == "run_cs":
         values = unpack(args[2]).size * len(args[3])
     elif op != "instantiate":
@@ -138,10 +133,7 @@ def _payload(value: object, kind: str) -> object:
 
 def _array(packed: object, shape: Sequence[int | None], what: str, *, finite: bool = False) -> np.ndarray:
     """The array of ``packed``, of ``shape`` (None: any extent), finite if asked."""
-    try:
-        array = unpack(packed)
-    except ValueError as exc:
-        raise MalformedReply(f"{what}: {exc}") from None
+    array = unpack_any(packed, what)
     if array.ndim != len(shape) or any(n is not None and n != m for n, m in zip(shape, array.shape)):
         wanted = "(" + ", ".join("any" if n is None else str(n) for n in shape) + ")"
         raise MalformedReply(f"{what} of shape {array.shape} instead of {wanted}")
@@ -184,20 +176,32 @@ def _values(size: int, what: str) -> Callable[[object], np.ndarray]:
     return lambda payload: _array(_payload(payload, "array"), (size,), what)
 
 
+#: What the array answering a call holds (the calls :func:`_call_size` knows).
+_CALL_ARRAYS = {"initial_states": "the states", "derivatives": "the state derivatives",
+                "rhs": "the derivatives and outputs", "get_real": "the values", "get_values": "the values",
+                "directional": "the directional derivative"}
+
+
+def _call_size(method: str, method_args: tuple, n_states: int) -> int | None:
+    """The length of the array answering the call ``method`` (None: it answers with no array)."""
+    if method in ("initial_states", "derivatives"):
+        return n_states
+    if method == "rhs":
+        return n_states + len(method_args[0] if method_args else ())
+    if method in ("get_real", "get_values", "directional"):
+        return len(method_args[0])
+    return None
+
+
 def _call(method: str, method_args: tuple, n_states: int) -> Callable[[object], Any]:
     if method == "start":
         return _next_event_time
     if method in ("set_real", "set_values"):
         return _none
-    if method in ("initial_states", "derivatives"):
-        return _values(n_states, "the states" if method == "initial_states" else "the state derivatives")
-    if method == "rhs":
-        return _values(n_states + len(method_args[0] if method_args else ()), "the derivatives and outputs")
-    if method in ("get_real", "get_values"):
-        return _values(len(method_args[0]), "the values")
-    if method == "directional":
-        return _values(len(method_args[0]), "the directional derivative")
-    raise MalformedReply(f"a reply to the unknown call {method!r}")
+    size = _call_size(method, method_args, n_states)
+    if size is None:
+        raise MalformedReply(f"a reply to the unknown call {method!r}")
+    return _values(size, _CALL_ARRAYS[method])
 
 
 def _simulate_fmu(options: dict) -> Callable[[object], dict[str, np.ndarray]]:

@@ -988,12 +988,12 @@ def _parse(text: bytes | bytearray, payload_len: int) -> tuple[str, dict[str, An
             raise _Malformed('an array entry is not an object with the keys "name" and "shape"')
         name, shape = spec["name"], spec["shape"]
         if not isinstance(name, str) or name in names:
-            raise _Malformed(f"the array name {name!r} is not a str or is repeated")
+            raise _Malformed(f"the array name {name!r:.80} is not a str or is repeated")
         if (not isinstance(shape, list) or len(shape) > MAX_NDIM
                 or not all(type(d) is int and d >= 0 for d in shape)):
-            raise _Malformed(f"array {name!r} has the invalid shape {shape!r:.80}")
+            raise _Malformed(f"array {name!r:.80} has the invalid shape {shape!r:.80}")
         if _nominal_bytes(shape) > MAX_ARRAY_BYTES:
-            raise _Malformed(f"array {name!r} has a shape larger than the limit")
+            raise _Malformed(f"array {name!r:.80} has a shape larger than the limit")
         names.add(name)
         total += 8 * math.prod(shape)
         specs.append((name, tuple(shape)))

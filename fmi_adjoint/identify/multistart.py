@@ -302,7 +302,7 @@ class _Recorded:
         if not self.replay:
             return None
         stored = self.replay.popleft()
-        record = stored.decode() if isinstance(stored, StoredRecord) else stored
+        record = _decoded(stored)
         if record.meta["kind"] != kind or record.arrays["x"].tobytes() != np.asarray(x, float).tobytes():
             where = f"{record.source}: record {record.number}" if record.source else "the checkpoint"
             if self.reevaluate:
@@ -443,7 +443,7 @@ def check_replay(replay: Sequence[Record | StoredRecord], problem: Identificatio
     checker = _ReplayChecker(problem, count, reevaluate)
     out = []
     for stored in replay:
-        record = stored.decode() if isinstance(stored, StoredRecord) else stored
+        record = _decoded(stored)
         out.append((stored, checker.check(record)))
     return out
 
@@ -507,9 +507,7 @@ class _ReplayChecker:
         self.point(record, "x", arrays["x"])
         if self.reevaluate:
             return index  # nothing else of the record is used
-        if not _whole(meta["simulations"], 0, _MAX_EVALUATION_SIMULATIONS):
-            self.refuse(record, "'simulations'", f"{_shown(meta['simulations'])} is not a whole number from 0 to "
-                        f"{_MAX_EVALUATION_SIMULATIONS}")
+        self.whole(record, "simulations", meta["simulations"], _MAX_EVALUATION_SIMULATIONS)
         if failed:
             if meta.get("failed") is not True:
                 self.refuse(record, "'failed'", f"{_shown(meta.get('failed'))} is not true")
@@ -541,9 +539,7 @@ class _ReplayChecker:
             self.refuse(record, "the parameter names", f"{_shown(meta['names'])} are not this run's "
                         f"{_listed(self.names, sort=False)}")
         for field in ("iterations", "simulations", "failed_simulations"):
-            if not _whole(meta[field], 0, _MAX_COUNT):
-                self.refuse(record, f"{field!r}", f"{_shown(meta[field])} is not a whole number from 0 to "
-                            f"{_MAX_COUNT}")
+            self.whole(record, field, meta[field], _MAX_COUNT)
         if type(meta["success"]) is not bool:
             self.refuse(record, "'success'", f"{_shown(meta['success'])} is not true or false")
         self.text(record, "'message'", meta["message"])
@@ -584,6 +580,10 @@ class _ReplayChecker:
             self.refuse(record, f"array {name!r}", f"puts {self.names[k]} = {_number(x[k])} outside its bounds "
                         f"[{_number(self.lower[k])}, {_number(self.upper[k])}]")
 
+    def whole(self, record: Record, field: str, value: object, most: int) -> None:
+        if not _whole(value, 0, most):
+            self.refuse(record, repr(field), f"{_shown(value)} is not a whole number from 0 to {most}")
+
     def finite(self, record: Record, name: str, value: np.ndarray, shape: tuple[int, ...]) -> None:
         if value.shape != shape:
             self.refuse(record, f"array {name!r}", f"has shape {value.shape}, not {shape}")
@@ -593,6 +593,10 @@ class _ReplayChecker:
     def text(self, record: Record, field: str, value: object) -> None:
         if not isinstance(value, str) or len(value) > _MAX_MESSAGE:
             self.refuse(record, field, f"{_shown(value)} is not a text of at most {_MAX_MESSAGE} characters")
+
+
+def _decoded(record: Record | StoredRecord) -> Record:
+    return record.decode() if isinstance(record, StoredRecord) else record
 
 
 def _whole(value: object, lo: int, hi: int) -> bool:
@@ -743,8 +747,7 @@ def run_starts(
     for stored, index in check_replay(replay, problem, len(starts), reevaluate=reevaluate):
         if stored.kind == "start":
             if not reevaluate:
-                record = stored.decode() if isinstance(stored, StoredRecord) else stored
-                finished[index] = _finished_from_record(record, plan[index])
+                finished[index] = _finished_from_record(_decoded(stored), plan[index])
         else:
             pending_records[index].append(stored)
     stop = threading.Event()

@@ -69,6 +69,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ExecutorError
+from ..text import excerpt
 from .base import AbstractExecutor, Task, WorkerContext, settle
 
 __all__ = ["ADDRESS_FORMS", "DEFAULT_TIMEOUT", "DaskExecutor", "DaskSettingError", "PLUGIN_NAME", "SchedulerAddress",
@@ -122,11 +123,6 @@ class SchedulerAddress:
         return f"{self.scheme}://{host}:{self.port}"
 
 
-def _shown(text: str) -> str:
-    """``repr`` of an address capped for a one-line message (it may be anything the user typed)."""
-    return repr(text) if len(text) <= 80 else repr(text[:77]) + "..."
-
-
 def parse_address(text: str, what: str = "the Dask address") -> SchedulerAddress:
     """The scheduler address ``text`` checked for form (nothing is imported or connected).
 
@@ -144,8 +140,8 @@ def parse_address(text: str, what: str = "the Dask address") -> SchedulerAddress
         raise DaskSettingError(f"{what} {text!r} is not text; give {ADDRESS_FORMS}.")
 
     def refuse(why: str) -> DaskSettingError:
-        return DaskSettingError(f"{what} {_shown(text)}: {why}; give the scheduler's address as {ADDRESS_FORMS}, or "
-                                "drop --dask to run locally.")
+        return DaskSettingError(f"{what} {excerpt(text, 80)}: {why}; give the scheduler's address as "
+                                f"{ADDRESS_FORMS}, or drop --dask to run locally.")
 
     if not text:
         raise refuse("the address is empty")
@@ -204,8 +200,8 @@ def parse_timeout(text: str, what: str = "the Dask connection timeout") -> float
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and 0.0 < value <= MAX_TIMEOUT):
-        raise DaskSettingError(f"{what} {_shown(text)}: give the seconds to wait for the scheduler, a number greater "
-                               f"than 0 and at most {MAX_TIMEOUT:g} (default {DEFAULT_TIMEOUT:g}).")
+        raise DaskSettingError(f"{what} {excerpt(text, 80)}: give the seconds to wait for the scheduler, a number "
+                               f"greater than 0 and at most {MAX_TIMEOUT:g} (default {DEFAULT_TIMEOUT:g}).")
     return value
 
 
