@@ -22,6 +22,7 @@ Adding an engine: subclass :class:`AbstractEngine`, implement (1) :meth:`~Abstra
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -33,7 +34,7 @@ from .cache import BuildCache
 from .compiled import CompiledModel, Derivation, compile_model
 from .costs.base import AbstractCost
 from .costs.sampling import Sampler
-from .errors import ModelError, NoCCodeError
+from .errors import ConvergenceError, ModelError, NoCCodeError
 from .integrate import InitialState, Trajectory
 from .integrate.schemes import AbstractScheme
 from .integrate.trajectory import Checkpoints
@@ -213,9 +214,33 @@ class PythonEngine(AbstractEngine):
         return adjoint_trajectory(traj, ybar, xbar)
 
 
+#: Most steps of a native run that failed on a singular step matrix which the Python engine
+#: replays to name the dependent constraints (an error path; ~1e5 steps take seconds there).
+REPLAY_STEPS = 200_000
+
 #: Memory the native engine may use to store a trajectory for its sweeps (bytes); longer
 #: runs keep checkpoints and recompute segments (:class:`NativeEngine`).
 DEFAULT_MEMORY_BUDGET = 1 << 30
+
+
+class _DeferredMessage(ConvergenceError):
+    """A :class:`~fmi_adjoint.errors.ConvergenceError` whose message is worked out on the first
+    ``str()`` (by ``explain``; ``text`` until then in ``args``); pickled (to cross a process
+    boundary) as a plain ConvergenceError with the worked-out message."""
+
+    def __init__(self, text: str, explain: Callable[[], str]):
+        super().__init__(text)
+        self._explain: Callable[[], str] | None = explain
+        self._message = text
+
+    def __str__(self) -> str:
+        if self._explain is not None:
+            explain, self._explain = self._explain, None
+            self._message = explain()
+        return self._message
+
+    def __reduce__(self) -> tuple:
+        return (ConvergenceError, (str(self),))
 
 
 class NativeEngine(AbstractEngine):
@@ -256,6 +281,50 @@ class NativeEngine(AbstractEngine):
         return 8 * (3 * self.compiled.n + self.compiled.m)
 
     def _integrate(self, p: np.ndarray, solver: AbstractScheme, grid: np.ndarray) -> Trajectory:
+        try:
+            return self._native_integrate(p, solver, grid)
+        except ConvergenceError as exc:
+            raise self._explained(exc, p, solver, grid) from None
+
+    def _explained(self, exc: ConvergenceError, p: np.ndarray, solver: AbstractScheme,
+                   grid: np.ndarray) -> ConvergenceError:
+        """The C engine's failure in the Python engine's words.
+
+        The C runtime (which exported FMUs carry as well) reports a singular matrix without
+        the constraint names and ends a Newton failure with HHT's remedies.  A singular
+        initialization is replayed by the Python initialization (cheap, the same iterates),
+        a singular step matrix by the Python engine when the run has at most
+        :data:`REPLAY_STEPS` steps, both of which name dependent constraints
+        (:mod:`fmi_adjoint.integrate.dependence`); other Newton failures get the scheme's
+        own advice (:meth:`~fmi_adjoint.integrate.schemes.AbstractScheme.divergence_advice`).
+
+        The replays are deferred (:class:`_DeferredMessage`): they run when the message is
+        read, not when the error is raised, so an optimizer that catches a failed trial point
+        (:func:`~fmi_adjoint.identify.identify`) pays nothing for them.
+        """
+        text = str(exc)
+        if " Remedies: " in text:
+            text = f"{text.split(' Remedies: ')[0]} {solver.divergence_advice()}"
+        replayed = ("the initialization system is singular" in text
+                    or ("the iteration matrix is singular" in text and len(grid) - 1 <= REPLAY_STEPS))
+        if not replayed:
+            return exc if text == str(exc) else ConvergenceError(text)
+        p, grid = np.array(p, dtype=float), np.array(grid, dtype=float)
+
+        def explain() -> str:
+            try:
+                if "the initialization system is singular" in text:
+                    with np.errstate(all="ignore"):
+                        initial_state(self.compiled, p, grid[0])
+                else:
+                    PythonEngine(self.compiled)._integrate(p, solver, grid)
+            except ConvergenceError as named:
+                return str(named)
+            return text
+
+        return _DeferredMessage(text, explain)
+
+    def _native_integrate(self, p: np.ndarray, solver: AbstractScheme, grid: np.ndarray) -> Trajectory:
         model = self.compiled
         N = len(grid) - 1
         checkpoints = None

@@ -244,7 +244,9 @@ def _parse(text: str, source: str, directory: Path | None, registry: Registry | 
         assemble(model)
     except ModelError as exc:
         text_of = str(exc)
-        raise type(exc)(f"{source} ({reader.line_for_message(text_of)}): {text_of}") from None
+        special = reader.output_of_special(text_of)
+        named = f"output '{special[1]}': " if special is not None else ""
+        raise type(exc)(f"{source} ({reader.line_for_message(text_of)}): {named}{text_of}") from None
     return model
 
 
@@ -254,41 +256,143 @@ class _Reader:
         self.allow_external_tables = allow_external_tables
         self.registry = registry
         self.doc = doc
-        self.lines = text.splitlines()
+        # TOML ends lines at \n only (str.splitlines also splits at U+2028, U+0085, ..., which
+        # a comment or string may hold, and would shift every later line number).
+        self.lines = text.split("\n")
         self.source = source
         self.directory = directory
         #: Table files given as bytes (a :class:`ModelSource`), else None: read from disk.
         self.tables: Mapping[str, bytes] | None = None
         #: Where the table files read from disk are recorded, if anywhere.
         self.read_tables: dict[str, bytes] | None = None
+        self._headers: list[tuple[int, bool, tuple[str, ...]]] | None = None
 
     # -- locating entries in the text for messages ---------------------------------
+    #: What an element's error says (``assemble``, ``Model``, the force elements), mapped to
+    #: its section and the key whose value the quoted name is; the first match in the message
+    #: (after the model's own name) wins.
+    _MENTIONS = (
+        (re.compile(r"^model (?:name|'[^']*': (?:description|source))\b"), "model", None),
+        (re.compile(r"force element (?:name )?'([^']*)'"), "forces", "name"),
+        (re.compile(r"prescribed motion of '([^']*)'"), "prescribed", "coordinate"),
+        (re.compile(r"\bconstraint '([^']*)'"), "constraints", "name"),
+        (re.compile(r"\boutput '([^']*)'"), "outputs", "name"),
+        (re.compile(r"\bmass_matrix\[(\d+)\]"), "mass_matrix", None),
+        (re.compile(r"\bcoordinate '([^']*)'"), "coordinates", "name"),
+        (re.compile(r"\bparameter '([^']*)'"), "parameters", None),
+        (re.compile(r"\binput '([^']*)'"), "inputs", None),
+    )
+
     def line_for_message(self, message: str) -> str:
-        """Line of the first quoted name of ``message`` that a ``name = ...`` key defines."""
-        for name in re.findall(r"'([A-Za-z_][A-Za-z0-9_]*)'", message):
+        """Line of the entry an error of the assembled model is about.
+
+        The message names the entry (``constraint 'c3'``, ``force element 'spring'``,
+        ``mass_matrix[2]``, ...); the line is that of its ``[[section]]`` header (of its key
+        for ``[parameters]``/``[inputs]``), found through the parsed document, so that names
+        used elsewhere (the model's own name, a coordinate named in a constraint's message)
+        do not mislead.  Messages naming no entry fall back to the first ``name = ...`` line
+        that defines a quoted name.
+        """
+        special = self.output_of_special(message)
+        if special is not None:
+            return self.line_of("outputs", special[0])
+        body = message if re.match(r"^model '[^']*': (description|source)\b", message) else \
+            re.sub(r"^model '[^']*':\s*", "", message)
+        found = sorted((match.start(), k, match) for k, (pattern, _, _) in enumerate(self._MENTIONS)
+                       if (match := pattern.search(body)))
+        for _, k, match in found:
+            _, section, field = self._MENTIONS[k]
+            if section == "model":
+                key = "name" if "name" in match.group(0) else match.group(0).rsplit(" ", 1)[-1]
+                return self.line_of("model", key=key)
+            value = match.group(1)
+            if section in ("parameters", "inputs"):
+                if isinstance(self.doc.get(section), dict) and value in self.doc[section]:
+                    return self.line_of(section, key=value)
+                continue
+            entries = self.doc.get(section)
+            if not isinstance(entries, list):
+                continue
+            if field is None:
+                if int(value) < len(entries):
+                    return self.line_of(section, int(value))
+                continue
+            for index, entry in enumerate(entries):
+                if isinstance(entry, dict) and entry.get(field) == value:
+                    return self.line_of(section, index)
+        model_name = (self.doc.get("model") or {}).get("name") if isinstance(self.doc.get("model"), dict) else None
+        for name in re.findall(r"'([A-Za-z_][A-Za-z0-9_]*)'", body):
+            if name == model_name:
+                continue
             pattern = re.compile(rf"^\s*(name|coordinate)\s*=\s*[\"']{re.escape(name)}[\"']")
             for number, line in enumerate(self.lines, start=1):
                 if pattern.match(line):
                     return f"line {number}"
         return "unknown line"
 
+    def output_of_special(self, message: str) -> tuple[int, str] | None:
+        """``(index, name)`` of the output whose ``der(x)``, ``der2(x)``, ``lam(c)`` or
+        ``reaction(x)`` the message is about: their handlers raise without the output's name."""
+        special = re.match(r"^(der2?|lam|reaction)\((\w+)\):", message)
+        outputs = self.doc.get("outputs")
+        if special is None or not isinstance(outputs, list):
+            return None
+        call = special.group(0)[:-1]
+        for index, entry in enumerate(outputs):
+            if isinstance(entry, dict) and call in re.sub(r"\s+", "", str(entry.get("expression", ""))):
+                return index, str(entry.get("name", ""))
+        return None
+
+    def headers(self) -> list[tuple[int, bool, tuple[str, ...]]]:
+        """The table headers of the text: ``(line number, is [[array]], dotted key)``.
+
+        Lines inside multi-line strings are skipped (a line of an expression written in
+        triple quotes is not a header); quoted keys are unquoted.
+        """
+        if self._headers is None:
+            self._headers = []
+            open_quote: str | None = None
+            for number, line in enumerate(self.lines, start=1):
+                stripped = line.strip()
+                if open_quote is None and stripped.startswith("["):
+                    array = stripped.startswith("[[")
+                    close = stripped.find("]]" if array else "]")
+                    inner = stripped[2 if array else 1:close] if close > 0 else ""
+                    self._headers.append((number, array, tuple(part.strip().strip("\"'") for part in inner.split("."))))
+                    continue
+                for quote in ('"""', "'''"):
+                    if open_quote in (None, quote) and line.count(quote) % 2 == 1:
+                        open_quote = quote if open_quote is None else None
+        return self._headers
+
     def line_of(self, section: str, index: int | None = None, key: str | None = None) -> str:
-        header = re.compile(rf"^\s*\[\[\s*{re.escape(section)}\s*\]\]")
-        table = re.compile(rf"^\s*\[\s*{re.escape(section)}(\.|\s*\])")
-        count = -1
-        for number, line in enumerate(self.lines, start=1):
-            if index is not None and header.match(line):
-                count += 1
-                if count == index:
-                    return f"line {number}"
-            if index is None and table.match(line):
-                if key is None:
-                    return f"line {number}"
-                for offset, later in enumerate(self.lines[number - 1 :], start=number):
-                    if re.match(rf"^\s*(\[\s*{re.escape(section)}\.)?{re.escape(key)}(\s*=|\s*\])", later):
-                        return f"line {offset}"
+        """Line of the ``index``-th ``[[section]]`` header, or of ``[section]`` (of its ``key``)."""
+        headers = self.headers()
+        if index is not None:
+            entries = [number for number, array, name in headers if array and name == (section,)]
+            if index < len(entries):
+                return f"line {entries[index]}"
+            return self.key_line(section, 1, headers[0][0] - 1 if headers else len(self.lines)) or "unknown line"
+        for position, (number, array, name) in enumerate(headers):
+            if name[:1] != (section,) or array:
+                continue
+            if key is None:
                 return f"line {number}"
-        return "unknown line"
+            if name == (section, key):
+                return f"line {number}"
+            if name == (section,):
+                end = headers[position + 1][0] - 1 if position + 1 < len(headers) else len(self.lines)
+                return self.key_line(key, number + 1, end) or f"line {number}"
+        # A section written as a key of the root table (``constraints = [...]``).
+        return self.key_line(section, 1, headers[0][0] - 1 if headers else len(self.lines)) or "unknown line"
+
+    def key_line(self, key: str, first: int, last: int) -> str | None:
+        """Line of ``key = ...`` between lines ``first`` and ``last``, if any."""
+        pattern = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
+        for number in range(first, last + 1):
+            if pattern.match(self.lines[number - 1]):
+                return f"line {number}"
+        return None
 
     def where(self, section: str, index: int | None = None, key: str | None = None) -> str:
         label = section if index is None else f"{section}[{index}]"
@@ -372,7 +476,7 @@ class _Reader:
         except ModelError as exc:
             if self.source in str(exc):
                 raise
-            raise ModelError(f"{self.source}: {exc}") from None
+            raise ModelError(f"{self.source} ({self.line_for_message(str(exc))}): {exc}") from None
 
     def simulation(self) -> SimulationSettings:
         where = self.where("simulation")

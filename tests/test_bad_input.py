@@ -276,6 +276,7 @@ def test_bad_input_in_process(case, workdir, capsys):
     assert sorted(p.name for p in workdir.iterdir()) == before
 
 
+@pytest.mark.slow  # whole-process runs
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_bad_input_subprocess(case, workdir):
     """The same through ``python -m fmi_adjoint``: real exit code, no traceback."""

@@ -173,15 +173,22 @@ def test_build_once_then_warm_hit(tmp_path):
 
 
 def _build_in_process(root: str, log: str, barrier, result: str) -> None:
-    """Run by each spawned process: wait for the others, then ask for the same entry."""
+    """Run by each spawned process: wait for the others, then ask for the same entry.  The
+    build waits until all four have announced that they are asking (a file each), so that the
+    others ask while it runs: an event, not a guessed duration."""
+    arrived = Path(log).with_name("arrived")
 
     def build(folder: Path) -> None:
         with open(log, "a", encoding="utf-8") as handle:
             handle.write(f"{os.getpid()}\n")
-        time.sleep(0.3)  # a slow build, so that the others arrive while it runs
+        deadline = time.monotonic() + 60
+        while len(list(arrived.iterdir())) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)  # polling interval
         Counter()(folder)
 
     barrier.wait(timeout=60)
+    arrived.mkdir(exist_ok=True)
+    (arrived / str(os.getpid())).touch()
     folder = BuildCache(Path(root)).entry("native", KEY, build, note=lambda text: None)
     assert_intact(folder)
     Path(result).write_text(str(folder), encoding="utf-8")

@@ -94,11 +94,16 @@ def identify(genuine, *extra):
 def numbers(result: dict) -> dict:
     keep = {k: result[k] for k in ("parameters", "cost", "cost_history", "iterations", "success")}
     keep["starts"] = [{k: v for k, v in r.items() if k != "seconds"} for r in result["multistart"]["results"]]
+    for start in keep["starts"]:  # the stages of a staged start, but their times
+        start["stages"] = [{k: v for k, v in s.items() if k != "seconds"} for s in start.get("stages", [])]
     return keep
 
 
 def first(records, kind):
-    return next(i for i, r in enumerate(records) if r[0] == kind and not r[1].get("failed"))
+    """The first record of ``kind`` that did not fail; of evaluations, the first with a cost and
+    gradient (the default strategy's windowed starts begin with a residuals-only evaluation)."""
+    return next(i for i, r in enumerate(records) if r[0] == kind and not r[1].get("failed")
+                and (kind != "evaluation" or "J" in r[2]))
 
 
 def refused(code, err, path, number=None) -> str:
@@ -184,6 +189,9 @@ FIELD_CASES = {
     "forged failed start": ("start", lambda m, a: (m.clear(), m.update(start=1, failed="yes", message="x")),
                             "a failed start"),
     "huge message": ("start", lambda m, a: m.update(message="x" * 100000), "'message'"),
+    "forged stage": ("start", lambda m, a: m.update(stages=[{"stage": "window", "iterations": -1}]), "a stage"),
+    "stage cost as text": ("start", lambda m, a: m.update(stages=[dict(m["stages"][0], cost="0.5")]),
+                           "a stage's 'cost'"),
     "unknown kind": ("other", None, "the kind"),
 }
 

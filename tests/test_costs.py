@@ -8,7 +8,7 @@ import pytest
 
 from fmi_adjoint.costs import LeastSquaresCost, Sampler, trapezoidal_weights
 from fmi_adjoint.errors import DataError
-from tolerances import EXACT
+from tolerances import CENTRAL_DIFFERENCE_OF_QUADRATIC, EXACT
 
 RNG_SEED = 2024
 
@@ -40,7 +40,7 @@ def test_trapezoidal_weights_are_not_exact_for_degree_two():
     """The check above can fail: a quadratic is integrated with the known O(h^2) error."""
     times = np.linspace(0.0, 1.0, 11)
     quadrature = trapezoidal_weights(times) @ times**2
-    assert quadrature - 1.0 / 3.0 == pytest.approx(0.1**2 / 6, rel=1e-9)  # (b-a) h^2 f''/12
+    assert quadrature - 1.0 / 3.0 == pytest.approx(0.1**2 / 6, rel=EXACT)  # (b-a) h^2 f''/12
 
 
 def test_trapezoidal_weights_need_two_times():
@@ -142,7 +142,7 @@ def test_cost_derivative_by_finite_differences_and_formula():
     direction = rng.standard_normal(Y.shape)
     h = 1e-3
     fd = (cost.evaluate(Y + h * direction, None).J - cost.evaluate(Y - h * direction, None).J) / (2 * h)
-    assert fd == pytest.approx(np.sum(value.dJ_dY * direction), rel=1e-9)
+    assert fd == pytest.approx(np.sum(value.dJ_dY * direction), rel=CENTRAL_DIFFERENCE_OF_QUADRATIC)
 
 
 def test_residuals_square_to_the_cost():

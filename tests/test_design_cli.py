@@ -131,14 +131,27 @@ def test_design_record(designed):
 
     criterion = record["criterion"]
     assert criterion["final"] < criterion["start"]
+    # The default multi-start (issue 32): every start reported, the history is the winner's.
+    starts = record["starts"]
+    runs = starts["runs"]
+    assert starts["count"] == len(runs) == 8 and 1 <= starts["reached_best"] <= 8
+    winner = runs[starts["best"]]
+    assert winner["criterion"] == criterion["final"] == min(run["criterion"] for run in runs)
+    assert runs[0]["label"].startswith("given start") and runs[0]["criterion_start"] == criterion["start"]
+    assert runs[0]["knots_start"] == pytest.approx(record["knots"]["start"], rel=EXACT)
+    assert all(1 <= run["iterations"] <= MAX_ITERATIONS and run["stop"] for run in runs)
     history = record["history"]
     assert 2 <= len(history) <= MAX_ITERATIONS + 1
     assert [h["iteration"] for h in history] == list(range(len(history)))
-    assert history[0]["criterion"] == criterion["start"]
+    assert history[0]["criterion"] == winner["criterion_start"]
     objectives = [h["objective"] for h in history]
     assert all(b <= a for a, b in zip(objectives, objectives[1:]))  # L-BFGS-B accepts descent steps only
     assert all(h["penalty"] == 0 for h in history)  # no end conditions, limits or rate
-    assert err.count("\niteration ") + err.startswith("iteration ") == len(history)
+    # One progress line per start (iteration lines only for a single start, tested below).
+    assert [line.split(" (")[0] for line in err.splitlines() if line.startswith("start ")] == [
+        f"start {k}/8" for k in range(1, 9)]
+    assert record["evaluations"] >= sum(run["evaluations"] for run in runs)
+    assert record["stop"]["cause"] == winner["stop"]
 
     knots = record["knots"]
     assert np.allclose(knots["times"], np.linspace(0.0, 3.0, KNOTS), rtol=0, atol=EXACT)
@@ -281,6 +294,10 @@ BAD = {
     "negative noise": ([*BASE, "--noise", "x=-1"], ["--noise x=-1", "positive"]),
     "start outside bounds": ([*BASE, "--start", "2"], ["strictly inside"]),
     "zero iterations": ([*BASE, "--max-iterations", 0], ["--max-iterations 0", "at least 1"]),
+    "zero starts": ([*BASE, "--starts", 0], ["--starts 0", "at least 1 start"]),
+    "negative seed": ([*BASE, "--seed", -1], ["--seed -1", "at least 0"]),
+    "zero workers": ([*BASE, "--workers", 0], ["--workers 0", "at least 1"]),
+    "workers and dask": ([*BASE, "--workers", 2, "--dask", "tcp://127.0.0.1:1"], ["--workers 2", "--dask", "not both"]),
     "unknown criterion": ([*BASE, "--criterion", "F"], ["--criterion", "invalid choice: 'F'", "--help"]),
     "unknown basis": ([*BASE, "--basis", "quadratic"], ["--basis", "invalid choice: 'quadratic'"]),
     "unknown bound map": ([*BASE, "--bound-map", "tanh"], ["--bound-map", "invalid choice: 'tanh'"]),

@@ -39,6 +39,7 @@ from fmi_adjoint.design.montecarlo import monte_carlo, monte_carlo_record
 from fmi_adjoint.errors import ModelError
 from fmi_adjoint.examples import example_path
 from fmi_adjoint.model_file import load_model
+from tolerances import EXACT
 
 #: Noisy re-identifications per input (the issue asks for at least 50).
 RUNS = 300
@@ -132,7 +133,7 @@ def test_record_is_json(results):
     assert record["runs"] == RUNS and record["failed"] == 0
     assert entry["std"] == float(result.std[0]) and entry["predicted_std"] == float(result.predicted[0])
     assert len(entry["estimates"]) == RUNS
-    assert record["std_relative_error"] == pytest.approx(1 / math.sqrt(2 * (RUNS - 1)), rel=1e-15)
+    assert record["std_relative_error"] == pytest.approx(1 / math.sqrt(2 * (RUNS - 1)), rel=EXACT)
 
 
 def test_integral_weights_are_refused(model):

@@ -38,6 +38,7 @@ def _entries(cache: Path, kind: str) -> list[Path]:
 
 
 @needs_cc
+@pytest.mark.slow  # ~6 s of C builds
 def test_concurrent_builds_warm_reuse_and_corruption(tmp_path):
     cache = tmp_path / "cache"
     procs = [_run(cache, tmp_path / f"out{k}.csv") for k in range(4)]

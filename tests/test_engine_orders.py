@@ -20,7 +20,7 @@ from fmi_adjoint import (
 )
 from fmi_adjoint.costs import EngineOrderCost, RunUp
 from fmi_adjoint.errors import DataError
-from tolerances import GRADIENT_VS_FD
+from tolerances import ADJOINT_VS_FORWARD, GRADIENT_VS_FD
 
 EXACT_SPECTRUM = 1e-10
 RUNUP = RunUp(n0=1000.0, n1=3000.0, t0=0.0, t1=2.0)
@@ -76,5 +76,5 @@ def test_adjoint_gradient_of_the_order_cost_matches_finite_differences(kind):
     forward = problem.evaluate(problem.start, "forward")
     fd = problem.finite_differences(problem.start)
     assert adjoint.J > 0
-    assert np.allclose(adjoint.gradient, forward.gradient, rtol=1e-9, atol=0)
+    assert np.allclose(adjoint.gradient, forward.gradient, rtol=ADJOINT_VS_FORWARD, atol=0)
     assert np.allclose(adjoint.gradient, fd, rtol=GRADIENT_VS_FD, atol=0)

@@ -74,6 +74,51 @@ def _sleep_then_pid(seconds: float) -> int:
     return os.getpid()
 
 
+#: A process that says it has started (a new file in STARTED) and then waits until RELEASE
+#: exists (or GUARD passes: exit code 3).  Its standard streams go to /dev/null first, so that
+#: an orphan never holds a test's pipes open.
+_HOLD = textwrap.dedent("""
+    import os, sys, tempfile, time
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    started, release, guard = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    tempfile.mkstemp(dir=started)
+    deadline = time.monotonic() + guard
+    while not os.path.exists(release):
+        if time.monotonic() > deadline:
+            sys.exit(3)
+        time.sleep(0.02)
+""")
+
+
+class Gate:
+    """Tasks that block until the test opens the gate, and tell when they have begun: a test
+    waits for :meth:`wait_started` (an event), not for a time, before it kills a busy worker.
+    Each task is ``subprocess.check_call`` of :data:`_HOLD` (a library function, so that Dask
+    workers can unpickle it) and returns 0."""
+
+    def __init__(self, folder: Path):
+        self.started = folder / "started"
+        self.started.mkdir(parents=True)
+        self.release = folder / "release"
+
+    def args(self) -> list[str]:
+        return [sys.executable, "-c", _HOLD, str(self.started), str(self.release), str(GUARD)]
+
+    def task(self) -> CallTask:
+        return CallTask(subprocess.check_call, self.args())
+
+    def count(self) -> int:
+        return len(list(self.started.iterdir()))
+
+    def wait_started(self, n: int) -> None:
+        _wait_until(lambda: self.count() >= n, f"{n} held tasks to begin")
+
+    def open(self) -> None:
+        self.release.touch()
+
+
 def _wait_until(condition, what: str) -> None:
     deadline = time.monotonic() + GUARD
     while not condition():
@@ -267,15 +312,19 @@ def test_pool_submit_is_thread_safe(pool):
     assert outcomes == {k: [math.fsum([k, 0.5 * i]) for i in range(25)] for k in range(4)}
 
 
-def test_pool_reruns_the_task_of_a_killed_worker(pool):
+def test_pool_reruns_the_task_of_a_killed_worker(pool, tmp_path):
     pool.map([CallTask(os.getpid) for _ in range(2)])  # both workers up and idle
     deaths = pool.worker_deaths
     victim = pool.worker_pids()[0]
-    tasks = [CallTask(time.sleep, 1.0), CallTask(time.sleep, 1.0)] + TASKS
-    futures = [pool.submit(task) for task in tasks]
-    time.sleep(0.3)  # both workers are in their sleep
-    os.kill(victim, signal.SIGKILL)
-    _assert_same([future.result(GUARD) for future in futures], [None, None] + _reference())
+    gate = Gate(tmp_path)
+    futures = [pool.submit(task) for task in [gate.task(), gate.task()] + TASKS]
+    try:
+        gate.wait_started(2)  # both workers are in their held task
+        os.kill(victim, signal.SIGKILL)
+    finally:
+        gate.open()
+    _assert_same([future.result(GUARD) for future in futures], [0, 0] + _reference())
+    assert gate.count() == 3  # the killed worker's task ran again
     assert pool.worker_deaths == deaths + 1
     assert victim not in pool.worker_pids()
     _wait_until(lambda: not _alive(victim), "the killed worker to be reaped")
@@ -369,51 +418,60 @@ def test_pool_rejects_bad_sizes():
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
-def test_pool_workers_die_with_their_parent():
+def test_pool_workers_die_with_their_parent(tmp_path):
     """A parent killed by SIGKILL (no cleanup at all) takes its busy workers with it."""
+    gate = Gate(tmp_path)
     script = textwrap.dedent("""
-        import os, signal, time
+        import json, os, signal, subprocess, sys, time
         from fmi_adjoint.scale import CallTask, LocalPool
 
         if __name__ == "__main__":
+            hold, started, guard = json.loads(sys.argv[1]), sys.argv[2], float(sys.argv[3])
             pool = LocalPool(2)
             print(*pool.map([CallTask(os.getpid) for _ in range(2)]), flush=True)
-            busy = [pool.submit(CallTask(time.sleep, 120.0)) for _ in range(2)]
-            while not all(future.running() for future in busy):
+            busy = [pool.submit(CallTask(subprocess.check_call, hold)) for _ in range(2)]
+            deadline = time.monotonic() + guard
+            while len(os.listdir(started)) < 2 and time.monotonic() < deadline:
                 time.sleep(0.01)
-            time.sleep(0.2)  # the sleeps have begun: end-of-file on the pipe would not stop them
+            # Both workers are inside their task: end-of-file on the pipe would not stop them.
             os.kill(os.getpid(), signal.SIGKILL)
     """)
-    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=GUARD)
-    assert run.returncode == -signal.SIGKILL, run.stderr
-    pids = [int(word) for word in run.stdout.split()]
-    assert len(set(pids)) == 2
     try:
-        _wait_until(lambda: not any(_alive(pid) for pid in pids), "the orphaned workers to end")
-    finally:  # a failed test leaves no sleeping orphans behind
-        for pid in filter(_alive, pids):
-            os.kill(pid, signal.SIGKILL)
+        run = subprocess.run([sys.executable, "-c", script, json.dumps(gate.args()), str(gate.started), str(GUARD)],
+                             capture_output=True, text=True, timeout=GUARD)
+        assert run.returncode == -signal.SIGKILL, run.stderr
+        assert gate.count() == 2
+        pids = [int(word) for word in run.stdout.split()]
+        assert len(set(pids)) == 2
+        try:
+            _wait_until(lambda: not any(_alive(pid) for pid in pids), "the orphaned workers to end")
+        finally:  # a failed test leaves no busy orphans behind
+            for pid in filter(_alive, pids):
+                os.kill(pid, signal.SIGKILL)
+    finally:
+        gate.open()
 
 
-def test_pool_ctrl_c_in_the_parent_ends_busy_workers():
+def test_pool_ctrl_c_in_the_parent_ends_busy_workers(tmp_path):
     """Ctrl-C while map() waits: KeyboardInterrupt in the parent, busy workers end with it
     (the pool was never closed explicitly), nothing else is printed."""
+    gate = Gate(tmp_path)
     script = textwrap.dedent("""
-        import os, signal, time
+        import json, os, signal, subprocess, sys
         from fmi_adjoint.scale import CallTask, LocalPool
 
         if __name__ == "__main__":
             signal.signal(signal.SIGINT, signal.default_int_handler)  # also when started in the background
             pool = LocalPool(2)
             print(*pool.map([CallTask(os.getpid) for _ in range(2)]), flush=True)
-            pool.map([CallTask(time.sleep, 120.0) for _ in range(4)])
+            pool.map([CallTask(subprocess.check_call, json.loads(sys.argv[1])) for _ in range(4)])
     """)
-    process = subprocess.Popen([sys.executable, "-X", "dev", "-c", script], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-X", "dev", "-c", script, json.dumps(gate.args())],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stdout is not None
     pids = [int(word) for word in process.stdout.readline().split()]
     try:
-        time.sleep(0.3)  # map() is waiting for the sleeps
+        gate.wait_started(2)  # both workers are busy: map() is waiting for them
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=GUARD)
         assert process.returncode == -signal.SIGINT
@@ -421,6 +479,7 @@ def test_pool_ctrl_c_in_the_parent_ends_busy_workers():
         assert len(set(pids)) == 2
         _wait_until(lambda: not any(_alive(pid) for pid in pids), "the workers to end")
     finally:
+        gate.open()
         process.kill()
         process.communicate()
         for pid in filter(_alive, pids):
@@ -461,16 +520,22 @@ def test_dask_on_separate_scheduler_and_worker_processes(dask_processes):
         dask_processes.submit(CallTask(divmod, 1, 0)).result(GUARD)
 
 
-def test_dask_reruns_the_task_of_a_killed_worker(dask_processes):
+def test_dask_reruns_the_task_of_a_killed_worker(dask_processes, tmp_path):
     client = dask_processes.client
     victim = next(iter(client.run(os.getpid).values()))
-    tasks = [CallTask(time.sleep, 2.0), CallTask(time.sleep, 2.0)] + TASKS
-    futures = [dask_processes.submit(task) for task in tasks]
-    _wait_until(lambda: len(client.processing()) == 2 and all(client.processing().values()), "two busy workers")
-    time.sleep(0.3)
-    os.kill(victim, signal.SIGKILL)
-    _assert_same([future.result(GUARD) for future in futures], [None, None] + _reference())
+    gate = Gate(tmp_path)
+    futures = [dask_processes.submit(task) for task in [gate.task(), gate.task()] + TASKS]
+    try:
+        gate.wait_started(2)  # one held task on each (single-threaded) worker
+        os.kill(victim, signal.SIGKILL)
+    finally:
+        gate.open()
+    _assert_same([future.result(GUARD) for future in futures], [0, 0] + _reference())
+    assert gate.count() == 3  # the killed worker's task ran again
     _wait_until(lambda: not _alive(victim), "the killed worker to be reaped")
+    # The nanny's new worker has joined (a cluster closed while a nanny restarts its worker
+    # fails to stop it, and the module's teardown would wait for the guard).
+    _wait_until(lambda: len(set(client.run(os.getpid).values()) - {victim}) == 2, "the replacement worker")
 
 
 def test_dask_fails_a_task_that_kills_every_worker(local_dask):

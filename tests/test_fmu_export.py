@@ -303,6 +303,7 @@ class Slave:
 # ------------------------------------------------- 1. FMU equals the in-process run --
 
 
+@pytest.mark.slow  # FMU builds and runs of every bundled model
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("name", example_names())
 def test_fmu_equals_the_python_engine_and_the_c_engine(fmu, name, version):
@@ -367,7 +368,7 @@ def test_the_default_experiment_runs(fmu, name, version):
     stop = float(experiment.get("stopTime"))
     internal = _model(name)[0].simulation.step
     assert step == internal
-    assert abs(stop / step - round(stop / step)) <= 1e-9 * (stop / step), (
+    assert abs(stop / step - round(stop / step)) <= EXACT * (stop / step), (
         f"DefaultExperiment stopTime = {stop!r} is not a multiple of the internal step {step!r}: "
         "a host that runs the default experiment ends with a rejected partial step")
     result = fmpy.simulate_fmu(str(exported.path), output_interval=step)
@@ -649,6 +650,7 @@ def test_valgrind_check_detects_a_leak(host, fmu, tmp_path):
 # ---------------------------------------------------------- 4. rebuild from sources --
 
 
+@pytest.mark.slow  # rebuilds FMUs from their sources
 @pytest.mark.parametrize("version", VERSIONS)
 def test_rebuild_from_sources_gives_identical_results(fmu, tmp_path, version):
     if shutil.which("cmake") is None:

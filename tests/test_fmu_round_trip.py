@@ -168,6 +168,7 @@ def test_every_example_has_a_case():
             assert lo < value < hi, (name, key, p.bounds)
 
 
+@pytest.mark.slow  # identifications through FMU binaries
 @pytest.mark.parametrize(("name", "version"), ROUND_TRIPS)
 def test_fd_through_the_binary_and_the_adjoint_identify_the_data_values(name, version, exported, measured):
     """``identify --gradient fd`` (the binary) and the default path (the adjoint of the

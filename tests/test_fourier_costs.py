@@ -11,7 +11,7 @@ from fmi_adjoint import Experiment, IdentificationProblem, compile_model, load_m
 from fmi_adjoint.costs import FourierCoefficients, FourierCost
 from fmi_adjoint.errors import DataError
 from fmi_adjoint.examples import example_path
-from tolerances import GRADIENT_VS_FD, ORDER
+from tolerances import ADJOINT_VS_FORWARD, FEW_ULPS, GRADIENT_VS_FD, ORDER
 
 EXACT_SPECTRUM = 1e-10
 T = 2.0
@@ -70,8 +70,8 @@ def test_any_frequency_equals_the_integral_over_a_window():
     for k, om in enumerate(omegas):
         ref_a = 2 / 2.0 * np.trapezoid(y[inside] * w * np.cos(om * t[inside]), t[inside])
         ref_b = 2 / 2.0 * np.trapezoid(y[inside] * w * np.sin(om * t[inside]), t[inside])
-        assert A[k] == pytest.approx(ref_a, abs=1e-14)
-        assert B[k] == pytest.approx(ref_b, abs=1e-14)
+        assert A[k] == pytest.approx(ref_a, abs=FEW_ULPS)
+        assert B[k] == pytest.approx(ref_b, abs=FEW_ULPS)
 
 
 def test_invalid_inputs_are_named():
@@ -124,7 +124,7 @@ def test_adjoint_gradient_of_every_fourier_cost_matches_finite_differences(name,
     forward = problem.evaluate(problem.start, "forward")
     fd = problem.finite_differences(problem.start)
     assert adjoint.J > 0
-    assert np.allclose(adjoint.gradient, forward.gradient, rtol=1e-9, atol=0)
+    assert np.allclose(adjoint.gradient, forward.gradient, rtol=ADJOINT_VS_FORWARD, atol=0)
     assert np.allclose(adjoint.gradient, fd, rtol=GRADIENT_VS_FD, atol=0)
 
 

@@ -85,6 +85,8 @@ import pytest
 
 from fmi_adjoint.cli.main import main
 
+pytestmark = pytest.mark.slow  # fuzzing: seconds per test; ./run test and CI run it, ./run fast does not
+
 #: The one seed of the suite; a case is reproduced from (SEED, family, index).
 SEED = 20_100
 #: Cases per family (their sum is at least 1000, the issue's requirement).

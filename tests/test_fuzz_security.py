@@ -101,6 +101,8 @@ import pytest
 import test_fuzz
 from test_fuzz import CASE_SECONDS, PREFIX, Case, _assert_family, _invoke, _rng, make_sandbox, make_shared
 
+pytestmark = pytest.mark.slow  # fuzzing: seconds per test; ./run test and CI run it, ./run fast does not
+
 #: Cases per family.
 COUNTS = types.MappingProxyType({"ckpt_bytes": 66, "ckpt_records": 80, "cache": 80, "dask": 100, "design": 159})
 

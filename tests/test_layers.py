@@ -14,6 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fmi_adjoint"
 RANK = {
     "errors": 0,
     "text": 1,
+    "linesearch": 1,
     "budget": 1,
     "cache": 2,
     "cse": 1,

@@ -30,6 +30,7 @@ def test_ruff_passes():
     assert proc.returncode == 0, f"ruff check found problems:\n{proc.stdout}{proc.stderr}"
 
 
+@pytest.mark.slow  # ~10 s; run by ./run test and CI
 def test_mypy_passes():
     """Issue 10 brief: a mypy configuration (files = fmi_adjoint) that the code passes.
     Fails before the change: there was no [tool.mypy] section, and mypy reported 99 errors."""

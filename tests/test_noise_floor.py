@@ -106,3 +106,20 @@ def test_two_samples_are_too_few():
     with pytest.raises(DataError, match="at least three samples"):
         cost.noise_variances()
     assert cost.noise_floor() is None
+
+
+@pytest.mark.parametrize("quantum", [0.02, 0.05, 0.1])
+def test_quantized_data_keep_their_noise_estimate(quantum):
+    """ADC-quantized slow signal: more than half the second differences are exactly 0, so a
+    median-based jump test would call every quantizer step a jump and the floor would be 0
+    (then every fit's cost would be 'far above the noise floor').  No term is excluded: the
+    estimate is the plain mean of the pseudo-residual terms, computed independently here."""
+    rng = np.random.default_rng(5)
+    t = np.linspace(0.0, 20.0, 2001)
+    y = quantum * np.round((np.sin(t) + 1e-3 * rng.standard_normal(t.size)) / quantum)
+    cost = LeastSquaresCost(t, y[:, None], ("y",))
+    e = y[1:-1] - 0.5 * (y[:-2] + y[2:])
+    expected = np.mean(e**2 / 1.5)
+    assert expected > 0
+    assert cost.noise_variances()[0] == pytest.approx(expected, rel=EXACT)
+    assert cost.jump_times().size == 0

@@ -10,7 +10,7 @@ from fmi_adjoint import Experiment, IdentificationProblem, LeastSquaresCost, com
 from fmi_adjoint.costs import PODCost, proper_orthogonal_modes
 from fmi_adjoint.errors import DataError
 from fmi_adjoint.examples import example_path
-from tolerances import EXACT, GRADIENT_VS_FD
+from tolerances import ADJOINT_VS_FORWARD, EXACT, GRADIENT_VS_FD
 
 # Positions and velocities: a multiplier channel carries index-3 round-off (~1e-9 of its
 # signal) that finite differences of the cost cannot resolve at the 1e-6 tier.
@@ -39,8 +39,8 @@ def test_all_modes_give_the_time_domain_least_squares_cost(crank):
     Y = data * 1.01 + 0.002
     pod = PODCost(times, data, CHANNELS, modes=(1, 2)).evaluate(Y, np.zeros(0))
     ls = LeastSquaresCost(times, data, CHANNELS).evaluate(Y, np.zeros(0))
-    assert pod.J == pytest.approx(ls.J, rel=1e-12)
-    assert np.allclose(pod.dJ_dY, ls.dJ_dY, rtol=0, atol=1e-12 * np.abs(ls.dJ_dY).max())
+    assert pod.J == pytest.approx(ls.J, rel=EXACT)
+    assert np.allclose(pod.dJ_dY, ls.dJ_dY, rtol=0, atol=EXACT * np.abs(ls.dJ_dY).max())
 
 
 @pytest.mark.parametrize("modes", [(1,), (2,), (1, 2)])
@@ -52,7 +52,7 @@ def test_adjoint_gradient_of_pod_costs_matches_finite_differences(crank, modes):
     forward = problem.evaluate(problem.start, "forward")
     fd = problem.finite_differences(problem.start)
     assert adjoint.J > 0
-    assert np.allclose(adjoint.gradient, forward.gradient, rtol=1e-9, atol=0)
+    assert np.allclose(adjoint.gradient, forward.gradient, rtol=ADJOINT_VS_FORWARD, atol=0)
     assert np.allclose(adjoint.gradient, fd, rtol=GRADIENT_VS_FD, atol=0)
 
 

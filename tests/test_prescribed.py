@@ -26,6 +26,7 @@ from fmi_adjoint import (
     compile_model,
     simulate,
 )
+from tolerances import ADJOINT_VS_FORWARD, EXACT, FEW_ULPS, GRADIENT_VS_FD
 
 K, M, A, W = 40.0, 2.0, 0.01, 3.0
 
@@ -50,9 +51,9 @@ def closed_form(t: np.ndarray) -> np.ndarray:
 def test_initial_state_follows_the_drive():
     model = compile_model(base_excited())
     traj = simulate(model, step=1e-3)
-    assert traj.q[0, 1] == pytest.approx(0.0, abs=1e-15)
-    assert traj.v[0, 1] == pytest.approx(A * W, rel=1e-14)
-    assert traj.v[0, 0] == pytest.approx(0.0, abs=1e-15)
+    assert traj.q[0, 1] == pytest.approx(0.0, abs=FEW_ULPS * A)
+    assert traj.v[0, 1] == pytest.approx(A * W, rel=FEW_ULPS)
+    assert traj.v[0, 0] == pytest.approx(0.0, abs=FEW_ULPS * A * W)
 
 
 def test_response_converges_to_closed_form_at_second_order():
@@ -75,7 +76,7 @@ def test_drive_multiplier_is_the_spring_force():
     model = compile_model(base_excited())
     traj = simulate(model, step=1e-3)
     drive = traj.outputs()[:, model.output_index("drive")]
-    assert np.allclose(drive, K * (traj.q[:, 0] - traj.q[:, 1]), rtol=1e-9, atol=1e-12 * K * A)
+    assert np.allclose(drive, K * (traj.q[:, 0] - traj.q[:, 1]), rtol=EXACT, atol=EXACT * K * A)
 
 
 def test_gradient_through_the_drive_matches_finite_differences():
@@ -88,8 +89,8 @@ def test_gradient_through_the_drive_matches_finite_differences():
     adjoint = problem.evaluate(problem.start, "adjoint").gradient
     forward = problem.evaluate(problem.start, "forward").gradient
     fd = problem.finite_differences(problem.start)
-    assert np.allclose(adjoint, forward, rtol=1e-9, atol=0)
-    assert np.allclose(adjoint, fd, rtol=1e-6, atol=0)
+    assert np.allclose(adjoint, forward, rtol=ADJOINT_VS_FORWARD, atol=0)
+    assert np.allclose(adjoint, fd, rtol=GRADIENT_VS_FD, atol=0)
 
 
 def test_fisher_information_matches_the_gauss_newton_hessian():
@@ -116,4 +117,4 @@ def test_fisher_information_matches_the_gauss_newton_hessian():
         minus[j] -= d
         columns.append((sampled(plus) - sampled(minus)) / (2 * d))
     S = np.column_stack(columns)
-    assert np.allclose(fisher, S.T @ S / sigma**2, rtol=1e-6)
+    assert np.allclose(fisher, S.T @ S / sigma**2, rtol=GRADIENT_VS_FD, atol=0)

@@ -22,7 +22,10 @@ from fmi_adjoint.integrate.radau import (
     values_at_stops,
 )
 from fmi_adjoint.integrate.radau import _ERROR_WEIGHTS, _GAMMA0
-from tolerances import EXACT, FROZEN_FD, GLOBAL_ERROR_AT_1E_10, ORDER
+from tolerances import (
+    EXACT, FROZEN_FD, FROZEN_FD_LINEAR, GLOBAL_ERROR_AT_1E_10, GLOBAL_ERROR_AT_1E_8, ORDER, RADAU_BALL_CLOSED_FORM,
+    ZENO_TIME,
+)
 
 FD_STEP = 1e-5
 
@@ -372,7 +375,7 @@ def test_dahlquist_sensitivity():
     analytic = -stops * np.exp(-k * stops)
     assert np.max(np.abs(D - analytic)) <= 10.0 * 1e-10 * np.max(np.abs(analytic))
     fd = frozen_fd(make, [k], np.ones(1), run, 2.0, stops, atol=1e-13)[:, 0, 0]
-    assert relative_error(D, fd) <= 1e-8
+    assert relative_error(D, fd) <= FROZEN_FD_LINEAR
     assert not np.any(sens.T)
 
 
@@ -444,7 +447,7 @@ def test_bouncing_ball_events_and_sensitivities():
     assert len(bounces) == len(impacts) == 6
     assert all(np.array_equal(event.x_plus, event.x_minus) for event in run.events if event not in bounces)
     event_times = np.array([event.t for event in bounces])
-    np.testing.assert_allclose(event_times, np.real(impacts), rtol=0, atol=1e-10)
+    np.testing.assert_allclose(event_times, np.real(impacts), rtol=0, atol=RADAU_BALL_CLOSED_FORM)
     assert all(event.kind == "state" and event.indicator == 0 for event in run.events)
     assert all(run.moving[event.node] for event in run.events) and np.sum(run.moving) == len(run.events)
 
@@ -459,17 +462,18 @@ def test_bouncing_ball_events_and_sensitivities():
     p = [e, g, h0]
     for k, event in enumerate(bounces):
         analytic = [complex_step(lambda *a, k=k: ball_closed_form(*a, t_end)[2][k], p, i) for i in range(3)]
-        np.testing.assert_allclose(sens.T[event.node], analytic, rtol=1e-7, atol=1e-9)
+        np.testing.assert_allclose(sens.T[event.node], analytic, rtol=RADAU_BALL_CLOSED_FORM,
+                                   atol=RADAU_BALL_CLOSED_FORM)
     assert not np.any(sens.T[~run.moving])
 
     D = sensitivities_at_stops(run, sens)[1]
     x = values_at_stops(run)[1]
     for m, t in enumerate(stops):
         closed = ball_closed_form(e, g, h0, t)
-        np.testing.assert_allclose(x[m], [closed[0], closed[1]], rtol=0, atol=1e-9)
+        np.testing.assert_allclose(x[m], [closed[0], closed[1]], rtol=0, atol=RADAU_BALL_CLOSED_FORM)
         for i in range(3):
             hv = [complex_step(lambda *a, t=t, j=j: ball_closed_form(*a, t)[j], p, i) for j in range(2)]
-            np.testing.assert_allclose(D[m, :, i], hv, rtol=1e-7, atol=1e-7)
+            np.testing.assert_allclose(D[m, :, i], hv, rtol=RADAU_BALL_CLOSED_FORM, atol=RADAU_BALL_CLOSED_FORM)
 
     fd = frozen_fd(lambda pp: BouncingBall(pp[:2]), [e, g], np.array([h0, 0.0]), run, t_end, stops,
                    state_parameters=(0,))
@@ -552,7 +556,7 @@ class StiffTracking(AnalyticSystem):
 def test_stiff_problem_takes_large_steps():
     stops = np.linspace(0.0, 2.0, 5)
     run = integrate_radau(StiffTracking([1e6]), np.ones(1), 0.0, 2.0, stops=stops, rtol=1e-8, atol=1e-10)
-    assert np.max(np.abs(values_at_stops(run)[1][:, 0] - np.cos(stops))) <= 1e-8
+    assert np.max(np.abs(values_at_stops(run)[1][:, 0] - np.cos(stops))) <= GLOBAL_ERROR_AT_1E_8
     assert len(run.steps) < 200
     assert run.n_newton <= 5 * (len(run.steps) + run.n_rejected)
 
@@ -613,7 +617,7 @@ def test_state_events_of_a_time_dependent_system():
     np.testing.assert_array_equal(replay.t, run.t)
     np.testing.assert_array_equal(replay.x, run.x)
     for event in run.events:  # each event node lies on the indicator's root to round-off
-        assert abs(event.x_minus[0] - p[4] - 0.2 * event.t) <= 1e-12
+        assert abs(event.x_minus[0] - p[4] - 0.2 * event.t) <= EXACT
     sens = radau_sensitivities(run, Derivatives(IntegrateAndFire(p), run), np.zeros((1, 6)))
     assert np.all(sens.T[[event.node for event in run.events]][:, [0, 4]] != 0.0)
     D = sensitivities_at_stops(run, sens)[1]
@@ -642,4 +646,4 @@ def test_accumulating_state_events_are_an_error_naming_the_time():
     with pytest.raises(ConvergenceError, match=r"state events accumulate at t = 1\.555\d* s .*Zeno") as info:
         integrate_radau(BouncingBall([e, g]), np.array([h0, 0.0]), 0.0, 3.0, rtol=1e-8, atol=1e-10)
     at = float(str(info.value).split("t = ")[1].split(" s")[0])
-    assert abs(at - rest) <= 1e-9 * rest
+    assert abs(at - rest) <= ZENO_TIME * rest

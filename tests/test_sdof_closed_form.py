@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fmi_adjoint.costs import LeastSquaresCost
-from tolerances import CLOSED_FORM, PRINTED_8_DECIMALS
+from tolerances import CLOSED_FORM, EXACT, PRINTED_8_DECIMALS
 
 GOLDEN = "sdof_closed_form"
 
@@ -70,7 +70,7 @@ def test_closed_form_J_is_the_integral_of_the_closed_form_solution():
 
     with mpmath.workdps(25):
         J = mpmath.quad(lambda t: x(t) ** 2 / 2, mpmath.linspace(0, 6 * mpmath.pi, 13))
-    assert float(J) == pytest.approx(closed_forms()["J"], rel=1e-12)
+    assert float(J) == pytest.approx(closed_forms()["J"], rel=EXACT)
 
 
 @pytest.fixture(scope="module")

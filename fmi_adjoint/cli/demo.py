@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from ..data import read_csv
 from ..examples import EXAMPLES_DIR, example_path
 from ..examples.engine_mount_data import AMPLITUDES, CSV_NAMES, TRUE_VALUES
 from ..files import OutputFileError, atomic_output
-from ..identify import IdentificationProblem, identify
+from ..identify.strategies import AutomaticStrategy, identify_staged
 from .loading import load_problem, problem_spec
 from .plotting import plot_identification
 
@@ -37,25 +36,16 @@ def run_demo(output_dir: str, method: str = "least_squares") -> int:
     _, joint = load_problem(problem_spec(str(example_path("engine_mount")), specs, {}, names, t_end=None,
                                          step=None))
     experiments = list(joint.experiments)
-    # Continuation: the 100 N sweep alone converges from the paper's start values; the 300 N
-    # sweep, far more nonlinear, joins once the parameters are close (from the start values
-    # directly, the joint fit finds a wrong local minimum).
-    print("stage 1: the 100 N sweep alone, from the paper's initial values", file=sys.stderr)
-    first = identify(IdentificationProblem(experiments[:1], names), method, statistics=False)
-    print("stage 2: both sweeps, from the stage-1 result", file=sys.stderr)
-    problem = IdentificationProblem(experiments, names, start=dict(zip(names, first.parameters)))
-    second = identify(problem, method)
-    result = dataclasses.replace(
-        second,
-        initial=first.initial,
-        cost_initial=first.cost_initial,
-        cost_history=first.cost_history + second.cost_history,
-        gradient_norm_history=first.gradient_norm_history + second.gradient_norm_history,
-        iterations=first.iterations + second.iterations,
-        simulations=first.simulations + second.simulations,
-        seconds=first.seconds + second.seconds,
-        success=first.success and second.success,
-    )
+    # The default strategy: from the paper's start values the joint fit of all data at once
+    # ends in a wrong local minimum; growing data windows (an eighth, a quarter, half, then all
+    # of each sweep) lead into the joint minimum (fmi_adjoint.identify.strategies).
+    strategy = AutomaticStrategy().choose(joint)
+    print(f"strategy: {strategy.name} (the default; stages: "
+          f"{'; '.join(stage.text for stage in strategy.stages(joint))})", file=sys.stderr)
+    staged = identify_staged(joint, strategy, method, progress=sys.stderr)
+    result = staged.result
+    for text in staged.notices:
+        print(f"fmi-adjoint: warning: {text}", file=sys.stderr)
 
     # Table of true, initial and identified values.
     std = result.std_errors or [None] * len(names)
@@ -70,9 +60,11 @@ def run_demo(output_dir: str, method: str = "least_squares") -> int:
         lines.append(f"on a bound (standard error only indicative): {', '.join(result.active_bounds)}")
     table = "\n".join(lines)
     print(table)
-    print(f"stage 1 (100 N): cost {first.cost_initial:.4e} -> {first.cost:.4e} in {first.iterations} iterations; "
-          f"stage 2 (both sweeps): {second.cost_initial:.4e} -> {second.cost:.4e} in {second.iterations} "
-          f"iterations; {result.simulations} simulations, {result.seconds:.1f} s ({method})")
+    print("; ".join(f"{s.stage}: cost {s.cost_initial:.4e} -> {s.cost:.4e} in {s.iterations} iterations"
+                    for s in staged.stages))
+    print(f"both sweeps: cost {result.cost_initial:.4e} at the start values -> {result.cost:.4e}; "
+          f"{result.iterations} iterations, {result.simulations} simulations, {result.seconds:.1f} s ({method}, "
+          f"strategy {staged.strategy.name})")
 
     # Plot first, then the result JSON: a failure leaves neither file half-written.
     exp = experiments[0]
@@ -89,7 +81,9 @@ def run_demo(output_dir: str, method: str = "least_squares") -> int:
         result.cost_history, "a1", "m/s^2",
     )
     payload = result.to_json()
-    payload.update({"model": "engine_mount", "data": specs, "true_values": TRUE_VALUES})
+    payload.update({"model": "engine_mount", "data": specs, "true_values": TRUE_VALUES,
+                    "strategy": {"requested": "auto", "used": staged.strategy.name,
+                                 "stages": [s.to_json() for s in staged.stages]}})
     json_path = folder / "engine_mount_result.json"
     with atomic_output(json_path) as handle:
         handle.write(json.dumps(payload, indent=2) + "\n")

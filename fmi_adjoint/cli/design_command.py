@@ -1,7 +1,8 @@
 """``fmi-adjoint design``: optimal input design (dissertation Ch. 5) from the command line.
 
 The command reads its options into a :class:`~fmi_adjoint.design.DesignSpec`, builds the
-:class:`~fmi_adjoint.design.DesignProblem` and runs :func:`~fmi_adjoint.design.run_design`;
+:class:`~fmi_adjoint.design.DesignProblem` and runs :func:`~fmi_adjoint.design.run_design_starts`
+(several starts on the executor of `--workers`/`--dask`, the best kept; issue 32);
 everything it writes comes from :mod:`fmi_adjoint.design.report`.  Every check that needs no
 model build runs first (options, output files, matplotlib), so a mistake costs no build and
 no output file is written; the outputs are written only after the design, each atomically,
@@ -14,21 +15,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from ..budget import parse_size
 from ..data import check_csv_columns
-from ..design import (BASES, BOUND_MAPS, CRITERIA, DesignIteration, DesignProblem, DesignResult, DesignSpec,
-                      criterion_named, run_design)
+from ..design import (BASES, BOUND_MAPS, CRITERIA, DesignIteration, DesignProblem, DesignRecipe, DesignResult,
+                      DesignSpec, StartOutcome, StartPlan, criterion_named, run_design_starts)
+from ..design.starts import DEFAULT_SEED, DEFAULT_STARTS
 from ..design.montecarlo import monte_carlo, monte_carlo_record
 from ..design.report import check_plotting, design_record, plot_design, write_input_csv
 from ..errors import ModelError, OutputFileError
 from ..files import atomic_output, check_not_input, check_writable, same_file
 from ..identify.spec import check_time_span
-from ..model_file import load_model
+from ..model_file import ModelSource
 from .loading import model_inputs, model_path, parse_assignments, parse_bounds, parse_names
+from .parallel_options import add_parallel_options, dask_settings
 
 __all__ = ["add_design_parser", "cmd_design"]
 
@@ -81,7 +85,15 @@ def add_design_parser(sub) -> None:
                         help="most memory the design may plan to use, e.g. 8G (default: FMI_ADJOINT_MEMORY_LIMIT, "
                         "else half of the physical memory); a larger design is refused before it starts")
     design.add_argument("--max-iterations", type=int, default=200, metavar="N",
-                        help="most optimizer iterations (default 200)")
+                        help="most optimizer iterations of each start (default 200)")
+    design.add_argument("--starts", type=int, default=DEFAULT_STARTS, metavar="N",
+                        help=f"design from N starts and keep the best (default {DEFAULT_STARTS}): the given start, "
+                        "ramps, a chirp, square waves and random switching patterns; a concave criterion has a local "
+                        "minimum at every outward vertex, so one start can end far from the best; 1: the given "
+                        "start only")
+    design.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="S",
+                        help=f"seed of the random switching starts (default {DEFAULT_SEED})")
+    add_parallel_options(design, "parallel work (the starts)", "the starts", "1", "this process")
     design.add_argument("-o", "--output", metavar="DESIGN.json",
                         help="the design: knots, criterion history, Fisher matrices, predicted standard errors")
     design.add_argument("--csv", metavar="INPUT.csv",
@@ -133,6 +145,15 @@ def _progress(entry: DesignIteration) -> None:
           f"|gradient| {entry.gradient_norm:.3e}", file=sys.stderr, flush=True)
 
 
+def _start_progress(count: int) -> Callable[[int, StartOutcome], None]:
+    def report(index: int, outcome: StartOutcome) -> None:
+        cause = outcome.stop.cause if outcome.stop is not None else ("converged" if outcome.success else "stopped")
+        print(f"start {index + 1}/{count} ({outcome.label}): criterion {outcome.criterion_start: .6e} -> "
+              f"{outcome.criterion: .6e}, {outcome.iterations} iterations, {cause}", file=sys.stderr, flush=True)
+
+    return report
+
+
 def _write(result: DesignResult, outputs: dict[str, str], extra: dict) -> list[str]:
     """Write the requested files (figure, table, record: the likeliest failure first); a
     failure removes the files this run wrote before it."""
@@ -162,6 +183,8 @@ def _summary(result: DesignResult, written: list[str]) -> str:
              f"{spec.basis.name} basis, {spec.knots} knots, {spec.bound_map.name} bound map",
              f"criterion {result.start.criterion:.6e} -> {result.final.criterion:.6e}   "
              f"({len(result.history) - 1} iterations, {result.evaluations} evaluations; {result.message})",
+             *_starts_summary(result),
+             *_stop_summary(result),
              "predicted standard errors (Cramér-Rao bounds), start -> final:"]
     for name, before, after in zip(spec.params, result.standard_errors_start, result.standard_errors_final):
         ratio = f"x {after / before:.3g}" if np.isfinite(before) and before > 0 else ""
@@ -177,6 +200,24 @@ def _summary(result: DesignResult, written: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _starts_summary(result: DesignResult) -> list[str]:
+    """One line on the starts of a multi-start design (none for a single start)."""
+    if len(result.starts) <= 1:
+        return []
+    winner = result.starts[result.best_start]
+    return [f"best of {len(result.starts)} starts: '{winner.label}' (start {result.best_start + 1}); "
+            f"{result.reached_best} of {len(result.starts)} reached its criterion"]
+
+
+def _stop_summary(result: DesignResult) -> list[str]:
+    """One line on a stop other than convergence: its cause and whether it is a minimum."""
+    stop = result.stop
+    if stop is None or stop.cause == "converged":
+        return []
+    verdict = "a minimum to working precision" if stop.trusted else "not a verified minimum"
+    return [f"stop: {stop.cause} ({verdict})"]
+
+
 def cmd_design(args: argparse.Namespace) -> int:
     """Run ``design``; exit code 0, or 1 if the optimizer stopped before convergence (the
     files then hold the best design found)."""
@@ -190,9 +231,17 @@ def cmd_design(args: argparse.Namespace) -> int:
         check_csv_columns([args.input], "input")
     if "--plot" in outputs:
         check_plotting()
+    plan = StartPlan(args.starts, args.seed)
+    if args.workers is not None and args.workers < 1:
+        raise ModelError(f"--workers {args.workers}: give at least 1 (1: every start in this process).")
+    dask, dask_timeout = dask_settings(args)
+    if args.workers is not None and dask:  # before any build (choose_executor says the same later)
+        raise ModelError(f"give either --workers {args.workers} (local processes) or --dask {dask} (a cluster), not "
+                         "both.")
     path = model_path(args.model)
     settings = parse_assignments(args.set)
-    model = load_model(path).with_values(settings)
+    source = ModelSource.from_path(path)
+    model = source.load().with_values(settings)
     check_time_span(model.simulation.t_end if args.t_end is None else args.t_end,
                     model.simulation.step if args.step is None else args.step)
     spec = _spec(args, [output.name for output in model.outputs])
@@ -200,7 +249,21 @@ def cmd_design(args: argparse.Namespace) -> int:
         raise ModelError(f"--monte-carlo {args.monte_carlo}: give at least 2 runs, without --integral (the "
                          "Cramér-Rao bounds are those of independent samples).")
     problem = DesignProblem.build(spec, model, memory_limit=args.memory_limit)
-    result = run_design(problem, max_iterations=args.max_iterations, progress=_progress)
+    from ..scale.select import choose_executor
+
+    # In this process unless --workers or --dask asks for more: a worker builds the problem again,
+    # which small designs do not repay, and the local pool's server outlives the command's work
+    # in a process that goes on (its temporary folder stays until that process ends).
+    executor = choose_executor(workers=args.workers or 1, dask=dask, tasks=plan.count,
+                               preload=("fmi_adjoint.design.multistart",), dask_timeout=dask_timeout)
+    try:
+        result = run_design_starts(problem, plan, max_iterations=args.max_iterations, executor=executor,
+                                   recipe=DesignRecipe.create(source, settings, spec, args.memory_limit),
+                                   progress=_start_progress(plan.count) if plan.count > 1 else None,
+                                   iteration_progress=_progress)
+    finally:
+        if executor is not None:
+            executor.close()
     extra: dict = {"model_file": str(path), "settings": settings}
     checks = {}
     if args.monte_carlo is not None:
@@ -212,6 +275,7 @@ def cmd_design(args: argparse.Namespace) -> int:
     for label, check in checks.items():
         print(f"Monte-Carlo, {label} input: {check.describe()}")
     if not result.success:
+        advice = result.stop.advice if result.stop is not None else "raise --max-iterations to continue."
         print(f"fmi-adjoint: note: the optimizer stopped before convergence ({result.message}); the result is the "
-              "best design found: raise --max-iterations to continue.", file=sys.stderr)
+              f"best design found but cannot be trusted as a minimum: {advice}", file=sys.stderr)
     return 0 if result.success else 1

@@ -22,7 +22,7 @@ from ..data import read_csv
 from ..errors import ModelError
 from ..fmu.archive import FmuArchive, FmuError
 from ..fmu.experiment import DEFAULT_ATOL, DEFAULT_RTOL, FmuExperiment, Tolerances
-from ..fmu.variables import numeric_names
+from ..fmu.variables import declared_variable, numeric_names
 from ..identify.data_costs import CostOptions, DataFile, Target, build_cost
 from ..identify.spec import check_time_span
 from ..integrate.radau import RunBudget
@@ -93,10 +93,12 @@ def check_model_exchange_options(problem, experiments, tolerances: Tolerances, g
 
 
 def fmu_target(archive: FmuArchive) -> Target:
-    """The FMU's outputs and default end time (``DefaultExperiment``, else 1 s)."""
+    """The FMU's outputs with their units and default end time (``DefaultExperiment``, else 1 s)."""
     experiment = archive.description.defaultExperiment
-    stop = experiment.stopTime if experiment is not None and experiment.stopTime is not None else 1.0
-    return Target(archive.path.name, tuple(numeric_names(archive, "output")), float(stop))
+    declared = experiment is not None and experiment.stopTime is not None
+    outputs = tuple(numeric_names(archive, "output"))
+    return Target(archive.path.name, outputs, float(experiment.stopTime) if declared else 1.0,
+                  tuple(declared_variable(archive, name).unit or "" for name in outputs), declared)
 
 
 def fmu_fixed_step(archive: FmuArchive) -> float | None:

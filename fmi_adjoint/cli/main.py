@@ -18,12 +18,16 @@ from ..files import atomic_output, check_not_input, check_writable, same_file
 from ..text import excerpt
 from ..forces import element_type
 from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem
+from ..identify.data_costs import Target
+from ..identify.guards import data_notices, movement_notices
 from ..identify.spec import ProblemSpec
+from ..identify.strategies import STRATEGY_NAMES
 from ..integrate import HHT, AbstractScheme, GeneralizedAlpha
 from ..integrate.schemes import INTEGRATORS, scheme_from_settings
 from .cache_command import add_cache_parser, cmd_cache
 from .cost_options import CostOptions, add_cost_options, cost_options_from_args
 from .design_command import add_design_parser, cmd_design
+from .parallel_options import add_parallel_options, dask_settings
 from .loading import (
     check_time_span,
     load_problem,
@@ -92,15 +96,8 @@ def _scheme_options(parser) -> None:
 
 def _parallel_options(parser: argparse.ArgumentParser) -> None:
     """--workers and --dask: where the parallel work runs (experiments, starts, finite differences)."""
-    group = parser.add_argument_group("parallel work (experiments, starts, finite-difference columns)")
-    group.add_argument("--workers", type=int, metavar="N",
-                       help="local worker processes (default: the CPU count when there is parallel work; 1: all in "
-                       "this process); results do not depend on it")
-    group.add_argument("--dask", metavar="ADDRESS",
-                       help="run the work on an existing Dask cluster, at tcp://HOST:PORT, tls://HOST:PORT or "
-                       "HOST:PORT, e.g. tcp://scheduler:8786 (default: $FMI_ADJOINT_DASK, else local processes); "
-                       "each connection step waits at most $FMI_ADJOINT_DASK_TIMEOUT s (default 10); the cluster runs "
-                       "code sent to it, so give only your own; needs pip install 'fmi-adjoint[dask]'")
+    add_parallel_options(parser, "parallel work (experiments, starts, finite-difference columns)", "the work",
+                         "the CPU count when there is parallel work")
 
 
 def _table_option(parser: argparse.ArgumentParser) -> None:
@@ -195,9 +192,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run the optimizer from N starts: the start values, then a Sobol sequence inside the "
                         "bounds; the best result is reported, every start in 'multistart' of the result")
     starts.add_argument("--seed", type=int, default=0, help="seed of the Sobol sequence (default 0)")
+    starts.add_argument("--strategy", choices=tuple(STRATEGY_NAMES), default="auto",
+                        help="how each start reaches its minimum: 'windows' fits growing data windows (an eighth, "
+                        "a quarter, half, then all of each record), 'experiments' each experiment alone first (one "
+                        "start per experiment), 'single' all data at once; 'auto' (default) uses windows for "
+                        "time-domain least squares, else single, and with --starts N cycles the start points "
+                        "through every applicable strategy")
     starts.add_argument("--continuation", action="store_true",
-                        help="with several --data: run each start once per experiment, that experiment alone first, "
-                        "then all of them (a joint fit whose basin is narrow)")
+                        help="the same as --strategy experiments: with several --data, run each start once per "
+                        "experiment, that experiment alone first, then all of them")
     starts.add_argument("--checkpoint", metavar="RUN.ckpt",
                         help="record every evaluation and finished start in this new file, to continue an "
                         "interrupted run with --resume")
@@ -342,10 +345,19 @@ class _Setup:
         #: Notes on the setup, printed on stderr with the command's result (identify also adds
         #: them to the result's warnings); not printed when the command ends with an error.
         self.notes: list[str] = []
+        #: Warnings of the data guards, printed like the notes (identify: with its own warnings).
+        self.warnings: list[str] = []
 
-    def print_notes(self) -> None:
+    def add_notices(self, notices) -> None:
+        """The notes and warnings of the guards (:mod:`fmi_adjoint.identify.guards`)."""
+        for notice in notices:
+            (self.warnings if notice.warning else self.notes).append(notice.text)
+
+    def print_notes(self, warnings: bool = True) -> None:
         for text in self.notes:
             _note(text)
+        for text in self.warnings if warnings else ():
+            print(f"fmi-adjoint: warning: {text}", file=sys.stderr)
 
     def sampled(self, x: np.ndarray) -> np.ndarray:
         """Sampled outputs of the first experiment at the identified values ``x``."""
@@ -364,7 +376,7 @@ class _Setup:
 
 def _problem(args, bounds=None) -> _Setup:
     _check_solver_options(args)
-    _dask_settings(args)  # a bad address is refused before any loading
+    dask_settings(args)  # a bad address is refused before any loading
     options = cost_options_from_args(
         args, parse_assignments(args.weight, "--weight"), parse_assignments(args.scale, "--scale")
     )
@@ -389,6 +401,8 @@ def _problem(args, bounds=None) -> _Setup:
     )
     spec, problem = load_problem(spec)
     setup = _Setup(problem, options, spec=spec)
+    setup.add_notices(data_notices(Target.of_model(problem.experiments[0].model), _data_costs(args, problem),
+                                   t_end=args.t_end, options=options))
     executor = _executor(args, _parallel_tasks(args, problem))
     if executor is not None:
         from ..identify.parallel import DistributedProblem
@@ -412,33 +426,16 @@ def _executor(args, tasks: int):
     ``--workers`` wins over ``FMI_ADJOINT_DASK``; ``--dask`` with ``--workers`` is refused."""
     from ..scale.select import choose_executor
 
-    dask, timeout = _dask_settings(args)
+    dask, timeout = dask_settings(args)
     # Workers start with the identification code imported (once, in the fork server).
     return choose_executor(workers=args.workers, dask=dask, tasks=tasks, preload=("fmi_adjoint.identify.parallel",),
                            dask_timeout=timeout)
 
 
-def _dask_settings(args) -> tuple[str | None, float | None]:
-    """The Dask scheduler address of ``--dask`` or ``FMI_ADJOINT_DASK`` (None: no Dask),
-    checked for form, and the connection timeout of ``FMI_ADJOINT_DASK_TIMEOUT`` (None: the
-    default).  Nothing is imported or connected here."""
-    from ..scale.dask import parse_address, parse_timeout
-
-    if getattr(args, "dask", None) is not None:  # --dask "" is an error, not "no Dask"
-        text, what = args.dask, "--dask"
-    elif args.workers is None and os.environ.get("FMI_ADJOINT_DASK"):
-        text, what = os.environ["FMI_ADJOINT_DASK"], "FMI_ADJOINT_DASK"
-    else:
-        return None, None
-    address = str(parse_address(text, what))
-    timeout = os.environ.get("FMI_ADJOINT_DASK_TIMEOUT")
-    return address, parse_timeout(timeout, "FMI_ADJOINT_DASK_TIMEOUT") if timeout else None
-
-
 def _fmu_problem(args, options, names, bounds) -> _Setup:
     from ..fmu.archive import open_fmu
     from ..fmu.problem import fmu_problem
-    from .fmu_loading import (MODEL_EXCHANGE_OPTIONS, check_model_exchange_options, held_inputs_note,
+    from .fmu_loading import (MODEL_EXCHANGE_OPTIONS, check_model_exchange_options, fmu_target, held_inputs_note,
                               load_fmu_experiments)
 
     if args.model is not None:
@@ -460,7 +457,7 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
         )
         # On a Dask cluster the finite-difference columns run there (the FMU travels as its
         # bytes); locally in the problem's own sandboxed worker processes (--workers).
-        executor = _executor(args, 2) if _dask_settings(args)[0] else None
+        executor = _executor(args, 2) if dask_settings(args)[0] else None
     except BaseException:
         archive.close()
         raise
@@ -485,7 +482,21 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
     held = held_inputs_note(archive, args.inputs, experiments[0].inputs.columns if experiments[0].inputs else ())
     if held is not None:
         setup.notes.append(held)  # printed with the result (bad input ends with its one error line)
+    setup.add_notices(data_notices(fmu_target(archive), _data_costs(args, setup.problem), t_end=args.t_end,
+                                   options=options))
     return setup
+
+
+def _fmu_result_guards(setup: _Setup, result) -> list[tuple[str, bool]]:
+    """The guards of an FMU fit's result (:meth:`~fmi_adjoint.fmu.problem.FmuProblem.result_guards`):
+    (warning, untrusted) pairs; none for model files and the embedded model's adjoint path."""
+    guards = getattr(setup.problem, "result_guards", None) if setup.choice is not None else None
+    return guards(result.parameters, result.std_errors) if guards is not None else []
+
+
+def _data_costs(args, problem) -> list[tuple[str, object]]:
+    """Each ``--data`` file with its experiment's cost (for the guards)."""
+    return [(spec.partition("@")[0], exp.cost) for spec, exp in zip(args.data or [], problem.experiments)]
 
 
 def _tolerances(args):
@@ -542,14 +553,14 @@ def _note(text: str) -> None:
 
 def cmd_identify(args) -> int:
     from ..identify.multistart import (
-        AllExperiments,
-        ExperimentContinuation,
+        SampledStrategies,
         checkpoint_header,
         open_checkpoint,
         open_untrusted,
         run_starts,
         sobol_starts,
     )
+    from ..identify.strategies import stage_notices, strategy_named
 
     if args.max_iter < 1:
         raise ModelError(f"--max-iter {args.max_iter}: give at least 1 iteration (default 200).")
@@ -572,13 +583,17 @@ def cmd_identify(args) -> int:
             raise ModelError(
                 f"--method least_squares needs residuals, which --cost {args.cost} does not have; use --method lbfgsb."
             )
-        if args.continuation and not isinstance(problem, IdentificationProblem):
-            raise ModelError("--continuation applies to model files (and FMUs exported by fmi-adjoint); remove it.")
-        if args.continuation and len(problem.experiments) < 2:
-            raise ModelError("--continuation fits each experiment alone first and needs two or more --data files; "
+        if args.continuation and args.strategy not in ("auto", "experiments"):
+            raise ModelError(f"--continuation is --strategy experiments; remove it or --strategy {args.strategy}.")
+        strategy_name = "experiments" if args.continuation else args.strategy
+        option = "--continuation" if args.continuation else "--strategy experiments"
+        if strategy_name == "experiments" and not isinstance(problem, IdentificationProblem):
+            raise ModelError(f"{option} applies to model files (and FMUs exported by fmi-adjoint); remove it.")
+        if strategy_name == "experiments" and len(problem.experiments) < 2:
+            raise ModelError(f"{option} fits each experiment alone first and needs two or more --data files; "
                              "remove it or add --data.")
-        plan = ExperimentContinuation() if args.continuation else AllExperiments()
-        starts = plan.starts(sobol_starts(problem, args.starts, args.seed, args.scaling), len(problem.experiments))
+        plan = SampledStrategies(strategy_named(strategy_name))
+        starts = plan.starts(sobol_starts(problem, args.starts, args.seed, args.scaling), problem)
         replay: list = []
         if args.resume_reevaluate:
             replay = open_untrusted(args.resume_reevaluate, _checkpoint_header(args, setup, checkpoint_header),
@@ -598,12 +613,21 @@ def cmd_identify(args) -> int:
             raise
         result = outcome.best
         payload = result.to_json()
+        best = outcome.starts[outcome.best_start]
+        # The strategy asked for and the one the best start ran, with what each of its stages did.
+        payload["strategy"] = {"requested": strategy_name, "used": best.strategy.name,
+                               "stages": [s.to_json() for s in best.stages]}
         # An FMU problem runs one start: its warnings advise other start values, not --starts.
         warnings = outcome.warnings(_noise_floor(problem), starts_available=setup.choice is None)
+        unmoved = movement_notices(problem, result)  # the guard of issue 32: a fit that did not move
+        warnings = [*setup.warnings, *warnings, *(notice.text for notice in unmoved)]
+        warnings += stage_notices(best.stages)  # a stage that lost the continuation (strategies.run_stages)
+        fmu_guards = _fmu_result_guards(setup, result)  # FMU only: a cost not smooth there, held inputs
+        warnings += [text for text, _ in fmu_guards]
         if len(starts) > 1:
             payload["multistart"] = outcome.to_json()
         payload["warnings"] = [*setup.notes, *warnings]
-        setup.print_notes()
+        setup.print_notes(warnings=False)
         for text in warnings:
             print(f"fmi-adjoint: warning: {text}", file=sys.stderr)
         payload["model"] = args.model if args.fmu is None else None
@@ -625,7 +649,9 @@ def cmd_identify(args) -> int:
         discretization = problem.discretization_error(result.parameters)
         if discretization is not None:
             payload["discretization_error"] = discretization
-        if result.unidentifiable and not args.allow_unidentifiable:
+        if (result.unidentifiable or any(n.untrusted for n in unmoved)) and not args.allow_unidentifiable:
+            payload["success"] = False
+        if any(untrusted for _, untrusted in fmu_guards):
             payload["success"] = False
         payload["executor"] = setup.executor.describe() if setup.executor is not None else {"executor": "serial",
                                                                                           "workers": 1}

@@ -11,6 +11,22 @@ from .base import AbstractCost, CostValue
 
 __all__ = ["trapezoidal_weights", "LeastSquaresCost"]
 
+#: The median of chi-squared with one degree of freedom: ``median(e**2) = 0.4549 sigma**2``
+#: for normal ``e`` of variance ``sigma**2`` (the robust scale of :meth:`LeastSquaresCost.noise_variances`).
+CHI2_1_MEDIAN = 0.454936423119572
+#: A pseudo-residual term this many times the robust noise variance is a jump, not noise
+#: (white noise: P(chi2_1 > 100) = 1.5e-23; see :meth:`LeastSquaresCost.noise_variances`).
+JUMP_FACTOR = 100.0
+#: ... and this many times the median of its 11 neighbouring terms (itself included): a jump
+#: raises two neighbouring terms, a stretch of large curvature raises all of them.
+JUMP_NEIGHBOURS = 11
+#: A channel with fewer distinct values than this share of its samples is quantized (its values
+#: repeat); its noise estimate keeps every term (see :meth:`LeastSquaresCost.noise_variances`).
+QUANTIZED_SHARE = 0.5
+#: Jumps are isolated: a jump between two samples raises the two terms next to it; a longer run
+#: of outlying terms is a stretch of the signal, not a jump.
+JUMP_RUN = 3
+
 
 def trapezoidal_weights(times: np.ndarray) -> np.ndarray:
     """Weights ``eta_i`` of the trapezoidal rule on the (possibly uneven) sample times."""
@@ -115,6 +131,23 @@ class LeastSquaresCost(AbstractCost):
         between samples raises it.  The noise is assumed stationary (one variance for all
         samples of a channel).
 
+        Jumps are excluded (issue 32): a jump of the signal between two samples (an event: a
+        bouncing ball's velocity reversed) gives the two pseudo-residuals next to it terms of
+        the jump's size, which the mean would spread over the whole record as "noise" (the
+        bouncing ball's floor was then 0.56, above the cost of a wrong minimum).  Terms above
+        ``JUMP_FACTOR`` times the robust, median-based estimate
+        ``median_i(e_i**2 / (1 + a_i**2 + b_i**2)) / 0.4549`` (0.4549 is the median of
+        chi-squared with one degree of freedom, so this estimates ``sigma**2`` for white
+        noise however large the few outliers), and above ``JUMP_FACTOR`` times the same
+        estimate over the ``JUMP_NEIGHBOURS`` terms around them, are left out of the mean.  White noise exceeds
+        that threshold with probability 1.5e-23 per sample, so its estimate is unchanged; a smooth
+        signal's terms vary with its curvature, slowly from sample to sample, and stay within
+        ``JUMP_FACTOR`` of their neighbours' (noise-free data of the bundled examples: no term
+        excluded).  Only isolated outliers are jumps (runs of at most ``JUMP_RUN`` terms); a
+        quantized channel (fewer distinct values than ``QUANTIZED_SHARE`` of its samples, where
+        the median term may be 0) keeps its plain mean.
+        :meth:`jump_times` gives the times of the excluded samples.
+
         Returns
         -------
         numpy.ndarray, shape (n_channels,)
@@ -124,16 +157,67 @@ class LeastSquaresCost(AbstractCost):
         DataError
             If there are fewer than three samples.
         """
+        terms, jumps = self._pseudo_residual_terms()
+        kept = np.where(jumps, 0.0, terms).sum(axis=0)
+        counts = np.maximum((~jumps).sum(axis=0), 1)
+        return kept / counts
+
+    def _pseudo_residual_terms(self) -> tuple[np.ndarray, np.ndarray]:
+        """The terms ``e_i**2 / (1 + a_i**2 + b_i**2)`` of :meth:`noise_variances`, shape
+        (n_samples - 2, n_channels), and which of them are jumps (see there)."""
         ts, y = self.sample_times, self.data
         if ts.size < 3:
             raise DataError(f"estimating the measurement noise needs at least three samples, got {ts.size}; "
                             "give more samples.")
         h = np.diff(ts)
         before, after = h[:-1], h[1:]
-        a = (before / (before + after))[:, None]
-        b = (after / (before + after))[:, None]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            a = (before / (before + after))[:, None]
+            b = (after / (before + after))[:, None]
+        # A repeated time (an event's left and right limits) has no spacing: its terms are jumps.
+        repeated = ~np.isfinite(a) | (before[:, None] == 0) | (after[:, None] == 0)
+        a, b = np.where(repeated, 0.5, a), np.where(repeated, 0.5, b)
         e = y[1:-1] - (b * y[:-2] + a * y[2:])
-        return np.mean(e**2 / (1.0 + a**2 + b**2), axis=0)
+        terms = e**2 / (1.0 + a**2 + b**2)
+        robust = np.median(terms, axis=0) / CHI2_1_MEDIAN
+        # The local level: the median of the JUMP_NEIGHBOURS terms around each (a jump raises two
+        # of them), so that a stretch of large curvature is not taken for jumps.
+        half = JUMP_NEIGHBOURS // 2
+        padded = np.pad(terms, ((half, half), (0, 0)), mode="edge")
+        windows = np.lib.stride_tricks.sliding_window_view(padded, JUMP_NEIGHBOURS, axis=0)
+        local = np.median(windows, axis=-1) / CHI2_1_MEDIAN
+        outliers = (terms > JUMP_FACTOR * np.maximum(robust[None, :], local)) & ~repeated
+        # Jumps are isolated (a jump between two samples raises the two terms next to it): a longer
+        # run of outlying terms is a stretch of the signal, kept.  Quantized data (a channel whose
+        # values repeat: the quantizer's steps are the signal's sample-to-sample changes; more than
+        # half the terms may be exactly 0, so the median is 0 and every step would pass for a jump)
+        # have no jumps this estimate can tell from their noise: their plain mean is kept.
+        for c in range(terms.shape[1]):
+            if robust[c] == 0 or np.unique(y[:, c]).size < QUANTIZED_SHARE * y.shape[0]:
+                outliers[:, c] = False
+                continue
+            flagged = np.flatnonzero(outliers[:, c])
+            for run in np.split(flagged, np.flatnonzero(np.diff(flagged) > 1) + 1) if flagged.size else []:
+                if run.size > JUMP_RUN:
+                    outliers[run, c] = False
+        return terms, repeated | outliers
+
+    def jump_times(self) -> np.ndarray:
+        """Times at which the data jump (events in the data): the midpoints between the two
+        samples that enclose each run of excluded pseudo-residuals of :meth:`noise_variances`
+        (any channel); empty for smooth data.  A jump between ``t_k`` and ``t_{k+1}`` raises
+        the terms of both ``t_k`` and ``t_{k+1}``, so a run of neighbouring excluded samples is
+        one jump."""
+        if self.sample_times.size < 3:
+            return np.zeros(0)
+        _, jumps = self._pseudo_residual_terms()
+        inner = np.flatnonzero(jumps.any(axis=1)) + 1  # indices into sample_times
+        if inner.size == 0:
+            return np.zeros(0)
+        runs = np.split(inner, np.flatnonzero(np.diff(inner) > 1) + 1)
+        ts = self.sample_times
+        return np.array([0.5 * (ts[max(run[0], 1)] + ts[min(run[-1], ts.size - 2)]) if run.size > 1
+                         else ts[run[0]] for run in runs])
 
     def noise_floor(self) -> float | None:
         """The cost that measurement noise alone gives at a perfect fit, estimated from the data.
@@ -151,6 +235,22 @@ class LeastSquaresCost(AbstractCost):
         eta = trapezoidal_weights(self.sample_times)
         weights, scales = np.asarray(self.weights), np.asarray(self.scales)  # arrays after __post_init__
         return 0.5 * float(eta.sum()) * float(np.sum(weights * self.noise_variances() / scales**2))
+
+    def window(self, t_end: float) -> LeastSquaresCost:
+        """The same cost on the samples at ``t <= t_end`` only (a data window of the growing-window
+        continuation, :class:`~fmi_adjoint.identify.strategies.GrowingWindows`): the trapezoidal
+        weights are those of the kept sample times, channels, weights and scales are kept.
+
+        Raises
+        ------
+        DataError
+            If fewer than two samples lie in the window.
+        """
+        keep = self.sample_times <= t_end
+        if np.count_nonzero(keep) < 2:
+            raise DataError(f"a data window ending at t = {t_end:g} s holds {np.count_nonzero(keep)} sample(s); "
+                            "give a window that holds at least two samples.")
+        return dataclasses.replace(self, sample_times=self.sample_times[keep], data=self.data[keep])
 
     def residuals(self, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         factors = self._factors  # type: ignore[attr-defined]

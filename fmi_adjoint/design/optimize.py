@@ -19,9 +19,10 @@ import numpy as np
 from scipy.optimize import minimize
 
 from ..errors import ConvergenceError
+from ..linesearch import probe_line, projected_descent
 from .problem import DesignProblem, DesignValue
 
-__all__ = ["DesignIteration", "DesignResult", "run_design", "violations"]
+__all__ = ["DesignIteration", "DesignResult", "StopDiagnosis", "diagnose_stop", "run_design", "violations"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +56,15 @@ class DesignResult:
     evaluations: int
     success: bool
     message: str
+    #: Why the optimizer stopped, whether that can be trusted, and what to do (:func:`diagnose_stop`).
+    stop: StopDiagnosis | None = None
+    #: Every start of a multi-start design (:mod:`fmi_adjoint.design.multistart`), in plan
+    #: order; empty for a single run of :func:`run_design`.
+    starts: tuple = ()
+    #: Index (in :attr:`starts`) of the start this result continues, and how many starts
+    #: ended within :data:`~fmi_adjoint.design.multistart.SAME_BEST` of its criterion.
+    best_start: int = 0
+    reached_best: int = 1
 
     @property
     def standard_errors_start(self) -> np.ndarray:
@@ -104,12 +114,14 @@ def run_design(problem: DesignProblem, *, max_iterations: int = 200, z_start: np
         return last[key]
 
     worst = [0.0]
+    failed = [0]
 
     def fun(z: np.ndarray) -> tuple[float, np.ndarray]:
         try:
             value = evaluate(z)
         except ConvergenceError:
             # A failed trial step: a value above all seen makes the line search backtrack.
+            failed[0] += 1
             return worst[0] + 1.0 + abs(worst[0]), np.zeros_like(z)
         worst[0] = max(worst[0], value.objective)
         return value.objective, value.gradient
@@ -150,14 +162,153 @@ def run_design(problem: DesignProblem, *, max_iterations: int = 200, z_start: np
         last.clear()
         z, success, message = stage(z)
     final = problem.evaluate(z)
+    stop = diagnose_stop(problem, z, final, message, success=success, history=tuple(history),
+                         max_iterations=max_iterations, failed_trials=failed[0])
+    success = success or stop.trusted
     left = violations(problem, final)
     if any(v > VIOLATION_TOLERANCE for v in left.values()):
         success = False
         worst_name = max(left, key=left.__getitem__)
         message += (f"; {worst_name} still violated by {left[worst_name]:.3g} of its scale after "
                     f"{PENALTY_RAISES} raises of the penalty weight")
+        stop = dataclasses.replace(stop, trusted=False, advice=stop.advice + (
+            f" The constraint '{worst_name}' is still violated: loosen it, or give more --knots so that the input "
+            "can meet it."))
     return DesignResult(problem=problem, z_start=z0, z=z, start=start, final=final, history=tuple(history),
-                        evaluations=count[0] + 1, success=success, message=message)
+                        evaluations=count[0] + 1 + stop.probes, success=success, message=message, stop=stop)
+
+
+@dataclasses.dataclass(frozen=True)
+class StopDiagnosis:
+    """Why the optimizer stopped, translated from scipy's L-BFGS-B status (issue 32).
+
+    ``cause`` is one of :data:`CAUSES`; ``trusted``: the end is a (local) minimum to working
+    precision; ``advice``: what the stop means and the fix that works for it; ``order``:
+    the measured order of the Taylor remainder along the last search direction (2 where the
+    objective is smooth, 1 at a kink; None if not probed); ``probes``: evaluations spent on
+    the diagnosis.
+    """
+
+    cause: str
+    trusted: bool
+    advice: str
+    order: float | None = None
+    probes: int = 0
+
+    def record(self) -> dict:
+        return {"cause": self.cause, "trusted": self.trusted, "advice": self.advice,
+                "taylor_order": None if self.order is None or not np.isfinite(self.order) else float(self.order)}
+
+
+#: The causes :func:`diagnose_stop` tells apart.
+CAUSES = ("converged", "iteration limit", "non-smooth", "flat", "failed runs", "line search")
+
+#: Probe step along the projected gradient, as a fraction of ``hi - lo`` of the knots, and
+#: the ratio of the two steps of the Taylor test.
+PROBE_STEP = 1e-3
+PROBE_RATIO = 8.0
+#: Differences of the objective below this many units of round-off of its value are noise.
+ROUNDOFF = 1e3
+
+
+def diagnose_stop(problem: DesignProblem, z: np.ndarray, value: DesignValue, message: str, *, success: bool,
+                  history: tuple[DesignIteration, ...], max_iterations: int, failed_trials: int = 0) -> StopDiagnosis:
+    """Translate the optimizer's stop into its cause and a fix (issue 32).
+
+    * ``STOP: TOTAL NO. OF ITERATIONS REACHED LIMIT`` (or the budget used up): the iteration
+      limit; raising ``--max-iterations`` continues.
+    * ``ABNORMAL`` (scipy's "line search failed", also ``ROUNDING ERRORS PREVENT PROGRESS``):
+      the line search found no step that lowers the objective along the quasi-Newton direction.
+      More iterations do not help.  A Taylor test along the projected gradient ``d`` tells why:
+      the remainder ``r(h) = f(z + h d) - f(z) - h g.d`` falls like ``h^2`` where ``f`` is
+      smooth, like ``h`` at a kink (:meth:`fmi_adjoint.linesearch.LineProbe.kink`, the test the
+      identification's stop uses too; ``g.d`` is that of the step actually taken, and knots
+      within ``h`` of the bound the direction points at are not moved).  A kink is a non-smooth objective (the
+      E-criterion where the smallest eigenvalues cross, hinge penalties of ``--limit`` and
+      ``--rate``, a non-smooth force of the model); no measurable change at all is a flat
+      objective (round-off); trial inputs whose runs failed are named; otherwise the stop is
+      reported as a plain line-search failure.  Only a flat objective with a projected
+      gradient below 1e-6 of the start's is trusted as a minimum.
+    """
+    if success:
+        return StopDiagnosis("converged", True, "converged: " + message)
+    if "ITERATIONS REACHED LIMIT" in message or "EVALUATIONS EXCEEDS LIMIT" in message or "budget used up" in message:
+        recent = [h.objective for h in history[-11:]]
+        fall = (recent[0] - recent[-1]) / max(abs(recent[0]), 1e-300) if len(recent) > 1 else 0.0
+        return StopDiagnosis("iteration limit", False, (
+            f"the iteration limit ({max_iterations}) was reached while the objective still fell by {100 * fall:.3g} % "
+            f"over the last {len(recent) - 1} iterations: the design is not converged; raise --max-iterations to "
+            "continue."))
+    lo, hi = problem.spec.bounds
+    g = np.asarray(value.gradient, dtype=float)
+    h = PROBE_STEP * (hi - lo)
+    # The projected gradient: components that push a knot out of its box do not count, nor
+    # (for the probes) those of knots closer than h to the bound they point at, so that the
+    # probe steps are taken in full (:func:`fmi_adjoint.linesearch.projected_descent`).
+    box = problem.spec.bound_map.box
+    lower, upper = (lo, hi) if box else (-np.inf, np.inf)
+    d = projected_descent(g, z, np.full_like(z, lower), np.full_like(z, upper), h if box else 0.0)
+    norm = float(np.linalg.norm(d))
+    start_norm = history[0].gradient_norm if history else norm
+    f0 = value.objective
+    noise = ROUNDOFF * np.finfo(float).eps * max(abs(f0), 1e-300)
+    order: float | None = None
+    probes = 0
+    remainders: list[float] = []
+    kink = False
+    if norm > 0:
+        d /= norm
+        probe = probe_line(lambda trial: _objective(problem, trial), z, d, g, f0, (h, h / PROBE_RATIO), lower, upper)
+        probes = len(probe.steps)
+        remainders = list(probe.remainders)
+        order = probe.order(noise)
+        kink = probe.kink(noise)
+    small = norm <= 1e-6 * max(start_norm, 1e-300)
+    if norm == 0 or (remainders and all(abs(r) <= noise for r in remainders)):
+        trusted = small or norm == 0
+        return StopDiagnosis("flat", trusted, (
+            "the line search failed because the objective does not change measurably along the search direction "
+            "(differences at round-off level)" + (
+                ": the gradient is small too, so this is a minimum to working precision." if trusted else
+                f", although the gradient ({norm:.3g}) is not small: the criterion is flat here, e.g. a parameter "
+                "the outputs barely see. Measure another output (--noise), lengthen the experiment (--t-end) or "
+                "try other starts (--starts N --seed S).")), order, probes)
+    if kink:
+        return StopDiagnosis("non-smooth", False, (
+            f"the line search failed at a kink: along the search direction the objective is not smooth (Taylor "
+            f"remainder of order {order:.2f}, 2 for a smooth function) at {_kink_sources(problem)}. The result is "
+            "not a verified minimum, and raising --max-iterations does not help. Use a smooth criterion (--criterion "
+            "A or D), more --knots, or other starts (--starts N --seed S)."), order, probes)
+    if failed_trials:
+        return StopDiagnosis("failed runs", False, (
+            f"the line search failed: {failed_trials} trial input(s) could not be simulated (Newton did not converge "
+            "or the sensitivities overflowed), so the optimizer could not step past them. Narrow the input's "
+            "--bounds, add an amplitude --limit, shorten --t-end or use a smaller --step."), order, probes)
+    smooth = (f"although the objective is smooth there (Taylor order {order:.2f})" if order is not None else
+              "(whether the objective is smooth there was not measured: a Taylor remainder is at round-off)")
+    return StopDiagnosis("line search", False, (
+        f"the line search found no lower objective along the quasi-Newton direction {smooth}; the result may not be a "
+        "minimum. Try other starts (--starts N --seed S) or more --knots; raising --max-iterations does not help."),
+        order, probes)
+
+
+def _kink_sources(problem: DesignProblem) -> str:
+    """Where the objective of ``problem`` can have kinks (for :func:`diagnose_stop`)."""
+    spec = problem.spec
+    sources = []
+    if problem.criterion.name == "E" and len(spec.params) > 1:
+        sources.append("the E-criterion where the smallest eigenvalues of M cross (its soft minimum sharpens as M "
+                       "grows)")
+    elif problem.criterion.name == "A-cov":
+        sources.append("the A-cov criterion near a singular M")
+    elif problem.criterion.name not in ("A", "D", "E"):
+        sources.append(f"the criterion '{problem.criterion.name}' itself")
+    if spec.limits:
+        sources.append("the hinge penalties of --limit")
+    if spec.rate is not None:
+        sources.append("the hinge penalty of --rate")
+    sources.append("a non-smooth force of the model (hinge, stop, friction)")
+    return "; or ".join(sources)
 
 
 #: How often the penalty weight may be raised tenfold, and the violations that make it so:

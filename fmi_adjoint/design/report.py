@@ -128,7 +128,25 @@ def design_record(result: DesignResult) -> dict[str, Any]:
         "evaluations": int(result.evaluations),
         "success": bool(result.success),
         "message": result.message,
+        "stop": None if result.stop is None else result.stop.record(),
+        "starts": _starts_record(result),
     }
+
+
+def _starts_record(result: DesignResult) -> dict[str, Any]:
+    """Every start of a multi-start design (label, criterion at its start and end, iterations,
+    evaluations, message, the stop's cause), the winner and how many reached its criterion."""
+    entries = [{"label": o.label, "criterion_start": _number(o.criterion_start), "criterion": _number(o.criterion),
+                "iterations": int(o.iterations), "evaluations": int(o.evaluations), "success": bool(o.success),
+                "feasible": bool(o.feasible), "message": o.message,
+                "stop": None if o.stop is None else o.stop.cause,
+                "knots_start": _numbers(result.problem.knot_values(o.z_start))}
+               for o in result.starts]
+    return {"count": len(entries), "best": int(result.best_start) if entries else None,
+            "reached_best": int(result.reached_best) if entries else None,
+            "note": "the design continues the start 'best' (0-based); 'reached_best' starts ended within 1e-6 "
+                    "(relative) of its criterion; criterion.start and knots.start are those of the given start",
+            "runs": entries}
 
 
 def input_table(result: DesignResult) -> tuple[np.ndarray, np.ndarray]:

@@ -20,6 +20,9 @@ ordinary :class:`~fmi_adjoint.identify.IdentificationProblem` on its embedded mo
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -210,6 +213,38 @@ class FmuProblem:
         self.start = np.array(start, dtype=float)
         return self
 
+    def windowed(self, ends: Mapping[int, float]) -> FmuProblem:
+        """This problem with the experiments at positions ``ends`` cut to their samples at
+        ``t <= ends[k]`` and simulated up to there (a data window of :mod:`.windows`).  A view:
+        it shares the worker processes (close the problem, not the view) and counts its own
+        simulations.  A Co-Simulation run ends at the first communication point at or past the
+        window's end (the outputs are interpolated to the sample times)."""
+        other = copy.copy(self)
+        cut = []
+        for k, exp in enumerate(self.experiments):
+            if k not in ends:
+                cut.append(exp)
+                continue
+            window = getattr(exp.cost, "window", None)
+            if window is None:
+                raise IdentificationError(f"experiment '{exp.name}': a data window needs a time-domain "
+                                          "least-squares cost (--cost time).")
+            t_end = float(ends[k])
+            if self.interface == "CoSimulation":
+                t_end = min(exp.t_end, math.ceil(t_end / exp.step - 1e-9) * exp.step)
+            cut.append(dataclasses.replace(exp, cost=window(float(ends[k])), t_end=t_end))
+        other.experiments = tuple(cut)
+        other.simulations = 0
+        return other
+
+    def window_strategy(self):
+        """The data-window continuation of an FMU problem: :class:`~.windows.EventWindows`
+        (windows that grow event by event), or None where the data have no jumps."""
+        from .windows import EventWindows
+
+        strategy = EventWindows()
+        return strategy if strategy.unavailable(self) is None else None
+
     # -- simulation ----------------------------------------------------------------------
     def values(self, exp: FmuExperiment, x: np.ndarray) -> dict[str, float]:
         return {**exp.values, **dict(zip(self.names, map(float, x)))}
@@ -321,6 +356,35 @@ class FmuProblem:
 
     def noise_floor(self) -> float | None:
         return costs_noise_floor(exp.cost for exp in self.experiments)
+
+    def result_guards(self, x: np.ndarray, std_errors) -> list[tuple[str, bool]]:
+        """Warnings on the fit at ``x`` (issue 32), each with whether it makes the result
+        untrustworthy (``success`` false): the cost not smooth there
+        (:func:`~.guards.smoothness_warning`, always untrustworthy: the fit stopped at a jump),
+        else the optimizer stopped short of the minimum (:func:`~.guards.convergence_warning`)
+        or the discretization error exceeds the standard errors
+        (:func:`~.guards.discretization_warning`); and held Co-Simulation inputs
+        (:func:`~.guards.held_input_warning`, untrustworthy when the bias exceeds a standard
+        error)."""
+        from .guards import at_result, convergence_warning, discretization_warning, held_input_warning, \
+            smoothness_warning
+
+        at = at_result(self, x)
+        if at is None:  # the guards need least-squares residuals
+            return []
+        out: list[tuple[str, bool]] = []
+        smooth = smoothness_warning(self, at, std_errors)
+        if smooth is not None:
+            out.append((smooth, True))
+        else:  # at a jump the Gauss-Newton step says nothing more
+            for guard in (convergence_warning, discretization_warning):
+                text = guard(self, at, std_errors)
+                if text is not None:
+                    out.append((text, True))
+        held = held_input_warning(self, at, std_errors)
+        if held is not None:
+            out.append(held)
+        return out
 
     def solver_info(self) -> dict:
         if self.interface == "CoSimulation":

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from .archive import FmuArchive, FmuVariable
 
 __all__ = ["FLOAT_KINDS", "FMI2_KINDS", "FMI3_KINDS", "INTEGER_RANGES", "NUMERIC_KINDS", "VariableRef",
-           "array_shapes", "check_names", "declared_variable", "element_names", "kind_label", "numeric_names",
+           "array_shapes", "check_names", "declared_variable", "element_names", "identifiable_parameters_text",
+           "kind_label", "numeric_names",
            "parse_start", "reference_key", "resolve", "resolve_as", "whole_number"]
 
 #: FMI 2 type element -> kind (Integer is 32-bit, enumerations are set as Integer).
@@ -363,6 +364,31 @@ def resolve_as(archive: FmuArchive, name: str, causality: str) -> tuple[Variable
     return resolve(archive, name), declared_variable(archive, name)
 
 
+def identifiable_parameters_text(archive: FmuArchive) -> str:
+    """What can be identified in ``archive`` and, where nothing can, what exists and what to
+    do instead (issue 32: the refusal once listed "Parameters: ." for an FMU whose parameters
+    are all structural or discrete)."""
+    real = [name for v in archive.variables.values()
+            if v.causality == "parameter" and v.kind in FLOAT_KINDS and v.variability in ("fixed", "tunable")
+            for name in element_names(v)]
+    if real:
+        shown = ", ".join(sorted(real)[:40]) + (f" and {len(real) - 40} more" if len(real) > 40 else "")
+        return f"Parameters: {shown}."
+    others = []
+    for v in archive.variables.values():
+        if v.causality == "structuralParameter":
+            others.append(f"{v.name} (structural parameter: it sizes arrays, fix it with --set {v.name}=VALUE)")
+        elif v.causality == "parameter" and v.kind not in FLOAT_KINDS:
+            others.append(f"{v.name} ({kind_label(v.kind)} parameter: fix it with --set {v.name}=VALUE)")
+        elif v.causality in ("parameter", "calculatedParameter"):
+            others.append(f"{v.name} ({v.causality}, variability {v.variability}: not settable for a fit)")
+    listed = "; ".join(others[:20]) + (f"; and {len(others) - 20} more" if len(others) > 20 else "")
+    return (f"It has no real (Float32/Float64) parameter of variability fixed or tunable, so nothing of it can "
+            f"be identified{': its parameters are ' + listed if others else ' (it declares no parameter at all)'}. "
+            "Export the model with the quantity declared as a real parameter (causality \"parameter\", "
+            "variability \"fixed\" or \"tunable\"), or, for a model file, identify that file instead of the FMU.")
+
+
 def check_names(archive: FmuArchive, names: Sequence[str], experiments: Sequence[Any]) -> None:
     """Check the identified parameters ``names`` and every experiment's data columns,
     ``--set`` values and input columns against the FMU (FmuError naming the fix).
@@ -383,8 +409,7 @@ def check_names(archive: FmuArchive, names: Sequence[str], experiments: Sequence
     for name in names:
         found = resolve_as(archive, name, "parameter")
         if found is None:
-            params = numeric_names(archive, "parameter", FLOAT_KINDS)
-            raise FmuError(f"{fmu}: no real parameter named {name!r}. Parameters: {', '.join(sorted(params))}.")
+            raise FmuError(f"{fmu}: no real parameter named {name!r}. {identifiable_parameters_text(archive)}")
         ref, variable = found
         if ref.kind not in FLOAT_KINDS:
             raise FmuError(f"{fmu}: {name!r} is {kind_label(ref.kind)} parameter; only real parameters can be "

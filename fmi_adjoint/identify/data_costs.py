@@ -40,6 +40,7 @@ from ..data import Measurement, name_list, parse_csv, read_csv_bytes
 from ..errors import DataError
 from ..integrate import time_grid
 from ..text import excerpt
+from .guards import check_data_start
 
 __all__ = ["COSTS", "KINDS", "WINDOWS", "CostOptions", "DataFile", "Target", "build_cost", "step_grid"]
 
@@ -94,16 +95,26 @@ class CostOptions:
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """What the data are compared with: a model or an FMU, by its output names."""
+    """What the data are compared with: a model or an FMU, by its output names.
+
+    ``units`` are the outputs' declared units ("" where none is declared), ``t_end_declared``
+    whether ``t_end`` is the model's own end time (False: an FMU without a ``DefaultExperiment``
+    stop time, for which ``t_end`` is a stand-in); both are read by the guards
+    (:mod:`fmi_adjoint.identify.guards`).
+    """
 
     name: str
     output_names: tuple[str, ...]
     t_end: float
+    units: tuple[str, ...] = ()
+    t_end_declared: bool = True
 
     @classmethod
     def of_model(cls, model) -> Target:
         """The target of a compiled model."""
-        return cls(model.model.name, tuple(model.output_names), float(model.model.simulation.t_end))
+        units = {output.name: output.unit for output in model.model.outputs}
+        return cls(model.model.name, tuple(model.output_names), float(model.model.simulation.t_end),
+                   tuple(units.get(name, "") for name in model.output_names))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -221,6 +232,7 @@ def build_cost(
         return _spectral_cost(options, model, data, t_end=t_end, step=step)
     measurement = data.read()
     _check_columns(measurement, model, file)
+    check_data_start(file, measurement.times, model_t_end=model.t_end if model.t_end_declared else None, t_end=t_end)
     end = t_end if t_end is not None else float(measurement.times[-1])
     _check_end(file, measurement.times, t_end, options.window_limits if cost == "fourier" else None)
     if cost == "time":

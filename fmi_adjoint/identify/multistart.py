@@ -8,9 +8,21 @@ a scrambled Sobol sequence (scipy.stats.qmc, seeded) in the optimizer's scaled s
 between bounds with ``bounds`` scaling, log-uniform with ``log`` scaling.  Every parameter
 needs finite bounds.
 
+Strategies
+----------
+Each start runs with a strategy (:mod:`~fmi_adjoint.identify.strategies`): its stages are
+ordinary :func:`~fmi_adjoint.identify.identify` runs, the last on the full problem.  The
+default, :class:`~fmi_adjoint.identify.strategies.AutomaticStrategy`, gives start 0 (the
+given start values) the strategy it chooses for one start (growing data windows for
+time-domain least squares, else single shooting) and cycles the start points through every
+applicable strategy (:meth:`~fmi_adjoint.identify.strategies.AutomaticStrategy.cycle`:
+windows, each experiment first, single shooting): a multi-start samples the start and the
+strategy.  An explicit strategy is used by every start (experiment continuation without a
+first experiment: each start point once per experiment).
+
 Running them
 ------------
-Each start is an ordinary :func:`~fmi_adjoint.identify.identify` run.  On a
+Each start is a sequence of :func:`~fmi_adjoint.identify.identify` runs (its stages).  On a
 :class:`~fmi_adjoint.identify.parallel.DistributedProblem` with more than one worker, the
 starts run in optimizer threads of this process and each of their evaluations is a task
 on the executor; a start sees only its own evaluations, so its path, and the result, do
@@ -65,12 +77,20 @@ from scipy.stats import qmc
 
 from ..errors import CheckpointError, ConvergenceError, ExecutorError, FmiAdjointError, IdentificationError
 from .checkpoint import CheckpointKey, CheckpointLog, Record, StoredRecord, read_untrusted
-from .optimize import OPTIMIZERS, IdentificationResult, identify
+from .optimize import OPTIMIZERS, IdentificationResult
 from .problem import Evaluation, IdentificationProblem, gauss_newton_statistics
 from .scaling import ParameterScaling
+from .strategies import (
+    AbstractStrategy,
+    AutomaticStrategy,
+    ExperimentContinuation,
+    SingleShooting,
+    StageSummary,
+    run_stages,
+)
 
 __all__ = ["CLUSTER_RTOL", "NOISE_FACTOR", "AbstractStartPlan", "AllExperiments", "Cluster", "ExperimentContinuation",
-           "MultiStartResult", "Start", "StartResult", "Stopped", "run_starts",
+           "MultiStartResult", "SampledStrategies", "Start", "StartResult", "Stopped", "run_starts",
            "sobol_starts", "result_warnings", "open_checkpoint", "open_untrusted", "checkpoint_header", "check_replay"]
 
 #: Starts whose final costs agree to this relative difference are one cluster (one minimum):
@@ -136,42 +156,49 @@ def sobol_starts(problem: IdentificationProblem, count: int, seed: int = 0, scal
 
 @dataclasses.dataclass(frozen=True)
 class Start:
-    """A start point, and the experiment fitted alone before all of them (None: all at once)."""
+    """A start point and the (concrete) strategy it runs with."""
 
     point: np.ndarray
-    first: int | None = None
+    strategy: AbstractStrategy = SingleShooting()
+
+    @property
+    def first(self) -> int | None:
+        """The experiment fitted alone first (experiment continuation), else None."""
+        return self.strategy.first if isinstance(self.strategy, ExperimentContinuation) else None
 
 
 class AbstractStartPlan(abc.ABC):
     """How start points become starts (a strategy object of :func:`run_starts`)."""
 
     @abc.abstractmethod
-    def starts(self, points: Sequence[np.ndarray], experiments: int) -> list[Start]:
-        """The starts of ``points`` on a problem of ``experiments`` experiments."""
+    def starts(self, points: Sequence[np.ndarray], problem: IdentificationProblem) -> list[Start]:
+        """The starts of ``points`` on ``problem``."""
 
 
 class AllExperiments(AbstractStartPlan):
-    """Every start fits all experiments at once (the default)."""
+    """Every start fits all experiments at once (single shooting)."""
 
-    def starts(self, points: Sequence[np.ndarray], experiments: int) -> list[Start]:
+    def starts(self, points: Sequence[np.ndarray], problem: IdentificationProblem) -> list[Start]:
         return [Start(np.asarray(p, dtype=float)) for p in points]
 
 
-class ExperimentContinuation(AbstractStartPlan):
-    """Each start point is run once per experiment: that experiment alone first, then all of
-    them from its result (``--continuation``).
+@dataclasses.dataclass(frozen=True)
+class SampledStrategies(AbstractStartPlan):
+    """The starts of ``strategy`` (module docstring, "Strategies"): the automatic strategy's
+    choice for a single start, its :meth:`~fmi_adjoint.identify.strategies.AutomaticStrategy.cycle`
+    over several start points; another strategy's variants at every point."""
 
-    A joint fit of experiments of different nonlinearity often has a narrow basin around the
-    true values (engine_mount's 300 N sweep: a start 30 % off in c_E1 ends in a wrong
-    minimum), while the mildest experiment alone converges from far away and lands inside
-    that basin.  Which experiment is mildest need not be known: every one is tried first.
-    With one experiment this is :class:`AllExperiments`.
-    """
+    strategy: AbstractStrategy = AutomaticStrategy()
 
-    def starts(self, points: Sequence[np.ndarray], experiments: int) -> list[Start]:
-        if experiments < 2:
-            return AllExperiments().starts(points, experiments)
-        return [Start(np.asarray(p, dtype=float), e) for p in points for e in range(experiments)]
+    def starts(self, points: Sequence[np.ndarray], problem: IdentificationProblem) -> list[Start]:
+        reason = self.strategy.unavailable(problem)
+        if reason is not None:
+            raise IdentificationError(f"--strategy {self.strategy.name}: {reason}; use --strategy auto or single.")
+        points = [np.asarray(p, dtype=float) for p in points]
+        if isinstance(self.strategy, AutomaticStrategy):
+            cycle = self.strategy.cycle(problem) if len(points) > 1 else (self.strategy.choose(problem),)
+            return [Start(p, cycle[k % len(cycle)]) for k, p in enumerate(points)]
+        return [Start(p, v) for p in points for v in self.strategy.variants(problem)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,12 +210,21 @@ class StartResult:
     result: IdentificationResult | None
     error: str | None = None
     resumed: bool = False
-    first: int | None = None
+    strategy: AbstractStrategy = SingleShooting()
+    #: What each stage of the strategy did (empty for a failed start).
+    stages: tuple[StageSummary, ...] = ()
+
+    @property
+    def first(self) -> int | None:
+        """The experiment fitted alone first (experiment continuation), else None."""
+        return self.strategy.first if isinstance(self.strategy, ExperimentContinuation) else None
 
     def to_json(self) -> dict:
-        out: dict = {"start": self.index, "initial": self.start.tolist()}
+        out: dict = {"start": self.index, "initial": self.start.tolist(), "strategy": self.strategy.name}
         if self.first is not None:
             out["first_experiment"] = self.first
+        if len(self.stages) > 1:
+            out["stages"] = [s.to_json() for s in self.stages]
         if self.result is None:
             out.update(failed=True, message=self.error)
             return out
@@ -240,7 +276,9 @@ class MultiStartResult:
     def to_json(self) -> dict:
         return {
             "starts": len(self.starts), "seed": self.seed, "best_start": self.best_start,
+            "best_strategy": self.starts[self.best_start].strategy.name,
             "reached_best_cluster": self.global_minimum_starts,
+            "strategies_reaching_best": sorted({self.starts[k].strategy.name for k in self.clusters[0].starts}),
             "failed_starts": [s.index for s in self.starts if s.result is None],
             "clusters": [c.to_json() for c in self.clusters],
             "results": [s.to_json() for s in self.starts],
@@ -325,12 +363,14 @@ class _Recorded:
             raise ConvergenceError(_recorded_text(record.meta.get("message", "recorded failure")))
         return record
 
-    def _write(self, kind: str, x: np.ndarray, arrays: dict, failed: str | None = None, simulations: int = 0) -> None:
+    def _write(self, kind: str, x: np.ndarray, arrays: dict, failed: Exception | None = None,
+               simulations: int = 0) -> None:
         if self.log is None:
             return
         meta: dict = {"start": self.index, "sequence": self.sequence, "kind": kind, "simulations": simulations}
         if failed is not None:
-            meta.update(failed=True, message=failed)
+            # str() only here: a native engine's message may be worked out by a replay (engines.py).
+            meta.update(failed=True, message=str(failed))
         self.log.append("evaluation", meta, {"x": np.asarray(x, dtype=float), **arrays})
 
     def evaluate(self, x: np.ndarray, method: str = "adjoint", fd_rel_step: float | None = None) -> Evaluation:
@@ -345,7 +385,7 @@ class _Recorded:
             ev = (self.problem.evaluate(x, method) if fd_rel_step is None
                   else self.problem.evaluate(x, method, fd_rel_step))
         except ConvergenceError as exc:
-            self._write(kind, x, {}, failed=str(exc), simulations=self.problem.simulations - before)
+            self._write(kind, x, {}, failed=exc, simulations=self.problem.simulations - before)
             raise
         self._write(kind, x, {"J": np.array([ev.J]), "g": np.asarray(ev.gradient, dtype=float)},
                     simulations=self.problem.simulations - before)
@@ -360,7 +400,7 @@ class _Recorded:
         try:
             r, jac = self.problem.residuals(x, jacobian)
         except ConvergenceError as exc:
-            self._write(kind, x, {}, failed=str(exc), simulations=self.problem.simulations - before)
+            self._write(kind, x, {}, failed=exc, simulations=self.problem.simulations - before)
             raise
         arrays = {"r": np.asarray(r, dtype=float)}
         if jac is not None:
@@ -396,6 +436,7 @@ def _result_record(result: IdentificationResult) -> tuple[dict, dict]:
 def _result_from_record(record: Record) -> IdentificationResult:
     meta = dict(record.meta)
     meta.pop("start", None)
+    meta.pop("stages", None)
     a = record.arrays
     std = a.get("std_errors")
     try:
@@ -419,6 +460,9 @@ _START_META = frozenset(f.name for f in dataclasses.fields(IdentificationResult)
                         if f.name not in _RESULT_ARRAYS + _RESULT_NUMBERS) | {"start"}
 _FAILED_START_META = frozenset({"start", "failed", "message"})
 _EVALUATION_META = frozenset({"start", "sequence", "kind", "simulations"})
+_STAGE_FIELDS = frozenset(f.name for f in dataclasses.fields(StageSummary))
+#: Most stages a finished start may record (ours: at most a handful of windows).
+_MAX_STAGES = 64
 _EVALUATION_ARRAYS = {"evaluate": {"x", "J", "g"}, "residuals:True": {"x", "r", "jac"}, "residuals:False": {"x", "r"}}
 
 
@@ -533,8 +577,10 @@ class _ReplayChecker:
                             "'start', 'failed': true and 'message' only")
             self.text(record, "'message'", meta["message"])
             return
-        if set(meta) != _START_META:
-            self.refuse(record, "the fields", f"{_listed(meta)} are not {sorted(_START_META)}")
+        if set(meta) - {"stages"} != _START_META:
+            self.refuse(record, "the fields", f"{_listed(meta)} are not {sorted(_START_META)} (and 'stages')")
+        if "stages" in meta:
+            self.stages(record, meta["stages"])
         if meta["names"] != self.names:
             self.refuse(record, "the parameter names", f"{_shown(meta['names'])} are not this run's "
                         f"{_listed(self.names, sort=False)}")
@@ -561,7 +607,11 @@ class _ReplayChecker:
             if arrays[name].ndim != 1:
                 self.refuse(record, f"array {name!r}", f"has shape {arrays[name].shape}, not (k,)")
             self.finite(record, name, arrays[name], arrays[name].shape)
-        self.finite(record, "numbers", arrays["numbers"], (3,))
+        # cost_initial may be NaN: a staged fit whose start values do not simulate over the whole
+        # record (run_stages); the final cost and the run time are always finite.
+        numbers = arrays["numbers"]
+        self.finite(record, "numbers", np.where(np.isnan(numbers) & (np.arange(numbers.size) == 0), 0.0, numbers)
+                    if numbers.shape == (3,) else numbers, (3,))
         if arrays["numbers"][2] < 0:
             self.refuse(record, "the run time", f"{_number(arrays['numbers'][2])} s is negative")
         if "std_errors" in arrays:
@@ -571,6 +621,24 @@ class _ReplayChecker:
                             "undetermined)")
         if "correlation" in arrays:
             self.finite(record, "correlation", arrays["correlation"], (n, n))
+
+    def stages(self, record: Record, stages: object) -> None:
+        """The stage summaries of a finished start (:class:`~fmi_adjoint.identify.strategies.StageSummary`)."""
+        if not isinstance(stages, list) or not 1 <= len(stages) <= _MAX_STAGES:
+            self.refuse(record, "'stages'", f"{_shown(stages)} is not a list of 1 to {_MAX_STAGES} stages")
+        for stage in stages:
+            if not isinstance(stage, dict) or set(stage) != _STAGE_FIELDS:
+                self.refuse(record, "a stage", f"{_shown(stage)} does not hold exactly {sorted(_STAGE_FIELDS)}")
+            self.text(record, "a stage's name", stage["stage"])
+            self.whole(record, "iterations", stage["iterations"], _MAX_COUNT)
+            self.whole(record, "simulations", stage["simulations"], _MAX_COUNT)
+            if type(stage["success"]) is not bool:
+                self.refuse(record, "a stage's 'success'", f"{_shown(stage['success'])} is not true or false")
+            for field in ("cost_initial", "cost", "seconds"):
+                value = stage[field]
+                if type(value) is not float or not np.isfinite(value) or (field == "seconds" and value < 0):
+                    self.refuse(record, f"a stage's {field!r}", f"{_shown(value)} is not a finite number"
+                                + (" >= 0" if field == "seconds" else ""))
 
     def point(self, record: Record, name: str, x: np.ndarray) -> None:
         self.finite(record, name, x, (len(self.names),))
@@ -728,7 +796,13 @@ def run_starts(
         Possibly a :class:`~fmi_adjoint.identify.parallel.DistributedProblem`.
     starts : sequence of numpy.ndarray or Start
         Start points (physical values), e.g. from :func:`sobol_starts`, or starts of a
-        :class:`AbstractStartPlan` (an experiment fitted alone first).
+        :class:`AbstractStartPlan` (an experiment fitted alone first).  Bare points run with the
+        automatic strategy, as on the command line (``--strategy auto``): a list of bare points
+        gets the starts of ``SampledStrategies()`` (:meth:`AutomaticStrategy.cycle
+        <fmi_adjoint.identify.strategies.AutomaticStrategy.cycle>` over several points), a bare
+        point among :class:`Start` objects :meth:`AutomaticStrategy.choose
+        <fmi_adjoint.identify.strategies.AutomaticStrategy.choose>`'s strategy.  Single shooting
+        only: ``AllExperiments().starts(points, problem)``.
     checkpoint : CheckpointLog, optional
         Where evaluations and finished starts are recorded.
     replay : sequence of Record or StoredRecord
@@ -741,7 +815,11 @@ def run_starts(
         starts again (``--resume-reevaluate``).
     """
     started = time.perf_counter()
-    plan = [s if isinstance(s, Start) else Start(np.asarray(s, dtype=float)) for s in starts]
+    if not any(isinstance(s, Start) for s in starts):
+        plan = SampledStrategies().starts(list(starts), problem)  # type: ignore[arg-type]
+    else:
+        plan = [s if isinstance(s, Start) else Start(np.asarray(s, dtype=float), AutomaticStrategy().choose(problem))
+                for s in starts]
     finished: dict[int, StartResult] = {}
     pending_records: dict[int, collections.deque] = collections.defaultdict(collections.deque)
     for stored, index in check_replay(replay, problem, len(starts), reevaluate=reevaluate):
@@ -754,33 +832,31 @@ def run_starts(
     lock = threading.Lock()
 
     def one(index: int) -> StartResult:
-        x0, first = plan[index].point, plan[index].first
+        x0, strategy = plan[index].point, plan[index].strategy
         records = pending_records.pop(index, collections.deque())
         label = f"start {index:3d} " if len(starts) > 1 else ""
 
-        def fit(stage: IdentificationProblem, x: np.ndarray, text: str, stats: bool) -> IdentificationResult:
-            view = _Recorded(stage.with_start(x), index, checkpoint, records, stop, reevaluate, progress, text)
-            return identify(view, method, scaling=scaling, max_iterations=max_iterations, progress=progress,
-                            statistics=stats, label=text)
+        def view(stage: IdentificationProblem, x: np.ndarray, text: str) -> _Recorded:
+            # One record stream per start: the stages' evaluations follow each other in it.
+            return _Recorded(stage.with_start(x), index, checkpoint, records, stop, reevaluate, progress, text)
 
         try:
-            if first is None:
-                result = fit(problem, x0, label, statistics)
-            else:
-                alone = fit(problem.restricted([first]), x0, f"{label}(experiment {first} alone) ", False)
-                result = _continued(alone, fit(problem, alone.parameters, label, statistics))
+            staged = run_stages(strategy, problem, x0, method, scaling=scaling, max_iterations=max_iterations,
+                                progress=progress, statistics=statistics, label=label, view=view)
         except (FmiAdjointError, np.linalg.LinAlgError) as exc:
             if isinstance(exc, (CheckpointError, ExecutorError)):
                 # Not the start's fault: the run stops (and can be resumed) instead of
                 # recording the start as failed for good.
                 raise
-            outcome = StartResult(index, x0, None, f"{type(exc).__name__}: {exc}", first=first)
+            outcome = StartResult(index, x0, None, f"{type(exc).__name__}: {exc}", strategy=strategy)
             meta: dict = {"start": index, "failed": True, "message": outcome.error}
             arrays: dict = {}
         else:
-            outcome = StartResult(index, x0, result, first=first)
+            result = staged.result
+            outcome = StartResult(index, x0, result, strategy=strategy, stages=staged.stages)
             meta, arrays = _result_record(result)
             meta["start"] = index
+            meta["stages"] = [s.to_json() for s in staged.stages]
         if checkpoint is not None:
             checkpoint.append("start", meta, arrays)
         if progress is not None and len(starts) > 1:
@@ -834,18 +910,6 @@ def run_starts(
     return MultiStartResult(best, best_index, ordered, clusters, seed, time.perf_counter() - started)
 
 
-def _continued(first: IdentificationResult, second: IdentificationResult) -> IdentificationResult:
-    """The result of a two-stage start: the joint fit's (its start is the first stage's result,
-    its costs and histories those of the joint problem), with the iterations, simulations and
-    time of both stages.  The first stage's costs belong to another problem (one experiment)
-    and are not mixed in; :attr:`StartResult.first` says which experiment ran alone."""
-    return dataclasses.replace(
-        second, iterations=first.iterations + second.iterations,
-        simulations=first.simulations + second.simulations, seconds=first.seconds + second.seconds,
-        failed_simulations=first.failed_simulations + second.failed_simulations,
-    )
-
-
 def _recorded_text(value: object) -> str:
     """A message read back from a checkpoint file (data, not trusted): as text, capped at the
     length our own messages never reach, so a hostile file cannot flood a report."""
@@ -856,8 +920,10 @@ def _finished_from_record(record: Record, start: Start) -> StartResult:
     index = int(record.meta["start"])
     if record.meta.get("failed"):
         return StartResult(index, start.point, None, _recorded_text(record.meta.get("message")), resumed=True,
-                           first=start.first)
-    return StartResult(index, start.point, _result_from_record(record), resumed=True, first=start.first)
+                           strategy=start.strategy)
+    stages = tuple(StageSummary(**s) for s in record.meta.get("stages", ()))
+    return StartResult(index, start.point, _result_from_record(record), resumed=True, strategy=start.strategy,
+                       stages=stages)
 
 
 def cluster_starts(starts: Sequence[StartResult]) -> tuple[Cluster, ...]:

@@ -11,6 +11,11 @@ its :class:`~fmi_adjoint.scale.WorkerContext`.  The parent sums the parts in exp
 order with the same :func:`~fmi_adjoint.identify.problem.ordered_sum` as the serial
 problem, so every number equals the serial run's bit for bit, whatever the worker count.
 
+A data window of :class:`~fmi_adjoint.identify.strategies.GrowingWindows` (an experiment
+restricted to its samples up to ``T`` and simulated up to ``T``) travels with the task as
+that end time; the worker applies the same :func:`~fmi_adjoint.identify.strategies.window_experiment`
+to its copy, so windowed stages are equal on every executor too.
+
 Cost of a task: pickling the spec, whose size is that of the data files; the work it
 carries (simulations over the same data) grows with the same size.
 """
@@ -25,6 +30,7 @@ import numpy as np
 from ..scale import AbstractExecutor, WorkerContext
 from .problem import IdentificationProblem
 from .spec import ProblemSpec
+from .strategies import windowed
 
 __all__ = ["CostTask", "DistributedProblem", "PartTask"]
 
@@ -39,10 +45,14 @@ class PartTask:
     x: np.ndarray
     kind: str
     noise_std: tuple[tuple[str, float], ...] | None = None
+    #: End of the experiment's data window (None: the whole record).
+    window: float | None = None
 
     def run(self, context: WorkerContext):
         with context.resident(self.key, self.spec.build) as problem:
             noise = None if self.noise_std is None else dict(self.noise_std)
+            if self.window is not None:
+                problem = windowed(problem, {self.index: self.window})
             return problem.part(self.index, self.x, self.kind, noise)
 
     def __repr__(self) -> str:
@@ -58,9 +68,13 @@ class CostTask:
     key: str
     x: np.ndarray
     indices: tuple[int, ...]
+    #: Ends of data windows by experiment index (empty: whole records).
+    windows: tuple[tuple[int, float], ...] = ()
 
     def run(self, context: WorkerContext) -> float:
         with context.resident(self.key, self.spec.build) as problem:
+            if self.windows:
+                problem = windowed(problem, dict(self.windows))
             return problem.restricted(self.indices).cost(self.x)
 
     def __repr__(self) -> str:
@@ -84,17 +98,27 @@ class DistributedProblem(IdentificationProblem):
         self.spec = spec
         self.executor = executor
         self.key = spec.digest()
+        #: End time of each experiment's whole record: a local experiment that ends earlier is
+        #: a data window (:func:`~fmi_adjoint.identify.strategies.windowed`), sent with its tasks.
+        self.record_ends = tuple(e.t_end for e in local.experiments)
+
+    def _windows(self) -> dict[int, float]:
+        """Data windows of this problem's experiments, by index in the spec."""
+        return {i: float(e.t_end) for i, e in zip(self.indices, self.experiments)
+                if e.t_end is not None and e.t_end != self.record_ends[i]}
 
     def _parts(self, x: np.ndarray, kind: str, noise_std: Mapping[str, float] | None = None) -> list:
         noise = None if noise_std is None else tuple(sorted(noise_std.items()))
         x = np.array(x, dtype=float)
-        tasks = [PartTask(self.spec, self.key, i, x, kind, noise) for i in self.indices]
+        windows = self._windows()
+        tasks = [PartTask(self.spec, self.key, i, x, kind, noise, windows.get(i)) for i in self.indices]
         parts = self.executor.map(tasks)
         self.simulations += len(parts)
         return parts
 
     def _costs(self, points: Sequence[np.ndarray]) -> list[float]:
-        costs = self.executor.map([CostTask(self.spec, self.key, np.array(x, dtype=float), self.indices)
+        windows = tuple(sorted(self._windows().items()))
+        costs = self.executor.map([CostTask(self.spec, self.key, np.array(x, dtype=float), self.indices, windows)
                                    for x in points])
         self.simulations += len(points) * len(self.experiments)
         return costs

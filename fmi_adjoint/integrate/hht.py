@@ -41,7 +41,8 @@ from scipy.linalg.lapack import dgetrs as _getrs
 
 from ..compiled import CompiledModel
 from ..errors import ConvergenceError, ModelError
-from .initialization import initial_state
+from .dependence import describe_dependence
+from .initialization import constraint_labels, initial_state
 from .schemes import (HHT, NEWTON_ITERATION_LIMIT, NEWTON_MAX_ITERATIONS, NEWTON_REUSE_CONTRACTION, NEWTON_RTOL,
                       AbstractScheme, scheme_from_settings)
 from .trajectory import Trajectory
@@ -221,7 +222,7 @@ def _integrate(model: CompiledModel, p: np.ndarray, solver: AbstractScheme, grid
                 assert factored is not None  # refreshed above when missing
                 delta = _solve(factored[0], rhs)
                 if not np.all(np.isfinite(delta)):
-                    raise _failure(model, i, n_steps, t, h, rhs, iteration)
+                    raise _failure(model, solver, i, n_steps, t, h, rhs, iteration)
                 z += delta
                 size = float(np.abs(delta).max()) if delta.size else 0.0
                 if reuse and iteration > 1 and size > NEWTON_REUSE_CONTRACTION * delta_prev:
@@ -234,18 +235,18 @@ def _integrate(model: CompiledModel, p: np.ndarray, solver: AbstractScheme, grid
                     position_scale = max(position_scale, float(np.abs(q_new).max()))
                     break
             else:
-                raise _failure(model, i, n_steps, t, h, rhs, solver.max_iterations)
+                raise _failure(model, solver, i, n_steps, t, h, rhs, solver.max_iterations)
             q = q_pred + bh2 * z[:n]
             v = v_pred + gh * z[:n]
             abar = co.c_a * z[:n] + rest
             F_old = residual(q, v, z[:n], z[n:], t, p)[1]
         except np.linalg.LinAlgError:
-            raise _failure(model, i, n_steps, t, h, rhs, iteration, singular=True) from None
+            raise _failure(model, solver, i, n_steps, t, h, rhs, iteration, singular=True, Cq=Cq) from None
         except (ValueError, OverflowError, ZeroDivisionError):
             # Scalar model code raises these where numpy would give NaN or inf.
-            raise _failure(model, i, n_steps, t, h, np.full(1, np.nan), iteration) from None
+            raise _failure(model, solver, i, n_steps, t, h, np.full(1, np.nan), iteration) from None
         if not (np.isfinite(q).all() and np.isfinite(F_old).all()):
-            raise _failure(model, i, n_steps, t, h, F_old, iteration)
+            raise _failure(model, solver, i, n_steps, t, h, F_old, iteration)
         Q[i], V[i], Z[i] = q, v, z
         iterations[i - 1] = iteration
     return Trajectory(
@@ -281,17 +282,23 @@ def _solve(factors: tuple, rhs: np.ndarray) -> np.ndarray:
     return x
 
 
-def _failure(model, i, n_steps, t, h, residual, iterations, singular=False) -> ConvergenceError:
+def _failure(model, solver: AbstractScheme, i, n_steps, t, h, residual, iterations, singular=False,
+             Cq: np.ndarray | None = None) -> ConvergenceError:
+    """The error of a step whose Newton iteration failed, with the scheme's advice
+    (:meth:`~fmi_adjoint.integrate.schemes.AbstractScheme.divergence_advice`); a singular
+    iteration matrix whose cause is dependent constraints names them instead."""
     norm = float(np.linalg.norm(residual)) if np.all(np.isfinite(residual)) else float("nan")
+    where = (f"model '{model.model.name}': Newton did not converge at t = {t:.9g} s (step {i} of {n_steps}, "
+             f"h = {h:.3g} s)")
     if singular:
+        named = None if Cq is None or not np.all(np.isfinite(Cq)) else describe_dependence(
+            Cq, constraint_labels(model), model.coordinate_names)
+        if named:
+            return ConvergenceError(f"{where}: the iteration matrix is singular because {named}, or avoid that "
+                                    "configuration (other parameter values or initial positions).")
         what = "the iteration matrix is singular"
     elif norm != norm:
         what = f"the solution became NaN or infinite in iteration {iterations}"
     else:
         what = f"residual norm {norm:.3g} after {iterations} iterations"
-    return ConvergenceError(
-        f"model '{model.model.name}': Newton did not converge at t = {t:.9g} s (step {i} of {n_steps}, "
-        f"h = {h:.3g} s): {what}. Remedies: a different step (--step; smaller where the motion is fast), "
-        "parameter values that are physically meaningful (positive masses and stiffnesses), or more numerical "
-        "damping (alpha towards -1/3)."
-    )
+    return ConvergenceError(f"{where}: {what}. {solver.divergence_advice()}")

@@ -8,8 +8,9 @@ import numpy as np
 
 from ..compiled import CompiledModel
 from ..errors import ConvergenceError, ModelError
+from .dependence import describe_dependence
 
-__all__ = ["INIT_MAX_ITERATIONS", "INIT_TOLERANCE", "InitialState", "initial_state"]
+__all__ = ["INIT_MAX_ITERATIONS", "INIT_TOLERANCE", "InitialState", "constraint_labels", "initial_state"]
 
 #: Newton of the consistent initialization: converged when every correction is below
 #: ``INIT_TOLERANCE (1 + |z|)``; at most ``INIT_MAX_ITERATIONS`` iterations.  Both engines
@@ -90,17 +91,51 @@ def initial_state(model: CompiledModel, p: np.ndarray, t0: float = 0.0, *, tol: 
         try:
             dz = np.linalg.solve(Gz, -G)
         except np.linalg.LinAlgError:
+            named = _dependent_constraints(model, Gz)
             raise ConvergenceError(
-                f"model '{name}': the initialization system is singular. Typical causes: more coordinates "
-                "marked 'fixed' than the constraints allow, redundant constraints, or a mass matrix that is "
-                "singular on the constraint manifold (a massless coordinate without stiffness). Mark fewer "
-                "coordinates fixed or remove the redundant constraint."
+                f"model '{name}': the initialization system is singular at the initial state: {named}." if named else
+                f"model '{name}': the initialization system is singular, although the constraint Jacobian C_q has "
+                "full row rank (also on the coordinates not marked fixed): the mass matrix is singular on the "
+                "constraint manifold (a massless coordinate without stiffness). Give that coordinate a mass, a "
+                "stiffness or a constraint."
             ) from None
         z += dz
         if np.all(np.abs(dz) <= tol * (1.0 + np.abs(z))):
             return InitialState(z=z, n=n, m=m, iterations=iteration)
+    named = _dependent_constraints(model, Gz)
     raise ConvergenceError(
         f"model '{name}': the initial positions could not be made consistent with the constraints in "
-        f"{max_iterations} Newton iterations (last correction {np.max(np.abs(dz)):.3g}). Give initial "
-        "positions closer to an assembled configuration."
+        f"{max_iterations} Newton iterations (last correction {np.max(np.abs(dz)):.3g})"
+        + (f", and at the last iterate {named}." if named else
+           ". Give initial positions closer to an assembled configuration.")
     )
+
+
+def constraint_labels(model: CompiledModel) -> tuple[str, ...]:
+    """How messages name the rows of ``C``: ``constraint 'c'`` for the model's constraints,
+    ``the prescribed motion of 'x'`` for the drives (:func:`fmi_adjoint.model.assemble`)."""
+    user = len(model.model.constraints)
+    return tuple(f"constraint '{name}'" if k < user else f"the prescribed motion of '{name[len('drive_'):]}'"
+                 for k, name in enumerate(model.constraint_names))
+
+
+def _dependent_constraints(model: CompiledModel, Gz: np.ndarray) -> str | None:
+    """The dependent or over-fixed constraints at the iterate of ``Gz``, named
+    (:func:`~fmi_adjoint.integrate.dependence.describe_dependence`); None if there are none.
+
+    ``Gz``'s rows ``n..n+m`` are ``C``'s and its columns ``0..n`` the positions, so that
+    block is ``C_q`` at the iterate.  The position projection holds ``fixed_position``
+    coordinates, the velocity projection ``fixed_velocity`` ones (:mod:`fmi_adjoint.compiled`).
+    """
+    n, m = model.n, model.m
+    if m == 0 or not np.all(np.isfinite(Gz)):
+        return None
+    Cq = np.asarray(Gz)[n:n + m, :n]
+    coordinates = model.model.all_coordinates
+    labels = constraint_labels(model)
+    for flag in ("fixed_position", "fixed_velocity"):
+        named = describe_dependence(Cq, labels, model.coordinate_names,
+                                    tuple(bool(getattr(c, flag)) for c in coordinates), flag)
+        if named:
+            return named
+    return None

@@ -158,6 +158,17 @@ class AbstractScheme(abc.ABC):
         """``hht(alpha=-0.05)``-style label for messages and result files."""
         return f"{self.name}({self.parameter_name}={self.parameter!r})"
 
+    def divergence_advice(self) -> str:
+        """What to change when Newton does not converge in a step (the end of that error):
+        the step, the parameter values, and this scheme's own numerical damping
+        (:meth:`damping_advice`), never another scheme's constant."""
+        return ("Remedies: a different step (--step; smaller where the motion is fast), parameter values that are "
+                f"physically meaningful (positive masses and stiffnesses), or {self.damping_advice()}.")
+
+    @abc.abstractmethod
+    def damping_advice(self) -> str:
+        """How to give this scheme more numerical damping (its constant, its option, its value now)."""
+
     def record(self) -> dict[str, str | float]:
         """The scheme as a record (an FMU's ``export.json``): ``integrator`` and its constant;
         :func:`scheme_from_record` reads it back."""
@@ -213,6 +224,10 @@ class HHT(AbstractScheme):
     def token_fields(self) -> tuple:
         return (self.parameter,)  # the tuple of the exports made before generalized-alpha existed
 
+    def damping_advice(self) -> str:
+        return (f"more numerical damping: HHT's alpha towards -1/3 (--alpha, or alpha in [simulation]; now "
+                f"{self.alpha:g})")
+
     def coefficients(self) -> SchemeCoefficients:
         alpha = float(self.alpha)
         return SchemeCoefficients(beta=(1.0 - alpha) * (1.0 - alpha) / 4.0, gamma=(1.0 - 2.0 * alpha) / 2.0,
@@ -265,6 +280,10 @@ class GeneralizedAlpha(AbstractScheme):
 
     def token_fields(self) -> tuple:
         return (self.name, self.parameter)  # one field more than HHT's: the tokens cannot coincide
+
+    def damping_advice(self) -> str:
+        return (f"more numerical damping: a smaller rho_inf (--rho-inf, or rho_inf in [simulation]; now "
+                f"{self.rho_inf:g}; 0 damps the highest frequencies in one step)")
 
     @property
     def alpha_m(self) -> float:

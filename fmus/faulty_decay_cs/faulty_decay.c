@@ -9,6 +9,10 @@
  *   -DFA_PRINT        every fmi2DoStep prints a line to stdout and one to stderr
  *   -DFA_SLOW_US=N    every fmi2DoStep sleeps N microseconds first
  *
+ * With FAULTY_DECAY_MARKS=DIR in the environment, the first fmi2DoStep of each process
+ * creates DIR/step.PID and a hanging fmi2DoStep creates DIR/hang.PID before it hangs: the
+ * signals a test waits for (instead of guessing a time) before it interrupts a run.
+ *
  * Without switches it is a well-behaved FMU.  Only the calls a Co-Simulation importer
  * makes are implemented; every other FMI 2.0 function is exported and returns fmi2Error.
  */
@@ -20,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fmi2Functions.h"
 
@@ -43,6 +48,20 @@ static void sleep_us(long us) {
     nanosleep(&ts, NULL);
 }
 #endif
+
+/* DIR/<what>.<pid> in the folder named by FAULTY_DECAY_MARKS (if set): see the header. */
+static void mark(const char *what) {
+    const char *dir = getenv("FAULTY_DECAY_MARKS");
+    char path[4096];
+    FILE *file;
+    if (dir == NULL || snprintf(path, sizeof path, "%s/%s.%ld", dir, what, (long)getpid()) >= (int)sizeof path) {
+        return;
+    }
+    file = fopen(path, "w");
+    if (file != NULL) {
+        fclose(file);
+    }
+}
 
 static fmi2Status fail(Instance *inst, const char *message) {
     if (inst != NULL && inst->callbacks.logger != NULL) {
@@ -162,7 +181,12 @@ fmi2Status fmi2SetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nv
 fmi2Status fmi2DoStep(fmi2Component c, fmi2Real currentCommunicationPoint, fmi2Real communicationStepSize,
                       fmi2Boolean noSetFMUStatePriorToCurrentCommunicationPoint) {
     Instance *inst = (Instance *)c;
+    static int stepped = 0;
     (void)noSetFMUStatePriorToCurrentCommunicationPoint;
+    if (!stepped) {
+        stepped = 1;
+        mark("step");
+    }
 #ifdef FA_SLOW_US
     sleep_us(FA_SLOW_US);
 #endif
@@ -177,6 +201,7 @@ fmi2Status fmi2DoStep(fmi2Component c, fmi2Real currentCommunicationPoint, fmi2R
 #endif
 #ifdef FA_HANG_AT
     if (currentCommunicationPoint >= FA_HANG_AT) {
+        mark("hang");
         for (;;) {
             sleep_us(100000L); /* the hang under test */
         }

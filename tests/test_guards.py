@@ -1,0 +1,287 @@
+"""Guards against silently wrong identifications (issue 32, part 3): each through the command
+line (exit code, the message, ``success`` in RESULT.json), and the normal fits raise none.
+
+The regression tests (bench clock, run extended past the model's end time, pooled units, a
+parameter that did not move) failed on the code before the guards: exit 0, ``success: true``
+and nothing said.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fmi_adjoint import read_csv, write_csv
+from fmi_adjoint.cli.main import main
+from fmi_adjoint.errors import DataError
+from fmi_adjoint.examples import example_path
+from fmi_adjoint.identify.guards import Notice, check_data_start
+
+from tolerances import EXACT, NOISE_LEVEL_OF_500_SAMPLES, WITHIN_STD_ERRORS
+
+#: Phrases of the guards' notes and warnings: none may appear in a normal fit.
+GUARD_PHRASES = ("far from the start", "past the end time", "different units", "did not move")
+
+#: sdof (Oberpeilsteiner 2018, Sec. 3.1.1) at c = 2, d = 0.3: the "measured" system.
+SDOF_TRUTH = ("--set", "c=2", "--set", "d=0.3")
+
+
+def run(argv, capsys):
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return code, captured.out, captured.err
+
+
+def error_line(err: str) -> str:
+    """The one error line of a refusal."""
+    lines = [line for line in err.splitlines() if line.startswith("fmi-adjoint: error:")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def guard_texts(texts) -> list[str]:
+    return [text for text in texts if any(phrase in text for phrase in GUARD_PHRASES)]
+
+
+@pytest.fixture(scope="module")
+def sdof_run(tmp_path_factory):
+    """sdof simulated for 25 s at the true values, 1 mm of deterministic noise on x."""
+    work = tmp_path_factory.mktemp("guards")
+    assert main(["simulate", "sdof", *SDOF_TRUTH, "--t-end", "25", "-o", str(work / "sim.csv")]) == 0
+    sim = read_csv(work / "sim.csv")
+    x = sim.column("x") + 1e-3 * np.random.default_rng(7).standard_normal(sim.times.size)
+    return work, np.round(sim.times, 9), x
+
+
+def sdof_data(sdof_run, name: str, *, last: float, offset: float = 0.0) -> Path:
+    """Every 10th sample of the sdof run up to ``last`` s, times shifted by ``offset``."""
+    work, times, x = sdof_run
+    keep = np.flatnonzero(times <= last + 1e-9)[::10]
+    path = work / name
+    write_csv(path, times[keep] + offset, {"x": x[keep]})
+    return path
+
+
+# -- data far from t = 0 -------------------------------------------------------------------
+@pytest.mark.parametrize("command", ["identify", "gradient"])
+def test_data_on_the_bench_clock_are_refused(sdof_run, tmp_path, capsys, command):
+    data = sdof_data(sdof_run, "bench.csv", last=5.0, offset=1234.5)
+    result = tmp_path / "RESULT.json"
+    extra = ["-o", result] if command == "identify" else []
+    code, out, err = run([command, "sdof", "--data", data, "--params", "c,d", *extra], capsys)
+    assert code == 2
+    line = error_line(err)
+    assert "bench.csv" in line and "t = 1234.5 s" in line
+    assert "subtract 1234.5 s" in line and "--t-end 1239.5" in line
+    assert not result.exists() and out == ""
+
+
+def test_an_explicit_t_end_covers_an_offset(sdof_run, capsys):
+    # Data from 30 to 35 s: after the model's end time (18.85 s) and six record lengths from
+    # t = 0, refused by default; --t-end 35 states that the run covers the first 30 s.
+    data = sdof_data(sdof_run, "late.csv", last=5.0, offset=30.0)
+    code, _, err = run(["gradient", "sdof", "--data", data, "--params", "c,d"], capsys)
+    assert code == 2 and "subtract 30 s" in error_line(err)
+    code, out, err = run(["gradient", "sdof", "--data", data, "--params", "c,d", "--t-end", "35", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["cost"] > 0
+    assert guard_texts(err.splitlines()) == []
+
+
+def test_samples_before_t0_are_refused(sdof_run, capsys):
+    data = sdof_data(sdof_run, "pretrigger.csv", last=5.0, offset=-0.5)
+    code, _, err = run(["identify", "sdof", "--data", data, "--params", "c,d"], capsys)
+    assert code == 2
+    line = error_line(err)
+    assert "t = -0.5 s" in line and "add 0.5 s" in line
+
+
+@pytest.mark.parametrize(("first", "refused"), [(0.5, False), (4.9, False), (18.9, True)])
+def test_the_start_offset_limit_is_the_record_length_and_the_end_time(first, refused):
+    # A record of 5 s on a model ending at 18.85 s: an offset up to max(5, 18.85) s is a
+    # trimmed transient or a late window, beyond it a clock offset.
+    times = first + np.linspace(0.0, 5.0, 11)
+    if refused:
+        with pytest.raises(DataError, match="far from the start"):
+            check_data_start("d.csv", times, model_t_end=18.85, t_end=None)
+    else:
+        check_data_start("d.csv", times, model_t_end=18.85, t_end=None)
+    check_data_start("d.csv", times, model_t_end=18.85, t_end=float(times[-1]))  # stated: accepted
+
+
+# -- data beyond the end time ----------------------------------------------------------------
+def test_data_beyond_an_explicit_t_end_are_refused(sdof_run, capsys):
+    data = sdof_data(sdof_run, "long.csv", last=20.0)
+    code, _, err = run(["identify", "sdof", "--data", data, "--params", "c,d", "--t-end", "10"], capsys)
+    assert code == 2
+    line = error_line(err)
+    assert "--t-end 10 s ends before the last sample" in line and "give --t-end 20" in line
+
+
+def test_data_beyond_the_model_end_time_extend_the_run_with_a_note(sdof_run, tmp_path, capsys):
+    data = sdof_data(sdof_run, "long.csv", last=20.0)
+    result = tmp_path / "RESULT.json"
+    code, _, err = run(["identify", "sdof", "--data", data, "--params", "c,d", "-o", result], capsys)
+    payload = json.loads(result.read_text(encoding="utf-8"))
+    notes = [line for line in err.splitlines() if "past the end time" in line]
+    assert len(notes) == 1 and notes[0].startswith("fmi-adjoint: note: ") and "long.csv runs to 20 s" in notes[0]
+    assert "18.8496 s of sdof" in notes[0] and "drop the later samples" in notes[0]
+    assert guard_texts(payload["warnings"]) == [notes[0].removeprefix("fmi-adjoint: note: ")]
+    # A note, not a doubt about the fit: the truth is found.
+    assert code == 0 and payload["success"] is True
+    assert abs(payload["parameters"]["c"] - 2.0) <= WITHIN_STD_ERRORS * payload["std_errors"]["c"]
+    # An explicit --t-end states the end: no note.
+    code, _, err = run(["gradient", "sdof", "--data", data, "--params", "c,d", "--t-end", "20"], capsys)
+    assert code == 0 and guard_texts(err.splitlines()) == []
+
+
+# -- channels of different units -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def two_mass_data(tmp_path_factory):
+    """two_mass at c2 = 1500 N/m: x2 [m] and v1 [m/s], each with 1 % of its RMS as noise."""
+    work = tmp_path_factory.mktemp("units")
+    assert main(["simulate", "two_mass", "--set", "c2=1500", "-o", str(work / "sim.csv")]) == 0
+    sim = read_csv(work / "sim.csv")
+    rng = np.random.default_rng(3)
+    columns = {}
+    for name in ("x2", "v1"):
+        y = sim.column(name)
+        columns[name] = y + 0.01 * np.sqrt(np.mean(y**2)) * rng.standard_normal(y.size)
+    write_csv(work / "two.csv", sim.times[::4], {k: v[::4] for k, v in columns.items()})
+    return work / "two.csv"
+
+
+def test_pooled_channels_of_different_units_are_warned(two_mass_data, tmp_path, capsys):
+    result = tmp_path / "RESULT.json"
+    code, _, err = run(["identify", "two_mass", "--data", two_mass_data, "--params", "c2", "-o", result], capsys)
+    payload = json.loads(result.read_text(encoding="utf-8"))
+    warnings = [line for line in err.splitlines() if "different units" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("fmi-adjoint: warning: the channels x2 [m], v1 [m/s]")
+    assert "standard errors are wrong" in warnings[0] and "--scale x2=" in warnings[0]
+    assert guard_texts(payload["warnings"]) == [warnings[0].removeprefix("fmi-adjoint: warning: ")]
+    # A warning on the weighting, not on the fit (c2 is found: the data are consistent).
+    assert code == 0 and payload["success"] is True
+    assert abs(payload["parameters"]["c2"] - 1500.0) <= WITHIN_STD_ERRORS * payload["std_errors"]["c2"]
+    # gradient says it too.
+    code, _, err = run(["gradient", "two_mass", "--data", two_mass_data, "--params", "c2"], capsys)
+    assert code == 0 and sum("different units" in line for line in err.splitlines()) == 1
+
+
+def test_the_suggested_scales_silence_the_unit_warning(two_mass_data, capsys):
+    code, _, err = run(["gradient", "two_mass", "--data", two_mass_data, "--params", "c2"], capsys)
+    suggested = err.split("from the data: ")[1].rstrip(".\n").split()
+    assert suggested[0::2] == ["--scale", "--scale"]
+    # The suggested scale is each channel's noise level: 1 % of its RMS.
+    sim = read_csv(two_mass_data)
+    for option in suggested[1::2]:
+        name, value = option.split("=")
+        rms = float(np.sqrt(np.mean(sim.column(name) ** 2)))
+        assert float(value) == pytest.approx(0.01 * rms, rel=NOISE_LEVEL_OF_500_SAMPLES)
+    code, _, err = run(["gradient", "two_mass", "--data", two_mass_data, "--params", "c2", *suggested], capsys)
+    assert code == 0 and guard_texts(err.splitlines()) == []
+    # A scale (or weight) on one of two units leaves one unscaled unit: nothing pooled unweighted.
+    code, _, err = run(["gradient", "two_mass", "--data", two_mass_data, "--params", "c2", "--weight", "v1=2"], capsys)
+    assert code == 0 and guard_texts(err.splitlines()) == []
+
+
+# -- a fit that does not move ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sdof_unused(tmp_path_factory):
+    """sdof with a parameter k_unused that no expression uses."""
+    text = example_path("sdof").read_text(encoding="utf-8")
+    marker = "[parameters]\n"
+    text = text.replace(marker, marker + 'k_unused = { value = 3.0, unit = "N/m", bounds = [0.1, 10.0] }\n')
+    path = tmp_path_factory.mktemp("unused") / "sdof_unused.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+FOURIER = ("--cost", "fourier", "--channel", "x", "--band", "0.1:2")
+
+
+@pytest.mark.parametrize(("params", "head"), [
+    ("c,k_unused", "k_unused (zero gradient: the compared outputs do not depend on it) did not move from its start"),
+    ("k_unused", "the fit did not move from its start: k_unused (zero gradient"),
+])
+def test_a_parameter_that_did_not_move_makes_the_fit_untrusted(sdof_run, sdof_unused, tmp_path, capsys, params,
+                                                               head):
+    # The Fourier cost has no Fisher information (no statistics): before the guard this fit
+    # reported success with k_unused at its start value and nothing said.
+    data = sdof_data(sdof_run, "fourier.csv", last=5.0)
+    result = tmp_path / "RESULT.json"
+    code, _, err = run(["identify", sdof_unused, "--data", data, "--params", params, *FOURIER, "-o", result], capsys)
+    payload = json.loads(result.read_text(encoding="utf-8"))
+    warnings = [line for line in err.splitlines() if "did not move" in line]
+    assert len(warnings) == 1 and warnings[0].startswith(f"fmi-adjoint: warning: {head}")
+    assert "Drop such a parameter from --params" in warnings[0]
+    assert guard_texts(payload["warnings"]) == [warnings[0].removeprefix("fmi-adjoint: warning: ")]
+    assert code == 1 and payload["success"] is False
+    assert payload["parameters"]["k_unused"] == payload["initial"]["k_unused"] == 3.0
+    # --allow-unidentifiable accepts a parameter the outputs do not depend on (still said).
+    code, _, err = run(["identify", sdof_unused, "--data", data, "--params", params, *FOURIER, "-o", result,
+                        "--allow-unidentifiable"], capsys)
+    assert code == 0 and json.loads(result.read_text(encoding="utf-8"))["success"] is True
+    assert any("did not move" in line for line in err.splitlines())
+
+
+def test_an_untrusted_notice_is_a_warning():
+    with pytest.raises(ValueError, match="warning=True"):
+        Notice("x", untrusted=True)
+
+
+# -- normal fits raise no guard --------------------------------------------------------------
+def test_a_normal_fit_raises_no_guard(sdof_run, tmp_path, capsys):
+    data = sdof_data(sdof_run, "normal.csv", last=5.0)
+    result = tmp_path / "RESULT.json"
+    code, _, err = run(["identify", "sdof", "--data", data, "--params", "c,d", "-o", result], capsys)
+    payload = json.loads(result.read_text(encoding="utf-8"))
+    assert guard_texts(err.splitlines()) == [] and guard_texts(payload["warnings"]) == []
+    assert code == 0 and payload["success"] is True
+    for name, truth in (("c", 2.0), ("d", 0.3)):
+        assert abs(payload["parameters"][name] - truth) <= WITHIN_STD_ERRORS * payload["std_errors"][name]
+
+
+@pytest.mark.slow
+def test_the_bundled_engine_mount_fit_raises_no_guard(tmp_path, capsys):
+    result = tmp_path / "RESULT.json"
+    data = example_path("engine_mount").with_name("engine_mount_measured.csv")
+    code, _, err = run(["identify", "engine_mount", "--data", data, "--params", "c_E1,c_E2,d_E,d_H2", "-o", result],
+                       capsys)
+    payload = json.loads(result.read_text(encoding="utf-8"))
+    assert guard_texts(err.splitlines()) == [] and guard_texts(payload["warnings"]) == []
+    assert all(abs(payload["parameters"][n] - payload["initial"][n]) > EXACT * abs(payload["initial"][n])
+               for n in payload["parameters"])
+
+
+@pytest.mark.parametrize("name", ["beam_pod", "triple_pendulum"])
+def test_the_other_bundled_measurements_raise_no_guard(name, capsys):
+    # beam_pod: 11 channels of one unit; triple_pendulum: 20 s of data on a 20 s model.
+    data = example_path(name).with_name(f"{name}_measured.csv")
+    first = {"beam_pod": "EI", "triple_pendulum": "m_c"}[name]
+    code, _, err = run(["gradient", name, "--data", data, "--params", first], capsys)
+    assert code == 0 and guard_texts(err.splitlines()) == []
+
+
+# -- the same guards on an FMU ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sdof_fmu(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fmu") / "sdof.fmu"
+    assert main(["export", "sdof", "--fmi", "2", "-o", str(path)]) == 0
+    return path
+
+
+def test_fmu_data_guards(sdof_fmu, sdof_run, capsys):
+    bench = sdof_data(sdof_run, "bench.csv", last=5.0, offset=1234.5)
+    code, _, err = run(["gradient", "--fmu", sdof_fmu, "--data", bench, "--params", "c,d"], capsys)
+    assert code == 2 and "subtract 1234.5 s" in error_line(err)
+    # Past the FMU's DefaultExperiment stopTime (the model's 6 pi s): extended, with a note.
+    long = sdof_data(sdof_run, "long.csv", last=20.0)
+    code, _, err = run(["gradient", "--fmu", sdof_fmu, "--data", long, "--params", "c,d"], capsys)
+    notes = [line for line in err.splitlines() if "past the end time" in line]
+    assert code == 0 and len(notes) == 1 and notes[0].startswith("fmi-adjoint: note: ")
+    assert "long.csv runs to 20 s" in notes[0]
+    assert "sdof.fmu" in notes[0]
