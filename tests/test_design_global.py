@@ -104,7 +104,7 @@ def test_one_start_still_ends_at_the_vertex(capsys, tmp_path):
 #: A quarter car whose suspension has bump stops (hinge forces ``k_b max(|xs - xu| - gap, 0)``),
 #: driven by an actuator force between body and wheel: the E-optimal design of c_s and d_s from
 #: the body's acceleration stops with scipy's "ABNORMAL: " after 4 iterations (measured), the
-#: stop the issue met on a quarter car; the D-criterion converges.
+#: stop the issue met on a quarter car; with the stops out of reach (gap = 1 m) it converges.
 QUARTER_CAR = """\
 [model]
 name = "quarter_car"
@@ -172,7 +172,7 @@ QUARTER_CAR_DESIGN = ["--input", "F", "--params", "c_s,d_s", "--knots", "20", "-
 
 def test_a_line_search_stop_at_a_kink_is_named_with_fixes_that_work(capsys, tmp_path):
     """The quarter car's E-optimal design: the note names the kink and the fixes, not "raise
-    --max-iterations"; the first fix it names (a smooth criterion) converges."""
+    --max-iterations"; with the bump stops out of reach the same design converges."""
     model = tmp_path / "quarter_car.toml"
     model.write_text(QUARTER_CAR, encoding="utf-8")
     code, record, err, out = run(["design", model, *QUARTER_CAR_DESIGN, "--criterion", "E"], capsys, tmp_path)
@@ -189,7 +189,14 @@ def test_a_line_search_stop_at_a_kink_is_named_with_fixes_that_work(capsys, tmp_
     assert record["stop"]["cause"] == "non-smooth" and record["stop"]["trusted"] is False
     assert record["stop"]["taylor_order"] < KINK_ORDER
 
-    code, record, err, _ = run(["design", model, *QUARTER_CAR_DESIGN, "--criterion", "D"], capsys, tmp_path)
+    assert "output --limit" in note[0]
+
+    # The diagnosis is right: with the stops out of reach the model is smooth, and the same
+    # E-design converges (measured: 21 iterations).  (The smooth criterion alone is no cure here:
+    # --criterion D converged on one machine and stopped at a stop's kink with numpy 2.3, scipy
+    # 1.16 and OpenBLAS's Prescott kernel; the stops' kinks belong to the model.)
+    code, record, err, _ = run(["design", model, *QUARTER_CAR_DESIGN, "--criterion", "E", "--set", "gap=1.0"],
+                               capsys, tmp_path)
     assert code == 0, err
     assert record["stop"]["cause"] == "converged" and record["success"] is True
 

@@ -250,7 +250,11 @@ def test_eight_starts_with_default_options_reach_the_engine_mount_joint_minimum(
     result = json.loads(out)
     summary = result["multistart"]
     assert [r["strategy"] for r in summary["results"]] == ["windows", "experiments", "experiments", "single"] * 2
-    assert summary["best_start"] == 0 and summary["best_strategy"] == "windows"
+    # Starts 0 and 4 (both windows) reach the joint minimum; which of the two is lowest is
+    # round-off (start 4 with numpy 2.3, scipy 1.16 and OpenBLAS's Prescott kernel): both count.
+    best = summary["clusters"][0]
+    assert {0, 4} <= set(best["starts"]) and summary["best_start"] in best["starts"]
+    assert summary["best_strategy"] == "windows"
     assert summary["reached_best_cluster"] >= 2  # reported, and more than the one start
     for name, z in _z(result, TRUE_VALUES).items():
         assert abs(z) <= WITHIN_STD_ERRORS, (name, z)

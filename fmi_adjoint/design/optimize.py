@@ -278,7 +278,8 @@ def diagnose_stop(problem: DesignProblem, z: np.ndarray, value: DesignValue, mes
             f"the line search failed at a kink: along the search direction the objective is not smooth (Taylor "
             f"remainder of order {order:.2f}, 2 for a smooth function) at {_kink_sources(problem)}. The result is "
             "not a verified minimum, and raising --max-iterations does not help. Use a smooth criterion (--criterion "
-            "A or D), more --knots, or other starts (--starts N --seed S)."), order, probes)
+            "A or D), more --knots, or other starts (--starts N --seed S); where a force of the model is not "
+            "smooth, keep the design away from it with an output --limit (or smooth the force)."), order, probes)
     if failed_trials:
         return StopDiagnosis("failed runs", False, (
             f"the line search failed: {failed_trials} trial input(s) could not be simulated (Newton did not converge "
