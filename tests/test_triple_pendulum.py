@@ -121,7 +121,7 @@ def _converged(result) -> bool:
     """L-BFGS-B converged: by its own tolerances or to round-off (see ``STATIONARY``)."""
     if result.success:
         return True
-    return result.message.startswith("ABNORMAL") and (
+    return result.optimizer_message.startswith("ABNORMAL") and (
         result.gradient_norm_history[-1] <= STATIONARY * result.gradient_norm_history[0]
     )
 

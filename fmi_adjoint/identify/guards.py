@@ -44,8 +44,12 @@ from typing import Protocol
 import numpy as np
 
 from ..errors import DataError
+from ..text import excerpt
 from .optimize import IdentificationResult
 from .problem import AbstractProblem
+
+#: Longest name or unit shown as it is in a warning.
+_SHOWN = 40
 
 __all__ = ["GuardedOptions", "GuardedTarget", "MOVEMENT_TOLERANCE", "Notice", "check_data_start", "data_notices",
            "movement_notices"]
@@ -181,12 +185,18 @@ def _pooled_units(target: GuardedTarget, costs: Sequence[tuple[str, object]], op
                 channels.setdefault(name, []).append(levels[k])
     if len({units[name] for name in channels}) < 2:
         return None
-    listed = ", ".join(f"{name} [{units[name]}]" for name in channels)
+    listed = ", ".join(f"{_plain(name)} [{_plain(units[name])}]" for name in channels)
     scales = " ".join(f"--scale {name}={_level(values):.3g}" for name, values in channels.items())
     return Notice(f"the channels {listed} have different units and are pooled into one residual variance "
                   "without weights: the fit weighs them by their numbers and the standard errors are wrong. Give "
                   f"each a scale in its unit, e.g. its noise level estimated from the data: {scales}.",
                   warning=True)
+
+
+def _plain(text: str) -> str:
+    """A name or unit read from a model file or an FMU as shown in a warning: as it is when short
+    and printable, else quoted and cut (an FMU's unit is not checked on reading)."""
+    return text if len(text) <= _SHOWN and text.isprintable() else excerpt(text, _SHOWN)
 
 
 def _noise_levels(cost) -> list[float]:
