@@ -24,8 +24,10 @@ from fmi_adjoint.errors import CheckpointError
 from fmi_adjoint.identify import checkpoint
 from fmi_adjoint.identify.checkpoint import MAGIC, MAGIC_V1, CheckpointKey, CheckpointLog
 
+# L-BFGS-B: its evaluation records carry a cost and a gradient (J, g), the fields forged below;
+# the default (Gauss-Newton for this least-squares cost) records residuals and their Jacobian.
 RUN = ["--params", "c,d", "--step", "1e-2", "--starts", "3", "--bounds", "c=0.5:3", "--bounds", "d=0.1:2",
-       "--max-iter", "6", "--workers", "1"]
+       "--max-iter", "6", "--workers", "1", "--method", "lbfgsb"]
 
 
 # -- writing checkpoints independently of the module (following its docstring) -------------
@@ -102,6 +104,8 @@ def numbers(result: dict) -> dict:
 def first(records, kind):
     """The first record of ``kind`` that did not fail; of evaluations, the first with a cost and
     gradient (the default strategy's windowed starts begin with a residuals-only evaluation)."""
+    if kind == "residuals":  # an evaluation of residuals (the windows' first, residuals only)
+        return next(i for i, r in enumerate(records) if r[0] == "evaluation" and "r" in r[2])
     return next(i for i, r in enumerate(records) if r[0] == kind and not r[1].get("failed")
                 and (kind != "evaluation" or "J" in r[2]))
 
@@ -183,6 +187,8 @@ FIELD_CASES = {
     "start index of a 4th start": ("start", lambda m, a: m.update(start=3), "start index"),
     "simulations 1e18": ("start", lambda m, a: m.update(simulations=1e18), "'simulations'"),
     "simulations 10**18": ("evaluation", lambda m, a: m.update(simulations=10**18), "'simulations'"),
+    "NaN residual": ("residuals", lambda m, a: a.update(r=np.full_like(a["r"], np.nan)), "NaN or infinite"),
+    "residuals of the wrong shape": ("residuals", lambda m, a: a.update(r=np.ones((2, 2))), "'r'"),
     "gradient of the wrong shape": ("evaluation", lambda m, a: a.update(g=np.ones((2, 2))), "'g'"),
     "missing x": ("evaluation", lambda m, a: a.pop("x"), "the arrays"),
     "missing J": ("evaluation", lambda m, a: a.pop("J"), "the arrays"),

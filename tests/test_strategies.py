@@ -281,11 +281,11 @@ def test_default_options_find_the_triple_pendulum_from_its_start_values():
 def test_default_options_find_the_strut_from_table_1(tmp_path):
     """The strut's noise-free data with 1 % noise (seeded); y0 fixed at its true value (only
     L + y0 is identifiable, see strut.toml), the other twelve from Table 1's start values, with
-    the default strategy and Gauss-Newton (--method least_squares): 2.43 standard errors with
-    OpenBLAS's Haswell and Prescott kernels alike.  The default optimizer, L-BFGS-B, is not
-    robust on these twelve parameters: its windows end at their 200-iteration limit, and the
-    result depends on round-off (2.43 standard errors here, 4.0 and exit 1 with the Haswell
-    kernel); issue 32 stays open for that."""
+    the default options: growing windows and Gauss-Newton (``--method auto``, least squares for
+    a time-domain cost): 2.43 standard errors with OpenBLAS's Haswell and Prescott kernels alike.
+    L-BFGS-B, the default before issue 32 was finished, is not robust on these twelve
+    parameters: its windows end at their 200-iteration limit and the result depends on
+    round-off (2.43 standard errors with one kernel, 4.0 and exit 1 with Haswell)."""
     from fmi_adjoint.examples.strut_data import NAMES, OUTPUT, TRUE_VALUES as TRUE, clean_measurement
 
     t, y = clean_measurement()
@@ -294,12 +294,25 @@ def test_default_options_find_the_strut_from_table_1(tmp_path):
     data.write_text(f"time,{OUTPUT}\n" + "".join(f"{float(a)!r},{float(b)!r}\n" for a, b in zip(t, y)))
     names = [n for n in NAMES if n != "y0"]
     code, out, err = cli(["identify", "strut", "--data", data, "--params", ",".join(names),
-                          "--set", f"y0={TRUE['y0']!r}", "--method", "least_squares", "--json"])
+                          "--set", f"y0={TRUE['y0']!r}", "--json"])
     assert code == 0, err
     result = json.loads(out)
     assert result["strategy"]["used"] == "windows"
+    assert result["method"] == "least_squares"  # --method auto on a time-domain cost
     for name, z in _z(result, TRUE).items():
         assert abs(z) <= WITHIN_STD_ERRORS, (name, z)
+
+
+@pytest.mark.parametrize("sum_of_squares, expected", [(True, "least_squares"), (False, "lbfgsb")])
+def test_the_default_optimizer_is_gauss_newton_where_there_are_residuals(sum_of_squares, expected):
+    """``--method auto``: Gauss-Newton for least-squares costs, L-BFGS-B for the others (which
+    have no residuals)."""
+    from fmi_adjoint.identify.optimize import default_optimizer
+
+    class Problem:
+        has_residuals = sum_of_squares
+
+    assert default_optimizer(Problem()) == expected
 
 
 # -- stages that cannot be simulated -----------------------------------------------------------

@@ -177,7 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common_model_options(ident, fmu=True)
     _data_options(ident)
     ident.add_argument("--bounds", action="append", metavar="P=LO:HI", help="bounds (default: the model's)")
-    ident.add_argument("--method", choices=OPTIMIZERS, default="lbfgsb")
+    ident.add_argument("--method", choices=("auto", *OPTIMIZERS), default="auto",
+                       help="'auto' (default): Gauss-Newton (least_squares) for --cost time, L-BFGS-B with the "
+                       "adjoint gradient (lbfgsb) for the spectral, order and POD costs")
     _engine_option(ident)
     ident.add_argument("--scaling", choices=("auto", "bounds", "log", "none"), default="auto")
     ident.add_argument("--max-iter", type=int, default=200)
@@ -560,6 +562,7 @@ def cmd_identify(args) -> int:
         run_starts,
         sobol_starts,
     )
+    from ..identify.optimize import default_optimizer
     from ..identify.strategies import stage_notices, strategy_named
 
     if args.max_iter < 1:
@@ -579,10 +582,11 @@ def cmd_identify(args) -> int:
     log = None
     try:
         problem, options = setup.problem, setup.options
-        if args.method == "least_squares" and args.cost != "time":
+        if args.method == "least_squares" and not problem.has_residuals:
             raise ModelError(
                 f"--method least_squares needs residuals, which --cost {args.cost} does not have; use --method lbfgsb."
             )
+        method = default_optimizer(problem) if args.method == "auto" else args.method
         if args.continuation and args.strategy not in ("auto", "experiments"):
             raise ModelError(f"--continuation is --strategy experiments; remove it or --strategy {args.strategy}.")
         strategy_name = "experiments" if args.continuation else args.strategy
@@ -603,7 +607,7 @@ def cmd_identify(args) -> int:
                                        resume=bool(args.resume), note=_note)
             replay = replay or own
         try:
-            outcome = run_starts(problem, starts, args.method, scaling=args.scaling, max_iterations=args.max_iter,
+            outcome = run_starts(problem, starts, method, scaling=args.scaling, max_iterations=args.max_iter,
                                  seed=args.seed, progress=sys.stderr, checkpoint=log, replay=replay,
                                  reevaluate=bool(args.resume_reevaluate))
         except KeyboardInterrupt:
@@ -642,7 +646,7 @@ def cmd_identify(args) -> int:
         if setup.choice is not None:
             payload["gradient_method"] = _gradient_path(setup)
         else:
-            payload["gradient_method"] = "adjoint" if args.method == "lbfgsb" else "forward sensitivities"
+            payload["gradient_method"] = "adjoint" if method == "lbfgsb" else "forward sensitivities"
         payload.update({k: v for k, v in problem.solver_info().items() if k != "engine"})
         if setup.choice is not None and setup.choice.interface is not None:
             payload["interface"] = setup.choice.interface

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
@@ -38,6 +39,9 @@ class AbstractCost(abc.ABC):
 
     sample_times: np.ndarray
     channels: tuple[str, ...]
+    #: True where :meth:`residuals` answers (a sum of squares): Gauss-Newton is then the
+    #: default optimizer (:func:`~fmi_adjoint.identify.optimize.default_optimizer`).
+    sum_of_squares: ClassVar[bool] = False
 
     @abc.abstractmethod
     def evaluate(self, Y: np.ndarray, p: np.ndarray) -> CostValue:

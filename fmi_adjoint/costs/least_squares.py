@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
@@ -59,6 +60,8 @@ class LeastSquaresCost(AbstractCost):
         Per-channel weights and scales (a scale makes channels of different units
         comparable: the residual is divided by it).
     """
+
+    sum_of_squares: ClassVar[bool] = True
 
     sample_times: np.ndarray
     data: np.ndarray

@@ -298,6 +298,11 @@ class FmuProblem:
         return self.evaluate(x, "fd").gradient
 
     # -- least squares and statistics ----------------------------------------------------------
+    @property
+    def has_residuals(self) -> bool:
+        """Whether every experiment's cost is a least-squares cost (:meth:`residuals` answers)."""
+        return all(e.cost.sum_of_squares for e in self.experiments)
+
     def residuals(self, x: np.ndarray, jacobian: bool = True):
         """Stacked least-squares residuals and their Jacobian (from the problem's gradient path)."""
         x = np.asarray(x, dtype=float)

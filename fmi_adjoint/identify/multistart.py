@@ -391,6 +391,10 @@ class _Recorded:
                     simulations=self.problem.simulations - before)
         return ev
 
+    @property
+    def has_residuals(self) -> bool:
+        return self.problem.has_residuals
+
     def residuals(self, x: np.ndarray, jacobian: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
         kind = f"residuals:{bool(jacobian)}"
         record = self._recorded(kind, x)

@@ -103,6 +103,11 @@ class AbstractProblem(Protocol):
         """Cost and gradient at ``x`` (physical values)."""
         ...
 
+    @property
+    def has_residuals(self) -> bool:
+        """Whether every cost is a least-squares cost, so :meth:`residuals` answers."""
+        ...
+
     def residuals(self, x: np.ndarray, jacobian: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
         """Least-squares residuals and their Jacobian at ``x``."""
         ...
@@ -403,6 +408,11 @@ class IdentificationProblem:
                 total += w * value
             gradient[k] = total / divisor
         return gradient
+
+    @property
+    def has_residuals(self) -> bool:
+        """Whether every experiment's cost is a least-squares cost (:meth:`residuals` answers)."""
+        return all(e.cost.sum_of_squares for e in self.experiments)
 
     def residuals(self, x: np.ndarray, jacobian: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
         """Stacked least-squares residuals and, optionally, their Jacobian ``dr/dx``.
