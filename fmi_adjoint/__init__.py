@@ -144,6 +144,10 @@ sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str):
+    if name == "mbs":  # multibody components: a namespace of their own (fmi_adjoint.mbs.Revolute, ...)
+        import importlib
+
+        return importlib.import_module(".mbs", __name__)
     module = _LOCATIONS.get(name)
     if module is None:
         raise AttributeError(f"module 'fmi_adjoint' has no attribute {name!r}")

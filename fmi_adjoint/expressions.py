@@ -21,7 +21,7 @@ import sympy as sp
 from .errors import ExpressionError
 from .text import excerpt
 
-__all__ = ["FUNCTIONS", "CONSTANTS", "parse_expression"]
+__all__ = ["FUNCTIONS", "CONSTANTS", "parse_expression", "special"]
 
 #: Functions an expression may call, by the name used in model files.
 FUNCTIONS: dict[str, Callable[..., sp.Expr]] = {
@@ -96,7 +96,7 @@ def _finite_number(value: int | float, where: str) -> sp.Expr:
 
 
 def parse_expression(
-    text: str | float | int,
+    text: str | float | int | sp.Expr,
     names: Mapping[str, sp.Expr],
     *,
     where: str = "expression",
@@ -130,6 +130,8 @@ def parse_expression(
         raise ExpressionError(f"{where}: expected a number or an expression string, got the boolean {text!r}.")
     if isinstance(text, (int, float)):
         return _finite_number(text, where)
+    if isinstance(text, sp.Expr):
+        return _from_sympy(text, names, where, specials or {})
     if not isinstance(text, str):
         raise ExpressionError(
             f"{where}: expected a number or an expression string, got {type(text).__name__} {text!r}."
@@ -159,6 +161,49 @@ def parse_expression(
             f"{where}: {excerpt(text)} has a complex or infinite constant (e.g. sqrt(-1), log(0)); "
             "expressions must be real and finite."
         )
+    return result
+
+
+#: The special functions of a built expression (``der(x)``, ``der2(x)``, ``lam(c)``, ...) are
+#: sympy functions of these names applied to a symbol that carries the name.
+def special(name: str, argument: str) -> sp.Expr:
+    """``name(argument)`` in a built expression, e.g. ``special("der", "x")`` for ``der(x)``."""
+    return sp.Function(name, real=True)(sp.Symbol(argument, real=True))
+
+
+def _from_sympy(expr: sp.Expr, names: Mapping[str, sp.Expr], where: str,
+                specials: Mapping[str, SpecialHandler]) -> sp.Expr:
+    """A sympy expression built by fmi-adjoint's own code (the multibody components,
+    :mod:`fmi_adjoint.mbs`), not parsed from text: its symbols carry model names, and
+    ``der(x)``-like specials are sympy functions of those names (:func:`special`).  A model
+    file can never produce one (TOML values are strings and numbers), so nothing from a
+    file bypasses the grammar; the names are still checked against the model's.
+    """
+    replace: dict[sp.Basic, sp.Expr] = {}
+    for applied in expr.atoms(sp.core.function.AppliedUndef):
+        handler = specials.get(type(applied).__name__)
+        args = applied.args
+        if handler is None or len(args) != 1 or not isinstance(args[0], sp.Symbol):
+            raise ExpressionError(f"{where}: {excerpt(str(applied))} is not one of "
+                                  f"{', '.join(sorted(specials)) or '(no special functions here)'} of a name.")
+        try:
+            replace[applied] = handler(args[0].name)
+        except ExpressionError as exc:
+            raise ExpressionError(f"{where}: {exc}") from None
+    # Specials become placeholders first (their arguments are names of another kind), then
+    # the plain names are replaced, then the placeholders: no result is read as a name.
+    holders = {applied: sp.Dummy(real=True) for applied in replace}
+    expr = expr.xreplace(holders)
+    names_of: dict[sp.Basic, sp.Expr] = {}
+    for sym in expr.free_symbols - set(holders.values()):
+        if not isinstance(sym, sp.Symbol) or sym.name not in names:
+            known = ", ".join(sorted(names))
+            raise ExpressionError(f"{where}: unknown name '{sym}'. Known names: {excerpt(known, 200)}.")
+        names_of[sym] = names[sym.name]
+    result = expr.xreplace(names_of).xreplace({holders[a]: value for a, value in replace.items()})
+    if result.has(sp.I, sp.zoo, sp.oo, sp.nan, -sp.oo):
+        raise ExpressionError(f"{where}: {excerpt(str(expr))} has a complex or infinite constant; "
+                              "expressions must be real and finite.")
     return result
 
 

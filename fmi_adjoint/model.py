@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Literal
+from typing import Literal, TypeAlias
 
 import sympy as sp
 
@@ -41,7 +41,7 @@ __all__ = [
     "assemble",
 ]
 
-Number = str | float | int
+Number: TypeAlias = "str | float | int | sp.Expr"
 _RESERVED = {"t", "der", "der2", "lam", "reaction"} | set(FUNCTIONS) | set(CONSTANTS)
 
 
@@ -477,6 +477,54 @@ class _Context:
         return func(self.t)
 
 
+class _Lazy(Mapping):
+    """A mapping whose values are computed when asked for (``reaction(x)`` of outputs)."""
+
+    def __init__(self, keys, compute):
+        self._keys, self._compute = keys, compute
+
+    def __getitem__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        return self._compute(key)
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self):
+        return len(self._keys)
+
+
+def _quadratic_velocity_terms(M: sp.Matrix, q: tuple[sp.Symbol, ...], v: tuple[sp.Symbol, ...]) -> sp.Matrix:
+    """The quadratic velocity terms of Lagrange's equations for ``T = v^T M(q) v / 2``:
+
+    .. math::  Q_v = \\partial T/\\partial q - \\dot M v, \\qquad
+               Q_{v,k} = \\tfrac12 \\sum_{ij} M_{ij,k} v_i v_j - \\sum_{ij} M_{kj,i} v_j v_i
+
+    (dissertation Sec. 2.3.4).  Formed entry by entry, differentiating each entry of ``M`` only
+    by the coordinates it contains: a multibody model's ``M`` is block diagonal (one block per
+    body, ``4 G^T J G`` of the Euler parameters, eq. (2.36)), so this costs a few derivatives per
+    body instead of the ``n^2`` of ``(M v)_q`` and ``n`` derivatives of the whole kinetic energy.
+    """
+    n = len(q)
+    index = {s: k for k, s in enumerate(q)}
+    terms: list[list[sp.Expr]] = [[] for _ in range(n)]
+    for i in range(n):
+        for j in range(n):
+            entry = M[i, j]
+            if entry == 0:
+                continue
+            for symbol in sorted(entry.free_symbols & index.keys(), key=index.__getitem__):
+                k = index[symbol]
+                derivative = entry.diff(symbol)
+                terms[k].append(derivative * v[i] * v[j] / 2)  # dT/dq_k
+                terms[i].append(-derivative * v[j] * v[k])     # -(M_ij)' v_j
+    return sp.Matrix([sp.Add(*row) for row in terms])
+
+
 def assemble(model: Model) -> SymbolicModel:
     """Build the symbolic equations of motion, constraints and outputs of ``model``.
 
@@ -533,11 +581,7 @@ def assemble(model: Model) -> SymbolicModel:
             if target not in index:
                 raise ModelError(f"{element.where()}: unknown coordinate '{target}'.")
             Q[index[target]] += force
-    qvec, vvec = sp.Matrix(q), sp.Matrix(v)
-    if any(M[i, j].has(*q) for i in range(n) for j in range(n)):
-        Mv = M * vvec
-        kinetic = (vvec.T * Mv)[0, 0] / 2
-        Q += kinetic.diff(qvec) - Mv.jacobian(qvec) * vvec
+    Q += _quadratic_velocity_terms(M, q, v)
 
     # Constraints: user constraints first, then drives of prescribed coordinates.
     rows: list[sp.Expr] = []
@@ -559,9 +603,12 @@ def assemble(model: Model) -> SymbolicModel:
     C = sp.Matrix(rows) if rows else sp.zeros(0, 1)
 
     # Outputs.
-    Cq = C.jacobian(qvec) if rows else sp.zeros(0, n)
-    reaction = -(Cq.T * sp.Matrix(lam)) if rows else sp.zeros(n, 1)
     lam_by_name = dict(zip(names, lam))
+
+    def reaction(name: str) -> sp.Expr:
+        # -(C_q^T lambda)_x, formed only for the coordinates an output asks about.
+        symbol = q[index[name]]
+        return -sp.Add(*(row.diff(symbol) * mu for row, mu in zip(rows, lam) if row.has(symbol)))
 
     def special(table: Mapping[str, sp.Expr], what: str):
         def handler(arg: str) -> sp.Expr:
@@ -575,7 +622,7 @@ def assemble(model: Model) -> SymbolicModel:
         "der": special(dict(zip(index, v)), "der"),
         "der2": special(dict(zip(index, a)), "der2"),
         "lam": special(lam_by_name, "lam"),
-        "reaction": special({c: reaction[i] for c, i in index.items()}, "reaction"),
+        "reaction": special(_Lazy(index, reaction), "reaction"),
     }
     Y = sp.Matrix(
         [

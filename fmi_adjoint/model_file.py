@@ -63,6 +63,90 @@ The format (all sections but ``model``, ``coordinates`` and ``outputs`` optional
     name = "a1"
     expression = "der2(x1)"          # der(x): velocity, der2(x): acceleration,
     unit = "m/s^2"                   # lam(c): multiplier, reaction(x): constraint force
+
+Multibody models (issue 23, :mod:`fmi_adjoint.mbs`): a file with ``[model] gravity``, any of
+the sections below or a multibody force type is read into a
+:class:`~fmi_adjoint.mbs.MultibodySystem` and lowered with ``to_model()``; the sections above
+may be mixed in (a body's coordinates are ``<body>_x``, ``_y``, ``_z``, ``_phi``, ``_e0`` ..
+``_e3``).  Values are numbers or expressions of parameters unless said otherwise; rotations and
+axes are numbers (or expressions of numbers such as ``"pi/2"``), in radians::
+
+    [model]
+    name = "heavy_top"
+    gravity = [0, 0, "-g"]           # global axes
+
+    [[bodies]]
+    name = "top"
+    type = "spatial"                 # "point_mass" | "planar" | "spatial"
+    mass = "m"
+    inertia = ["I1", "I1", "I3"]     # spatial: [Ixx, Iyy, Izz] or [Ixx, Iyy, Izz, Ixy, Ixz, Iyz] about
+                                     # the centre of mass in body axes; planar: one value (Izz)
+    position = [0, 0, "h"]           # initial centre of mass (planar: 2 values)
+    rotation = { axis = [1, 0, 0], angle = 0.3 }   # or { cardan = [a, b, c] } (A = Rx(a) Ry(b) Rz(c))
+                                     # or { matrix = [[..], [..], [..]] } (orthonormal, det +1)
+    angle = 0.0                      # planar bodies instead of rotation
+    velocity = [0, 0, 0]             # initial, global
+    angular_velocity = [0, 0, "spin"]    # planar: one value
+    angular_velocity_frame = "body"      # or "global" (default)
+    fixed_position = true            # or some of the coordinate suffixes, e.g. ["x", "phi"]
+    fixed_velocity = false
+    planar = true                    # point_mass only: x, y only
+
+    [[markers]]                      # body-fixed frames; "ground" is the ground
+    name = "tip"
+    body = "top"
+    position = [0, 0, "-h"]          # body axes
+    orientation = { axis = [0, 1, 0], angle = 1.5707963267948966 }   # or a planar angle: 0.2
+
+    [[joints]]
+    name = "pivot"
+    type = "spherical"   # revolute | prismatic | cylindrical | spherical | universal | planar | fixed
+    markers = ["ground_point", "tip"]    # marker i, marker j (on two different bodies)
+    axis = [0, 0, 1]                 # optional, marker i's axes
+    axis_j = [1, 0, 0]               # universal only, marker j's axes
+    drive = "omega*t"                # revolute, prismatic, cylindrical: prescribes the joint coordinate
+
+    [[forces]]
+    type = "spring_damper"           # along the line between two markers
+    name = "strut"
+    markers = ["top_mount", "knuckle_mount"]
+    law = { type = "linear_spring_damper", stiffness = "c", damping = "d" }   # any registered
+                                     # two-end element; unbound properties become <force>_<property>
+
+    [[forces]]
+    type = "bushing"                 # laws on the displacement of marker j in marker i's axes
+    name = "mount"
+    markers = ["frame_fl", "engine_fl"]
+    laws.z = { type = "linear_spring_damper", stiffness = "c_z", damping = "d_z" }
+                                     # any of x, y, z, rx, ry, rz; parameters <force>_<dir>_<property>
+    [[forces]]
+    type = "joint_force"             # a law on a joint coordinate (angle or displacement)
+    name = "torsion"
+    joint = "hinge"
+    law = { type = "linear_spring_damper", stiffness = "c_t" }
+
+    [[forces]]
+    type = "force"                   # at a marker; "torque": body = "..." instead of marker
+    name = "excitation"
+    marker = "cart_centre"
+    vector = ["F1*sin(2*pi*f1*t)", 0, 0]     # t, parameters, inputs, coordinates, der(x)
+    frame = "global"                 # or "body" (force: also "marker")
+
+    [[sensors]]                      # outputs <name>_x, _y, _z (joint_reaction: _fx .. _tz)
+    type = "marker_acceleration"     # marker_position | marker_velocity | marker_acceleration |
+                                     # angular_velocity | angular_acceleration | orientation |
+                                     # relative_displacement | distance | joint_coordinate | joint_reaction
+    name = "acc"
+    marker = "sensor_point"          # relative_displacement, distance: markers = ["a", "b"];
+                                     # joint_coordinate (derivative = 0, 1, 2), joint_reaction: joint = "..."
+    frame = "body"                   # "global" | "body" | "marker"
+    gravity = true                   # marker_acceleration: the specific force A^T (a - g)
+    components = ["x", "z"]          # optional subset
+
+The multibody force types are reserved in the element registry.  Beyond the checks of the
+components (:mod:`fmi_adjoint.mbs`: among them inertia tensors that violate the triangle
+inequality, and joints between the same two bodies whose constraints are dependent at the
+initial positions, two hinges in one joint), the reader names the entries and their lines.
 """
 
 from __future__ import annotations
@@ -76,13 +160,18 @@ import hashlib
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+
+from . import mbs
 from .data import parse_csv, read_csv_bytes
 from .errors import DataError, ExpressionError, ModelError
 from .expressions import parse_expression
 from .files import decode_text, read_regular
 from .forces import Registry, TableLoad, element_type
+from .forces.base import AbstractLocalElement
+from .forces.registry import RESERVED_NAMES
+from .mbs.forces import BUSHING_DIRECTIONS
 from .model import (
     assemble,
     Constraint,
@@ -105,7 +194,13 @@ _MAX_LIST = 64
 #: Most entries per section: each coordinate, element, constraint and mass entry adds
 #: equations that are differentiated and compiled (a chain of 300 coordinates takes minutes).
 _MAX_ENTRIES = {"coordinates": 500, "forces": 2000, "constraints": 500, "prescribed": 500, "mass_matrix": 5000,
-                "outputs": 1000, "parameters": 5000, "inputs": 1000}
+                "outputs": 1000, "parameters": 5000, "inputs": 1000, "bodies": 500, "markers": 2000, "joints": 1000,
+                "sensors": 1000}
+#: The sections of a multibody model (issue 23); a file with any of them, ``[model] gravity``
+#: or a multibody force type becomes an :class:`~fmi_adjoint.mbs.MultibodySystem`.
+_MBS_SECTIONS = ("bodies", "markers", "joints", "sensors")
+#: The multibody force types of ``[[forces]]`` (reserved in the element registry).
+_MBS_FORCES = ("spring_damper", "bushing", "joint_force", "force", "torque")
 _SECTIONS = {
     "model",
     "simulation",
@@ -117,6 +212,7 @@ _SECTIONS = {
     "constraints",
     "prescribed",
     "outputs",
+    *_MBS_SECTIONS,
 }
 
 
@@ -328,6 +424,11 @@ class _Reader:
             for number, line in enumerate(self.lines, start=1):
                 if pattern.match(line):
                     return f"line {number}"
+        # Multibody components name what they generate after themselves (the constraint
+        # 'hinge_x' of joint 'hinge', the coordinate 'rod_phi' of body 'rod').
+        for name in re.findall(r"'([A-Za-z_][A-Za-z0-9_]*)'", body):
+            if name != model_name and (entry := self.mbs_entry(name, prefix=True)) is not None:
+                return self.line_of(*entry)
         return "unknown line"
 
     def output_of_special(self, message: str) -> tuple[int, str] | None:
@@ -451,14 +552,15 @@ class _Reader:
         unknown = sorted(set(self.doc) - _SECTIONS)
         if unknown:
             raise ModelError(f"{self.source}: unknown section(s) {unknown}. Sections: {', '.join(sorted(_SECTIONS))}.")
-        head = self.table(self.doc.get("model", {}), self.where("model"), {"name", "description", "source"}, {"name"})
+        head = self.table(self.doc.get("model", {}), self.where("model"),
+                          {"name", "description", "source", "gravity"}, {"name"})
         for section, limit in _MAX_ENTRIES.items():
             entries = self.doc.get(section, ())
             if isinstance(entries, (list, dict)) and len(entries) > limit:
                 raise ModelError(f"{self.where(section)}: {len(entries)} entries; the limit is {limit}, which bounds "
                                  "the time to build the model. Split the model or reduce it.")
         try:
-            return Model(
+            items = dict(
                 name=self.text(head["name"], self.where("model", key="name")),
                 description=self.text(head.get("description", ""), self.where("model", key="description")),
                 source=self.text(head.get("source", ""), self.where("model", key="source")),
@@ -471,6 +573,9 @@ class _Reader:
                 prescribed=self.prescribed(),
                 outputs=self.outputs(),
             )
+            if self.multibody(head):
+                return self.multibody_model(head, items)
+            return Model(**items)  # type: ignore[arg-type]
         except ExpressionError:
             raise
         except ModelError as exc:
@@ -559,6 +664,9 @@ class _Reader:
             where = self.where("forces", k)
             if not isinstance(spec, dict) or "type" not in spec or "name" not in spec:
                 raise ModelError(f"{where}: every force element needs 'type' and 'name'.")
+            if spec["type"] in _MBS_FORCES:
+                result.append(self.mbs_force(k, spec))
+                continue
             cls = element_type(self.text(spec["type"], f"{where}.type"), where, self.registry)
             fields = {key: value for key, value in spec.items() if key != "type"}
             if cls is TableLoad:
@@ -662,3 +770,437 @@ class _Reader:
             except ModelError as exc:
                 raise ModelError(f"{where}: {exc}") from None
         return tuple(result)
+
+    # -- multibody sections (issue 23) ---------------------------------------------------
+    def multibody(self, head: dict) -> bool:
+        """True if the file describes a multibody system: ``[model] gravity``, a section of
+        bodies, markers, joints or sensors, or a multibody force type."""
+        if "gravity" in head or any(section in self.doc for section in _MBS_SECTIONS):
+            return True
+        forces = self.doc.get("forces")
+        return isinstance(forces, list) and any(
+            isinstance(f, dict) and isinstance(f.get("type"), str) and f["type"] in _MBS_FORCES for f in forces)
+
+    def multibody_model(self, head: dict, items: dict) -> Model:
+        """The file's :class:`~fmi_adjoint.mbs.MultibodySystem`, lowered to a Model."""
+        gravity = None
+        if "gravity" in head:
+            gravity = self.values(head["gravity"], (3,), self.where("model", key="gravity"))
+        bodies = tuple(self.mbs_body(k, spec) for k, spec in enumerate(self.array("bodies")))
+        markers = tuple(self.mbs_marker(k, spec) for k, spec in enumerate(self.array("markers")))
+        joints = tuple(self.mbs_joint(k, spec) for k, spec in enumerate(self.array("joints")))
+        sensors = tuple(self.mbs_sensor(k, spec) for k, spec in enumerate(self.array("sensors")))
+        try:
+            system = mbs.MultibodySystem(bodies=bodies, markers=markers, joints=joints, sensors=sensors,
+                                         gravity=gravity, **items)
+            return system.to_model()
+        except mbs.RedundantJointsError as exc:
+            raise self.redundant_joints_error(exc) from None
+        except ModelError as exc:  # ExpressionError included: components name themselves, not the file
+            raise self.component_error(exc) from None
+
+    def redundant_joints_error(self, exc: mbs.RedundantJointsError) -> ModelError:
+        """The library's refusal of dependent joints between the same two bodies
+        (:func:`fmi_adjoint.mbs.joints.check_joint_pairs`), naming both entries with their lines."""
+        index = {spec.get("name"): k for k, spec in enumerate(self.array("joints")) if isinstance(spec, dict)}
+        if exc.joint not in index or any(name not in index for name in exc.earlier):
+            return self.component_error(exc)
+        before = ", ".join(f"{self.entry_label('joints', index[name])} ({self.line_of('joints', index[name])})"
+                           for name in exc.earlier)
+        bodies = " and ".join(f"'{b}'" for b in exc.bodies)
+        return ModelError(
+            f"{self.entry_where('joints', index[exc.joint])}: its constraints repeat or contradict those of {before} "
+            f"between the same bodies {bodies} (the joints' {exc.rows} rows have rank {exc.rank} at the initial "
+            "positions). Remove the joint, or replace the joints by one that allows the intended relative motion.")
+
+    # Messages of the components start with their own name ("joint 'hinge' (revolute).axis: ...").
+    _COMPONENT = re.compile(r"^(body|marker|joint force|joint|spring-damper|bushing|force|torque|sensor) "
+                            r"'([^']*)'(?: \([^)]*\))?")
+    _COMPONENT_SECTION = {"body": "bodies", "marker": "markers", "joint": "joints", "joint force": "forces",
+                          "spring-damper": "forces", "bushing": "forces", "force": "forces", "torque": "forces",
+                          "sensor": "sensors"}
+    #: Field names of the components that the file spells differently.
+    _FILE_KEYS = {"marker_i": "markers", "marker_j": "markers", "body_frame_angular_velocity": "angular_velocity_frame"}
+
+    def entry_label(self, section: str, index: int) -> str:
+        """``joints[2] 'hinge' (revolute)``: an entry of a section, by index, name and type."""
+        entries = self.doc.get(section)
+        spec = entries[index] if isinstance(entries, list) and index < len(entries) else None
+        label = f"{section}[{index}]"
+        if isinstance(spec, dict):
+            kind = spec.get("type")
+            if isinstance(spec.get("name"), str):
+                label += f" {excerpt(spec['name'], 60)}"
+            if isinstance(kind, str) and (section != "forces" or kind in _MBS_FORCES):
+                label += f" ({excerpt(kind, 40)[1:-1]})"
+        return label
+
+    def entry_line(self, section: str, index: int, key: str | None = None) -> str:
+        """Line of the ``index``-th ``[[section]]`` entry, of its ``key = ...`` if found."""
+        line = self.line_of(section, index)
+        if key is None or not line.startswith("line "):
+            return line
+        first = int(line.split()[1])
+        later = [number for number, _, _ in self.headers() if number > first]
+        return self.key_line(key, first + 1, later[0] - 1 if later else len(self.lines)) or line
+
+    def entry_where(self, section: str, index: int, key: str | None = None) -> str:
+        """``FILE (line N), joints[2] 'hinge' (revolute).key``."""
+        return (f"{self.source} ({self.entry_line(section, index, key)}), {self.entry_label(section, index)}"
+                + (f".{key}" if key else ""))
+
+    def mbs_entry(self, name: str, prefix: bool = False) -> tuple[str, int] | None:
+        """The multibody entry named ``name``; with ``prefix``, also the entry whose name
+        starts a generated name (``hinge`` of the constraint ``hinge_x``, ``mount`` of the
+        law ``mount_z``): the longest such name."""
+        best: tuple[int, str, int] | None = None
+        for section in (*_MBS_SECTIONS, "forces"):
+            entries = self.doc.get(section)
+            for index, spec in enumerate(entries if isinstance(entries, list) else ()):
+                own = spec.get("name") if isinstance(spec, dict) else None
+                if not isinstance(own, str) or not own:
+                    continue
+                if own == name:
+                    return section, index
+                if prefix and name.startswith(own + "_") and (best is None or len(own) > best[0]):
+                    best = (len(own), section, index)
+        return None if best is None else (best[1], best[2])
+
+    def component_error(self, exc: ModelError, entry: tuple[str, int] | None = None) -> ModelError:
+        """``exc`` of a component or of the lowering, located in the file: the component's own
+        prefix becomes the entry's label and line (``FILE (line N), joints[2] 'hinge'
+        (revolute).axis: ...``); else the message is put at ``entry`` if given, else at the
+        entry it names."""
+        text = str(exc)
+        match = self._COMPONENT.match(text)
+        found = None
+        if match:
+            section = self._COMPONENT_SECTION[match.group(1)]
+            found = self.mbs_entry(match.group(2))
+            if found is not None and found[0] != section:
+                found = None
+        if found is not None:
+            rest = text[match.end():]  # type: ignore[union-attr]
+            key_match = re.match(r"^\.(\w+)", rest)
+            key = self._FILE_KEYS.get(key_match.group(1), key_match.group(1)) if key_match else None
+            if key_match and key_match.group(1) in self._FILE_KEYS:  # the file's spelling
+                spelling = {"marker_i": "markers[0]", "marker_j": "markers[1]"}.get(key_match.group(1), key)
+                rest = f".{spelling}{rest[key_match.end():]}"
+            section, index = found
+            location = f"{self.source} ({self.entry_line(section, index, key)}), {self.entry_label(section, index)}"
+            return type(exc)(location + rest)
+        body = re.sub(r"^system '[^']*':\s*", "", text)
+        if body.startswith("gravity:"):
+            return type(exc)(f"{self.where('model', key='gravity')}{body[len('gravity'):]}")
+        if entry is not None:
+            return type(exc)(f"{self.entry_where(*entry)}: {body}")
+        clash = re.match(r"^constraint '([^']*)' of the system's constraints", body)
+        if clash:  # a [[constraints]] entry named like a component's row: at the entry's line
+            for k, spec in enumerate(self.array("constraints")):
+                if isinstance(spec, dict) and spec.get("name") == clash.group(1):
+                    return type(exc)(f"{self.source} ({self.line_of('constraints', k)}), constraints[{k}]: {body}")
+        model_name = self.doc["model"].get("name") if isinstance(self.doc.get("model"), dict) else None
+        for name in re.findall(r"'([^'\s]+)'", body):
+            if name != model_name and (found := self.mbs_entry(name, prefix=True)) is not None:
+                return type(exc)(f"{self.entry_where(*found)}: {body}")
+        return type(exc)(f"{self.source} ({self.line_for_message(text)}): {body}")
+
+    def values(self, value: Any, sizes: tuple[int, ...], where: str) -> tuple:
+        """A list of ``sizes`` numbers or expression strings."""
+        if not isinstance(value, list) or len(value) not in sizes:
+            count = " or ".join(str(n) for n in sizes)
+            raise ModelError(f"{where}: expected a list of {count} numbers or expressions, got "
+                             f"{excerpt(value, 60)}; write e.g. [{', '.join(['0'] * sizes[0])}].")
+        return tuple(self.expr(x, f"{where}[{k}]") for k, x in enumerate(value))
+
+    def constants(self, value: Any, size: int, where: str) -> tuple[float, ...]:
+        """A list of ``size`` constants (numbers or expressions of numbers such as ``"pi/2"``)."""
+        if not isinstance(value, list) or len(value) != size:
+            raise ModelError(f"{where}: expected a list of {size} numbers, got {excerpt(value, 60)}.")
+        return tuple(self.constant(x, f"{where}[{k}]") for k, x in enumerate(value))
+
+    def names(self, value: Any, size: int, where: str, what: str) -> tuple[str, ...]:
+        if not isinstance(value, list) or len(value) != size or not all(isinstance(x, str) for x in value):
+            raise ModelError(f"{where}: expected {size} {what} names, e.g. [\"a\", \"b\"]; got {excerpt(value, 60)}.")
+        return tuple(value)
+
+    def flag(self, value: Any, where: str) -> bool:
+        if not isinstance(value, bool):
+            raise ModelError(f"{where}: expected true or false, got {excerpt(value)}.")
+        return value
+
+    def choice(self, value: Any, where: str, choices: tuple[str, ...]) -> str:
+        if not isinstance(value, str) or value not in choices:
+            raise ModelError(f"{where}: {excerpt(value)} is not one of {', '.join(choices)}; write one of them.")
+        return value
+
+    def rotation(self, value: Any, where: str) -> object:
+        """A rotation table: ``{axis = [..], angle = ..}``, ``{cardan = [a, b, c]}`` (``A = Rx(a)
+        Ry(b) Rz(c)``) or ``{matrix = [[..], [..], [..]]}`` (rows; orthonormal, det +1), numbers or
+        expressions of numbers in radians; checked here."""
+        forms = "{axis = [x, y, z], angle = a}, {cardan = [a, b, c]} or {matrix = [[..], [..], [..]]} (radians)"
+        if not isinstance(value, dict):
+            raise ModelError(f"{where}: a rotation is {forms}; got {excerpt(value, 60)}.")
+        keys = set(value)
+        rotation: mbs.AxisAngle | mbs.Cardan | mbs.RotationMatrix
+        if keys == {"axis", "angle"}:
+            rotation = mbs.AxisAngle(self.constants(value["axis"], 3, f"{where}.axis"),  # type: ignore[arg-type]
+                                     self.constant(value["angle"], f"{where}.angle"))
+        elif keys == {"cardan"}:
+            rotation = mbs.Cardan(self.constants(value["cardan"], 3, f"{where}.cardan"))  # type: ignore[arg-type]
+        elif keys == {"matrix"}:
+            rows = value["matrix"]
+            if not isinstance(rows, list) or len(rows) != 3:
+                raise ModelError(f"{where}.matrix: expected 3 rows of 3 numbers, got {excerpt(rows, 60)}.")
+            rotation = mbs.RotationMatrix(tuple(self.constants(row, 3, f"{where}.matrix[{k}]")
+                                                for k, row in enumerate(rows)))
+        else:
+            raise ModelError(f"{where}: keys {sorted(keys)} do not give a rotation; write {forms}.")
+        rotation.euler(where)  # a matrix that is not orthonormal, a zero axis: named here
+        return rotation
+
+    def fixed(self, value: Any, where: str) -> bool | tuple[str, ...]:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, list) and value and all(isinstance(x, str) for x in value):
+            return tuple(value)
+        raise ModelError(f"{where}: expected true, false or a list of coordinate suffixes such as [\"x\", \"phi\"]; "
+                         f"got {excerpt(value, 60)}.")
+
+    def typed_entry(self, section: str, index: int, spec: Any, kinds: Mapping[str, AbstractSet[str]],
+                    required: AbstractSet[str]) -> str:
+        """Check the entry's ``type`` against ``kinds`` and its keys against the type's; the type."""
+        where = self.entry_where(section, index)
+        if not isinstance(spec, dict):
+            raise ModelError(f"{where}: expected a table, got {type(spec).__name__}.")
+        kind = spec.get("type")
+        if "type" not in spec or not isinstance(kind, str) or kind not in kinds:
+            name = spec.get("name")
+            label = f"{section}[{index}]" + (f" {excerpt(name, 60)}" if isinstance(name, str) else "")
+            got = "no type is given" if "type" not in spec else f"{excerpt(kind)} is not a type of {section}"
+            raise ModelError(f"{self.source} ({self.entry_line(section, index, 'type')}), {label}.type: {got}; write "
+                             f"type = one of {', '.join(chr(34) + k + chr(34) for k in kinds)}.")
+        unknown = sorted(set(spec) - set(kinds[kind]) - {"type"})
+        if unknown:
+            raise ModelError(f"{where}: unknown key(s) {unknown} for type '{kind}'. Allowed: "
+                             f"{', '.join(sorted(set(kinds[kind]) | {'type'}))}.")
+        missing = sorted(set(required) - set(spec))
+        if missing:
+            raise ModelError(f"{where}: missing key(s) {missing}.")
+        self.text(spec["name"], f"{where}.name")
+        return kind
+
+    def component(self, section: str, index: int, make, **fields) -> Any:
+        """``make(**fields)``, its errors located at the entry."""
+        try:
+            return make(**fields)
+        except ModelError as exc:
+            raise self.component_error(exc, (section, index)) from None
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ModelError(f"{self.entry_where(section, index)}: invalid values: {exc}.") from None
+
+    _BODY_KEYS = frozenset({"name", "type", "mass", "position", "velocity", "fixed_position", "fixed_velocity"})
+    _BODIES: Mapping[str, AbstractSet[str]] = {
+        "point_mass": _BODY_KEYS | {"planar"},
+        "planar": _BODY_KEYS | {"inertia", "angle", "angular_velocity"},
+        "spatial": _BODY_KEYS | {"inertia", "rotation", "angular_velocity", "angular_velocity_frame"},
+    }
+
+    def mbs_body(self, index: int, spec: Any) -> mbs.Body:
+        kind = self.typed_entry("bodies", index, spec, self._BODIES, {"name", "type"})
+
+        def at(key: str) -> str:
+            return self.entry_where("bodies", index, key)
+
+        fields: dict[str, Any] = {"name": spec["name"]}
+        planar = kind == "planar" or (kind == "point_mass" and self.flag(spec.get("planar", False), at("planar")))
+        if "mass" in spec:
+            fields["mass"] = self.expr(spec["mass"], at("mass"))
+        for key in ("position", "velocity"):
+            if key in spec:
+                fields[key] = self.values(spec[key], (2,) if planar else (3,), at(key))
+        for key in ("fixed_position", "fixed_velocity"):
+            if key in spec:
+                fields[key] = self.fixed(spec[key], at(key))
+        if kind == "point_mass":
+            fields["planar"] = planar
+            if planar:
+                fields.setdefault("position", (0.0, 0.0))
+                fields.setdefault("velocity", (0.0, 0.0))
+            return self.component("bodies", index, mbs.PointMass, **fields)
+        if kind == "planar":
+            for key in ("inertia", "angle", "angular_velocity"):
+                if key in spec:
+                    fields[key] = self.expr(spec[key], at(key))
+            return self.component("bodies", index, mbs.PlanarRigidBody, **fields)
+        if "inertia" in spec:
+            fields["inertia"] = self.values(spec["inertia"], (3, 6), at("inertia"))
+        if "angular_velocity" in spec:
+            fields["angular_velocity"] = self.values(spec["angular_velocity"], (3,), at("angular_velocity"))
+        if "rotation" in spec:
+            fields["rotation"] = self.rotation(spec["rotation"], at("rotation"))
+        if "angular_velocity_frame" in spec:
+            frame = self.choice(spec["angular_velocity_frame"], at("angular_velocity_frame"), ("global", "body"))
+            fields["body_frame_angular_velocity"] = frame == "body"
+        return self.component("bodies", index, mbs.SpatialRigidBody, **fields)
+
+    def mbs_marker(self, index: int, spec: Any) -> mbs.Marker:
+        where = self.entry_where("markers", index)
+        spec = self.table(spec, where, {"name", "body", "position", "orientation"}, {"name", "body"})
+        fields: dict[str, Any] = {"name": self.text(spec["name"], f"{where}.name"),
+                                  "body": self.text(spec["body"], self.entry_where("markers", index, "body"))}
+        if "position" in spec:
+            fields["position"] = self.values(spec["position"], (2, 3), self.entry_where("markers", index, "position"))
+        if "orientation" in spec:
+            at = self.entry_where("markers", index, "orientation")
+            value = spec["orientation"]
+            fields["orientation"] = self.rotation(value, at) if isinstance(value, dict) else self.expr(value, at)
+        return self.component("markers", index, mbs.Marker, **fields)
+
+    _JOINTS: Mapping[str, type] = {
+        "revolute": mbs.Revolute, "prismatic": mbs.Prismatic, "cylindrical": mbs.Cylindrical,
+        "spherical": mbs.Spherical, "universal": mbs.Universal, "planar": mbs.Planar, "fixed": mbs.Fixed,
+    }
+
+    def mbs_joint(self, index: int, spec: Any) -> object:
+        keys = frozenset({"name", "type", "markers", "axis", "drive"})
+        kinds = {kind: keys | ({"axis_j"} if kind == "universal" else set()) for kind in self._JOINTS}
+        kind = self.typed_entry("joints", index, spec, kinds, {"name", "type", "markers"})
+
+        def at(key: str) -> str:
+            return self.entry_where("joints", index, key)
+
+        marker_i, marker_j = self.names(spec["markers"], 2, at("markers"), "marker")
+        fields: dict[str, Any] = {"name": spec["name"], "marker_i": marker_i, "marker_j": marker_j}
+        for key in ("axis", "axis_j"):
+            if key in spec:
+                fields[key] = self.constants(spec[key], 3, at(key))
+        if "drive" in spec:
+            fields["drive"] = self.expr(spec["drive"], at("drive"))
+        return self.component("joints", index, self._JOINTS[kind], **fields)
+
+    _FORCES: Mapping[str, AbstractSet[str]] = {
+        "spring_damper": frozenset({"name", "markers", "law"}),
+        "bushing": frozenset({"name", "markers", "laws"}),
+        "joint_force": frozenset({"name", "joint", "law"}),
+        "force": frozenset({"name", "marker", "vector", "frame"}),
+        "torque": frozenset({"name", "body", "vector", "frame"}),
+    }
+
+    def mbs_force(self, index: int, spec: dict) -> object:
+        """A multibody force entry of ``[[forces]]``; laws are inline tables resolved through
+        the element registry as ordinary ``[[forces]]`` entries are."""
+        kind = spec["type"]
+        required = self._FORCES[kind] - {"frame"}
+        self.typed_entry("forces", index, spec, self._FORCES, required | {"type"})
+
+        def at(key: str) -> str:
+            return self.entry_where("forces", index, key)
+
+        fields: dict[str, Any] = {"name": spec["name"]}
+        if kind in ("spring_damper", "bushing"):
+            fields["marker_i"], fields["marker_j"] = self.names(spec["markers"], 2, at("markers"), "marker")
+        if kind in ("spring_damper", "joint_force"):
+            fields["law"] = self.law(spec["law"], at("law"))
+        if kind == "joint_force":
+            fields["joint"] = self.text(spec["joint"], at("joint"))
+        if kind == "bushing":
+            laws = spec["laws"]
+            directions = BUSHING_DIRECTIONS
+            if not isinstance(laws, dict) or not laws or set(laws) - set(directions):
+                raise ModelError(f"{at('laws')}: expected laws.<direction> = {{type = ..., ...}} for some of "
+                                 f"{', '.join(directions)} (marker i's axes); got keys "
+                                 f"{excerpt(sorted(laws) if isinstance(laws, dict) else laws, 60)}.")
+            fields["laws"] = {d: self.law(laws[d], f"{at('laws')}.{d}") for d in directions if d in laws}
+        if kind in ("force", "torque"):
+            target = "marker" if kind == "force" else "body"
+            fields[target] = self.text(spec[target], at(target))
+            fields["vector"] = self.values(spec["vector"], (3,), at("vector"))
+            if "frame" in spec:
+                frames = ("global", "body", "marker") if kind == "force" else ("global", "body")
+                fields["frame"] = self.choice(spec["frame"], at("frame"), frames)
+        make = {"spring_damper": mbs.SpringDamper, "bushing": mbs.Bushing, "joint_force": mbs.JointForce,
+                "force": mbs.Force, "torque": mbs.Torque}[kind]
+        return self.component("forces", index, make, **fields)
+
+    def law(self, value: Any, where: str) -> AbstractLocalElement:
+        """A scalar law ``{type = <registered element>, <property> = ...}`` (a local element:
+        spring-dampers, Maxwell, friction, splines, ...); name and ends come from the force."""
+        if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+            raise ModelError(f"{where}: a law is an inline table {{type = \"linear_spring_damper\", stiffness = "
+                             f"\"c\", ...}} naming a registered force element; got {excerpt(value, 60)}.")
+        if value["type"] in RESERVED_NAMES:
+            raise ModelError(f"{where}.type: '{value['type']}' is a multibody force, not a scalar law; give a "
+                             "registered element such as \"linear_spring_damper\".")
+        cls = element_type(value["type"], f"{where}.type", self.registry)
+        if not issubclass(cls, AbstractLocalElement):
+            raise ModelError(f"{where}.type: '{cls.type_name}' acts on a coordinate, not between two ends, so it "
+                             "is no scalar law; use a [[forces]] entry of type \"force\" or \"torque\" for loads.")
+        allowed = {f.name for f in dataclasses.fields(cls)} - {"name", "coordinates"}
+        props = {key: item for key, item in value.items() if key != "type"}
+        unknown = sorted(set(props) - allowed)
+        if unknown:
+            raise ModelError(f"{where}: unknown key(s) {unknown} for element type '{cls.type_name}' (a law takes its "
+                             f"name and ends from the force). Allowed: {', '.join(sorted(allowed | {'type'}))}.")
+        for key, item in props.items():
+            if isinstance(item, list) and len(item) > _MAX_LIST:
+                raise ModelError(f"{where}.{key}: {len(item)} entries; the limit is {_MAX_LIST}. Split the "
+                                 "characteristic into several elements.")
+        props = {key: tuple(item) if isinstance(item, list) else item for key, item in props.items()}
+        try:
+            return cast(AbstractLocalElement, mbs.scalar_law(cls, **props))
+        except ModelError as exc:
+            raise ModelError(f"{where}: {exc}") from None
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ModelError(f"{where}: invalid values for element type '{cls.type_name}': {exc}.") from None
+
+    _VECTOR_SENSOR = frozenset({"name", "marker", "frame", "components"})
+    _SENSORS: Mapping[str, tuple[type, AbstractSet[str]]] = {
+        "marker_position": (mbs.MarkerPosition, _VECTOR_SENSOR),
+        "marker_velocity": (mbs.MarkerVelocity, _VECTOR_SENSOR),
+        "marker_acceleration": (mbs.MarkerAcceleration, _VECTOR_SENSOR | {"gravity"}),
+        "angular_velocity": (mbs.AngularVelocity, _VECTOR_SENSOR),
+        "angular_acceleration": (mbs.AngularAcceleration, _VECTOR_SENSOR),
+        "orientation": (mbs.Orientation, frozenset({"name", "marker", "components"})),
+        "relative_displacement": (mbs.RelativeDisplacement, frozenset({"name", "markers", "components"})),
+        "distance": (mbs.Distance, frozenset({"name", "markers"})),
+        "joint_coordinate": (mbs.JointCoordinate, frozenset({"name", "joint", "derivative"})),
+        "joint_reaction": (mbs.JointReaction, frozenset({"name", "joint", "marker", "frame", "components"})),
+    }
+
+    def mbs_sensor(self, index: int, spec: Any) -> object:
+        kinds = {kind: keys for kind, (_, keys) in self._SENSORS.items()}
+        target = {"marker", "markers", "joint"}
+        kind = self.typed_entry("sensors", index, spec, kinds, {"name", "type"})
+        make, keys = self._SENSORS[kind]
+
+        def at(key: str) -> str:
+            return self.entry_where("sensors", index, key)
+
+        needed = sorted(keys & target - ({"marker"} if kind == "joint_reaction" else set()))
+        missing = [key for key in needed if key not in spec]
+        if missing:
+            raise ModelError(f"{self.entry_where('sensors', index)}: missing key(s) {missing}.")
+        fields: dict[str, Any] = {"name": spec["name"]}
+        for key in ("marker", "joint"):
+            if key in spec:
+                fields[key] = self.text(spec[key], at(key))
+        if "markers" in spec:
+            fields["marker_i"], fields["marker_j"] = self.names(spec["markers"], 2, at("markers"), "marker")
+        if "frame" in spec:
+            fields["frame"] = self.text(spec["frame"], at("frame"))
+        if "components" in spec:
+            value = spec["components"]
+            if not isinstance(value, list) or not value or not all(isinstance(x, str) for x in value):
+                raise ModelError(f"{at('components')}: expected a list of component names such as [\"x\", \"z\"], "
+                                 f"got {excerpt(value, 60)}.")
+            fields["components"] = tuple(value)
+        if "gravity" in spec:
+            fields["gravity"] = self.flag(spec["gravity"], at("gravity"))
+        if "derivative" in spec:
+            value = spec["derivative"]
+            if isinstance(value, bool) or value not in (0, 1, 2):
+                raise ModelError(f"{at('derivative')}: {excerpt(value)} is not 0 (coordinate), 1 (rate) or "
+                                 "2 (acceleration).")
+            fields["derivative"] = int(value)
+        return self.component("sensors", index, make, **fields)

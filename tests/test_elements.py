@@ -42,7 +42,7 @@ REGISTERED = default_registry().names()
 BUILT_IN = {
     "dmf_spring", "elasto_backlash", "linear_spring_damper", "load", "magic_formula", "maxwell",
     "pacejka_friction", "polynomial_spring_damper", "spline_characteristic", "stribeck_friction",
-    "table_load", "tvd",
+    "table_load", "tvd", "velocity_characteristic",
 }
 
 

@@ -37,12 +37,13 @@ import pytest
 
 from fmi_adjoint.costs import LeastSquaresCost
 from fmi_adjoint.engines import NativeEngine, PythonEngine
-from fmi_adjoint.examples import example_names, example_path
+from fmi_adjoint.examples import example_path
 from fmi_adjoint.model_file import load_model
 from fmi_adjoint.errors import ModelError
 from fmi_adjoint.integrate import HHT, GeneralizedAlpha
 from fmi_adjoint.integrate.schemes import scheme_from_settings
 from tolerances import ADJOINT_VS_FORWARD, ENGINES_AGREE, EXACT, GRADIENT_VS_FD, INDEX3_ROUNDOFF, NEWTON_LEVEL
+from bundled import looped_examples
 
 STEPS = 300
 
@@ -56,7 +57,7 @@ def _uses_a_or_lambda(model, name) -> bool:
     return any(key in expr for key in ("der2(", "lam(", "reaction("))
 
 
-@pytest.fixture(scope="module", params=[(name, scheme) for name in example_names() for scheme in SCHEMES],
+@pytest.fixture(scope="module", params=[(name, scheme) for name in looped_examples() for scheme in SCHEMES],
                 ids=lambda param: "-".join(param))
 def engines(request, example_engine):
     """``(name, native, python, solver)``: both engines of a bundled example and a scheme."""

@@ -52,16 +52,18 @@ from lxml import etree
 from fmi_adjoint import ModelError, compile_model, load_model, simulate, write_csv
 from fmi_adjoint.cli.main import main
 from fmi_adjoint.compiled import Derivation
-from fmi_adjoint.examples import example_names, example_path
+from fmi_adjoint.examples import example_path
 from fmi_adjoint.fmu.archive import open_fmu
 from fmi_adjoint.export import export_fmu, export_scheme, validate_against_schema
 from fmi_adjoint.native import model_c_sources
 from fmi_adjoint.errors import CompilerError
 from fmi_adjoint.native import build_native, find_c_compiler
 from fmi_adjoint.integrate import HHT, AbstractScheme, GeneralizedAlpha
+from fmi_adjoint.integrate.schemes import scheme_from_settings
 from test_native_engine import INDEX3_ROUNDOFF, SAME_ALGORITHM
 from test_cli import gradient_json
 from tolerances import EXACT
+from bundled import looped_examples
 
 try:
     CC = find_c_compiler()
@@ -173,10 +175,11 @@ def _horizon(name: str) -> tuple[int, float, float]:
 def _reference(name: str, values: tuple = ()):
     """Python-engine and C-engine outputs over the shortened horizon (parameters `values`)."""
     model, compiled = _model(name)
-    n, h, alpha = _horizon(name)
+    n, h, _ = _horizon(name)
     p = compiled.parameter_vector(dict(values)) if values else compiled.defaults.copy()
-    traj = simulate(compiled, p, t_end=n * h, step=h, solver=HHT(alpha=alpha))
-    times, y = _native(name).simulate(p, t_end=n * h, step=h, solver=HHT(alpha=alpha))
+    scheme = scheme_from_settings(model.simulation)  # the scheme the FMU runs (HHT or generalized-alpha)
+    traj = simulate(compiled, p, t_end=n * h, step=h, solver=scheme)
+    times, y = _native(name).simulate(p, t_end=n * h, step=h, solver=scheme)
     assert np.array_equal(times, traj.t)
     return traj.t, traj.outputs(), y
 
@@ -305,7 +308,7 @@ class Slave:
 
 @pytest.mark.slow  # FMU builds and runs of every bundled model
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("name", example_names())
+@pytest.mark.parametrize("name", looped_examples())
 def test_fmu_equals_the_python_engine_and_the_c_engine(fmu, name, version):
     exported = fmu(name, version)
     model, compiled = _model(name)
@@ -358,7 +361,7 @@ def test_a_later_start_time_gives_the_same_run_as_in_process(fmu, version):
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("name", example_names())
+@pytest.mark.parametrize("name", looped_examples())
 def test_the_default_experiment_runs(fmu, name, version):
     """A tool that runs the FMU's DefaultExperiment (stopTime, stepSize) must not fail:
     stepSize and stopTime lie on the FMU's internal step grid."""
@@ -383,7 +386,7 @@ def _schema(version: int, name: str) -> etree.XMLSchema:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("name", example_names())
+@pytest.mark.parametrize("name", looped_examples())
 def test_fmpy_validation_and_the_xsd_accept_the_fmu(fmu, name, version):
     exported = fmu(name, version)
     assert fmpy.validation.validate_fmu(str(exported.path)) == []
@@ -408,7 +411,7 @@ def test_the_schema_check_rejects_a_broken_description(fmu, version):
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-@pytest.mark.parametrize("name", example_names())
+@pytest.mark.parametrize("name", looped_examples())
 def test_variables_carry_causality_units_descriptions_and_start_values(fmu, name, version):
     exported = fmu(name, version)
     model, compiled = _model(name)

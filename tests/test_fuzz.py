@@ -19,6 +19,11 @@ issue was worked):
   letters, C/XML text, ``table_load`` paths outside the folder), 8 (long and deep
   expressions), 9 (huge integers, complex constants, ``--t-end inf``/``--step 1e-300``,
   control characters) and 10 (BOM, ``1_0``, non-finite constants, negative masses);
+* multibody model files (issue 23; bodies, markers, joints, forces between markers,
+  sensors; ``simulate MODEL --engine python``): every refusal the issue names alone (a joint
+  on one body, two hinges, zero mass and inertia, the triangle inequality, a rotation that is
+  not orthonormal, unknown names), then hostile values, references, types, rotations and laws
+  mixed with valid edits;
 * native engine (``simulate MODEL --engine native``, a handful): finding 1 (a C payload in
   names and descriptions must not compile into the engine) and 10 (negative masses,
   overflowing constants on the C engine);
@@ -90,7 +95,8 @@ pytestmark = pytest.mark.slow  # fuzzing: seconds per test; ./run test and CI ru
 #: The one seed of the suite; a case is reproduced from (SEED, family, index).
 SEED = 20_100
 #: Cases per family (their sum is at least 1000, the issue's requirement).
-COUNTS = types.MappingProxyType({"model": 570, "native": 10, "csv": 300, "result": 220, "fmu": 160})
+COUNTS = types.MappingProxyType({"model": 570, "native": 10, "mbs": 80, "csv": 300, "result": 220,
+                                 "fmu": 160})
 #: A case that runs longer than this is a hang (the slowest legitimate case takes ~1 s).
 CASE_SECONDS = 30
 #: After this many hung cases a family stops: the test has failed already.
@@ -721,6 +727,243 @@ def model_case(index: int, family: str = "model") -> Case:
 MODEL_SYSTEMATIC = tuple([("expression", e) for e in HOSTILE_EXPRESSIONS] + [("output", e) for e in HOSTILE_EXPRESSIONS]
                     + [("name", n) for n in NAMES]
                     + [("value", v) for v in VALUES] + [("list", v) for v in LISTS] + [("text", t) for t in TEXTS])
+
+
+# -- multibody model files (issue 23) -----------------------------------------------------
+
+def _pendulum() -> dict:
+    return {
+        "model": {"name": "pend", "description": "fuzz base: planar pendulum", "gravity": [0, "-g", 0]},
+        "simulation": {"t_end": 0.03, "step": 0.01},
+        "parameters": {"m": 1.0, "l": {"value": 1.0, "unit": "m"}, "g": 9.81, "c": 2.0},
+        "bodies": [{"name": "rod", "type": "planar", "mass": "m", "inertia": "m*l**2/12", "position": [0, "-l/2"],
+                    "angle": 0.0, "angular_velocity": 1.0}],
+        "markers": [{"name": "pivot", "body": "ground"}, {"name": "top", "body": "rod", "position": [0, "l/2"]}],
+        "joints": [{"name": "hinge", "type": "revolute", "markers": ["pivot", "top"]}],
+        "forces": [{"type": "joint_force", "name": "torsion", "joint": "hinge",
+                    "law": {"type": "linear_spring_damper", "stiffness": "c", "damping": 0.1}}],
+        "sensors": [{"type": "joint_coordinate", "name": "angle", "joint": "hinge"},
+                    {"type": "joint_reaction", "name": "cell", "joint": "hinge", "components": ["fx", "fy"]}],
+    }
+
+
+def _mounted() -> dict:
+    law = {"type": "linear_spring_damper", "stiffness": "k", "damping": "d"}
+    return {
+        "model": {"name": "mounted", "description": "fuzz base: a mass on a bushing", "gravity": [0, 0, "-g"]},
+        "simulation": {"t_end": 0.02, "step": 0.01},
+        "parameters": {"m": 2.0, "g": 9.81, "k": {"value": 1000.0, "unit": "N/m"}, "d": 5.0},
+        "bodies": [{"name": "block", "type": "point_mass", "mass": "m", "position": [0, 0, 0.01],
+                    "velocity": [0.1, 0, 0]}],
+        "markers": [{"name": "base", "body": "ground", "position": [0, 0, -0.1],
+                     "orientation": {"cardan": [0.0, 0.1, 0.0]}},
+                    {"name": "foot", "body": "block", "position": [0, 0, -0.1]},
+                    {"name": "corner", "body": "block", "position": [0.1, 0.1, 0.1],
+                     "orientation": {"axis": [0, 0, 1], "angle": 0.5}}],
+        "forces": [{"type": "bushing", "name": "mount", "markers": ["base", "foot"],
+                    "laws": {"x": dict(law), "y": dict(law), "z": dict(law)}},
+                   {"type": "spring_damper", "name": "strap", "markers": ["base", "corner"],
+                    "law": {"type": "linear_spring_damper", "stiffness": "k/10", "free_length": 0.2}},
+                   {"type": "force", "name": "push", "marker": "corner", "vector": ["sin(t)", 0, 0], "frame": "body"}],
+        "sensors": [{"type": "marker_acceleration", "name": "acc", "marker": "corner", "frame": "marker",
+                     "gravity": True, "components": ["x", "z"]},
+                    {"type": "distance", "name": "gap", "markers": ["base", "corner"]}],
+    }
+
+
+def _top() -> dict:
+    """A spatial body (its refusals are found before the model is built: no slow valid case)."""
+    return {
+        "model": {"name": "top", "description": "fuzz base: a spatial body", "gravity": [0, 0, -9.81]},
+        "parameters": {"m": 1.0},
+        "bodies": [{"name": "top", "type": "spatial", "mass": "m", "inertia": [0.1, 0.2, 0.25],
+                    "rotation": {"cardan": [0.0, 0.1, 0.0]}}],
+        "markers": [{"name": "tip", "body": "top", "position": [0, 0, -0.5]}],
+        "sensors": [{"type": "orientation", "name": "ori", "marker": "tip"}],
+    }
+
+
+MBS_BASES = types.MappingProxyType({"pendulum": _pendulum, "mounted": _mounted, "top": _top})
+#: Rotations that must be refused (not orthonormal, a zero axis, not numbers, wrong shapes).
+BAD_ROTATIONS = (
+    {"matrix": [[1, 0, 0], [0, 1, 0.1], [0, 0, 1]]}, {"matrix": [[-1, 0, 0], [0, 1, 0], [0, 0, 1]]},
+    {"matrix": [[1, 0, 0], [0, 1, 0]]}, {"matrix": [[1, 0], [0, 1], [0, 0]]}, {"axis": [0, 0, 0], "angle": 1.0},
+    {"axis": [0, 0, 1], "angle": "nan"}, {"axis": [0, 0, 1], "angle": "t"}, {"cardan": ["x", 0, 0]},
+    {"cardan": [0, 0]}, {"axis": [1, 0, 0]}, {"axis": [1, 0, 0], "angle": 1, "cardan": [0, 0, 0]}, {},
+    {"matrix": [[math.nan, 0, 0], [0, 1, 0], [0, 0, 1]]}, {"matrix": [[2, 0, 0], [0, 1, 0], [0, 0, 1]]},
+)
+#: Paths of an entry whose values are expressions or numbers.
+_MBS_VALUE_KEYS = {"mass", "inertia", "position", "velocity", "angle", "angular_velocity", "drive", "vector",
+                   "gravity", "stiffness", "damping", "free_length", "axis", "axis_j", "derivative"}
+
+
+def _mbs_value_paths(doc: dict) -> list[tuple]:
+    return [p for p in _paths(doc) if p and any(key in _MBS_VALUE_KEYS for key in p if isinstance(key, str))
+            and not isinstance(_get(doc, p), (dict, list))]
+
+
+def _entries(doc: dict, section: str) -> list:
+    value = doc.get(section)
+    return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
+
+
+def _mut_mbs_value(rng, doc, files):
+    paths = _mbs_value_paths(doc)
+    if not paths:
+        return "no multibody value"
+    path = rng.choice(paths)
+    value = rng.choice([_number(rng), rng.choice(HOSTILE_EXPRESSIONS), rng.choice(NAMES),
+                        _random_expression(rng, ["m", "g", "t", "rod_phi", "block_x", "der(rod_phi)"], 2)])
+    _get(doc, path[:-1])[path[-1]] = copy.deepcopy(value)
+    return f"multibody value {path} = {value!r:.60}"
+
+
+def _mut_mbs_reference(rng, doc, files):
+    holders = [p for p in _paths(doc) if p and (p[-1] in ("body", "joint", "marker")
+                                              or (len(p) > 1 and p[-2] == "markers" and isinstance(p[-1], int)))]
+    if not holders:
+        return "no reference"
+    path = rng.choice(holders)
+    name = rng.choice(NAMES + ("ground", "nope", "rod", "top", "pivot", "hinge", "block", "foot", "base"))
+    _get(doc, path[:-1])[path[-1]] = name
+    return f"reference {path} = {name!r:.40}"
+
+
+def _mut_mbs_type(rng, doc, files):
+    section = rng.choice(["bodies", "joints", "sensors", "forces"])
+    entries = _entries(doc, section)
+    if not entries:
+        return f"no {section}"
+    kind = rng.choice(["spatial", "planar", "point_mass", "revolute", "spherical", "universal", "fixed", "planar",
+                       "prismatic", "cylindrical", "bushing", "spring_damper", "joint_force", "force", "torque",
+                       "distance", "orientation", "joint_reaction", "marker_velocity", "rigid", "", "Revolute", 3,
+                       "linear_spring_damper", "table_load"])
+    rng.choice(entries)["type"] = kind
+    return f"{section} type {kind!r}"
+
+
+def _mut_mbs_rotation(rng, doc, files):
+    entries = _entries(doc, "bodies") + _entries(doc, "markers")
+    if not entries:
+        return "no body or marker"
+    rotation = copy.deepcopy(rng.choice(BAD_ROTATIONS))
+    entry = rng.choice(entries)
+    key = "orientation" if "body" in entry else "rotation"
+    entry[key] = rotation
+    return f"{key} of {entry.get('name')!r} = {rotation!r:.60}"
+
+
+def _mut_mbs_law(rng, doc, files):
+    forces = [f for f in _entries(doc, "forces") if "law" in f or "laws" in f]
+    if not forces:
+        return "no law"
+    force = rng.choice(forces)
+    law = rng.choice([_number(rng), {"type": rng.choice(["maxwell", "nope", "table_load", "bushing", "load", 1])},
+                      {"type": "linear_spring_damper", "name": "x"}, {"type": "linear_spring_damper",
+                                                                      "coordinates": ["x"]},
+                      {"type": "spline_characteristic", "knots": rng.choice(LISTS), "values": [0.0, 1.0, 2.0]},
+                      {"type": "linear_spring_damper", "stiffness": rng.choice(HOSTILE_EXPRESSIONS)}])
+    if "law" in force:
+        force["law"] = copy.deepcopy(law)
+    elif isinstance(force["laws"], dict):
+        force["laws"][rng.choice(["x", "rz", "ry", "w", ""])] = copy.deepcopy(law)
+    return f"law of {force.get('name')!r} = {law!r:.60}"
+
+
+def _mut_mbs_duplicate(rng, doc, files):
+    section = rng.choice(["bodies", "markers", "joints", "sensors", "forces"])
+    entries = doc.get(section)
+    if not isinstance(entries, list) or not entries:
+        return f"no {section} to duplicate"
+    entries.append(copy.deepcopy(rng.choice(entries)))
+    return f"duplicate an entry of {section}"
+
+
+#: Valid edits of the bases (the valid paths of the reader), each tried on whichever base it fits.
+MBS_VALID_EDITS = (
+    lambda doc: doc["joints"][0].update(axis=[0, 0, 1]),
+    lambda doc: doc["joints"][0].update(drive="0.1*t"),
+    lambda doc: doc["forces"][0].update(law={"type": "maxwell", "damping": 2.0}),
+    lambda doc: doc["forces"][0]["laws"].update(x={"type": "maxwell", "damping": 2.0}),
+    lambda doc: doc["forces"][1].update(law={"type": "velocity_characteristic", "knots": [-1, 0, 1],
+                                             "values": [-2, 0, 3]}),
+    lambda doc: doc["bodies"][0].update(fixed_position=True),
+    lambda doc: doc["bodies"][0].update(angle="pi/8"),
+    lambda doc: doc["model"].update(gravity=[0, -9.81, 0]),
+    lambda doc: doc["sensors"].append({"type": "marker_velocity", "name": "vel", "marker": doc["markers"][1]["name"],
+                                       "frame": "body"}),
+    lambda doc: doc["sensors"].append({"type": "marker_position", "name": "pos", "marker": doc["markers"][1]["name"],
+                                       "components": ["y"]}),
+    lambda doc: doc["forces"].append({"type": "torque", "name": "drive", "body": doc["bodies"][0]["name"],
+                                      "vector": [0, 0, "0.1*sin(t)"]}),
+    lambda doc: doc["markers"][1].update(position=[0, "2*m", 0]),
+    lambda doc: doc["forces"][2].update(frame="marker"),
+)
+
+
+def _mut_mbs_valid(rng, doc, files):
+    k = rng.randrange(len(MBS_VALID_EDITS))
+    try:
+        MBS_VALID_EDITS[k](doc)
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return f"valid edit {k} does not fit"
+    return f"valid edit {k}"
+
+
+MBS_MUTATIONS = (
+    (_mut_mbs_valid, 6), (_mut_mbs_value, 4), (_mut_mbs_reference, 3), (_mut_mbs_type, 2), (_mut_mbs_rotation, 1),
+    (_mut_mbs_law, 2),
+    (_mut_mbs_duplicate, 1), (_mut_set_value, 1), (_mut_delete, 2), (_mut_extra_key, 2), (_mut_text, 1),
+)
+#: Changes a multibody file must be refused for, each alone in the first cases of the family.
+MBS_SYSTEMATIC = (
+    ("joint on one body", lambda doc: doc["joints"][0].update(markers=["top", "top"])),
+    ("two hinges", lambda doc: doc["joints"].append({**doc["joints"][0], "name": "hinge2"})),
+    ("zero mass", lambda doc: doc["bodies"][0].update(mass=0)),
+    ("negative inertia", lambda doc: doc["bodies"][0].update(inertia="-m")),
+    ("unknown marker", lambda doc: doc["joints"][0].update(markers=["pivot", "tpo"])),
+    ("unknown body", lambda doc: doc["markers"][1].update(body="rood")),
+    ("unknown joint", lambda doc: doc["sensors"][0].update(joint="hinje")),
+    ("name used twice", lambda doc: doc["markers"][1].update(name="pivot")),
+    ("C payload in a marker name", lambda doc: doc["markers"][1].update(name=INJECT)),
+    ("triangle inequality", lambda doc: doc["bodies"][0].update(inertia=[0.1, 0.1, 0.5])),
+    ("not orthonormal", lambda doc: doc["bodies"][0].update(rotation={"matrix": [[1, 0, 0], [0, 1, 1e-3],
+                                                                                   [0, 0, 1]]})),
+    ("expression outside the grammar", lambda doc: doc["markers"][2].update(position=[0, "__import__('os')", 0])),
+    ("spherical between planar bodies", lambda doc: doc["joints"][0].update(type="spherical")),
+)
+
+
+def mbs_case(index: int) -> Case:
+    """``simulate`` of a mutated multibody model file (bodies, markers, joints, forces, sensors)."""
+    rng = _rng("mbs", index)
+    notes: list[str] = []
+    must_fail = ""
+    if index < len(MBS_SYSTEMATIC):
+        what, change = MBS_SYSTEMATIC[index]
+        base = {"triangle inequality": "top", "not orthonormal": "top",
+                "expression outside the grammar": "mounted"}.get(what, "pendulum")
+        doc = MBS_BASES[base]()
+        change(doc)
+        notes += [f"base {base}", what]
+        must_fail = what
+    else:
+        base = rng.choice(["pendulum", "mounted"])  # a valid spatial body takes seconds to build
+        doc = MBS_BASES[base]()
+        notes.append(f"base {base}")
+        for _ in range(rng.choice([1, 1, 2, 2, 3])):
+            mutation = _weighted(rng, MBS_MUTATIONS)
+            notes.append(mutation(rng, doc, {}))
+            # A later mutation may delete the bad rotation: only the last one is sure to be refused.
+            bad = mutation is _mut_mbs_rotation and notes[-1] != "no body or marker"
+            must_fail = "a rotation that is not a rotation" if bad else ""
+    raw = to_toml(doc).encode("utf-8", "surrogatepass")
+    if index >= len(MBS_SYSTEMATIC) and rng.random() < 0.1:
+        raw, what = _bytes_mutation(rng, raw)
+        notes.append(what)
+        must_fail = ""  # a BOM or CRLF leaves the file valid
+    argv = ["simulate", "{dir}/model.toml", "--engine", "python", "-o", "{dir}/out.csv"]
+    return Case("mbs", index, tuple(argv), {"model.toml": raw}, "; ".join(notes), ("out.csv",), "csv", must_fail)
 
 
 # -- CSV data ------------------------------------------------------------------------------
@@ -1727,7 +1970,7 @@ def test_cases_are_reproducible_and_enough():
                                          b'start="1.0" unit="N/m"/></ScalarVariable></ModelVariables>'
                                          b"</fmiModelDescription>")),
                ("resources/export.json", b"{}"), ("resources/model.toml", b'name = "sdof"')]
-    for make in (model_case, csv_case, result_case, lambda k: fmu_case(k, entries)):
+    for make in (model_case, mbs_case, csv_case, result_case, lambda k: fmu_case(k, entries)):
         for index in (0, 7, 123):
             first, second = make(index), make(index)
             assert first.argv == second.argv and first.files == second.files
@@ -1746,6 +1989,13 @@ def test_fuzz_native_engine(sandbox, shared):
     if c_compiler() is None:  # pragma: no cover - depends on the machine
         pytest.skip("no C compiler")
     _assert_family([model_case(k, "native") for k in range(COUNTS["native"])], sandbox, shared)
+
+
+def test_fuzz_multibody_files(sandbox, shared):
+    """Issue 23: mutated multibody model files (bodies, markers, joints, forces between
+    markers, sensors) through ``simulate --engine python``: refusals named in one line, hostile
+    expressions through the grammar, every refusal of the issue alone in the first cases."""
+    _assert_family([mbs_case(k) for k in range(COUNTS["mbs"])], sandbox, shared)
 
 
 def test_fuzz_csv_files(sandbox, shared):
@@ -1778,7 +2028,7 @@ if __name__ == "__main__":  # pragma: no cover - a developer's helper
         with zipfile.ZipFile(shared_dir / "sdof.fmu") as fmu:
             case = fmu_case(index, [(i.filename, fmu.read(i)) for i in fmu.infolist()])
     else:
-        case = {"model": model_case, "native": lambda k: model_case(k, "native"), "csv": csv_case,
+        case = {"model": model_case, "native": lambda k: model_case(k, "native"), "mbs": mbs_case, "csv": csv_case,
                 "result": result_case}[family](index)
     folder = target / f"{family}-{index:04d}"
     folder.mkdir(parents=True, exist_ok=True)

@@ -38,11 +38,12 @@ import pytest
 
 from fmi_adjoint.costs import LeastSquaresCost
 from fmi_adjoint.engines import PythonEngine
-from fmi_adjoint.examples import example_names
+
 from fmi_adjoint.identify import Experiment, IdentificationProblem
 from fmi_adjoint.integrate import GeneralizedAlpha
 from fmi_adjoint.integrate.schemes import scheme_from_settings
 from tolerances import ADJOINT_VS_FORWARD_OF_LARGEST, GRADIENT_VS_FD
+from bundled import looped_examples
 
 SOLVER = GeneralizedAlpha(rho_inf=0.8)
 STEPS = 300
@@ -78,7 +79,7 @@ def _relative(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
 
 
-@pytest.fixture(scope="module", params=example_names())
+@pytest.fixture(scope="module", params=looped_examples())
 def case(request, example_engine):
     """``(name, native engine, t_end, cost, trajectory, adjoint gradient)`` at the defaults."""
     name = request.param
@@ -121,7 +122,7 @@ def test_adjoint_equals_finite_differences(case):
             fd[idx] = _finite_differences(native, t_end, cost, group, step)
     assert _relative(fd, adjoint) <= GRADIENT_VS_FD
     # The comparison tells the schemes apart: HHT's gradient of the same cost is far off.
-    hht = scheme_from_settings(model.model.simulation)
+    hht = scheme_from_settings(model.model.simulation, integrator="hht")
     assert hht != SOLVER
     other = native.adjoint_gradient(native.simulate(t_end=t_end, solver=hht), cost).gradient
     assert _relative(other, adjoint) > GRADIENT_VS_FD

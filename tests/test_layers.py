@@ -29,7 +29,9 @@ RANK = {
     "model": 4,
     "codegen": 4,
     "compiled": 5,
-    "model_file": 5,
+    # mbs (issue 23): components lowered to a Model; model files build them (model_file above)
+    "mbs": 5,
+    "model_file": 6,
     "integrate": 6,
     "costs": 6,
     "elementcheck": 6,

@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 
 from fmi_adjoint import HHT, ConvergenceError, compile_model, load_model, simulate
-from fmi_adjoint.examples import example_names, example_path
+from fmi_adjoint.integrate.schemes import scheme_from_settings
+from fmi_adjoint.examples import example_path
 from fmi_adjoint.native import build_native, find_c_compiler
 from tolerances import INDEX3_ROUNDOFF
+from bundled import looped_examples
 
 SAME_ALGORITHM = 1e-9          # issue 5: FMU vs in-process at communication points
 
@@ -26,7 +28,7 @@ def _uses_a_or_lambda(model, name) -> bool:
     return any(key in str(expr) for key in ("der2(", "lam(", "reaction("))
 
 
-@pytest.fixture(scope="module", params=example_names())
+@pytest.fixture(scope="module", params=looped_examples())
 def pair(request):
     try:
         find_c_compiler()
@@ -41,7 +43,7 @@ def test_outputs_equal_the_python_engine(pair):
     s = model.simulation
     t_end = min(round(s.t_end / s.step), 4000) * s.step
     traj = simulate(compiled, t_end=t_end)
-    times, y = native.simulate(t_end=t_end, step=s.step, solver=HHT(alpha=s.alpha))
+    times, y = native.simulate(t_end=t_end, step=s.step, solver=scheme_from_settings(s))
     assert np.array_equal(times, traj.t)
     reference = traj.outputs()
     for k, name in enumerate(compiled.output_names):
@@ -56,7 +58,7 @@ def test_parameters_reach_the_c_engine(pair):
     p = compiled.defaults * (1 + 0.01 * np.arange(1, compiled.n_p + 1) / compiled.n_p)
     t_end = min(round(s.t_end / s.step), 500) * s.step
     traj = simulate(compiled, p, t_end=t_end)
-    _, y = native.simulate(p, t_end=t_end, step=s.step, solver=HHT(alpha=s.alpha))
+    _, y = native.simulate(p, t_end=t_end, step=s.step, solver=scheme_from_settings(s))
     scale = np.max(np.abs(traj.outputs()), axis=0) + 1e-300
     assert np.max(np.abs(y - traj.outputs()) / scale) <= INDEX3_ROUNDOFF
 

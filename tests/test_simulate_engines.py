@@ -9,10 +9,11 @@ import pytest
 
 from fmi_adjoint import load_model, read_csv
 from fmi_adjoint.cli.main import main
-from fmi_adjoint.examples import example_names, example_path
+from fmi_adjoint.examples import example_path
 from fmi_adjoint.export import export_fmu
 from fmi_adjoint.native import find_c_compiler
 from tolerances import EXACT
+from bundled import looped_examples
 
 SAME_ALGORITHM = 1e-9  # issue 5: FMU vs `fmi-adjoint simulate` at the communication points
 
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.skipif(not HAVE_CC, reason="needs a C compiler")
 
 @pytest.mark.slow  # FMU builds of the bundled models
 @pytest.mark.parametrize("version", [2, 3])
-@pytest.mark.parametrize("name", example_names())
+@pytest.mark.parametrize("name", looped_examples())
 def test_fmu_equals_fmi_adjoint_simulate(tmp_path, name, version, capsys):
     import fmpy
 

@@ -210,3 +210,19 @@ NOISE_LEVEL_OF_500_SAMPLES = 0.2
 #: 9.7e-5 cart_pendulum (v_c); 1e-3 keeps a factor 5 and is far below an ignored condition
 #: (a miss of the order of the scale, 1).
 END_CONDITION_MISS = 1e-3
+
+#: Small-amplitude period of a physical pendulum (amplitude 0.01 rad, HHT alpha = 0, h = 1e-3,
+#: omega = 3.8 rad/s) against 2 pi sqrt(I_pivot / (m g d)), relative: the amplitude correction
+#: theta0^2 / 16 = 6.3e-6 plus the scheme's period error ~(omega h)^2 / 12 = 1.2e-6.  Measured
+#: 7.8e-6 (planar and spatial bodies, tests/test_mbs_core.py).
+SMALL_AMPLITUDE_PERIOD = 2e-5
+
+#: A bundled noisy measurement against its data module's regeneration, absolute, relative to the
+#: noise's standard deviation.  Outputs built from accelerations (der2) carry the Newton
+#: tolerance of the step (rtol 1e-10 on the positions) amplified by 1/(beta h^2): a change of
+#: an iteration count anywhere (another CPU, an expression the lowering writes differently)
+#: moves them by up to ~1e-3 of the noise (measured 1.2e-3 = 2.2e-6 of the signal on
+#: engine_on_mounts after the quadratic velocity terms were rewritten entry by entry; 8e-10 of
+#: the signal for a parameter changed by 4e-16).  A wrong seed, noise level or true value
+#: moves them by about the noise itself.
+REGENERATED_MEASUREMENT = 1e-2

@@ -305,9 +305,11 @@ def _data_inputs(args) -> list[tuple[str, str | None]]:
 def cmd_examples(args) -> int:
     from ..model_file import load_model
 
-    for name in example_names():
+    names = example_names()
+    width = max(map(len, names), default=0)
+    for name in names:
         model = load_model(EXAMPLES_DIR / f"{name}.toml")
-        print(f"{name:16s} {model.description}  [{model.source}]")
+        print(f"{name:{width}s} {model.description}  [{model.source}]")
     return 0
 
 

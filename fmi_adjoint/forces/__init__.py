@@ -20,6 +20,7 @@ from .library import (
     StribeckFriction,
     TableLoad,
     TorsionalVibrationDamper,
+    VelocityCharacteristic,
 )
 from .registry import GROUP, PluginError, Registry, default_registry, element_type, element_types
 
@@ -44,6 +45,7 @@ __all__ = [
     "StribeckFriction",
     "TableLoad",
     "TorsionalVibrationDamper",
+    "VelocityCharacteristic",
     "default_registry",
     "element_type",
     "element_types",

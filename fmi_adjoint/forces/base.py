@@ -48,7 +48,7 @@ __all__ = [
     "AbstractTwoPointElement",
 ]
 
-Number = str | float | int
+Number: TypeAlias = "str | float | int | sp.Expr"
 ParameterValue: TypeAlias = sp.Expr | tuple[sp.Expr, ...]
 
 

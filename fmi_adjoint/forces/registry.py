@@ -24,9 +24,14 @@ from typing import Protocol
 from ..errors import FmiAdjointError
 from .base import AbstractForceElement, ElementParameter
 
-__all__ = ["GROUP", "PluginError", "Registry", "default_registry", "element_type", "element_types"]
+__all__ = ["GROUP", "RESERVED_NAMES", "PluginError", "Registry", "default_registry", "element_type", "element_types"]
 
 GROUP = "fmi_adjoint.forces"
+
+#: Type names a plugin may not register: the multibody force types of the model-file format
+#: (:mod:`fmi_adjoint.model_file`, issue 23), which the reader builds itself, and the internal
+#: element that carries the generalized forces of multibody components.
+RESERVED_NAMES = frozenset({"spring_damper", "bushing", "joint_force", "force", "torque", "mbs_generalized_forces"})
 
 
 class PluginError(FmiAdjointError, TypeError):
@@ -169,6 +174,11 @@ class Registry:
         if name in self._loaded:
             return self._loaded[name]
         ep = self._entries[name]
+        if name in RESERVED_NAMES:
+            raise PluginError(
+                f"{_describe(ep)}: rule 'reserved name' broken: '{name}' is a multibody force type of the model-file "
+                f"format (reserved: {', '.join(sorted(RESERVED_NAMES))}). Rename the element and its entry point."
+            )
         if name in self._duplicates:
             claimants = ", ".join(f"'{e.value}' ({_distribution(e)})" for e in self._duplicates[name])
             raise PluginError(

@@ -4,7 +4,7 @@ from .dampers import MaxwellElement, TorsionalVibrationDamper
 from .drivetrain import DualMassFlywheelSpring, ElastoBacklash
 from .friction import MagicFormula, PacejkaFriction, StribeckFriction
 from .loads import ExpressionLoad, TableLoad
-from .springs import LinearSpringDamper, PolynomialSpringDamper, SplineCharacteristic
+from .springs import LinearSpringDamper, PolynomialSpringDamper, SplineCharacteristic, VelocityCharacteristic
 
 __all__ = [
     "DualMassFlywheelSpring",
@@ -19,4 +19,5 @@ __all__ = [
     "StribeckFriction",
     "TableLoad",
     "TorsionalVibrationDamper",
+    "VelocityCharacteristic",
 ]

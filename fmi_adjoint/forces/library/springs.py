@@ -12,7 +12,8 @@ import sympy as sp
 from ...errors import ModelError
 from ..base import AbstractTwoPointElement, ElementParameter
 
-__all__ = ["LinearSpringDamper", "PolynomialSpringDamper", "SplineCharacteristic"]
+__all__ = ["LinearSpringDamper", "PolynomialSpringDamper", "SplineCharacteristic", "VelocityCharacteristic",
+           "natural_spline"]
 
 Number = str | float | int
 INF = math.inf
@@ -131,14 +132,7 @@ class SplineCharacteristic(AbstractTwoPointElement):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        knots = tuple(float(k) for k in self.knots)
-        object.__setattr__(self, "knots", knots)
-        if not all(math.isfinite(k) for k in knots):
-            raise ModelError(f"{self.where('knots')}: the knot positions must be finite numbers.")
-        if len(knots) < 3 or any(b <= a for a, b in zip(knots, knots[1:])):
-            raise ModelError(f"{self.where('knots')}: give at least three strictly increasing knot positions.")
-        if self.values is not None and len(self.values) != len(knots):
-            raise ModelError(f"{self.where('values')}: {len(self.values)} values for {len(knots)} knots.")
+        object.__setattr__(self, "knots", _check_knots(self, self.knots, self.values))
 
     @classmethod
     def example(cls):
@@ -147,25 +141,117 @@ class SplineCharacteristic(AbstractTwoPointElement):
                    values=(-200.0, -30.0, 0.0, 50.0, 400.0), damping=None)
 
     def law(self, s, s_dot, p):
-        values = p["values"]
-        knots = np.array(self.knots)
+        return natural_spline(s, self.knots, p["values"]) + p["damping"] * s_dot
+
+
+def natural_spline(x: sp.Expr, knots: tuple[float, ...], values) -> sp.Expr:
+    """The natural cubic spline through ``(knots[k], values[k])`` at ``x``, extended linearly
+    with the end slopes outside the knots; linear in the values (which may be expressions)."""
+    knot_array = np.array(knots)
+    basis = _natural_spline_basis(knot_array)
+    n = len(knots)
+    pieces = []
+    for i in range(n - 1):
+        coeffs = [sum(sp.Float(basis[i, k, j], 17) * values[k] for k in range(n)) for j in range(4)]
+        dx = x - sp.Float(knots[i], 17)
+        pieces.append(coeffs[0] + dx * (coeffs[1] + dx * (coeffs[2] + dx * coeffs[3])))
+    # Linear extension with the end slopes.
+    c_first = [sum(sp.Float(basis[0, k, 1], 17) * values[k] for k in range(n))]
+    hl = knots[-1] - knots[-2]
+    slope_last = sum(
+        sp.Float(basis[-1, k, 1] + 2 * basis[-1, k, 2] * hl + 3 * basis[-1, k, 3] * hl**2, 17) * values[k]
+        for k in range(n)
+    )
+    below = values[0] + c_first[0] * (x - sp.Float(knots[0], 17))
+    above = values[-1] + slope_last * (x - sp.Float(knots[-1], 17))
+    branches = [(below, x < sp.Float(knots[0], 17))]
+    for i, piece in enumerate(pieces):
+        branches.append((piece, x < sp.Float(knots[i + 1], 17)))
+    branches.append((above, True))
+    return sp.Piecewise(*branches)
+
+
+def _check_knots(element, knots: tuple[float, ...], values) -> tuple[float, ...]:
+    knots = tuple(float(k) for k in knots)
+    if not all(math.isfinite(k) for k in knots):
+        raise ModelError(f"{element.where('knots')}: the knot positions must be finite numbers.")
+    if len(knots) < 3 or any(b <= a for a, b in zip(knots, knots[1:])):
+        raise ModelError(f"{element.where('knots')}: give at least three strictly increasing knot positions.")
+    if values is not None and len(values) != len(knots):
+        raise ModelError(f"{element.where('values')}: {len(values)} values for {len(knots)} knots.")
+    return knots
+
+
+@dataclasses.dataclass(frozen=True)
+class VelocityCharacteristic(AbstractTwoPointElement):
+    """A force characteristic over the relative *velocity*: a damper curve.
+
+    ``f = spline(s_dot) + k (s - L0)``: the natural cubic spline through ``(knots[k],
+    values[k])`` (knots are velocities, m/s or rad/s; values forces or torques), extended
+    linearly with the end slopes, plus an optional parallel linear spring (``stiffness``,
+    default 0).  Like :class:`SplineCharacteristic` the values are expressions (usually one
+    parameter per knot, so a measured damper curve is identified point by point), the law
+    is linear in them and twice continuously differentiable in ``s_dot``.
+
+    The element is passive if the curve opposes the motion, ``(spline(v) - spline(0)) v >= 0``
+    (a rising curve); with numeric values this is checked on a fine grid when the element is
+    created (between the knots a cubic may overshoot: add knots where it does).
+    """
+
+    type_name: ClassVar[str] = "velocity_characteristic"
+    parameters: ClassVar[tuple[ElementParameter, ...]] = (
+        ElementParameter("values", "N", 0.0, (-INF, INF), "force at the velocity knots", vector=True),
+        ElementParameter("stiffness", "N/m", 0.0, (0.0, INF), "parallel linear stiffness k"),
+        ElementParameter("free_length", "m", 0.0, (-INF, INF), "free length L0 of the parallel spring"),
+    )
+    zero_at_rest: ClassVar[bool] = False
+    knots: tuple[float, ...] = ()
+    values: tuple[Number, ...] | None = None
+    stiffness: Number | None = None
+    free_length: Number | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        knots = _check_knots(self, self.knots, self.values)
+        object.__setattr__(self, "knots", knots)
+        numbers = self.values if self.values is not None else ()
+        if numbers and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
+            self._check_passive(np.array(knots), np.array(numbers, dtype=float))
+
+    def _check_passive(self, knots: np.ndarray, values: np.ndarray) -> None:
+        if not np.all(np.isfinite(values)):
+            raise ModelError(f"{self.where('values')}: the values must be finite numbers.")
         basis = _natural_spline_basis(knots)
-        pieces = []
-        for i in range(len(knots) - 1):
-            coeffs = [sum(sp.Float(basis[i, k, j], 17) * values[k] for k in range(len(knots))) for j in range(4)]
-            x = s - sp.Float(knots[i], 17)
-            pieces.append(coeffs[0] + x * (coeffs[1] + x * (coeffs[2] + x * coeffs[3])))
-        # Linear extension with the end slopes.
-        c_first = [sum(sp.Float(basis[0, k, 1], 17) * values[k] for k in range(len(knots)))]
-        hl = knots[-1] - knots[-2]
-        slope_last = sum(
-            sp.Float(basis[-1, k, 1] + 2 * basis[-1, k, 2] * hl + 3 * basis[-1, k, 3] * hl**2, 17) * values[k]
-            for k in range(len(knots))
-        )
-        below = values[0] + c_first[0] * (s - sp.Float(knots[0], 17))
-        above = values[-1] + slope_last * (s - sp.Float(knots[-1], 17))
-        branches = [(below, s < sp.Float(knots[0], 17))]
-        for i, piece in enumerate(pieces):
-            branches.append((piece, s < sp.Float(knots[i + 1], 17)))
-        branches.append((above, True))
-        return sp.Piecewise(*branches) + p["damping"] * s_dot
+        grid = np.union1d(np.linspace(knots[0], knots[-1], 40 * len(knots)), [0.0])
+
+        def curve(x: np.ndarray) -> np.ndarray:
+            i = np.clip(np.searchsorted(knots, x, side="right") - 1, 0, len(knots) - 2)
+            dx = x - knots[i]
+            coeffs = np.einsum("ikj,k->ij", basis, values)[i]
+            return coeffs[:, 0] + dx * (coeffs[:, 1] + dx * (coeffs[:, 2] + dx * coeffs[:, 3]))
+
+        f0 = curve(np.array([0.0]))[0] if knots[0] <= 0.0 <= knots[-1] else None
+        if f0 is None:
+            return
+        power = (curve(grid) - f0) * grid
+        scale = np.max(np.abs(values)) * np.max(np.abs(knots)) + 1e-300
+        if np.min(power) < -1e-12 * scale:
+            worst = grid[int(np.argmin(power))]
+            raise ModelError(
+                f"{self.where('values')}: the damper curve generates energy near velocity {worst:.4g} (the force "
+                "does not oppose the motion there); give values that rise with the velocity, or add knots where "
+                "the cubic spline overshoots."
+            )
+
+    @classmethod
+    def example(cls):
+        """Representative instance for ``plugins check`` (a degressive damper curve)."""
+        return cls(name="probe", coordinates=("end_a", "end_b"), knots=(-1.0, -0.2, 0.0, 0.2, 1.0),
+                   values=(-900.0, -400.0, 0.0, 600.0, 1500.0))
+
+    def law(self, s, s_dot, p):
+        return natural_spline(s_dot, self.knots, p["values"]) + p["stiffness"] * (s - p["free_length"])
+
+    def potential_energy(self, q, p):
+        s = q[0] - q[1] if len(self.coordinates) == 2 else q[0]
+        return p["stiffness"] * (s - p["free_length"]) ** 2 / 2

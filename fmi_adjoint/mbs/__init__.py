@@ -1,0 +1,109 @@
+"""Multibody models from bodies, markers, joints, forces and sensors (issue 23;
+Oberpeilsteiner, dissertation 2018, Ch. 2).
+
+Components are frozen dataclasses that *lower* themselves into an ordinary
+:class:`fmi_adjoint.model.Model` through :class:`Lowering` (:mod:`.system`), so every engine,
+the adjoint, the sensitivities, costs, identification and FMU export work on them unchanged.
+
+Example::
+
+    from fmi_adjoint import mbs
+    from fmi_adjoint.model import Parameter
+    system = mbs.MultibodySystem(
+        name="pendulum",
+        parameters=(Parameter("m", 1.0, "kg"), Parameter("l", 1.0, "m"), Parameter("g", 9.81, "m/s^2")),
+        gravity=(0, "-g", 0),
+        bodies=(mbs.PlanarRigidBody("rod", mass="m", inertia="m*l**2/12", position=(0, "-l/2"), angle=0),),
+        markers=(mbs.Marker("pivot", "ground"), mbs.Marker("top", "rod", position=(0, "l/2", 0))),
+        joints=(mbs.Revolute("hinge", "pivot", "top"),),
+        sensors=(mbs.JointCoordinate("angle", "hinge"),),
+    )
+    model = system.to_model()
+"""
+
+from __future__ import annotations
+
+from .applied import Force, Torque
+from .bodies import (
+    GROUND,
+    AxisAngle,
+    Body,
+    BodyKinematics,
+    Cardan,
+    Ground,
+    PlanarRigidBody,
+    PointMass,
+    RotationMatrix,
+    SpatialRigidBody,
+)
+from .elements import GeneralizedForces
+from .forces import Bushing, JointForce, SpringDamper, scalar_law
+from .joints import (
+    Cylindrical,
+    Fixed,
+    Joint,
+    Planar,
+    Prismatic,
+    RedundantJointsError,
+    Revolute,
+    Spherical,
+    Universal,
+)
+from .markers import Marker, MarkerFrame
+from .sensors import (
+    AngularAcceleration,
+    AngularVelocity,
+    Distance,
+    JointCoordinate,
+    JointReaction,
+    MarkerAcceleration,
+    MarkerPosition,
+    MarkerVelocity,
+    Orientation,
+    RelativeDisplacement,
+)
+from .system import Component, Lowering, MultibodySystem
+
+__all__ = [
+    "GROUND",
+    "AngularAcceleration",
+    "AngularVelocity",
+    "AxisAngle",
+    "Bushing",
+    "Distance",
+    "JointCoordinate",
+    "JointForce",
+    "JointReaction",
+    "MarkerAcceleration",
+    "MarkerPosition",
+    "MarkerVelocity",
+    "Orientation",
+    "RelativeDisplacement",
+    "SpringDamper",
+    "scalar_law",
+    "Body",
+    "BodyKinematics",
+    "Cardan",
+    "Component",
+    "Cylindrical",
+    "Fixed",
+    "Force",
+    "GeneralizedForces",
+    "Ground",
+    "Joint",
+    "Lowering",
+    "Marker",
+    "MarkerFrame",
+    "MultibodySystem",
+    "Planar",
+    "PlanarRigidBody",
+    "PointMass",
+    "Prismatic",
+    "RedundantJointsError",
+    "Revolute",
+    "RotationMatrix",
+    "SpatialRigidBody",
+    "Spherical",
+    "Torque",
+    "Universal",
+]

@@ -1,0 +1,185 @@
+"""Rotations with Euler parameters (Oberpeilsteiner, dissertation 2018, Sec. 2.2.1.2-2.2.1.3).
+
+Conventions (used everywhere in :mod:`fmi_adjoint.mbs`):
+
+* ``A`` rotates body coordinates into global ones: ``r = u + A R`` (the dissertation's
+  ``B``, eq. (2.15)); its columns are the body axes in global coordinates.
+* Euler parameters ``e = (e0, e1, e2, e3)`` of a rotation by ``theta`` about the unit axis
+  ``a``: ``e0 = cos(theta/2)``, ``(e1, e2, e3) = a sin(theta/2)`` (eq. (2.21)), with the
+  normalization ``e . e = 1``; ``A(e)`` is eq. (2.20) written with the normalization used
+  (the matrix below eq. (2.21)), a quadratic polynomial without trigonometric functions.
+* ``G(e)`` (3x4, body frame) and ``E(e)`` (3x4, global frame): the angular velocity is
+  ``omega' = 2 G(e) e_dot`` in body axes and ``omega = 2 E(e) e_dot`` in global axes.  The
+  dissertation's matrix ``G`` of eq. (2.26) is our ``2 G`` (we keep the factor 2 outside,
+  as Nikravesh does); ``G e = E e = 0``.
+* Cardan angles ``(a, b, c)``: ``A = Rx(a) Ry(b) Rz(c)``, i.e. the body-fixed sequence
+  x, then y', then z'' (Tait-Bryan angles).  Singular at ``b = +-pi/2`` (gimbal lock).
+
+Numeric conversions (to Euler parameters from axis-angle, Cardan angles or a matrix) serve
+initial conditions; symbolic ones (:func:`A`, :func:`G`, :func:`E`, :func:`cardan_from_matrix`)
+serve the kinematics of bodies and sensors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import sympy as sp
+
+from ..errors import ModelError
+
+__all__ = [
+    "A",
+    "G",
+    "E",
+    "Rz",
+    "skew",
+    "euler_from_axis_angle",
+    "euler_from_cardan",
+    "euler_from_matrix",
+    "matrix_from_euler",
+    "matrix_from_cardan",
+    "cardan_from_matrix",
+    "check_rotation_matrix",
+    "ORTHONORMAL_TOLERANCE",
+]
+
+#: A rotation matrix given by the user must satisfy ``|A^T A - I| <= tol`` (max entry) and
+#: ``|det A - 1| <= tol``.
+ORTHONORMAL_TOLERANCE = 1e-9
+
+
+def skew(v: Sequence[sp.Expr]) -> sp.Matrix:
+    """The skew-symmetric matrix ``v~`` with ``v~ w = v x w`` (the dissertation's hat)."""
+    return sp.Matrix([[0, -v[2], v[1]], [v[2], 0, -v[0]], [-v[1], v[0], 0]])
+
+
+def A(e: Sequence[sp.Expr]) -> sp.Matrix:
+    """Rotation matrix (body -> global) of Euler parameters ``e``: dissertation eq. (2.20),
+    the form using ``e . e = 1`` (below eq. (2.21))."""
+    e0, e1, e2, e3 = e
+    return sp.Matrix(
+        [
+            [e0**2 + e1**2 - e2**2 - e3**2, 2 * (e1 * e2 - e0 * e3), 2 * (e1 * e3 + e0 * e2)],
+            [2 * (e1 * e2 + e0 * e3), e0**2 - e1**2 + e2**2 - e3**2, 2 * (e2 * e3 - e0 * e1)],
+            [2 * (e1 * e3 - e0 * e2), 2 * (e2 * e3 + e0 * e1), e0**2 - e1**2 - e2**2 + e3**2],
+        ]
+    )
+
+
+def G(e: Sequence[sp.Expr]) -> sp.Matrix:
+    """3x4 matrix with ``omega' = 2 G e_dot`` (body axes); the dissertation's eq. (2.26)
+    matrix divided by 2."""
+    e0, e1, e2, e3 = e
+    return sp.Matrix([[-e1, e0, e3, -e2], [-e2, -e3, e0, e1], [-e3, e2, -e1, e0]])
+
+
+def E(e: Sequence[sp.Expr]) -> sp.Matrix:
+    """3x4 matrix with ``omega = 2 E e_dot`` (global axes); ``A = E G^T``."""
+    e0, e1, e2, e3 = e
+    return sp.Matrix([[-e1, e0, -e3, e2], [-e2, e3, e0, -e1], [-e3, -e2, e1, e0]])
+
+
+def Rz(phi: sp.Expr) -> sp.Matrix:
+    """Rotation by ``phi`` about the global z axis (planar bodies)."""
+    c, s = sp.cos(phi), sp.sin(phi)
+    return sp.Matrix([[c, -s, 0], [s, c, 0], [0, 0, 1]])
+
+
+def _finite_vector(values: Sequence[float], n: int, where: str, what: str) -> np.ndarray:
+    try:
+        vec = np.array([float(x) for x in values], dtype=float)
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: {what} must be {n} numbers, got {values!r}.") from None
+    if vec.shape != (n,) or not np.all(np.isfinite(vec)):
+        raise ModelError(f"{where}: {what} must be {n} finite numbers, got {values!r}.")
+    return vec
+
+
+def euler_from_axis_angle(axis: Sequence[float], angle: float, where: str = "rotation") -> tuple[float, ...]:
+    """Euler parameters of a rotation by ``angle`` [rad] about ``axis`` (eq. (2.21)); the axis
+    is normalized and must not be zero."""
+    a = _finite_vector(axis, 3, where, "the rotation axis")
+    norm = float(np.linalg.norm(a))
+    if norm < 1e-12:
+        raise ModelError(f"{where}: the rotation axis is zero; give a nonzero axis such as [0, 0, 1].")
+    try:
+        theta = float(angle)
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: the rotation angle must be a number (radians), got {angle!r}.") from None
+    if not math.isfinite(theta):
+        raise ModelError(f"{where}: the rotation angle {angle!r} is not finite.")
+    s = math.sin(theta / 2) / norm
+    return (math.cos(theta / 2), a[0] * s, a[1] * s, a[2] * s)
+
+
+def matrix_from_cardan(angles: Sequence[float], where: str = "rotation") -> np.ndarray:
+    """``Rx(a) Ry(b) Rz(c)`` for Cardan angles ``(a, b, c)`` [rad] (module docstring)."""
+    a, b, c = _finite_vector(angles, 3, where, "the Cardan angles")
+    ca, sa, cb, sb, cc, sc = math.cos(a), math.sin(a), math.cos(b), math.sin(b), math.cos(c), math.sin(c)
+    rx = np.array([[1, 0, 0], [0, ca, -sa], [0, sa, ca]])
+    ry = np.array([[cb, 0, sb], [0, 1, 0], [-sb, 0, cb]])
+    rz = np.array([[cc, -sc, 0], [sc, cc, 0], [0, 0, 1]])
+    return rx @ ry @ rz
+
+
+def euler_from_cardan(angles: Sequence[float], where: str = "rotation") -> tuple[float, ...]:
+    """Euler parameters of the Cardan angles ``(a, b, c)``, ``A = Rx(a) Ry(b) Rz(c)``."""
+    return euler_from_matrix(matrix_from_cardan(angles, where), where)
+
+
+def check_rotation_matrix(matrix: object, where: str = "rotation") -> np.ndarray:
+    """The matrix as a 3x3 array if it is orthonormal with determinant +1 (within
+    :data:`ORTHONORMAL_TOLERANCE`), else ModelError naming ``where`` and the fix."""
+    try:
+        mat = np.array(matrix, dtype=float)
+    except (TypeError, ValueError):
+        raise ModelError(f"{where}: the rotation matrix must be 3x3 numbers, got {matrix!r}.") from None
+    if mat.shape != (3, 3) or not np.all(np.isfinite(mat)):
+        raise ModelError(f"{where}: the rotation matrix must be 3x3 finite numbers (rows), got {matrix!r}.")
+    error = float(np.max(np.abs(mat.T @ mat - np.eye(3))))
+    det = float(np.linalg.det(mat))
+    if error > ORTHONORMAL_TOLERANCE or abs(det - 1.0) > ORTHONORMAL_TOLERANCE:
+        raise ModelError(
+            f"{where}: the rotation matrix is not orthonormal with determinant +1 (|A^T A - I| = {error:.2g}, "
+            f"det = {det:.6g}); give the body axes as orthonormal columns to at least 1e-9, or use an "
+            "axis-angle or Cardan rotation."
+        )
+    return mat
+
+
+def euler_from_matrix(matrix: object, where: str = "rotation") -> tuple[float, ...]:
+    """Euler parameters of a rotation matrix (checked by :func:`check_rotation_matrix`);
+    ``e0 >= 0`` (Shepperd's method: the largest of the four squares is taken first)."""
+    m = check_rotation_matrix(matrix, where)
+    trace = float(np.trace(m))
+    squares = [(1 + trace) / 4, (1 + 2 * m[0, 0] - trace) / 4, (1 + 2 * m[1, 1] - trace) / 4,
+               (1 + 2 * m[2, 2] - trace) / 4]
+    k = int(np.argmax(squares))
+    ek = math.sqrt(max(squares[k], 0.0))
+    if k == 0:
+        e = [ek, (m[2, 1] - m[1, 2]) / (4 * ek), (m[0, 2] - m[2, 0]) / (4 * ek), (m[1, 0] - m[0, 1]) / (4 * ek)]
+    elif k == 1:
+        e = [(m[2, 1] - m[1, 2]) / (4 * ek), ek, (m[0, 1] + m[1, 0]) / (4 * ek), (m[0, 2] + m[2, 0]) / (4 * ek)]
+    elif k == 2:
+        e = [(m[0, 2] - m[2, 0]) / (4 * ek), (m[0, 1] + m[1, 0]) / (4 * ek), ek, (m[1, 2] + m[2, 1]) / (4 * ek)]
+    else:
+        e = [(m[1, 0] - m[0, 1]) / (4 * ek), (m[0, 2] + m[2, 0]) / (4 * ek), (m[1, 2] + m[2, 1]) / (4 * ek), ek]
+    if e[0] < 0:
+        e = [-x for x in e]
+    norm = math.sqrt(sum(x * x for x in e))
+    return tuple(float(x) / norm for x in e)
+
+
+def matrix_from_euler(e: Sequence[float]) -> np.ndarray:
+    """Numeric ``A(e)`` (eq. (2.20))."""
+    return np.array(A([float(x) for x in e]).tolist(), dtype=float)
+
+
+def cardan_from_matrix(m: sp.Matrix) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
+    """Cardan angles ``(a, b, c)`` with ``m = Rx(a) Ry(b) Rz(c)`` (symbolic, for sensors):
+    ``b = asin(m13)``, ``a = atan2(-m23, m33)``, ``c = atan2(-m12, m11)``; ``a, c`` wrap at
+    +-pi, singular at ``b = +-pi/2``."""
+    return (sp.atan2(-m[1, 2], m[2, 2]), sp.asin(m[0, 2]), sp.atan2(-m[0, 1], m[0, 0]))
