@@ -33,24 +33,8 @@ from captured_cli import cli
 from fmi_adjoint import Experiment, IdentificationProblem, LeastSquaresCost, load_model
 from fmi_adjoint.examples import example_path
 from fmi_adjoint.examples.macpherson_data import CHANNELS, NAMES, TRUE_VALUES, clean_measurement, noisy_measurement
+from test_strut import TABLE_1  # Vanpaemel et al., Table 1: parameter -> (start, lower, upper), SI
 from tolerances import ADJOINT_VS_FORWARD, EXACT, GRADIENT_VS_FD, NEWTON_LEVEL, WITHIN_STD_ERRORS
-
-#: Table 1 of Vanpaemel et al.: parameter -> (initial value, lower bound, upper bound), SI.
-TABLE_1 = {
-    "k": (23500.0, 22000.0, 24000.0),
-    "L": (0.343, 0.34, 0.35),
-    "c_1": (2000.0, 500.0, 5000.0),
-    "c_2": (3000.0, 500.0, 5000.0),
-    "a_f1": (100.0, 0.0, 500.0),
-    "b_f1": (50.0, 10.0, 2000.0),
-    "c_f1": (1.2, 1.0, 1.9),
-    "e_f1": (-10.0, -50.0, 1.0),
-    "a_f2": (100.0, 0.0, 500.0),
-    "b_f2": (50.0, 10.0, 2000.0),
-    "c_f2": (1.2, 1.0, 1.9),
-    "e_f2": (-10.0, -50.0, 1.0),
-    "y0": (-0.21445, -0.22, -0.21),
-}
 
 #: Parameters of the model that are fixed (not identified, no bounds).
 FIXED = {"g", "F0", "F_dyn", "v_eps"}
