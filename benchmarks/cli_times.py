@@ -6,7 +6,7 @@ a private temporary folder:
 * ``simulate engine_tvd --t-end 0.01`` with an empty cache (cold: the model is derived and
   compiled) and again in a new process (warm: the build cache serves it);
 * ``demo`` (warm), whose printed identification time is reported too;
-* the engine_tvd order identification of the README (warm).
+* the engine_tvd order identification of docs/how-to/choose-a-cost.md (warm).
 
 Run: ``python benchmarks/cli_times.py [--skip-identification]``.
 """
@@ -60,7 +60,7 @@ def main() -> None:
         print(f"demo (warm cache): {seconds:6.1f} s wall, {inner} [target: identification <= 10 s]")
         timed(["simulate", "engine_tvd", "--t-end", "0.001", "-o", str(work / "w.csv")], env, work)  # warm up
         seconds, _ = timed([*ORDER_FIT, "-o", str(work / "tvd.json")], env, work)
-        print(f"engine_tvd order identification (README): {seconds:6.1f} s wall [target: <= 60 s]")
+        print(f"engine_tvd order identification (docs: choose a cost): {seconds:6.1f} s wall [target: <= 60 s]")
 
 
 if __name__ == "__main__":

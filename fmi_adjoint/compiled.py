@@ -37,6 +37,7 @@ import dataclasses
 import json
 import marshal
 import sys
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -523,20 +524,24 @@ class Derivation:
 def model_key(model: Model) -> str:
     """Build-cache key of everything that determines a model's generated code.
 
-    The canonical text of the definition with parameter *values* neutralized (the
-    generated functions take ``p`` as an argument, so a ``--set`` must not rebuild), the
-    classes and source files of its force elements (plugins change without a version
-    bump during development), fmi-adjoint's own code, the versions of the interpreter (the
-    entry holds byte code), sympy (derivatives, printers) and numpy.
+    The canonical text of the definition (:func:`_canonical_text`) with parameter *values*
+    neutralized (the generated functions take ``p`` as an argument, so a ``--set`` must not
+    rebuild), the classes and source files of its force elements (plugins change without a
+    version bump during development), fmi-adjoint's own code, the versions of the
+    interpreter (the entry holds byte code), sympy (derivatives, printers) and numpy.
+    Computed once per model object (a build asks for it once per backend).
     """
     import inspect
 
+    known = _KEYS.get(id(model))
+    if known is not None and known[0]() is model:
+        return known[1]
     neutral = dataclasses.replace(
         model, parameters=tuple(dataclasses.replace(par, value=0.0) for par in model.parameters),
         description="", source="",
     )
     parts: list[str | bytes] = ["model", source_fingerprint(), sys.version, f"sympy {sp.__version__}",
-                                f"numpy {np.__version__}", repr(neutral)]
+                                f"numpy {np.__version__}", _canonical_text(neutral)]
     for cls in sorted({type(e) for e in model.forces}, key=lambda c: (c.__module__, c.__qualname__)):
         parts.append(f"{cls.__module__}.{cls.__qualname__}")
         try:
@@ -544,7 +549,69 @@ def model_key(model: Model) -> str:
             parts.append(Path(path).read_bytes() if path else b"")
         except (OSError, TypeError):
             parts.append(b"")
-    return fingerprint(*parts)
+    key = fingerprint(*parts)
+    ident = id(model)
+
+    def forget(_: object) -> None:
+        _KEYS.pop(ident, None)
+
+    try:
+        _KEYS[ident] = (weakref.ref(model, forget), key)
+    except TypeError:  # not weakly referenceable: not remembered
+        pass
+    return key
+
+
+#: ``id(model) -> (weak reference, key)`` of :func:`model_key`.
+_KEYS: dict[int, tuple[weakref.ref, str]] = {}
+
+
+def _canonical_text(value: object) -> str:
+    """A text that determines ``value`` (a model definition) exactly, for :func:`model_key`.
+
+    Dataclasses give their class and the fields their ``repr`` shows, containers their
+    items (sets sorted), numpy arrays their dtype, shape and bytes, other values their
+    ``repr``.  Sympy expressions are written as their trees (class, atoms' exact contents:
+    names and assumptions, the bits of floats), every distinct subtree once and then
+    referred to by number: linear in the size of the expression graph, where printing it as
+    text (the former ``repr``) re-sorted every sum and product and took most of a warm
+    build.  The arguments of sums and products are in sympy's canonical order, so the text
+    is the same in every process.
+    """
+    lines: list[str] = []
+    nodes: dict[sp.Basic, int] = {}
+
+    def expression(node: sp.Basic) -> int:
+        number = nodes.get(node)
+        if number is not None:
+            return number
+        args = node.args
+        if args:
+            text = f"{type(node).__name__}({','.join(str(expression(a)) for a in args)})"
+        else:
+            text = f"{type(node).__name__}{node._hashable_content()!r}"
+        lines.append(text)
+        number = nodes[node] = len(lines) - 1
+        return number
+
+    def walk(item: object) -> str:
+        if isinstance(item, sp.Basic):
+            return f"${expression(item)}"
+        if dataclasses.is_dataclass(item) and not isinstance(item, type):
+            fields = ",".join(f"{f.name}={walk(getattr(item, f.name))}" for f in dataclasses.fields(item) if f.repr)
+            return f"{type(item).__module__}.{type(item).__qualname__}({fields})"
+        if isinstance(item, (tuple, list)):
+            return f"{type(item).__name__}[{','.join(walk(x) for x in item)}]"
+        if isinstance(item, dict):
+            return f"dict{{{','.join(f'{walk(k)}:{walk(v)}' for k, v in item.items())}}}"
+        if isinstance(item, (set, frozenset)):  # in a canonical order (iteration order follows hashes)
+            return f"{type(item).__name__}{{{','.join(sorted(walk(x) for x in item))}}}"
+        if isinstance(item, np.ndarray):
+            return f"ndarray({item.dtype.str},{item.shape},{item.tobytes().hex()})"
+        return repr(item)
+
+    top = walk(value)
+    return "\n".join([*lines, top])
 
 
 def compile_model(model: Model | SymbolicModel, *, cache: BuildCache | None = None,

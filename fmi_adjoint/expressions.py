@@ -190,17 +190,21 @@ def _from_sympy(expr: sp.Expr, names: Mapping[str, sp.Expr], where: str,
             replace[applied] = handler(args[0].name)
         except ExpressionError as exc:
             raise ExpressionError(f"{where}: {exc}") from None
-    # Specials become placeholders first (their arguments are names of another kind), then
-    # the plain names are replaced, then the placeholders: no result is read as a name.
-    holders = {applied: sp.Dummy(real=True) for applied in replace}
-    expr = expr.xreplace(holders)
-    names_of: dict[sp.Basic, sp.Expr] = {}
-    for sym in expr.free_symbols - set(holders.values()):
-        if not isinstance(sym, sp.Symbol) or sym.name not in names:
-            known = ", ".join(sorted(names))
-            raise ExpressionError(f"{where}: unknown name '{sym}'. Known names: {excerpt(known, 200)}.")
-        names_of[sym] = names[sym.name]
-    result = expr.xreplace(names_of).xreplace({holders[a]: value for a, value in replace.items()})
+    # The arguments of specials are names of another kind: only the symbols outside them must
+    # be model names.  One simultaneous xreplace then maps both (it replaces a special whole,
+    # without looking inside, and never rereads a result as a name).
+    symbols = expr.free_symbols
+    unknown = [sym for sym in symbols if not isinstance(sym, sp.Symbol) or sym.name not in names]
+    if unknown and replace:  # perhaps only special arguments: look outside the specials
+        holders = {applied: sp.Dummy(real=True) for applied in replace}
+        symbols = expr.xreplace(holders).free_symbols - set(holders.values())
+        unknown = [sym for sym in symbols if not isinstance(sym, sp.Symbol) or sym.name not in names]
+    if unknown:
+        known = ", ".join(sorted(names))
+        raise ExpressionError(f"{where}: unknown name '{min(unknown, key=str)}'. Known names: {excerpt(known, 200)}.")
+    mapping: dict[sp.Basic, sp.Expr] = {sym: names[sym.name] for sym in symbols}
+    mapping.update(replace)
+    result = expr.xreplace(mapping)
     if result.has(sp.I, sp.zoo, sp.oo, sp.nan, -sp.oo):
         raise ExpressionError(f"{where}: {excerpt(str(expr))} has a complex or infinite constant; "
                               "expressions must be real and finite.")

@@ -525,8 +525,12 @@ def _quadratic_velocity_terms(M: sp.Matrix, q: tuple[sp.Symbol, ...], v: tuple[s
     return sp.Matrix([sp.Add(*row) for row in terms])
 
 
-def assemble(model: Model) -> SymbolicModel:
+def assemble(model: Model, *, velocity_terms: bool = True) -> SymbolicModel:
     """Build the symbolic equations of motion, constraints and outputs of ``model``.
+
+    ``velocity_terms=False`` leaves out the quadratic velocity terms of a mass matrix that
+    depends on ``q`` (they cannot fail): for checking a model's expressions only, never for
+    its equations.
 
     Raises
     ------
@@ -581,7 +585,8 @@ def assemble(model: Model) -> SymbolicModel:
             if target not in index:
                 raise ModelError(f"{element.where()}: unknown coordinate '{target}'.")
             Q[index[target]] += force
-    Q += _quadratic_velocity_terms(M, q, v)
+    if velocity_terms:
+        Q += _quadratic_velocity_terms(M, q, v)
 
     # Constraints: user constraints first, then drives of prescribed coordinates.
     rows: list[sp.Expr] = []

@@ -143,6 +143,9 @@ axes are numbers (or expressions of numbers such as ``"pi/2"``), in radians::
     gravity = true                   # marker_acceleration: the specific force A^T (a - g)
     components = ["x", "z"]          # optional subset
 
+The documentation site's reference (docs/reference/model-file.md) lists every key with its
+meaning, generated from :data:`MODEL_FILE_KEYS`, the table the reader checks keys against.
+
 The multibody force types are reserved in the element registry.  Beyond the checks of the
 components (:mod:`fmi_adjoint.mbs`: among them inertia tensors that violate the triangle
 inequality, and joints between the same two bodies whose constraints are dependent at the
@@ -185,7 +188,7 @@ from .model import (
 )
 from .text import excerpt
 
-__all__ = ["ModelSource", "load_model", "parse_model"]
+__all__ = ["MODEL_FILE_KEYS", "ModelSource", "load_model", "parse_model"]
 
 _MAX_BYTES = 4 * 1024 * 1024
 #: Most entries of a list-valued element property (dmf_spring stages, tvd branches, spline
@@ -199,21 +202,65 @@ _MAX_ENTRIES = {"coordinates": 500, "forces": 2000, "constraints": 500, "prescri
 #: The sections of a multibody model (issue 23); a file with any of them, ``[model] gravity``
 #: or a multibody force type becomes an :class:`~fmi_adjoint.mbs.MultibodySystem`.
 _MBS_SECTIONS = ("bodies", "markers", "joints", "sensors")
-#: The multibody force types of ``[[forces]]`` (reserved in the element registry).
-_MBS_FORCES = ("spring_damper", "bushing", "joint_force", "force", "torque")
-_SECTIONS = {
-    "model",
-    "simulation",
-    "parameters",
-    "inputs",
-    "coordinates",
-    "mass_matrix",
-    "forces",
-    "constraints",
-    "prescribed",
-    "outputs",
-    *_MBS_SECTIONS,
+_PARAMETER_KEYS = frozenset({"value", "unit", "bounds", "description"})
+_BODY_KEYS = frozenset({"name", "type", "mass", "position", "velocity", "fixed_position", "fixed_velocity"})
+_JOINT_KEYS = frozenset({"name", "type", "markers", "axis", "drive"})
+_VECTOR_SENSOR = frozenset({"name", "type", "marker", "frame", "components"})
+#: Every key the reader accepts: ``{section or inline table: {entry type: keys}}``, the type
+#: ``""`` where entries have no type.  The reader refuses any other key through this table, and
+#: docs/reference/model-file.md documents each key of it (checked by tests/test_docs_site.py).
+#: ``parameters`` and ``inputs``: the keys of one entry's inline table.  ``[[forces]]`` entries
+#: of a registered element type take ``type`` and the element's dataclass fields instead
+#: (``table_load``: ``file`` and ``column`` in place of ``times`` and ``values``), a ``law`` the
+#: fields but ``name`` and ``coordinates``; those keys come from the element classes.
+MODEL_FILE_KEYS: Mapping[str, Mapping[str, frozenset[str]]] = {
+    "model": {"": frozenset({"name", "description", "source", "gravity"})},
+    "simulation": {"": frozenset({"t_end", "step", "alpha", "integrator", "rho_inf"})},
+    "parameters": {"": _PARAMETER_KEYS},
+    "inputs": {"": _PARAMETER_KEYS},
+    "coordinates": {"": frozenset({"name", "kind", "mass", "initial_position", "initial_velocity", "fixed_position",
+                                   "fixed_velocity"})},
+    "mass_matrix": {"": frozenset({"row", "col", "value"})},
+    "forces": {
+        "spring_damper": frozenset({"name", "type", "markers", "law"}),
+        "bushing": frozenset({"name", "type", "markers", "laws"}),
+        "joint_force": frozenset({"name", "type", "joint", "law"}),
+        "force": frozenset({"name", "type", "marker", "vector", "frame"}),
+        "torque": frozenset({"name", "type", "body", "vector", "frame"}),
+    },
+    "constraints": {"": frozenset({"name", "expression"})},
+    "prescribed": {"": frozenset({"coordinate", "expression"})},
+    "outputs": {"": frozenset({"name", "expression", "unit", "description"})},
+    "bodies": {
+        "point_mass": _BODY_KEYS | {"planar"},
+        "planar": _BODY_KEYS | {"inertia", "angle", "angular_velocity"},
+        "spatial": _BODY_KEYS | {"inertia", "rotation", "angular_velocity", "angular_velocity_frame"},
+    },
+    "markers": {"": frozenset({"name", "body", "position", "orientation"})},
+    "joints": {kind: _JOINT_KEYS | ({"axis_j"} if kind == "universal" else set())
+               for kind in ("revolute", "prismatic", "cylindrical", "spherical", "universal", "planar", "fixed")},
+    "sensors": {
+        "marker_position": _VECTOR_SENSOR,
+        "marker_velocity": _VECTOR_SENSOR,
+        "marker_acceleration": _VECTOR_SENSOR | {"gravity"},
+        "angular_velocity": _VECTOR_SENSOR,
+        "angular_acceleration": _VECTOR_SENSOR,
+        "orientation": frozenset({"name", "type", "marker", "components"}),
+        "relative_displacement": frozenset({"name", "type", "markers", "components"}),
+        "distance": frozenset({"name", "type", "markers"}),
+        "joint_coordinate": frozenset({"name", "type", "joint", "derivative"}),
+        "joint_reaction": frozenset({"name", "type", "joint", "marker", "frame", "components"}),
+    },
+    # inline tables: a body's rotation and a marker's orientation (one of three forms), a bushing's laws
+    "rotation": {"axis_angle": frozenset({"axis", "angle"}), "cardan": frozenset({"cardan"}),
+                 "matrix": frozenset({"matrix"})},
+    "laws": {"": frozenset(BUSHING_DIRECTIONS)},
 }
+#: The multibody force types of ``[[forces]]`` (reserved in the element registry).
+_MBS_FORCES = tuple(MODEL_FILE_KEYS["forces"])
+#: The inline tables of :data:`MODEL_FILE_KEYS`; the other entries are the file's sections.
+_INLINE_TABLES = frozenset({"rotation", "laws"})
+_SECTIONS = frozenset(MODEL_FILE_KEYS) - _INLINE_TABLES
 
 
 def load_model(path: str | os.PathLike, registry: Registry | None = None, *,
@@ -337,7 +384,7 @@ def _parse(text: str, source: str, directory: Path | None, registry: Registry | 
     # Expressions are parsed with the model's names when the equations are assembled;
     # doing it here reports them against the file instead of later from compile_model.
     try:
-        assemble(model)
+        assemble(model, velocity_terms=False)
     except ModelError as exc:
         text_of = str(exc)
         special = reader.output_of_special(text_of)
@@ -552,8 +599,7 @@ class _Reader:
         unknown = sorted(set(self.doc) - _SECTIONS)
         if unknown:
             raise ModelError(f"{self.source}: unknown section(s) {unknown}. Sections: {', '.join(sorted(_SECTIONS))}.")
-        head = self.table(self.doc.get("model", {}), self.where("model"),
-                          {"name", "description", "source", "gravity"}, {"name"})
+        head = self.table(self.doc.get("model", {}), self.where("model"), MODEL_FILE_KEYS["model"][""], {"name"})
         for section, limit in _MAX_ENTRIES.items():
             entries = self.doc.get(section, ())
             if isinstance(entries, (list, dict)) and len(entries) > limit:
@@ -585,7 +631,7 @@ class _Reader:
 
     def simulation(self) -> SimulationSettings:
         where = self.where("simulation")
-        sim = self.table(self.doc.get("simulation", {}), where, {"t_end", "step", "alpha", "integrator", "rho_inf"})
+        sim = self.table(self.doc.get("simulation", {}), where, MODEL_FILE_KEYS["simulation"][""])
         values: dict[str, object] = {}
         for key, val in sim.items():
             if key == "integrator":
@@ -610,7 +656,7 @@ class _Reader:
             where = self.where(section, key=name)
             if not isinstance(spec, dict):
                 spec = {"value": spec}
-            spec = self.table(spec, where, {"value", "unit", "bounds", "description"}, {"value"})
+            spec = self.table(spec, where, MODEL_FILE_KEYS[section][""], {"value"})
             bounds = spec.get("bounds", [-math.inf, math.inf])
             if not isinstance(bounds, list) or len(bounds) != 2:
                 raise ModelError(f"{where}.bounds: expected [lower, upper], got {bounds!r}.")
@@ -632,7 +678,7 @@ class _Reader:
         return tuple(result)
 
     def coordinates(self) -> tuple[Coordinate, ...]:
-        allowed = {"name", "kind", "mass", "initial_position", "initial_velocity", "fixed_position", "fixed_velocity"}
+        allowed = MODEL_FILE_KEYS["coordinates"][""]
         result = []
         for k, spec in enumerate(self.array("coordinates")):
             where = self.where("coordinates", k)
@@ -653,7 +699,7 @@ class _Reader:
         result = []
         for k, spec in enumerate(self.array("mass_matrix")):
             where = self.where("mass_matrix", k)
-            spec = self.table(spec, where, {"row", "col", "value"}, {"row", "col", "value"})
+            spec = self.table(spec, where, MODEL_FILE_KEYS["mass_matrix"][""], {"row", "col", "value"})
             result.append(MassEntry(self.text(spec["row"], where), self.text(spec["col"], where),
                                     self.expr(spec["value"], where)))
         return tuple(result)
@@ -738,7 +784,7 @@ class _Reader:
         result = []
         for k, spec in enumerate(self.array("constraints")):
             where = self.where("constraints", k)
-            spec = self.table(spec, where, {"name", "expression"}, {"name", "expression"})
+            spec = self.table(spec, where, MODEL_FILE_KEYS["constraints"][""], {"name", "expression"})
             try:
                 result.append(Constraint(self.text(spec["name"], where), self.expr(spec["expression"], where)))
             except ModelError as exc:
@@ -749,7 +795,7 @@ class _Reader:
         result = []
         for k, spec in enumerate(self.array("prescribed")):
             where = self.where("prescribed", k)
-            spec = self.table(spec, where, {"coordinate", "expression"}, {"coordinate", "expression"})
+            spec = self.table(spec, where, MODEL_FILE_KEYS["prescribed"][""], {"coordinate", "expression"})
             result.append(PrescribedMotion(self.text(spec["coordinate"], where), self.expr(spec["expression"], where)))
         return tuple(result)
 
@@ -757,7 +803,7 @@ class _Reader:
         result = []
         for k, spec in enumerate(self.array("outputs")):
             where = self.where("outputs", k)
-            spec = self.table(spec, where, {"name", "expression", "unit", "description"}, {"name", "expression"})
+            spec = self.table(spec, where, MODEL_FILE_KEYS["outputs"][""], {"name", "expression"})
             try:
                 result.append(
                     Output(
@@ -942,13 +988,14 @@ class _Reader:
         if not isinstance(value, dict):
             raise ModelError(f"{where}: a rotation is {forms}; got {excerpt(value, 60)}.")
         keys = set(value)
+        forms_keys = MODEL_FILE_KEYS["rotation"]
         rotation: mbs.AxisAngle | mbs.Cardan | mbs.RotationMatrix
-        if keys == {"axis", "angle"}:
+        if keys == forms_keys["axis_angle"]:
             rotation = mbs.AxisAngle(self.constants(value["axis"], 3, f"{where}.axis"),  # type: ignore[arg-type]
                                      self.constant(value["angle"], f"{where}.angle"))
-        elif keys == {"cardan"}:
+        elif keys == forms_keys["cardan"]:
             rotation = mbs.Cardan(self.constants(value["cardan"], 3, f"{where}.cardan"))  # type: ignore[arg-type]
-        elif keys == {"matrix"}:
+        elif keys == forms_keys["matrix"]:
             rows = value["matrix"]
             if not isinstance(rows, list) or len(rows) != 3:
                 raise ModelError(f"{where}.matrix: expected 3 rows of 3 numbers, got {excerpt(rows, 60)}.")
@@ -999,15 +1046,8 @@ class _Reader:
         except (TypeError, ValueError, OverflowError) as exc:
             raise ModelError(f"{self.entry_where(section, index)}: invalid values: {exc}.") from None
 
-    _BODY_KEYS = frozenset({"name", "type", "mass", "position", "velocity", "fixed_position", "fixed_velocity"})
-    _BODIES: Mapping[str, AbstractSet[str]] = {
-        "point_mass": _BODY_KEYS | {"planar"},
-        "planar": _BODY_KEYS | {"inertia", "angle", "angular_velocity"},
-        "spatial": _BODY_KEYS | {"inertia", "rotation", "angular_velocity", "angular_velocity_frame"},
-    }
-
     def mbs_body(self, index: int, spec: Any) -> mbs.Body:
-        kind = self.typed_entry("bodies", index, spec, self._BODIES, {"name", "type"})
+        kind = self.typed_entry("bodies", index, spec, MODEL_FILE_KEYS["bodies"], {"name", "type"})
 
         def at(key: str) -> str:
             return self.entry_where("bodies", index, key)
@@ -1046,7 +1086,7 @@ class _Reader:
 
     def mbs_marker(self, index: int, spec: Any) -> mbs.Marker:
         where = self.entry_where("markers", index)
-        spec = self.table(spec, where, {"name", "body", "position", "orientation"}, {"name", "body"})
+        spec = self.table(spec, where, MODEL_FILE_KEYS["markers"][""], {"name", "body"})
         fields: dict[str, Any] = {"name": self.text(spec["name"], f"{where}.name"),
                                   "body": self.text(spec["body"], self.entry_where("markers", index, "body"))}
         if "position" in spec:
@@ -1063,9 +1103,7 @@ class _Reader:
     }
 
     def mbs_joint(self, index: int, spec: Any) -> object:
-        keys = frozenset({"name", "type", "markers", "axis", "drive"})
-        kinds = {kind: keys | ({"axis_j"} if kind == "universal" else set()) for kind in self._JOINTS}
-        kind = self.typed_entry("joints", index, spec, kinds, {"name", "type", "markers"})
+        kind = self.typed_entry("joints", index, spec, MODEL_FILE_KEYS["joints"], {"name", "type", "markers"})
 
         def at(key: str) -> str:
             return self.entry_where("joints", index, key)
@@ -1079,20 +1117,12 @@ class _Reader:
             fields["drive"] = self.expr(spec["drive"], at("drive"))
         return self.component("joints", index, self._JOINTS[kind], **fields)
 
-    _FORCES: Mapping[str, AbstractSet[str]] = {
-        "spring_damper": frozenset({"name", "markers", "law"}),
-        "bushing": frozenset({"name", "markers", "laws"}),
-        "joint_force": frozenset({"name", "joint", "law"}),
-        "force": frozenset({"name", "marker", "vector", "frame"}),
-        "torque": frozenset({"name", "body", "vector", "frame"}),
-    }
-
     def mbs_force(self, index: int, spec: dict) -> object:
         """A multibody force entry of ``[[forces]]``; laws are inline tables resolved through
         the element registry as ordinary ``[[forces]]`` entries are."""
         kind = spec["type"]
-        required = self._FORCES[kind] - {"frame"}
-        self.typed_entry("forces", index, spec, self._FORCES, required | {"type"})
+        kinds = MODEL_FILE_KEYS["forces"]
+        self.typed_entry("forces", index, spec, kinds, kinds[kind] - {"frame"})
 
         def at(key: str) -> str:
             return self.entry_where("forces", index, key)
@@ -1107,7 +1137,7 @@ class _Reader:
         if kind == "bushing":
             laws = spec["laws"]
             directions = BUSHING_DIRECTIONS
-            if not isinstance(laws, dict) or not laws or set(laws) - set(directions):
+            if not isinstance(laws, dict) or not laws or set(laws) - MODEL_FILE_KEYS["laws"][""]:
                 raise ModelError(f"{at('laws')}: expected laws.<direction> = {{type = ..., ...}} for some of "
                                  f"{', '.join(directions)} (marker i's axes); got keys "
                                  f"{excerpt(sorted(laws) if isinstance(laws, dict) else laws, 60)}.")
@@ -1154,25 +1184,19 @@ class _Reader:
         except (TypeError, ValueError, OverflowError) as exc:
             raise ModelError(f"{where}: invalid values for element type '{cls.type_name}': {exc}.") from None
 
-    _VECTOR_SENSOR = frozenset({"name", "marker", "frame", "components"})
-    _SENSORS: Mapping[str, tuple[type, AbstractSet[str]]] = {
-        "marker_position": (mbs.MarkerPosition, _VECTOR_SENSOR),
-        "marker_velocity": (mbs.MarkerVelocity, _VECTOR_SENSOR),
-        "marker_acceleration": (mbs.MarkerAcceleration, _VECTOR_SENSOR | {"gravity"}),
-        "angular_velocity": (mbs.AngularVelocity, _VECTOR_SENSOR),
-        "angular_acceleration": (mbs.AngularAcceleration, _VECTOR_SENSOR),
-        "orientation": (mbs.Orientation, frozenset({"name", "marker", "components"})),
-        "relative_displacement": (mbs.RelativeDisplacement, frozenset({"name", "markers", "components"})),
-        "distance": (mbs.Distance, frozenset({"name", "markers"})),
-        "joint_coordinate": (mbs.JointCoordinate, frozenset({"name", "joint", "derivative"})),
-        "joint_reaction": (mbs.JointReaction, frozenset({"name", "joint", "marker", "frame", "components"})),
+    _SENSORS: Mapping[str, type] = {
+        "marker_position": mbs.MarkerPosition, "marker_velocity": mbs.MarkerVelocity,
+        "marker_acceleration": mbs.MarkerAcceleration, "angular_velocity": mbs.AngularVelocity,
+        "angular_acceleration": mbs.AngularAcceleration, "orientation": mbs.Orientation,
+        "relative_displacement": mbs.RelativeDisplacement, "distance": mbs.Distance,
+        "joint_coordinate": mbs.JointCoordinate, "joint_reaction": mbs.JointReaction,
     }
 
     def mbs_sensor(self, index: int, spec: Any) -> object:
-        kinds = {kind: keys for kind, (_, keys) in self._SENSORS.items()}
+        kinds = MODEL_FILE_KEYS["sensors"]
         target = {"marker", "markers", "joint"}
         kind = self.typed_entry("sensors", index, spec, kinds, {"name", "type"})
-        make, keys = self._SENSORS[kind]
+        make, keys = self._SENSORS[kind], kinds[kind]
 
         def at(key: str) -> str:
             return self.entry_where("sensors", index, key)

@@ -64,7 +64,11 @@ def run_once(tmp_path_factory):
     import fcntl
     import os
 
-    root = tmp_path_factory.getbasetemp().parent / "run-once"
+    # Under xdist each worker's basetemp is a subfolder of the run's folder, which the workers
+    # share; without xdist basetemp is the run's folder itself (its parent holds every earlier
+    # run, whose results must not be reused).
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "run-once"
     root.mkdir(exist_ok=True)
 
     def run(key: str, compute):

@@ -409,7 +409,8 @@ def test_identify_sdof(method, sdof_data, tmp_path, capsys):
         capsys,
     )
     assert code == 0, err
-    assert out == ""  # the result goes to the file only (no --json)
+    # The result goes to the file only (no --json); stdout holds the parameter table.
+    assert out.splitlines()[0].split()[:4] == ["parameter", "initial", "identified", "std"], out
     result = json.loads(result_json.read_text(encoding="utf-8"))
     assert RESULT_KEYS <= set(result)
     assert result["initial"] == {"c": 1.0, "d": 0.5}
@@ -511,7 +512,11 @@ def test_identify_progress_lines_on_stderr(sdof_data, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
-    lines = proc.stderr.splitlines()
+    # The iteration lines; a line names each stage where it begins; the parameter table follows.
+    lines = [line for line in proc.stderr.splitlines() if " iter " in line]
+    stage_lines = [line for line in proc.stderr.splitlines() if line.startswith("stage ")]
+    assert stage_lines == [f"stage {k}/{len(result['strategy']['stages'])}: {s['stage']}"
+                           for k, s in enumerate(result["strategy"]["stages"], start=1)]
     assert len(lines) == len(result["cost_history"]) and lines
     # The default strategy fits data windows first: each stage's lines carry its name and count
     # its own iterations from 0.
@@ -563,7 +568,11 @@ def test_demo(tmp_path, capsys):
     png = folder / "engine_mount_fit.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert png.stat().st_size > 10_000
-    assert sorted(p.name for p in folder.iterdir()) == ["engine_mount_fit.png", "engine_mount_result.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["engine_mount_fit.png", "engine_mount_report.html",
+                                                        "engine_mount_result.json"]
+    from test_report import assert_report_is_result
+
+    assert_report_is_result((folder / "engine_mount_report.html").read_text(encoding="utf-8"), result)
     for name in TRUE_VALUES:
         assert name in out
     assert "iter" in err

@@ -1,6 +1,6 @@
 """Global input design by default, and stop messages that name the cause (issue 32, part 2).
 
-* Sec. 5.3.2 (undamped oscillator, A-optimal, |u| <= 1, 64 knots), with the call the README
+* Sec. 5.3.2 (undamped oscillator, A-optimal, |u| <= 1, 64 knots), with the call the docs
   documents and nothing else: the default multi-start reaches the Pontryagin optimum of
   ``tests/pontryagin.py`` (one switch at ``t1* = 1.2424 s``, ``J = -16.9378``); with
   ``--starts 1`` (the single start of before) the same call still ends at the vertex
@@ -30,7 +30,7 @@ from fmi_adjoint.examples import example_path
 from fmi_adjoint.model_file import load_model
 from tolerances import CLOSED_FORM, EXACT, ORDER
 
-#: The call of README's "Optimal input design" (Sec. 5.3.2): ``--integral`` makes the criterion
+#: The call of docs/tutorials/input-design.md (Sec. 5.3.2): ``--integral`` makes the criterion
 #: ``-int x_c^2 dt = 2 J`` with ``J`` of eq. (5.8) as ``tests/pontryagin.py`` computes it.
 DOCUMENTED = ["design", "single_mass", "--input", "u", "--params", "c", "--knots", "64", "--bounds", "u=-1:1",
               "--noise", "x=1", "--integral"]

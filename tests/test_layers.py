@@ -43,9 +43,11 @@ RANK = {
     "design": 10,
     "examples": 10,
     "fmu": 10,
-    "cli": 11,
-    "__init__": 12,
-    "__main__": 12,
+    # report (issue 27): HTML reports of identifications, designs and validations
+    "report": 11,
+    "cli": 12,
+    "__init__": 13,
+    "__main__": 13,
 }
 
 

@@ -3,7 +3,8 @@
 The command reads its options into a :class:`~fmi_adjoint.design.DesignSpec`, builds the
 :class:`~fmi_adjoint.design.DesignProblem` and runs :func:`~fmi_adjoint.design.run_design_starts`
 (several starts on the executor of `--workers`/`--dask`, the best kept; issue 32);
-everything it writes comes from :mod:`fmi_adjoint.design.report`.  Every check that needs no
+everything it writes comes from :mod:`fmi_adjoint.design.report` (the HTML report of
+``--report`` from :mod:`fmi_adjoint.report.design`).  Every check that needs no
 model build runs first (options, output files, matplotlib), so a mistake costs no build and
 no output file is written; the outputs are written only after the design, each atomically,
 and an output that fails removes the ones written before it.  Errors are project errors,
@@ -31,6 +32,7 @@ from ..errors import ModelError, OutputFileError
 from ..files import atomic_output, check_not_input, check_writable, same_file
 from ..identify.spec import check_time_span
 from ..model_file import ModelSource
+from ..report.design import design_report, design_signals
 from .loading import model_inputs, model_path, parse_assignments, parse_bounds, parse_names
 from .parallel_options import add_parallel_options, dask_settings
 
@@ -101,11 +103,16 @@ def add_design_parser(sub) -> None:
                         "table_load")
     design.add_argument("--plot", metavar="DESIGN.png", help="PNG of the input, the measured outputs and the "
                         "criterion per iteration")
+    design.add_argument("--report", metavar="REPORT.html",
+                        help="self-contained HTML report (opens offline in any browser): the input before and after, "
+                        "the measured outputs, the predicted standard errors, the constraints met, the criterion "
+                        "per iteration")
 
 
 def _check_outputs(args: argparse.Namespace) -> dict[str, str]:
     """The output files by option: each writable, none an input of the command, all distinct."""
-    given = {option: path for option, path in (("--plot", args.plot), ("--csv", args.csv), ("-o", args.output))
+    given = {option: path for option, path in (("--plot", args.plot), ("--report", args.report), ("--csv", args.csv),
+                                               ("-o", args.output))
              if path}
     inputs = model_inputs(args.model)
     for k, (option, path) in enumerate(given.items()):
@@ -155,18 +162,22 @@ def _start_progress(count: int) -> Callable[[int, StartOutcome], None]:
 
 
 def _write(result: DesignResult, outputs: dict[str, str], extra: dict) -> list[str]:
-    """Write the requested files (figure, table, record: the likeliest failure first); a
-    failure removes the files this run wrote before it."""
+    """Write the requested files (figure, report, table, record: the likeliest failure first);
+    a failure removes the files this run wrote before it."""
     written: list[str] = []
+    payload = {**design_record(result), **extra}
     try:
         if "--plot" in outputs:
             plot_design(result, outputs["--plot"])
             written.append(outputs["--plot"])
+        if "--report" in outputs:
+            design_report(payload, design_signals(result)).write(outputs["--report"])
+            written.append(outputs["--report"])
         if "--csv" in outputs:
             write_input_csv(result, outputs["--csv"])
             written.append(outputs["--csv"])
         if "-o" in outputs:
-            text = json.dumps({**design_record(result), **extra}, indent=2, allow_nan=False)
+            text = json.dumps(payload, indent=2, allow_nan=False)
             with atomic_output(outputs["-o"]) as handle:
                 handle.write(text + "\n")
             written.append(outputs["-o"])

@@ -187,7 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
     ident.add_argument("--json", action="store_true", help="print the result JSON to stdout")
     ident.add_argument("--plot", metavar="FIT.png",
                        help="PNG of measured, initial and identified outputs (spectra, orders, modal coordinates) "
-                       "of the first experiment, and the convergence history")
+                       "of every channel of every experiment with their residuals, and the convergence over all "
+                       "stages")
+    ident.add_argument("--report", metavar="REPORT.html",
+                       help="self-contained HTML report (opens offline in any browser): summary and warnings, "
+                       "parameters with confidence intervals, correlations, every channel of every experiment with "
+                       "residuals, convergence")
     _parallel_options(ident)
     starts = ident.add_argument_group("multi-start and checkpoints")
     starts.add_argument("--starts", type=int, default=1, metavar="N",
@@ -254,10 +259,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the identification's result: validate through the interface it used")
     check.add_argument("--interface", choices=("auto", "me", "cs"), default="auto",
                        help="me or cs (default: the one RESULT.json records, else cs where the FMU has it)")
+    check.add_argument("--report", metavar="REPORT.html",
+                       help="self-contained HTML report (opens offline in any browser): per output the measured and "
+                       "re-simulated signals and their difference, and the RMS table")
     _fmu_process_options(check)
 
     demo = sub.add_parser("demo", help="identify the engine-mount parameters from the bundled measurement")
-    demo.add_argument("-o", "--output-dir", default="fmi-adjoint-demo", help="folder for result JSON and plot")
+    demo.add_argument("-o", "--output-dir", default="fmi-adjoint-demo",
+                      help="folder for result JSON, plot and HTML report")
     demo.add_argument("--method", choices=OPTIMIZERS, default="least_squares")
 
     add_design_parser(sub)
@@ -362,10 +371,6 @@ class _Setup:
             _note(text)
         for text in self.warnings if warnings else ():
             print(f"fmi-adjoint: warning: {text}", file=sys.stderr)
-
-    def sampled(self, x: np.ndarray) -> np.ndarray:
-        """Sampled outputs of the first experiment at the identified values ``x``."""
-        return self.problem.sampled_outputs(0, x)
 
     #: The executor of a distributed problem (closed with the setup).
     executor = None
@@ -565,7 +570,8 @@ def cmd_identify(args) -> int:
         sobol_starts,
     )
     from ..identify.optimize import default_optimizer
-    from ..identify.strategies import stage_notices, strategy_named
+    from ..identify.strategies import stage_notices, stage_starts, strategy_named
+    from ..identify.table import parameter_table
 
     if args.max_iter < 1:
         raise ModelError(f"--max-iter {args.max_iter}: give at least 1 iteration (default 200).")
@@ -577,7 +583,7 @@ def cmd_identify(args) -> int:
         raise ModelError("give either --resume (your own checkpoint) or --resume-reevaluate (one you do not trust), "
                          "not both.")
     ckpt = args.checkpoint or args.resume
-    _check_outputs({"-o": args.output, "--plot": args.plot, "--checkpoint": args.checkpoint},
+    _check_outputs({"-o": args.output, "--plot": args.plot, "--report": args.report, "--checkpoint": args.checkpoint},
                    [*(model_inputs(args.model) if args.model else []), *_data_inputs(args),
                     ("checkpoint", args.resume), ("checkpoint", args.resume_reevaluate)])
     setup = _problem(args, parse_bounds(args.bounds))
@@ -664,31 +670,63 @@ def cmd_identify(args) -> int:
         if ckpt:
             payload["checkpoint"] = ckpt
         text = json.dumps(payload, indent=2)
-        if args.plot:
-            # The figure before the result file: a failure leaves neither half-written.
-            from .plotting import plot_fit
+        table = parameter_table(result.names, result.initial, result.parameters, result.std_errors,
+                                active_bounds=result.active_bounds, units=problem.parameter_units())
+        # The figure and the report before the result file; a failure of any of them removes
+        # the files this run wrote before it (no half output).
+        written: list[str] = []
+        try:
+            if args.plot or args.report:
+                from ..report.signals import compare_fit_or_identified
 
-            cost = problem.experiments[0].cost
-            plot_fit(args.plot, cost, setup.sampled(result.initial), setup.sampled(result.parameters),
-                     result.cost_history)
-            print(f"wrote {args.plot}", file=sys.stderr)
+                comparisons, initial_shown = compare_fit_or_identified(problem, result.initial, result.parameters)
+            if args.plot:
+                from .plotting import plot_comparisons
+
+                boundaries = stage_starts([s.iterations for s in best.stages], result.method)
+                plot_comparisons(args.plot, comparisons, result.cost_history, initial_shown=initial_shown,
+                                 stages=list(zip(boundaries, (s.stage for s in best.stages))))
+                written.append(args.plot)
+            if args.report:
+                from ..report.identification import write_identification_report
+
+                write_identification_report(args.report, problem, payload, comparisons=comparisons,
+                                            initial_shown=initial_shown)
+                written.append(args.report)
+        except BaseException:
+            _remove(written)
+            raise
     finally:
         if log is not None:
             log.close()
         setup.close()
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    # The parameter table on stdout, unless RESULT.json goes there (`identify > RESULT.json`).
+    print(table, file=sys.stderr if args.json or not args.output else sys.stdout)
     if args.output:
-        with atomic_output(args.output) as handle:
-            handle.write(text + "\n")
+        try:
+            with atomic_output(args.output) as handle:
+                handle.write(text + "\n")
+        except BaseException:
+            _remove(written)  # no figure or report of a run whose RESULT.json could not be written
+            raise
         print(f"wrote {args.output}", file=sys.stderr)
     if args.json or not args.output:
         print(text)
     return 0 if payload["success"] else 1
 
 
+def _remove(paths: list[str]) -> None:
+    """Remove the files this run wrote (after a later output failed)."""
+    for path in paths:
+        Path(path).unlink(missing_ok=True)
+
+
 #: Options that do not change the result (where the work runs, where it is written), and the
 #: input files, which enter the checkpoint by their content (a moved folder still resumes).
 _NOT_IN_CHECKPOINT = ("workers", "dask", "checkpoint", "resume", "resume_reevaluate", "output", "json", "plot",
-                      "verbose", "fmu_timeout", "max_steps", "max_events", "run_timeout",
+                      "report", "verbose", "fmu_timeout", "max_steps", "max_events", "run_timeout",
                       "model", "data", "fmu", "inputs")
 
 
@@ -798,40 +836,73 @@ def cmd_apply(args) -> int:
 def cmd_validate(args) -> int:
     from ..data import read_csv
     from ..fmu.archive import open_fmu
-    from ..fmu.handback import check_result_fmu, validate_fmu_against_data
+    from ..fmu.handback import check_result_fmu, resimulate_against_data, write_validation
 
     settings = _fmu_process_settings(args)
     _check_report_folder(args.output, [("data file", args.data), ("inputs file", args.inputs), ("FMU", args.fmu)])
+    if args.report:
+        _check_html_report(args)
     data = read_csv(args.data, events=True)
     inputs = read_csv(args.inputs) if args.inputs else None
     interface = _validate_interface(args)
+    notes: list[str] = []  # printed, and in the HTML report's summary
     with open_fmu(args.fmu) as archive:
         if args.result:
             # As `apply`: a RESULT.json of another FMU (another guid / instantiationToken) is refused.
             other = check_result_fmu(args.result, archive)
             if other is not None:
-                _note(other)
-            _note_other_values(args, archive)
-        summary = validate_fmu_against_data(archive, data, args.output, inputs, interface=interface, **settings)
+                notes.append(other)
+            other_values = _note_other_values(args, archive)
+            if other_values is not None:
+                notes.append(other_values)
+            for text in notes:
+                _note(text)
+        validation = resimulate_against_data(archive, data, inputs, interface=interface, **settings)
+    if args.report:  # before report.json (as identify writes its report before RESULT.json)
+        from ..report.validation import validation_report
+
+        validation_report(validation, notes=notes).write(args.report)
+    try:
+        write_validation(validation, args.output)
+    except BaseException:
+        if args.report:
+            Path(args.report).unlink(missing_ok=True)
+        raise
+    summary = validation.summary
     for name, stats in summary["outputs"].items():
         rel = stats["relative_rms_error"]
         print(f"{name:16s} RMS error {stats['rms_error']:.6g}   max {stats['max_abs_error']:.6g}"
               + (f"   ({100 * rel:.3g} % of the signal RMS)" if rel is not None else ""))
     print(f"wrote {Path(args.output) / 'report.json'} and {Path(args.output) / 'report.png'}", file=sys.stderr)
+    if args.report:
+        print(f"wrote {args.report}", file=sys.stderr)
     return 0
 
 
-def _note_other_values(args, archive) -> None:
-    """The note that the FMU validated does not carry RESULT.json's values: ``--result``
-    chooses the interface only; the values are the FMU's own (it is validated as it is)."""
+def _check_html_report(args) -> None:
+    """``validate --report``: writable, no input of the command, and neither report.json nor
+    report.png of the ``-o`` folder."""
+    _check_outputs({"--report": args.report}, [("data file", args.data), ("inputs file", args.inputs),
+                                               ("FMU", args.fmu), ("result file", args.result)])
+    for name in ("report.json", "report.png"):
+        if same_file(args.report, Path(args.output) / name):
+            raise OutputFileError(f"--report {args.report!r} is the {name} that -o {args.output!r} writes; give "
+                                  "another file name (REPORT.html).")
+
+
+def _note_other_values(args, archive) -> str | None:
+    """The note that the FMU validated does not carry RESULT.json's values (``--result``
+    chooses the interface only; the values are the FMU's own: it is validated as it is), or
+    None where they agree."""
     from ..fmu.handback import differing_start_values, read_result_parameters
 
     differing = differing_start_values(archive, read_result_parameters(args.result))
-    if differing:
-        names = ", ".join(differing[:5]) + (f" and {len(differing) - 5} more" if len(differing) > 5 else "")
-        print(f"fmi-adjoint: note: {args.fmu} does not carry the values of {args.result} ({names} differ; it is "
-              f"validated with its own start values): to validate the identified model, validate the FMU written by "
-              f"`fmi-adjoint apply {args.result} --fmu {args.fmu} -o IDENTIFIED.fmu`.", file=sys.stderr)
+    if not differing:
+        return None
+    names = ", ".join(differing[:5]) + (f" and {len(differing) - 5} more" if len(differing) > 5 else "")
+    return (f"{args.fmu} does not carry the values of {args.result} ({names} differ; it is validated with its own "
+            f"start values): to validate the identified model, validate the FMU written by "
+            f"`fmi-adjoint apply {args.result} --fmu {args.fmu} -o IDENTIFIED.fmu`.")
 
 
 def _validate_interface(args) -> str | None:

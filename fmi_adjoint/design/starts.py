@@ -154,7 +154,7 @@ class RandomSwitching(AbstractStart):
 
 
 #: Starts of a default design (``--starts``): measured on the undamped oscillator of
-#: Sec. 5.3.2 (README, "Optimal input design").
+#: Sec. 5.3.2 (docs/tutorials/input-design.md).
 DEFAULT_STARTS = 8
 DEFAULT_SEED = 0
 

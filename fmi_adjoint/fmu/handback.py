@@ -20,7 +20,9 @@ SSP archives, and the validation of an identified FMU by re-simulation through f
   SSV unit must be defined in the file with its SI base-unit exponents.  The SSP archive
   that binds it to the FMU: :mod:`fmi_adjoint.fmu.ssp`.
 * :func:`validate_fmu_against_data`: re-simulation and a report (per-output RMS and
-  maximum error, PNG, JSON).
+  maximum error, PNG, JSON); in two steps, :func:`resimulate_against_data` (the
+  :class:`FmuValidation`: the signals and the summary, nothing written) and
+  :func:`write_validation`.
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ if TYPE_CHECKING:
     from .rebuild import RebuiltFmu
 
 __all__ = ["SSV_NAMESPACE", "HandBack", "hand_back", "write_ssv", "write_reparameterized_fmu", "write_fmu_entries",
-           "simulate_with_fmpy", "validate_fmu_against_data", "read_result_interface", "read_result_parameters",
-           "check_result_fmu", "differing_start_values"]
+           "simulate_with_fmpy", "validate_fmu_against_data", "FmuValidation", "resimulate_against_data",
+           "write_validation", "read_result_interface", "read_result_parameters", "check_result_fmu",
+           "differing_start_values"]
 
 SSV_NAMESPACE = "http://ssp-standard.org/SSP1/SystemStructureParameterValues"
 SSC_NAMESPACE = "http://ssp-standard.org/SSP1/SystemStructureCommon"
@@ -437,6 +440,29 @@ def _typed(kind: str, value: float) -> float | int | bool:
     return bool(value) if kind == "boolean" else int(value)
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class FmuValidation:
+    """An FMU re-simulated against measured data (:func:`resimulate_against_data`).
+
+    Attributes
+    ----------
+    data : Measurement
+        The measurement (its ``columns`` are FMU outputs).
+    simulated : numpy.ndarray
+        The FMU's outputs at ``data.times``, one column per ``data.columns``.
+    units : dict
+        The unit of each output ("" where the FMU declares none).
+    summary : dict
+        What ``report.json`` holds: the FMU, the data, the samples, the interface, and per output
+        the RMS and maximum absolute error and the RMS relative to the measurement's RMS.
+    """
+
+    data: Measurement
+    simulated: np.ndarray
+    units: dict[str, str]
+    summary: dict
+
+
 def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, inputs: Measurement | None = None,
                               *, timeout: float = DEFAULT_TIMEOUT, log=None, interface: str | None = None) -> dict:
     """Re-simulate (:func:`simulate_with_fmpy`, with ``timeout`` and ``log``) and write
@@ -446,6 +472,16 @@ def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, in
     to the RMS of the measurement.
     """
     folder = Path(folder)
+    check_writable(folder / "report.json" if folder.is_dir() else folder)
+    validation = resimulate_against_data(archive, data, inputs, timeout=timeout, log=log, interface=interface)
+    write_validation(validation, folder)
+    return validation.summary
+
+
+def resimulate_against_data(archive: FmuArchive, data: Measurement, inputs: Measurement | None = None, *,
+                            timeout: float = DEFAULT_TIMEOUT, log=None, interface: str | None = None) -> FmuValidation:
+    """Check that ``data``'s columns are outputs (and ``inputs``' inputs) of the FMU,
+    re-simulate (:func:`simulate_with_fmpy`) and compare; writes nothing."""
     outputs = list(data.columns)
     # The numeric names `identify` fits (Integer, Boolean, Enumeration, array elements A[i,j]).
     known = numeric_names(archive, "output")
@@ -465,15 +501,10 @@ def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, in
         if inputs.times[0] > data.times[0] + 1e-12 or inputs.times[-1] < data.times[-1] * (1 - 1e-12):
             raise FmuError(f"{inputs.source}: the inputs span [{inputs.times[0]:g}, {inputs.times[-1]:g}] s but the "
                            f"data need [{data.times[0]:g}, {data.times[-1]:g}] s; extend the input file.")
-    check_writable(folder / "report.json" if folder.is_dir() else folder)
     simulated = simulate_with_fmpy(archive, data.times, outputs, inputs, timeout=timeout, log=log,
                                    interface=interface)
     if not np.all(np.isfinite(simulated)):
         raise FmuError(f"{archive.path.name}: the re-simulation gives non-finite outputs; check the start values.")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise FmuError(f"cannot create the report folder {str(folder)!r}: {exc.strerror}.") from None
     per_output: dict[str, dict] = {}
     summary = {"fmu": str(archive.path), "data": data.source, "samples": int(data.times.size), "outputs": per_output,
                "interface": interface or ("CoSimulation" if archive.co_simulation else "ModelExchange")}
@@ -483,10 +514,22 @@ def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, in
         scale = float(np.sqrt(np.mean(data.values[:, k] ** 2)))
         per_output[name] = {"rms_error": rms, "max_abs_error": float(np.max(np.abs(error))),
                             "relative_rms_error": rms / scale if scale > 0 else None}
-    _plot(folder / "report.png", data, simulated, summary)
+    # An array element A[i,j] is no variable of its own: no unit.
+    units = {name: archive.variables[name].unit if name in archive.variables else "" for name in outputs}
+    return FmuValidation(data=data, simulated=simulated, units=units, summary=summary)
+
+
+def write_validation(validation: FmuValidation, folder) -> None:
+    """Write ``report.png`` and ``report.json`` of ``validation`` into ``folder`` (made if
+    missing), each atomically."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FmuError(f"cannot create the report folder {str(folder)!r}: {exc.strerror}.") from None
+    _plot(folder / "report.png", validation.data, validation.simulated, validation.summary)
     with atomic_output(folder / "report.json") as handle:
-        handle.write(json.dumps(summary, indent=2) + "\n")
-    return summary
+        handle.write(json.dumps(validation.summary, indent=2) + "\n")
 
 
 def _plot(path: Path, data: Measurement, simulated: np.ndarray, summary: dict) -> None:

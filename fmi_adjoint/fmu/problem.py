@@ -397,6 +397,24 @@ class FmuProblem:
         return {"interface": "ModelExchange", "integrator": {"scheme": "Radau IIA (order 5), adaptive",
                                                              **self.tolerances.to_json()}}
 
+    def parameter_units(self) -> dict[str, str]:
+        """The unit text of the identified parameters by name (modelDescription.xml's ``unit``)."""
+        variables = self.archive.variables
+        return {name: variables[name].unit for name in self.names if name in variables}
+
+    def output_units(self) -> dict[str, str]:
+        """The unit text of the variables a cost may compare by name (modelDescription.xml's
+        ``unit``): every variable, as an FMU's variable names are unique."""
+        return {name: variable.unit for name, variable in self.archive.variables.items()}
+
+    def run_details(self) -> dict[str, str]:
+        """The FMU's binary in worker processes, and the communication step (Co-Simulation) or
+        the integrator's adaptive step (Model Exchange)."""
+        engine = f"the FMU's binary ({self.interface}, in worker processes)"
+        if self.interface == "CoSimulation":
+            return {"engine": engine, "step": f"{self.experiments[0].step:.6g} s (communication step)"}
+        return {"engine": engine, "step": "adaptive (error control: see the integrator)"}
+
     def gradient_details(self) -> dict:
         details: dict = {"columns": self.columns} if self.columns else {}
         if self.fallback is not None:

@@ -273,13 +273,20 @@ def identify(
                 cache_r[key] = (r, Jr * scale.derivative(u)[None, :])
             return cache_r[key]
 
+        recorded_start = [False]  # the start is in the history already (a start at a bound, below)
+
         def jac(u):
             r, Ju = evaluate(u)
-            J = 0.5 * float(r @ r)
-            gnorm = float(np.linalg.norm(Ju.T @ r))
-            cost_history.append(J)
-            gnorm_history.append(gnorm)
-            progress_log.line(J, gnorm, physical(u))
+            if recorded_start[0]:
+                # scipy's first Jacobian, at the start moved inside its bound by 1e-10: the
+                # start's line and history entry stand for it (no second "iter 0").
+                recorded_start[0] = False
+            else:
+                J = 0.5 * float(r @ r)
+                gnorm = float(np.linalg.norm(Ju.T @ r))
+                cost_history.append(J)
+                gnorm_history.append(gnorm)
+                progress_log.line(J, gnorm, physical(u))
             progress_log.iteration += 1
             return Ju
 
@@ -295,6 +302,7 @@ def identify(
             cost_history.append(0.5 * float(r0 @ r0))
             gnorm_history.append(float(np.linalg.norm((jac0 * scale.derivative(u0)[None, :]).T @ r0)))
             progress_log.line(cost_history[-1], gnorm_history[-1], problem.start)
+            recorded_start[0] = True
         # The residuals are normalized by the start's (the cost starts at 1/2, as L-BFGS-B's is
         # normalized): scipy's gtol is absolute, so on a cost that is already small at the start
         # (noise-free data, the later windows of a staged fit) it stopped the run at a gradient

@@ -117,11 +117,28 @@ class AbstractProblem(Protocol):
         ...
 
 
+class MeasuredExperiment(Protocol):
+    """What plots and reports read of an experiment: its name and its cost (with the data)."""
+
+    @property
+    def name(self) -> str:
+        ...
+
+    @property
+    def cost(self) -> AbstractCost:
+        ...
+
+
 class AbstractIdentificationProblem(AbstractProblem, Protocol):
     """What the commands (``gradient``, ``identify``) also ask of a problem: outputs for plots,
     the noise floor, how runs are computed, where the gradient comes from, the discretization
     error, and releasing workers.  :class:`IdentificationProblem` and
     :class:`~fmi_adjoint.fmu.problem.FmuProblem` implement it, so the CLI never probes."""
+
+    @property
+    def experiments(self) -> Sequence[MeasuredExperiment]:
+        """The experiments, in the order :meth:`sampled_outputs` counts them."""
+        ...
 
     def sampled_outputs(self, index: int, x: np.ndarray) -> np.ndarray:
         """Outputs of experiment ``index`` at its sample times, at identified values ``x``."""
@@ -142,6 +159,21 @@ class AbstractIdentificationProblem(AbstractProblem, Protocol):
     def discretization_error(self, x: np.ndarray) -> dict | None:
         """Estimated discretization error of the fit at ``x`` where the runs have error control
         (FMU Model Exchange); None where the scheme and its step are part of the model."""
+        ...
+
+    def parameter_units(self) -> dict[str, str]:
+        """The unit text of each identified parameter by name ("" where none is declared), for
+        the parameter table and the report."""
+        ...
+
+    def output_units(self) -> dict[str, str]:
+        """The unit text of each output by name ("" where none is declared), for the plots of
+        the signals (an output may share its name with a parameter of another unit)."""
+        ...
+
+    def run_details(self) -> dict[str, str]:
+        """What RESULT.json does not record of how the runs were computed, in words for the
+        report: ``"engine"`` and ``"step"``."""
         ...
 
     def close(self) -> None:
@@ -474,6 +506,20 @@ class IdentificationProblem:
         """None: the scheme and its step are part of the model file (the HHT or generalized-α
         solution is the model's response, exactly differentiated)."""
         return None
+
+    def parameter_units(self) -> dict[str, str]:
+        """The unit text of the first experiment's model's parameters by name."""
+        return {p.name: p.unit for p in self.experiments[0].model.model.all_parameters}
+
+    def output_units(self) -> dict[str, str]:
+        """The unit text of the first experiment's model's outputs by name."""
+        return {o.name: o.unit for o in self.experiments[0].model.model.outputs}
+
+    def run_details(self) -> dict[str, str]:
+        """The engine and the first experiment's fixed step."""
+        exp = self.experiments[0]
+        step = exp.step if exp.step is not None else exp.model.model.simulation.step
+        return {"engine": str(exp.engine.name), "step": f"{step:.6g} s (fixed)"}
 
     def close(self) -> None:
         """Nothing to release: the engines live in this process."""

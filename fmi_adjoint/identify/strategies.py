@@ -28,12 +28,14 @@ start values (the problem of issue 32): single shooting ends in a wrong minimum 
 cost 6795 against 0.631, 92 to 172 standard errors off; L-BFGS-B: 7285, on the bounds); growing
 windows reach the joint minimum with default options (L-BFGS-B and least squares; all four
 parameters within 1.1 standard errors), with least squares in a thirtieth of the failing
-single-shooting fit's time (README, ``benchmarks/strategy_cost.py``).  Multiple shooting (Bock's
+single-shooting fit's time (docs/tutorials/first-identification.md#why-growing-windows,
+``benchmarks/strategy_cost.py``).  Multiple shooting (Bock's
 method: segment start states optimized with continuity conditions) is the textbook remedy as
 well but is not built: windows reached the minimum on every problem measured (engine mount,
 triple pendulum, strut), with the existing exact gradients and no new unknowns or constraints.
 
-Window rule (measured, README "Multi-start, clusters and checkpoints"): fractions halve from
+Window rule (measured: docs/tutorials/first-identification.md#why-growing-windows; the multi-start
+runs over strategies: docs/tutorials/cluster.md, "Multi-start, clusters and checkpoints"): fractions halve from
 the whole record down to :data:`SMALLEST_WINDOW` (1/8: with 1/4 as the shortest window the
 strut's L-BFGS-B fit of twelve parameters ends 14.7 standard errors off, as single shooting
 does; with 1/8 within 2.4, as least squares from every start; the engine mount and the triple
@@ -51,6 +53,7 @@ from __future__ import annotations
 import abc
 import copy
 import dataclasses
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar, TextIO
@@ -64,8 +67,8 @@ from .problem import AbstractProblem, Experiment, IdentificationProblem
 
 __all__ = ["AbstractStrategy", "AutomaticStrategy", "ExperimentContinuation", "GrowingWindows", "SMALLEST_WINDOW",
            "SAMPLES_PER_PARAMETER", "STRATEGY_NAMES", "SingleShooting", "Stage", "StageSummary", "StagedResult",
-           "identify_staged", "run_stages", "stage_notices", "strategy_named", "window_experiment", "window_fractions",
-           "windowed"]
+           "identify_staged", "run_stages", "stage_notices", "stage_starts", "strategy_named", "window_experiment",
+           "window_fractions", "windowed"]
 
 #: The shortest data window, as a fraction of the record (windows 1/8, 1/4, 1/2, then the whole;
 #: measured: 1/4 as the shortest window leaves the strut's L-BFGS-B fit in a wrong minimum).
@@ -141,6 +144,21 @@ class StageSummary:
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def stage_starts(iterations: Sequence[int], method: str) -> tuple[int, ...]:
+    """Where each stage begins in a staged result's ``cost_history`` (and
+    ``gradient_norm_history``), from the stages' iteration counts (:attr:`StageSummary.iterations`,
+    RESULT.json ``strategy.stages[k].iterations``) and the optimizer ``method``: an L-BFGS-B stage
+    records its start and each iteration (``iterations + 1`` entries), a least-squares stage each
+    Jacobian evaluation, its start included (``iterations`` entries).  For plots and reports
+    that mark the stage boundaries on the convergence history."""
+    extra = 1 if method == "lbfgsb" else 0
+    starts, at = [], 0
+    for count in iterations:
+        starts.append(at)
+        at += int(count) + extra
+    return tuple(starts)
 
 
 def stage_notices(stages: Sequence[StageSummary]) -> tuple[str, ...]:
@@ -390,8 +408,13 @@ def run_stages(strategy: AbstractStrategy, problem: IdentificationProblem, x0: n
     results: list[IdentificationResult] = []
     summaries: list[StageSummary] = []
     note = ""
+    stream = sys.stderr if isinstance(progress, str) else progress  # identify refuses other strings
     for k, stage in enumerate(stages):
         last = k == len(stages) - 1
+        if stream is not None and len(stages) > 1:
+            # One line where each stage begins: its iterations count from 0 again, on its own cost.
+            stream.write(f"{label}stage {k + 1}/{len(stages)}: {stage.text}\n")
+            stream.flush()
         text = label if len(stages) == 1 else f"{label}[{stage.text}] "
         name = stage.text
 

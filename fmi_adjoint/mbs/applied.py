@@ -35,14 +35,18 @@ def _vector(value: object, where: str) -> tuple[Number, ...]:
     return tuple(value)
 
 
-def _scatter(ctx: Lowering, coordinates: Sequence[str], vector: sp.Matrix, velocity: sp.Matrix) -> None:
+def _scatter(ctx: Lowering, coordinates: Sequence[str], vector: sp.Matrix, velocity: sp.Matrix | None,
+             position: sp.Matrix | None = None) -> None:
     """``Q_k = (d velocity / d der(q_k))^T vector``: the virtual work of ``vector`` along the
     Jacobian of ``velocity`` (a point's velocity or a body's angular velocity, linear in the
     ``der(q)``).  Only the velocity is differentiated: ``der(x)`` inside the force (a damper
-    ``-c der(x)``) stays a factor."""
+    ``-c der(x)``) stays a factor.  For a point, ``position`` instead of its velocity: the
+    same Jacobian ``d position / d q_k``, without forming the velocity."""
     for coord in coordinates:
-        der = ctx.der(coord)
-        column = velocity.diff(der)
+        if position is not None:
+            column = position.diff(ctx.symbol(coord))
+        else:
+            column = velocity.diff(ctx.der(coord))  # type: ignore[union-attr]
         q_k = sp.Integer(0) if column.is_zero_matrix else (vector.T * column)[0, 0]
         if q_k.is_zero is not True:
             ctx.add_generalized_force(coord, q_k)
@@ -74,7 +78,7 @@ class Force:
         elif self.frame == "marker":
             F = frame.rotation * F
         # Q_k = F . dr_P/dq_k = F . d v_P / d der(q_k) (J_v^T F).
-        _scatter(ctx, frame.body.coordinates, F, frame.position.applyfunc(ctx.velocity_of))
+        _scatter(ctx, frame.body.coordinates, F, None, position=frame.position)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -253,7 +253,19 @@ def initial_rate(ctx: Lowering, expr: sp.Expr, where: str) -> sp.Expr:
     """The time derivative of ``expr`` (:meth:`Lowering.velocity_of`) at the initial positions
     and velocities of the coordinates (an expression of parameters): the initial velocity of
     an auxiliary coordinate, consistent with the time derivative of its constraint."""
-    rate = ctx.velocity_of(expr).xreplace(_initial_values(ctx, _coordinates_of(ctx, expr), where, velocities=True))
+    names = _coordinates_of(ctx, expr)
+    if expr.atoms(sp.core.function.AppliedUndef):  # velocities in expr: their rates are not known here
+        rate = ctx.velocity_of(expr).xreplace(_initial_values(ctx, names, where, velocities=True))
+    else:
+        # d/dtau expr(q0 + tau v0, t = tau) at tau = 0: the initial values enter first, so the
+        # derivative is taken once, of an expression of parameters, instead of once per
+        # coordinate of the full kinematics (the same value).
+        tau = sp.Dummy("tau", real=True)
+        values = _initial_values(ctx, names, where, velocities=True)
+        moving: dict[sp.Basic, sp.Expr] = {symbol("t"): tau}
+        for name in names:
+            moving[symbol(name)] = values[symbol(name)] + tau * values[special("der", name)]
+        rate = sp.diff(expr.xreplace(moving), tau).xreplace({tau: sp.Integer(0)})
     if rate.has(sp.nan, sp.zoo, sp.oo, -sp.oo):
         return sp.Integer(0)  # singular where it starts (a spring of zero length): a guess like before
     return rate

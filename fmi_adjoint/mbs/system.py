@@ -310,14 +310,17 @@ class Lowering:
                 raise ModelError(f"the time derivative of {excerpt(str(applied))} (a third derivative) is not "
                                  "available; use positions and velocities.")
         plain = expr.xreplace(holders)
-        result = sp.diff(plain, self.t)
+        # One sum at the end: adding term by term re-flattens the growing sum each time.
+        terms = [sp.diff(plain, self.t)]
         for sym in sorted(plain.free_symbols, key=lambda s: s.name):
             if isinstance(sym, sp.Symbol) and sym.name in coords and not isinstance(sym, sp.Dummy):
-                result += sp.diff(plain, sym) * special("der", sym.name)
+                terms.append(sp.diff(plain, sym) * special("der", sym.name))
         for holder, rate in rates.items():
-            result += sp.diff(plain, holder) * rate
-        back = {holder: applied for applied, holder in holders.items()}
-        return result.xreplace(back)
+            terms.append(sp.diff(plain, holder) * rate)
+        result = sp.Add(*terms)
+        if not holders:
+            return result
+        return result.xreplace({holder: applied for applied, holder in holders.items()})
 
     def acceleration_of(self, expr: sp.Expr) -> sp.Expr:
         """Second time derivative (uses ``der2``; outputs only)."""
