@@ -17,7 +17,9 @@ For every model the script prints one row:
 * ``lower s``: :meth:`~fmi_adjoint.mbs.MultibodySystem.to_model` (components to an ordinary Model);
 * ``cold s``: building the native engine (:class:`fmi_adjoint.engines.NativeEngine`, the default)
   with an empty build cache, in a fresh process (``FMI_ADJOINT_CACHE`` set to a private temporary
-  folder): lowering, the whole-system symbolic derivation, the numpy and C code and the C compiler
+  folder): lowering, the partition into component instances, the derivation of each component
+  type (once: every link is the same type, :mod:`fmi_adjoint.assembly`), the assembly plan, the C
+  code and the C compiler
   (once a chain does not build within the budget, the longer ones are not tried);
   ``cold cpu``: the CPU seconds of that build, the C compiler processes included (on a loaded
   machine the wall time overstates the work; the compilers run in parallel, so on an idle
@@ -46,8 +48,9 @@ script (the library itself is never interrupted).  The machine's load is printed
 figures: they are wall-clock times.
 
 ``--profile N,...`` profiles the cold build of those chains instead (``cProfile``) and prints
-the cumulative time of the build's phases (lowering, ``model.assemble``, differentiation, CSE,
-numpy and C printing, the C compiler: the wall time of waiting for it) and the functions with
+the cumulative time of the build's phases (lowering, parsing, the partition into component
+instances, the per-type derivation, CSE, the C printing, the C compiler: the wall time of waiting
+for it) and the functions with
 the most own time.  A build that does not finish within the budget is stopped (SIGTERM to the
 profiling child, whose handler reports the profile so far) and marked as not finished.
 
@@ -86,12 +89,10 @@ RESULT = "RESULT "
 #: Build phases reported by --profile: label -> (module path suffix, function name).
 PHASES: tuple[tuple[str, str, str], ...] = (
     ("lowering (MultibodySystem.to_model)", "mbs/system.py", "to_model"),
-    ("sympy assemble (model.assemble)", "fmi_adjoint/model.py", "assemble"),
-    ("differentiation (compiled.differentiate)", "fmi_adjoint/compiled.py", "differentiate"),
-    ("function table (compiled.function_table)", "fmi_adjoint/compiled.py", "function_table"),
+    ("parsing (model.parse_items)", "fmi_adjoint/model.py", "parse_items"),
+    ("partition into component instances (assembly.partition)", "assembly/partition.py", "partition"),
+    ("per-type derivation (assembly.kernels.derive_type)", "assembly/kernels.py", "derive_type"),
     ("CSE (cse.reduce_outputs)", "fmi_adjoint/cse.py", "reduce_outputs"),
-    ("sympy cse itself (sympy cse)", "sympy/simplify/cse_main.py", "cse"),
-    ("numpy sources (compiled.numpy_sources)", "fmi_adjoint/compiled.py", "numpy_sources"),
     ("C sources (native model_c_sources)", "fmi_adjoint/native/", "model_c_sources"),
     ("C compiler (toolchain.compile_shared)", "fmi_adjoint/toolchain.py", "compile_shared"),
 )

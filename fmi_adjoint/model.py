@@ -37,8 +37,11 @@ __all__ = [
     "SimulationSettings",
     "InputSignal",
     "Model",
+    "ParsedModel",
     "SymbolicModel",
     "assemble",
+    "parse_items",
+    "quadratic_velocity_terms",
 ]
 
 Number: TypeAlias = "str | float | int | sp.Expr"
@@ -147,6 +150,9 @@ class Constraint:
 
     name: str
     expression: Number
+    #: The component the row belongs to (a joint's rows share it): the component assembly
+    #: (:mod:`fmi_adjoint.assembly`) derives a group's rows together.  Empty: the row alone.
+    group: str = ""
 
     def __post_init__(self) -> None:
         _check_name(self.name, "constraint")
@@ -498,7 +504,7 @@ class _Lazy(Mapping):
         return len(self._keys)
 
 
-def _quadratic_velocity_terms(M: sp.Matrix, q: tuple[sp.Symbol, ...], v: tuple[sp.Symbol, ...]) -> sp.Matrix:
+def quadratic_velocity_terms(M: sp.Matrix, q: tuple[sp.Symbol, ...], v: tuple[sp.Symbol, ...]) -> sp.Matrix:
     """The quadratic velocity terms of Lagrange's equations for ``T = v^T M(q) v / 2``:
 
     .. math::  Q_v = \\partial T/\\partial q - \\dot M v, \\qquad
@@ -525,12 +531,53 @@ def _quadratic_velocity_terms(M: sp.Matrix, q: tuple[sp.Symbol, ...], v: tuple[s
     return sp.Matrix([sp.Add(*row) for row in terms])
 
 
-def assemble(model: Model, *, velocity_terms: bool = True) -> SymbolicModel:
-    """Build the symbolic equations of motion, constraints and outputs of ``model``.
+@dataclasses.dataclass(frozen=True, eq=False)
+class ParsedModel:
+    """Every expression of a :class:`Model`, parsed once, item by item: what :func:`assemble`
+    sums into matrices and what the component assembly (:mod:`fmi_adjoint.assembly`) keeps
+    apart as component instances.  Symbols as in :class:`SymbolicModel`.
 
-    ``velocity_terms=False`` leaves out the quadratic velocity terms of a mass matrix that
-    depends on ``q`` (they cannot fail): for checking a model's expressions only, never for
-    its equations.
+    Attributes
+    ----------
+    masses : tuple of sympy.Expr
+        ``Coordinate.mass`` of every coordinate (the diagonal, unless an entry overrides it).
+    mass_entries : tuple of (int, int, sympy.Expr)
+        ``M[i, j] = M[j, i]`` of the ``mass_matrix`` entries, in the model's order.
+    forces : tuple of (AbstractForceElement, tuple of dict)
+        Every element with its parts (:meth:`~fmi_adjoint.forces.base.AbstractForceElement.generalized_force_parts`),
+        each ``{coordinate index: generalized force}``.
+    constraints : tuple of sympy.Expr
+        The constraint rows: the model's constraints, then the drives ``q_k - s(t)``.
+    constraint_groups : tuple of str
+        The component each row belongs to (``Constraint.group``; a drive is its own), for the
+        component assembly.
+    outputs : tuple of sympy.Expr
+    q0, v0 : tuple of sympy.Expr
+        Initial positions and velocities (expressions of parameters).
+    """
+
+    model: Model
+    t: sp.Symbol
+    q: tuple[sp.Symbol, ...]
+    v: tuple[sp.Symbol, ...]
+    a: tuple[sp.Symbol, ...]
+    lam: tuple[sp.Symbol, ...]
+    p: tuple[sp.Symbol, ...]
+    masses: tuple[sp.Expr, ...]
+    mass_entries: tuple[tuple[int, int, sp.Expr], ...]
+    forces: tuple[tuple[AbstractForceElement, tuple[dict[int, sp.Expr], ...]], ...]
+    constraints: tuple[sp.Expr, ...]
+    constraint_names: tuple[str, ...]
+    constraint_groups: tuple[str, ...]
+    outputs: tuple[sp.Expr, ...]
+    q0: tuple[sp.Expr, ...]
+    v0: tuple[sp.Expr, ...]
+    tables: tuple[tuple[sp.Function, tuple[float, ...], tuple[float, ...]], ...]
+    table_sources: tuple[str, ...]
+
+
+def parse_items(model: Model) -> ParsedModel:
+    """Parse every expression of ``model`` (linear in its size; :func:`assemble` adds the sums).
 
     Raises
     ------
@@ -556,9 +603,9 @@ def assemble(model: Model, *, velocity_terms: bool = True) -> SymbolicModel:
             for knot, (times, values) in zip(signal.knots, signal.tables)))
 
     # Mass matrix: diagonal from the coordinates, entries may override or add terms.
-    M = sp.zeros(n, n)
-    for i, coord in enumerate(coordinates):
-        M[i, i] = ctx.parameter_expression(coord.mass, f"model '{name}': coordinate '{coord.name}'.mass")
+    masses = tuple(ctx.parameter_expression(coord.mass, f"model '{name}': coordinate '{coord.name}'.mass")
+                   for coord in coordinates)
+    entries: list[tuple[int, int, sp.Expr]] = []
     for k, entry in enumerate(model.mass_matrix):
         where = f"model '{name}': mass_matrix[{k}]"
         for end in (entry.row, entry.col):
@@ -570,33 +617,36 @@ def assemble(model: Model, *, velocity_terms: bool = True) -> SymbolicModel:
                              "and outputs only.")
         if value.has(t):
             raise ModelError(f"{where}: a mass-matrix entry may not depend on t; use parameters and positions.")
-        i, j = index[entry.row], index[entry.col]
-        M[i, j] = value
-        M[j, i] = value
-
-    if any(M[i, j].has(t) for i in range(n) for j in range(n)):
+        entries.append((index[entry.row], index[entry.col], value))
+    if any(mass.has(t) for mass in masses):
         raise ModelError(f"model '{name}': a mass depends on a driven input; inputs may act in forces, constraints "
                          "and outputs only.")
 
-    # Applied forces from the elements; quadratic velocity terms if M depends on q.
-    Q = sp.zeros(n, 1)
+    # Applied forces from the elements, part by part.
+    forces = []
     for element in model.forces:
-        for target, force in element.generalized_forces(ctx).items():
-            if target not in index:
-                raise ModelError(f"{element.where()}: unknown coordinate '{target}'.")
-            Q[index[target]] += force
-    if velocity_terms:
-        Q += _quadratic_velocity_terms(M, q, v)
+        parts = []
+        for part in element.generalized_force_parts(ctx):
+            indexed: dict[int, sp.Expr] = {}
+            for target, force in part.items():
+                if target not in index:
+                    raise ModelError(f"{element.where()}: unknown coordinate '{target}'.")
+                k = index[target]
+                indexed[k] = indexed[k] + force if k in indexed else force
+            parts.append(indexed)
+        forces.append((element, tuple(parts)))
 
     # Constraints: user constraints first, then drives of prescribed coordinates.
     rows: list[sp.Expr] = []
     names: list[str] = []
+    groups: list[str] = []
     for con in model.constraints:
         expr = parse_expression(con.expression, ctx.names(), where=f"model '{name}': constraint '{con.name}'")
         if not expr.has(*q):
             raise ModelError(f"model '{name}': constraint '{con.name}' does not depend on any coordinate.")
         rows.append(expr)
         names.append(con.name)
+        groups.append(con.group or con.name)
     for motion in model.prescribed:
         where = f"model '{name}': prescribed motion of '{motion.coordinate}'"
         if motion.coordinate not in index:
@@ -604,8 +654,8 @@ def assemble(model: Model, *, velocity_terms: bool = True) -> SymbolicModel:
         s = ctx.parameter_expression(motion.expression, where, allow_time=True)
         rows.append(q[index[motion.coordinate]] - s)
         names.append(f"drive_{motion.coordinate}")
+        groups.append(f"drive_{motion.coordinate}")
     lam = tuple(sp.Symbol(f"lam_{k}", real=True) for k in range(len(rows)))
-    C = sp.Matrix(rows) if rows else sp.zeros(0, 1)
 
     # Outputs.
     lam_by_name = dict(zip(names, lam))
@@ -629,23 +679,15 @@ def assemble(model: Model, *, velocity_terms: bool = True) -> SymbolicModel:
         "lam": special(lam_by_name, "lam"),
         "reaction": special(_Lazy(index, reaction), "reaction"),
     }
-    Y = sp.Matrix(
-        [
-            parse_expression(out.expression, ctx.names(), where=f"model '{name}': output '{out.name}'",
-                             specials=specials)
-            for out in model.outputs
-        ]
-    )
+    outputs = tuple(parse_expression(out.expression, ctx.names(), where=f"model '{name}': output '{out.name}'",
+                                     specials=specials)
+                    for out in model.outputs)
 
     # Initial values (guesses for free coordinates), expressions of parameters.
-    q0 = sp.Matrix(
-        [ctx.parameter_expression(c.initial_position, f"model '{name}': coordinate '{c.name}'.initial_position")
-         for c in coordinates]
-    )
-    v0 = sp.Matrix(
-        [ctx.parameter_expression(c.initial_velocity, f"model '{name}': coordinate '{c.name}'.initial_velocity")
-         for c in coordinates]
-    )
+    q0 = tuple(ctx.parameter_expression(c.initial_position, f"model '{name}': coordinate '{c.name}'.initial_position")
+               for c in coordinates)
+    v0 = tuple(ctx.parameter_expression(c.initial_velocity, f"model '{name}': coordinate '{c.name}'.initial_velocity")
+               for c in coordinates)
     for motion in model.prescribed:
         k = index[motion.coordinate]
         if coordinates[k].fixed_position or coordinates[k].fixed_velocity:
@@ -653,23 +695,58 @@ def assemble(model: Model, *, velocity_terms: bool = True) -> SymbolicModel:
                 f"model '{name}': coordinate '{motion.coordinate}' is prescribed and also marked fixed for the "
                 "initial state; remove 'fixed' (the drive already sets it)."
             )
+    return ParsedModel(
+        model=model, t=t, q=q, v=v, a=a, lam=lam, p=p, masses=masses, mass_entries=tuple(entries),
+        forces=tuple(forces), constraints=tuple(rows), constraint_names=tuple(names), constraint_groups=tuple(groups),
+        outputs=outputs, q0=q0, v0=v0, tables=tuple(ctx.tables), table_sources=tuple(ctx.table_sources),
+    )
+
+
+def assemble(model: Model, *, velocity_terms: bool = True) -> SymbolicModel:
+    """Build the symbolic equations of motion, constraints and outputs of ``model``.
+
+    ``velocity_terms=False`` leaves out the quadratic velocity terms of a mass matrix that
+    depends on ``q`` (they cannot fail): for checking a model's expressions only, never for
+    its equations.
+
+    Raises
+    ------
+    ModelError
+        As :func:`parse_items`.
+    """
+    parsed = parse_items(model)
+    n = len(parsed.q)
+    M = sp.zeros(n, n)
+    for i, mass in enumerate(parsed.masses):
+        M[i, i] = mass
+    for i, j, value in parsed.mass_entries:
+        M[i, j] = value
+        M[j, i] = value
+    Q = sp.zeros(n, 1)
+    for _, parts in parsed.forces:
+        for part in parts:
+            for k, force in part.items():
+                Q[k] += force
+    if velocity_terms:
+        Q += quadratic_velocity_terms(M, parsed.q, parsed.v)
+    coordinates = model.all_coordinates
     return SymbolicModel(
         model=model,
-        t=t,
-        q=q,
-        v=v,
-        a=a,
-        lam=lam,
-        p=p,
+        t=parsed.t,
+        q=parsed.q,
+        v=parsed.v,
+        a=parsed.a,
+        lam=parsed.lam,
+        p=parsed.p,
         M=M,
         Q=Q,
-        C=C,
-        Y=Y,
-        q0=q0,
-        v0=v0,
+        C=sp.Matrix(parsed.constraints) if parsed.constraints else sp.zeros(0, 1),
+        Y=sp.Matrix(parsed.outputs),
+        q0=sp.Matrix(parsed.q0),
+        v0=sp.Matrix(parsed.v0),
         fixed_q=tuple(c.fixed_position for c in coordinates),
         fixed_v=tuple(c.fixed_velocity for c in coordinates),
-        constraint_names=tuple(names),
-        tables=tuple(ctx.tables),
-        table_sources=tuple(ctx.table_sources),
+        constraint_names=parsed.constraint_names,
+        tables=parsed.tables,
+        table_sources=parsed.table_sources,
     )

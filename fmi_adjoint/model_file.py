@@ -174,9 +174,12 @@ from .files import decode_text, read_regular
 from .forces import Registry, TableLoad, element_type
 from .forces.base import AbstractLocalElement
 from .forces.registry import RESERVED_NAMES
+from .forces.registry import default_registry as default_force_registry
 from .mbs.forces import BUSHING_DIRECTIONS
+from .mbs.registry import ComponentRegistry, component_type
+from .mbs.registry import default_registry as default_component_registry
 from .model import (
-    assemble,
+    parse_items,
     Constraint,
     Coordinate,
     MassEntry,
@@ -264,10 +267,11 @@ _SECTIONS = frozenset(MODEL_FILE_KEYS) - _INLINE_TABLES
 
 
 def load_model(path: str | os.PathLike, registry: Registry | None = None, *,
-               allow_external_tables: bool = False) -> Model:
+               allow_external_tables: bool = False, components: ComponentRegistry | None = None) -> Model:
     """Read a TOML model file.
 
-    ``registry`` resolves element types (default: the installed entry points).
+    ``registry`` resolves element types, ``components`` the types of component plugins
+    (:mod:`fmi_adjoint.mbs.registry`; default for both: the installed entry points).
     ``table_load`` files must lie inside the model file's folder (after resolving symlinks
     and ``..``), because a model file is untrusted data and must not make the tool read,
     or report on, any other file of the machine; ``allow_external_tables=True``
@@ -281,7 +285,7 @@ def load_model(path: str | os.PathLike, registry: Registry | None = None, *,
     """
     path = Path(path)
     return parse_model(_model_text(path), source=str(path), directory=path.parent, registry=registry,
-                       allow_external_tables=allow_external_tables)
+                       allow_external_tables=allow_external_tables, components=components)
 
 
 def _model_text(path: Path) -> str:
@@ -358,18 +362,23 @@ class ModelSource:
 def parse_model(
     text: str, source: str = "<model>", directory: Path | None = None, registry: Registry | None = None, *,
     allow_external_tables: bool = False, tables: Mapping[str, bytes] | None = None,
+    components: ComponentRegistry | None = None,
 ) -> Model:
     """Build a :class:`Model` from the text of a TOML model file.
+
+    ``registry`` and ``components`` resolve the types of force elements and of component
+    plugins (default: the installed entry points; see :func:`load_model`).
 
     ``table_load`` files are read relative to ``directory`` (default: the current folder)
     and, unless ``allow_external_tables``, only from inside it (see :func:`load_model`).
     ``tables`` (file name as written in the model file to its bytes) replaces the disk.
     """
-    return _parse(text, source, directory, registry, allow_external_tables, tables, None)
+    return _parse(text, source, directory, registry, allow_external_tables, tables, None, components)
 
 
 def _parse(text: str, source: str, directory: Path | None, registry: Registry | None, allow_external_tables: bool,
-           tables: Mapping[str, bytes] | None, read: dict[str, bytes] | None) -> Model:
+           tables: Mapping[str, bytes] | None, read: dict[str, bytes] | None,
+           components: ComponentRegistry | None = None) -> Model:
     """:func:`parse_model`; the table files read are added to ``read``."""
     try:
         doc = tomllib.loads(text)
@@ -380,11 +389,12 @@ def _parse(text: str, source: str, directory: Path | None, registry: Registry | 
                          "e.g. 1.5e300.") from None
     reader = _Reader(doc, text, source, directory or Path("."), registry, allow_external_tables)
     reader.tables, reader.read_tables = tables, read
+    reader.components = components
     model = reader.model()
     # Expressions are parsed with the model's names when the equations are assembled;
     # doing it here reports them against the file instead of later from compile_model.
     try:
-        assemble(model, velocity_terms=False)
+        parse_items(model)
     except ModelError as exc:
         text_of = str(exc)
         special = reader.output_of_special(text_of)
@@ -394,6 +404,9 @@ def _parse(text: str, source: str, directory: Path | None, registry: Registry | 
 
 
 class _Reader:
+    #: Component plugins (None: the installed entry points).
+    components: ComponentRegistry | None = None
+
     def __init__(self, doc: dict, text: str, source: str, directory: Path, registry: Registry | None,
                  allow_external_tables: bool = False):
         self.allow_external_tables = allow_external_tables
@@ -713,7 +726,15 @@ class _Reader:
             if spec["type"] in _MBS_FORCES:
                 result.append(self.mbs_force(k, spec))
                 continue
-            cls = element_type(self.text(spec["type"], f"{where}.type"), where, self.registry)
+            if self.plugin_kind("forces", spec["type"]):
+                result.append(self.plugin_component("forces", k, spec))
+                continue
+            kind = self.text(spec["type"], f"{where}.type")
+            try:
+                cls = element_type(kind, where, self.registry)
+            except ModelError as exc:  # unknown: name the multibody types and the component plugins too
+                raise ModelError(f"{exc} Multibody force types: {', '.join(_MBS_FORCES)}; component plugins: "
+                                 f"{', '.join(self.component_registry().names()) or '(none installed)'}.") from None
             fields = {key: value for key, value in spec.items() if key != "type"}
             if cls is TableLoad:
                 fields = self.table_fields(fields, where)
@@ -825,7 +846,8 @@ class _Reader:
             return True
         forces = self.doc.get("forces")
         return isinstance(forces, list) and any(
-            isinstance(f, dict) and isinstance(f.get("type"), str) and f["type"] in _MBS_FORCES for f in forces)
+            isinstance(f, dict) and isinstance(f.get("type"), str)
+            and (f["type"] in _MBS_FORCES or self.plugin_kind("forces", f["type"])) for f in forces)
 
     def multibody_model(self, head: dict, items: dict) -> Model:
         """The file's :class:`~fmi_adjoint.mbs.MultibodySystem`, lowered to a Model."""
@@ -1025,8 +1047,10 @@ class _Reader:
             name = spec.get("name")
             label = f"{section}[{index}]" + (f" {excerpt(name, 60)}" if isinstance(name, str) else "")
             got = "no type is given" if "type" not in spec else f"{excerpt(kind)} is not a type of {section}"
+            plugins = self.component_registry().names() if section in ("joints", "forces", "sensors") else []
+            plugins_text = f" (or a component plugin: {', '.join(plugins)})" if plugins else ""
             raise ModelError(f"{self.source} ({self.entry_line(section, index, 'type')}), {label}.type: {got}; write "
-                             f"type = one of {', '.join(chr(34) + k + chr(34) for k in kinds)}.")
+                             f"type = one of {', '.join(chr(34) + k + chr(34) for k in kinds)}{plugins_text}.")
         unknown = sorted(set(spec) - set(kinds[kind]) - {"type"})
         if unknown:
             raise ModelError(f"{where}: unknown key(s) {unknown} for type '{kind}'. Allowed: "
@@ -1045,6 +1069,50 @@ class _Reader:
             raise self.component_error(exc, (section, index)) from None
         except (TypeError, ValueError, OverflowError) as exc:
             raise ModelError(f"{self.entry_where(section, index)}: invalid values: {exc}.") from None
+
+    # -- component plugins (entry-point group fmi_adjoint.components) ----------------------
+    def component_registry(self) -> ComponentRegistry:
+        return self.components or default_component_registry()
+
+    def plugin_kind(self, section: str, kind: object) -> bool:
+        """Whether ``type = kind`` in ``section`` names a component plugin: not a built-in type
+        (built-in names win; in ``[[forces]]`` registered force elements too) but a registered
+        component.  Nothing is imported."""
+        if not isinstance(kind, str) or kind in MODEL_FILE_KEYS[section]:
+            return False
+        if section == "forces" and kind in (self.registry or default_force_registry()).names():
+            return False
+        return kind in self.component_registry().names()
+
+    def plugin_component(self, section: str, index: int, spec: Any) -> object:
+        """A component plugin's entry: its keys but ``type`` become the dataclass fields (lists
+        become tuples; ``markers = [i, j]`` fills ``marker_i`` and ``marker_j`` as for the
+        built-in components), checked as the built-in entries' keys are."""
+        where = self.entry_where(section, index)
+        if not isinstance(spec, dict):
+            raise ModelError(f"{where}: expected a table, got {type(spec).__name__}.")
+        cls = component_type(spec["type"], section, f"{where}.type", self.components)
+        fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+        given = {key: value for key, value in spec.items() if key != "type"}
+        if "markers" in given and "markers" not in fields and {"marker_i", "marker_j"} <= set(fields):
+            given["marker_i"], given["marker_j"] = self.names(given.pop("markers"), 2,
+                                                              self.entry_where(section, index, "markers"), "marker")
+        allowed = set(fields) | {"type"} | ({"markers"} if {"marker_i", "marker_j"} <= set(fields) else set())
+        unknown = sorted(set(given) - set(fields))
+        if unknown:
+            raise ModelError(f"{where}: unknown key(s) {unknown} for type '{spec['type']}' (component plugin of "
+                             f"{self.component_registry().distribution(spec['type'])}). Allowed: "
+                             f"{', '.join(sorted(allowed))}.")
+        missing = sorted(name for name, f in fields.items() if name not in given
+                         and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        if missing:
+            raise ModelError(f"{where}: missing key(s) {missing}.")
+        self.text(given["name"], f"{where}.name")
+
+        def frozen(value: Any) -> Any:
+            return tuple(frozen(x) for x in value) if isinstance(value, list) else value
+
+        return self.component(section, index, cls, **{key: frozen(value) for key, value in given.items()})
 
     def mbs_body(self, index: int, spec: Any) -> mbs.Body:
         kind = self.typed_entry("bodies", index, spec, MODEL_FILE_KEYS["bodies"], {"name", "type"})
@@ -1103,6 +1171,8 @@ class _Reader:
     }
 
     def mbs_joint(self, index: int, spec: Any) -> object:
+        if isinstance(spec, dict) and self.plugin_kind("joints", spec.get("type")):
+            return self.plugin_component("joints", index, spec)
         kind = self.typed_entry("joints", index, spec, MODEL_FILE_KEYS["joints"], {"name", "type", "markers"})
 
         def at(key: str) -> str:
@@ -1193,6 +1263,8 @@ class _Reader:
     }
 
     def mbs_sensor(self, index: int, spec: Any) -> object:
+        if isinstance(spec, dict) and self.plugin_kind("sensors", spec.get("type")):
+            return self.plugin_component("sensors", index, spec)
         kinds = MODEL_FILE_KEYS["sensors"]
         target = {"marker", "markers", "joint"}
         kind = self.typed_entry("sensors", index, spec, kinds, {"name", "type"})

@@ -2,11 +2,11 @@
 
 A test that runs every bundled example (both engines, both schemes, FMU export and round
 trip, gradients) builds each of them.  The MacPherson suspension (five spatial bodies, 37
-coordinates) takes about 250 s of CPU to build cold with today's whole-system symbolic
-pipeline (issue 23 leaves per-type derivation, which makes builds grow linearly, to a later
-issue), so those loops leave it out: ``tests/test_macpherson.py`` builds it once and checks its
-kinematics, statics, gradients (adjoint = forward sensitivities = central differences) and
-identification.  Every other example stays in every loop.
+coordinates) takes about 95 s of CPU to build cold with the component assembly (about 250 s
+with the former whole-system derivation), too much to repeat per loop, so those loops leave it out:
+``tests/test_macpherson.py`` builds it once and checks its kinematics, statics, gradients
+(adjoint = forward sensitivities = central differences) and identification.  Every other
+example stays in every loop.
 """
 
 from __future__ import annotations

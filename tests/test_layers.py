@@ -28,26 +28,32 @@ RANK = {
     "data": 3,
     "model": 4,
     "codegen": 4,
-    "compiled": 5,
+    # equations: the derivatives of a model's (or a component type's) equations, the function table
+    "equations": 5,
     # mbs (issue 23): components lowered to a Model; model files build them (model_file above)
     "mbs": 5,
+    # assembly (issue 23, item 1): component types derived once, assembled numerically
+    "assembly": 6,
     "model_file": 6,
-    "integrate": 6,
     "costs": 6,
-    "elementcheck": 6,
-    "adjoint": 7,
-    "native": 7,
-    "engines": 8,
-    "identify": 9,
-    "export": 9,
-    "design": 10,
-    "examples": 10,
-    "fmu": 10,
+    "compiled": 7,
+    "integrate": 8,
+    "elementcheck": 8,
+    "adjoint": 9,
+    "native": 9,
+    "engines": 10,
+    "identify": 11,
+    # componentcheck (issue 23): `plugins check` of a multibody component builds and simulates it
+    "componentcheck": 11,
+    "export": 11,
+    "design": 12,
+    "examples": 12,
+    "fmu": 12,
     # report (issue 27): HTML reports of identifications, designs and validations
-    "report": 11,
-    "cli": 12,
-    "__init__": 13,
-    "__main__": 13,
+    "report": 13,
+    "cli": 14,
+    "__init__": 15,
+    "__main__": 15,
 }
 
 

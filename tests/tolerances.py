@@ -57,9 +57,14 @@ ENGINES_AGREE = 1e-10
 
 #: Accelerations and multipliers of a constrained (index-3) model computed by two
 #: implementations of the same scheme: round-off amplified by the 1/(beta h^2)-scaled
-#: constraint rows (measured on slider_crank: positions 1e-15, acceleration and multiplier
-#: 1.6e-9 between the C and Python engines), relative to the signal magnitude.
-INDEX3_ROUNDOFF = 5e-9
+#: constraint rows, relative to the signal magnitude.  Measured on slider_crank over 500
+#: steps: positions 6e-16; the acceleration 1.6e-9 between the C and Python engines of the
+#: whole-system code, and 4.8e-9 to 5.3e-9 between any two of the C and Python engines of the
+#: component assembly and the whole-system Python engine (issue 23): the same equations with
+#: the sums in another order, so that is the spread of the round-off itself, not of an error
+#: (a wrong derivative or scheme shows at 1e-4 and above).  2e-8 is a factor 4 over the
+#: largest measured.
+INDEX3_ROUNDOFF = 2e-8
 
 #: Spectral radius of a scheme's amplification matrix (linear oscillator) at h omega = 1e7
 #: against its limit for h omega -> infinity (generalized-alpha: rho_inf).  The three non-zero

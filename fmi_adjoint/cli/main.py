@@ -753,9 +753,13 @@ def _noise_floor(problem) -> float | None:
 
 
 def cmd_plugins(args) -> int:
-    from ..forces import default_registry
+    import dataclasses
+    from typing import Any
 
-    registry = default_registry()
+    from ..forces import default_registry
+    from ..mbs.registry import default_registry as component_registry
+
+    registry, components = default_registry(), component_registry()
     if args.plugins_command == "list":
         for name in registry.names():
             cls = registry.get(name)
@@ -764,22 +768,35 @@ def cmd_plugins(args) -> int:
                 bounds = f"[{decl.bounds[0]:g}, {decl.bounds[1]:g}]"
                 default = "list" if decl.vector else f"{decl.default:g}"
                 print(f"    {decl.name:20s} {default:>10s} {decl.unit:10s} {bounds:22s} {decl.description}")
+        for name in components.names():
+            comp: Any = components.get(name)
+            print(f"{name}  ({components.distribution(name)}; {comp.__module__}.{comp.__qualname__}; "
+                  f"component of [[{comp.section}]])")
+            print(f"    keys: {', '.join(f.name for f in dataclasses.fields(comp))}")
         return 0
+    from ..componentcheck import check_component
     from ..elementcheck import check_element
 
     if args.all == bool(args.name):
         raise ModelError("plugins check: give either an element NAME or --all.")
-    names = registry.names() if args.all else [args.name]
+    names = registry.names() + components.names() if args.all else [args.name]
     failed = []
     for name in names:
-        report = check_element(element_type(name, "plugins check", registry), seed=args.seed)
+        report: Any
+        if name in registry.names() or name not in components.names():
+            if name not in registry.names() and components.names():
+                raise ModelError(f"plugins check: unknown plugin {name!r}. Force elements: "
+                                 f"{', '.join(registry.names())}; components: {', '.join(components.names())}.")
+            report = check_element(element_type(name, "plugins check", registry), seed=args.seed)
+        else:
+            report = check_component(components.get(name))
         print(f"{name}: {'ok' if report.passed else 'FAILED'}")
         for result in report.results:
             print(f"    {'ok  ' if result.passed else 'FAIL'} {result.name:13s} {result.detail}")
         if not report.passed:
             failed.append(name)
     if failed:
-        print(f"fmi-adjoint: error: element check failed for {', '.join(failed)}; see the lines marked FAIL.",
+        print(f"fmi-adjoint: error: plugin check failed for {', '.join(failed)}; see the lines marked FAIL.",
               file=sys.stderr)
         return 1
     return 0

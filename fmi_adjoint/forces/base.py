@@ -131,6 +131,14 @@ class AbstractForceElement(abc.ABC):
         initial position is the guess)``.  None by default."""
         return ()
 
+    def generalized_force_parts(self, ctx: ElementContext) -> list[dict[str, sp.Expr]]:
+        """The generalized forces in parts that the component assembly
+        (:mod:`fmi_adjoint.assembly`) derives and scatters separately; their sum per coordinate
+        is :meth:`generalized_forces`.  One part by default; an element that carries the forces
+        of several independent components (:class:`fmi_adjoint.mbs.elements.GeneralizedForces`)
+        returns one part per component, so that each is a small component instance."""
+        return [self.generalized_forces(ctx)]
+
     def automatic_parameters(self) -> tuple[tuple[str, ElementParameter], ...]:
         """Model parameters created for unbound properties: ``(model name, declaration)``."""
         result = []

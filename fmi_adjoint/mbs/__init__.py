@@ -50,6 +50,7 @@ from .joints import (
     Universal,
 )
 from .markers import Marker, MarkerFrame
+from .registry import ComponentRegistry
 from .sensors import (
     AngularAcceleration,
     AngularVelocity,
@@ -85,6 +86,7 @@ __all__ = [
     "BodyKinematics",
     "Cardan",
     "Component",
+    "ComponentRegistry",
     "Cylindrical",
     "Fixed",
     "Force",

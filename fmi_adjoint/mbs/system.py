@@ -103,7 +103,8 @@ class Lowering:
         self._mass_entries: list[MassEntry] = []
         self._constraints: list[Constraint] = []
         self._elements: list[AbstractForceElement] = []
-        self._generalized: dict[str, list[sp.Expr]] = {}
+        #: Generalized forces by the component that added them (its ``where()`` text), then coordinate.
+        self._generalized: dict[str, dict[str, list[sp.Expr]]] = {}
         self._outputs: list[Output] = []
         self._bodies: dict[str, Body] = {}
         self._markers: dict[str, Marker] = {}
@@ -353,7 +354,7 @@ class Lowering:
             raise ModelError(f"{self.owner}: its constraint '{name}' has the name of a constraint of "
                              f"{self._constraint_owner[name]}; rename one of the two components.")
         built = self.built(expr, f"{self.owner}: constraint '{name}'")
-        self._constraints.append(Constraint(name, built))
+        self._constraints.append(Constraint(name, built, group=self.owner))
         self._constraint_index[name] = built
         self._constraint_owner[name] = self.owner
 
@@ -367,7 +368,7 @@ class Lowering:
         generalized force on ``coordinate``."""
         if coordinate not in self._coordinate_index:
             raise ModelError(f"system '{self.system.name}': generalized force on unknown coordinate '{coordinate}'.")
-        self._generalized.setdefault(coordinate, []).append(
+        self._generalized.setdefault(self.owner, {}).setdefault(coordinate, []).append(
             self.built(expr, f"{self.owner}: generalized force on '{coordinate}'"))
 
     def set_joint_coordinate(self, joint: str, coordinate: str) -> None:
@@ -410,8 +411,9 @@ class Lowering:
                                  "that component.")
         elements = list(self._elements)
         if self._generalized:
-            forces = tuple((coord, sp.Add(*terms)) for coord, terms in self._generalized.items())
-            elements.append(GeneralizedForces(name=GENERALIZED_FORCES, forces=forces))
+            parts = tuple(tuple((coord, sp.Add(*terms)) for coord, terms in part.items())
+                          for part in self._generalized.values())
+            elements.append(GeneralizedForces(name=GENERALIZED_FORCES, parts=parts))
         return Model(
             name=system.name,
             coordinates=tuple(self._coordinates),
@@ -546,6 +548,7 @@ class MultibodySystem:
         for body in self.bodies:
             if not isinstance(body, (PointMass, PlanarRigidBody, SpatialRigidBody)):
                 continue
+            ctx.owner = f"{body.where()}: gravity"  # a part per body (component assembly)
             mass = ctx.parameter_expression(body.mass, body.where("mass"))
             names = body.kinematics().coordinates
             translational = names[:2] if body.kinematics().planar else names[:3]

@@ -28,7 +28,7 @@ from ..errors import CompilerError, ConvergenceError, FmiAdjointError
 from ..integrate.schemes import AbstractScheme
 from ..model import Model
 from ..toolchain import c_compiler, compile_shared
-from .model_code import model_c_sources
+from .sources import model_c_sources
 
 __all__ = ["RUNTIME_DIR", "NativeLibrary", "build_native", "find_c_compiler", "write_sources", "ENGINE_RUNTIME"]
 
@@ -319,11 +319,12 @@ def build_native(model: Model, *, cache: BuildCache | None = None,
     derivation = derivation or Derivation(model)
     cache = cache or BuildCache.default()
 
-    extra = second_order_table(derivation.derivatives) if second_order else ()
-
     def build(folder: Path) -> None:
-        sources = write_sources(model_c_sources(derivation, defaults=False, extra_rows=extra), folder / "src",
-                                ENGINE_RUNTIME + (_DRIVER,))
+        assembled = derivation.assembly(cache)
+        extra = second_order_table(derivation.derivatives) if second_order and assembled is None else ()
+        generated = model_c_sources(derivation, defaults=False, extra_rows=extra, second_order=second_order,
+                                    cache=cache)
+        sources = write_sources(generated, folder / "src", ENGINE_RUNTIME + (_DRIVER,))
         compile_shared(sources, folder / _LIBRARY, flags=_FLAGS, optimize=_OPTIMIZE,
                        what=f"the C engine of '{model.name}'", compiler=compiler)
         shutil.rmtree(folder / "src")

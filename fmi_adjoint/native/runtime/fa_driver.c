@@ -150,7 +150,7 @@ static int sweep_alloc(sweep_memory *w)
     w->jac = (fa_jacobian_values *)malloc(sizeof(fa_jacobian_values));
     w->prev = (fa_jacobian_values *)malloc(sizeof(fa_jacobian_values));
     w->kkt = (double *)malloc(sizeof(double) * FA_KKT_STORAGE);
-    w->Gz = (double *)malloc(sizeof(double) * FA_NZ * FA_NZ);
+    w->Gz = (double *)malloc(sizeof(double) * FA_INIT_STORAGE);
     w->Ma_p = (double *)malloc(sizeof(double) * ONE(FA_NNZ_Ma_p));
     w->F_p = (double *)malloc(sizeof(double) * ONE(FA_NNZ_F_p));
     w->C_p = (double *)malloc(sizeof(double) * ONE(FA_NNZ_C_p));
@@ -178,8 +178,7 @@ static int init_factor(sweep_memory *w, const double *z0, double t0, const doubl
     const double *z = z0;
     fa_init_jacobians(z, z + FA_N, z + FA_N + FA_M, z + 2 * FA_N + FA_M, z + 2 * FA_N + 2 * FA_M,
                       z + 3 * FA_N + 2 * FA_M, t0, p, w->Gz_values, w->Gp_values);
-    fa_init_jacobian_dense(w->Gz_values, w->Gz);
-    return fa_dense_factor(w->Gz, FA_NZ, w->init_piv);
+    return fa_init_factor(w->Gz_values, w->Gz, w->init_piv);
 }
 
 /* Positions of (q, v, a, lambda) inside z = (q, mu, v, nu, a, lambda). */
@@ -330,7 +329,7 @@ int fa_adjoint_initial(const double *z0, double t0, const double *p, const doubl
         status = -1;
     } else {
         for (long k = 0; k < 3 * FA_N + FA_M; ++k) y[selection(k)] = w0[k];
-        fa_dense_solve_transposed(w.Gz, FA_NZ, w.init_piv, y);
+        fa_init_solve(w.Gz, w.init_piv, y, 1);
         for (int k = 0; k < FA_NNZ_G_p; ++k) gradient[fa_G_p_col[k]] -= w.Gp_values[k] * y[fa_G_p_row[k]];
         if (!all_finite(gradient, FA_NP)) {
             copy_message(message, message_size, "adjoint sweep: the gradient is not finite");
@@ -409,7 +408,7 @@ int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, int schem
             memset(rhs, 0, sizeof(double) * FA_NZ);
             for (int k = 0; k < FA_NNZ_G_p; ++k)
                 if (fa_G_p_col[k] == params[c]) rhs[fa_G_p_row[k]] -= w.Gp_values[k];
-            fa_dense_solve(w.Gz, FA_NZ, w.init_piv, rhs);
+            fa_init_solve(w.Gz, w.init_piv, rhs, 0);
             for (long i = 0; i < n; ++i) {
                 Sq[c * n + i] = rhs[selection(i)];
                 Sv[c * n + i] = rhs[selection(n + i)];

@@ -41,7 +41,7 @@ struct fa_engine {
     int factor_stale;    /* convergence slowed: refactor at the next iteration */
     double factor_h;
     long factorizations; /* factorizations since initialization */
-    double *Gz;          /* dense FA_NZ x FA_NZ initialization Jacobian (allocated) */
+    double *Gz;          /* initialization Jacobian in its planned storage (FA_INIT_STORAGE, allocated) */
     double Gz_values[ONE(FA_NNZ_G_z)], Gp_values[ONE(FA_NNZ_G_p)], G[FA_NZ], zinit[FA_NZ];
     int init_pivots[FA_NZ];
 };
@@ -97,7 +97,7 @@ fa_engine *fa_engine_new(void)
 {
     fa_engine *e = (fa_engine *)calloc(1, sizeof(fa_engine));
     if (!e) return NULL;
-    e->Gz = (double *)calloc((size_t)FA_NZ * FA_NZ, sizeof(double));
+    e->Gz = (double *)calloc((size_t)FA_INIT_STORAGE, sizeof(double));
     if (!e->Gz) { free(e); return NULL; }
     memcpy(e->p, fa_default_parameters, sizeof(double) * ONE(FA_NP));
     fa_engine_settings_default(&e->settings);
@@ -152,11 +152,34 @@ void fa_jacobians_at(const double *q, const double *v, const double *a, const do
     fa_jacobian_terms(q, v, a, lam, t, p, j->M, j->JM, j->K, j->JV, j->Cq);
 }
 
-/* Dense initialization Jacobian dG/dz from its non-zero values. */
-void fa_init_jacobian_dense(const double *values, double *Gz)
+/* Initialization Jacobian dG/dz from its non-zero values into the planned storage (model.h:
+ * banded after a fill-reducing ordering, or dense), then factored. */
+int fa_init_factor(const double *values, double *Gz, int *piv)
 {
-    memset(Gz, 0, sizeof(double) * FA_NZ * FA_NZ);
-    for (int k = 0; k < FA_NNZ_G_z; ++k) Gz[fa_G_z_row[k] * FA_NZ + fa_G_z_col[k]] = values[k];
+    memset(Gz, 0, sizeof(double) * FA_INIT_STORAGE);
+    for (int k = 0; k < FA_NNZ_G_z; ++k) Gz[fa_init_G_z[k]] = values[k];
+#if FA_INIT_BANDED
+    return fa_band_factor(Gz, FA_NZ, FA_INIT_KL, FA_INIT_KU, piv);
+#else
+    return fa_dense_factor(Gz, FA_NZ, piv);
+#endif
+}
+
+/* Solve with the factored initialization matrix (transposed: its transpose), x in model order. */
+void fa_init_solve(const double *Gz, const int *piv, double *x, int transposed)
+{
+    double *b = (double *)malloc(sizeof(double) * (FA_NZ > 0 ? FA_NZ : 1));
+    if (!b) { for (int i = 0; i < FA_NZ; ++i) x[i] = NAN; return; }
+    for (int i = 0; i < FA_NZ; ++i) b[fa_init_position[i]] = x[i];
+#if FA_INIT_BANDED
+    if (transposed) fa_band_solve_transposed(Gz, FA_NZ, FA_INIT_KL, FA_INIT_KU, piv, b);
+    else fa_band_solve(Gz, FA_NZ, FA_INIT_KL, FA_INIT_KU, piv, b);
+#else
+    if (transposed) fa_dense_solve_transposed(Gz, FA_NZ, piv, b);
+    else fa_dense_solve(Gz, FA_NZ, piv, b);
+#endif
+    for (int i = 0; i < FA_NZ; ++i) x[i] = b[fa_init_position[i]];
+    free(b);
 }
 
 #define Z_ARGS(z) (z), (z) + FA_N, (z) + FA_N + FA_M, (z) + 2 * FA_N + FA_M, (z) + 2 * FA_N + 2 * FA_M, \
@@ -207,19 +230,18 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
         e->init_iterations = it;
         fa_init_residual(Z_ARGS(z), t0, e->p, e->G);
         fa_init_jacobians(Z_ARGS(z), t0, e->p, e->Gz_values, e->Gp_values);
-        fa_init_jacobian_dense(e->Gz_values, e->Gz);
         if (!all_finite(e->G, FA_NZ) || !all_finite(e->Gz_values, FA_NNZ_G_z)) {
             snprintf(e->message, sizeof e->message, "the initial state gives non-finite values; check the initial "
                      "positions and the parameter values");
             return -1;
         }
         for (int i = 0; i < FA_NZ; ++i) e->G[i] = -e->G[i];
-        if (fa_dense_factor(e->Gz, FA_NZ, e->init_pivots) != 0) {
+        if (fa_init_factor(e->Gz_values, e->Gz, e->init_pivots) != 0) {
             snprintf(e->message, sizeof e->message, "the initialization system is singular (too many coordinates "
                      "fixed, redundant constraints, or a massless coordinate without stiffness)");
             return -1;
         }
-        fa_dense_solve(e->Gz, FA_NZ, e->init_pivots, e->G);
+        fa_init_solve(e->Gz, e->init_pivots, e->G, 0);
         converged = 1;
         for (int i = 0; i < FA_NZ; ++i) {
             z[i] += e->G[i];

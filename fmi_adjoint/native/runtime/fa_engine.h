@@ -90,7 +90,8 @@ int fa_kkt_factor(double *kkt, int *piv, const fa_jacobian_values *values, doubl
 /* The scheme's parameter in settings: alpha (HHT) or rho_inf (generalized-alpha). */
 double fa_settings_parameter(const fa_settings *settings);
 void fa_kkt_solve(const double *kkt, const int *piv, double *x, int transposed);
-void fa_init_jacobian_dense(const double *values, double *Gz);
+int fa_init_factor(const double *values, double *Gz, int *piv);
+void fa_init_solve(const double *Gz, const int *piv, double *x, int transposed);
 
 /* Number of steps of a batch run, used in messages ("step i of N"); 0 if unknown. */
 void fa_engine_set_planned_steps(fa_engine *engine, long n_steps);

@@ -1,0 +1,375 @@
+"""A model as component instances: every item of the equations with its own local symbols.
+
+The equations of motion of the dissertation, Sec. 2.3.4, eq. (2.47),
+``M(q) a + C_q^T lambda = Q(q, v, t)``, ``C(q, t) = 0``, and the outputs ``y`` are sums of
+contributions that each touch a few coordinates:
+
+* a **mass block**: the mass-matrix entries of a set of coordinates that only couple among
+  themselves (a spatial body's ``4 G^T J G`` over its Euler parameters, eq. (2.36); a point
+  mass's diagonal entry); its quadratic velocity terms (Sec. 2.3.4) are formed once per type
+  (:func:`.kernels.derive_type`);
+* a **force part**: the generalized forces of one force element, or of one multibody
+  component (a bushing, a body's weight; :class:`fmi_adjoint.mbs.elements.GeneralizedForces`);
+* a **constraint group**: the rows of one joint (``Constraint.group``), or one constraint;
+* an **output**: one row of ``y``, with the multipliers it reads.
+
+:func:`partition` parses the model item by item (:func:`fmi_adjoint.model.parse_items`) and
+rewrites each contribution in *local* symbols: the coordinates it touches become ``q_0 ..
+q_(k-1)`` (``v_i``, ``a_i`` alike), its constraint rows' multipliers (or the multipliers an
+output reads) ``lam_j``, the parameters it reads and the numbers in it (marker positions, axes,
+constants: every float except exponents) the slots ``p_0 ..``.  Two instances whose local
+expressions are the same tree are one :class:`ComponentType`, derived and compiled once
+(:mod:`.kernels`); an :class:`Instance` keeps only index arrays and the numbers of its data
+slots.  This is the element / assembly split of finite-element codes: the model's matrices are
+the sums of the instances' local matrices scattered by their index arrays (:mod:`.plan`).
+
+Models the local form cannot carry go through the whole-system derivation
+(:func:`fmi_adjoint.equations.differentiate`) instead; :func:`partition` returns the reason
+(:class:`WholeSystem`): time tables and designed input signals (opaque functions of ``t``),
+numeric force elements (opaque Python callables), and massless coordinates held by no
+constraint (internal nodes of Maxwell elements, whose initialization rows are built from the
+sum of the forces on them, :func:`fmi_adjoint.equations._algebraic_rows`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+
+import sympy as sp
+from sympy.core.function import AppliedUndef
+
+from ..cache import fingerprint
+from ..equations import canonical_text
+from ..forces.numeric import AbstractNumericElement
+from ..model import Model, ParsedModel, parse_items
+
+__all__ = ["KINDS", "ComponentType", "Instance", "Partition", "WholeSystem", "partition"]
+
+#: The kinds of component: equation contributions (mass, forces, constraints) and outputs.
+KINDS = ("equations", "outputs")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ComponentType:
+    """One kind of contribution in local symbols (module docstring), derived once.
+
+    Attributes
+    ----------
+    kind : str
+        ``"equations"`` (``M``, ``Q``, ``C``) or ``"outputs"`` (``Y``).
+    n, m, n_y, n_p, n_d : int
+        Local coordinates, multipliers (its own constraint rows for equations, the
+        multipliers read for outputs), outputs, parameter slots (``p_k``: model parameters,
+        differentiated) and data slots (``d_k``: numbers of the instance, not differentiated).
+    M, Q, C, Y : sympy.Matrix
+        Local mass block (``n x n``), generalized forces (``n x 1``; the quadratic velocity terms
+        of ``M`` are added when the type is derived), constraint rows (``m x 1``), outputs
+        (``n_y x 1``).
+    key : str
+        Fingerprint of the canonical text of the above: the build cache's key of its kernels.
+    """
+
+    kind: str
+    n: int
+    m: int
+    n_y: int
+    n_p: int
+    n_d: int
+    M: sp.Matrix
+    Q: sp.Matrix
+    C: sp.Matrix
+    Y: sp.Matrix
+    key: str
+
+    @property
+    def symbols(self) -> dict[str, tuple[sp.Symbol, ...] | sp.Symbol]:
+        """The local symbols by argument group (``q, v, a, lam, t, p``)."""
+        return local_symbols(self.n, self.m, self.n_p, self.n_d)
+
+
+@dataclasses.dataclass(frozen=True)
+class Instance:
+    """One component of a model: its type and where its local symbols live in the model.
+
+    Attributes
+    ----------
+    type : int
+        Index into :attr:`Partition.types`.
+    coordinates : tuple of int
+        Model coordinate of each local coordinate.
+    multipliers : tuple of int
+        Model constraint row of each local multiplier.
+    outputs : tuple of int
+        Model output row of each local output.
+    parameters : tuple of int
+        Model parameter of each parameter slot.
+    data : tuple of float
+        The value of each data slot.
+    what : str
+        What it is, for messages (``constraint group 'joint 'j1' (revolute)'``).
+    """
+
+    type: int
+    coordinates: tuple[int, ...]
+    multipliers: tuple[int, ...]
+    outputs: tuple[int, ...]
+    parameters: tuple[int, ...]
+    data: tuple[float, ...]
+    what: str = ""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Partition:
+    """A model as component instances (module docstring).
+
+    Attributes
+    ----------
+    parsed : ParsedModel
+        The model's parsed items (global symbols): the initial guesses ``q0``, ``v0`` are
+        generated from it as one small function of the parameters.
+    types : tuple of ComponentType
+    instances : tuple of Instance
+    """
+
+    parsed: ParsedModel
+    types: tuple[ComponentType, ...]
+    instances: tuple[Instance, ...]
+
+    @property
+    def model(self) -> Model:
+        return self.parsed.model
+
+    @property
+    def size(self) -> int:
+        """Expression nodes of all instances (each type's local expressions, once per instance):
+        what a whole-system derivation would differentiate."""
+        per_type = [sum(sum(1 for _ in sp.preorder_traversal(e)) for matrix in (t.M, t.Q, t.C, t.Y) for e in matrix)
+                    for t in self.types]
+        return sum(per_type[i.type] for i in self.instances)
+
+    @property
+    def mass_depends_on_q(self) -> bool:
+        return any(any(entry.free_symbols & set(local_symbols(t.n, t.m, t.n_p, t.n_d)["q"]) for entry in t.M)
+                   for t in self.types if t.kind == "equations")
+
+
+@dataclasses.dataclass(frozen=True)
+class WholeSystem:
+    """Why a model is derived as a whole instead of by components (module docstring)."""
+
+    reason: str
+
+
+def local_symbols(n: int, m: int, n_p: int, n_d: int) -> dict[str, tuple[sp.Symbol, ...] | sp.Symbol]:
+    """Symbols of the local argument groups, named like the model's (``q_0``, ``p_2``, ``d_1``)."""
+    def group(name: str, size: int) -> tuple[sp.Symbol, ...]:
+        return tuple(sp.Symbol(f"{name}_{k}", real=True) for k in range(size))
+
+    return {"q": group("q", n), "v": group("v", n), "a": group("a", n), "lam": group("lam", m),
+            "t": sp.Symbol("t", real=True), "p": group("p", n_p), "d": group("d", n_d)}
+
+
+class _Localizer:
+    """Rewrites the contributions of one model in local symbols and collects the types."""
+
+    def __init__(self, parsed: ParsedModel):
+        self.parsed = parsed
+        self.coordinate_of = {}
+        for i, (q, v, a) in enumerate(zip(parsed.q, parsed.v, parsed.a)):
+            self.coordinate_of[q] = self.coordinate_of[v] = self.coordinate_of[a] = i
+        self.multiplier_of = {s: k for k, s in enumerate(parsed.lam)}
+        self.parameter_of = {s: k for k, s in enumerate(parsed.p)}
+        self.types: list[ComponentType] = []
+        self.by_key: dict[str, int] = {}
+        self.instances: list[Instance] = []
+
+    def coordinates_in(self, expressions: Iterable[sp.Expr]) -> set[int]:
+        found: set[int] = set()
+        for expr in expressions:
+            found.update(self.coordinate_of[s] for s in expr.free_symbols if s in self.coordinate_of)
+        return found
+
+    def add(self, kind: str, what: str, coordinates: Sequence[int], multipliers: Sequence[int],
+            outputs: Sequence[int], M: sp.Matrix, Q: sp.Matrix, C: sp.Matrix, Y: sp.Matrix) -> None:
+        """Add one instance: ``M, Q, C, Y`` in the model's symbols, over ``coordinates`` (all
+        the coordinates it touches, in the order of its local symbols) and ``multipliers``."""
+        parsed = self.parsed
+        n, m = len(coordinates), len(multipliers)
+        expressions = [*M, *Q, *C, *Y]
+        params = sorted({self.parameter_of[s] for e in expressions for s in e.free_symbols if s in self.parameter_of})
+        floats = _data_floats(expressions)
+        n_p, n_d = len(params), len(floats)
+        local = local_symbols(n, m, n_p, n_d)
+        mapping: dict[sp.Basic, sp.Basic] = {}
+        for k, i in enumerate(coordinates):
+            mapping[parsed.q[i]] = local["q"][k]
+            mapping[parsed.v[i]] = local["v"][k]
+            mapping[parsed.a[i]] = local["a"][k]
+        for k, j in enumerate(multipliers):
+            mapping[parsed.lam[j]] = local["lam"][k]
+        for k, j in enumerate(params):
+            mapping[parsed.p[j]] = local["p"][k]
+        for k, value in enumerate(floats):
+            mapping[value] = local["d"][k]
+        mapping[parsed.t] = local["t"]
+        shapes = [(M.rows, M.cols), (Q.rows, 1), (C.rows, 1), (Y.rows, 1)]
+        localized = [matrix.xreplace(mapping) if matrix.rows else matrix for matrix in (M, Q, C, Y)]
+        key = fingerprint("component", kind, repr((n, m, n_p, n_d, shapes)),
+                          canonical_text(tuple(tuple(matrix) for matrix in localized)))
+        if key not in self.by_key:
+            self.by_key[key] = len(self.types)
+            self.types.append(ComponentType(kind, n, m, Y.rows, n_p, n_d, localized[0], localized[1], localized[2],
+                                            localized[3], key))
+        self.instances.append(Instance(
+            type=self.by_key[key], coordinates=tuple(coordinates), multipliers=tuple(multipliers),
+            outputs=tuple(outputs), parameters=tuple(params), data=tuple(float(f) for f in floats), what=what))
+
+
+def _data_floats(expressions: Sequence[sp.Expr]) -> list[sp.Float]:
+    """The floats of ``expressions`` that become data slots, in an order that depends on the
+    expressions' structure only (not on the values), so that instances differing only in their
+    numbers get the same local tree.
+
+    Exponents stay numbers (``x**d`` would turn powers into ``exp(d log x)`` in derivatives).
+    The order is that of a depth-first walk that visits the arguments of sums and products
+    sorted by their *shape* (their canonical text with every float masked); children of equal
+    shape keep sympy's order (they differ in their floats only, which sympy has folded wherever
+    it could, so a tie makes two types at worst, never a wrong result).
+    """
+    protected = {arg.exp for e in expressions for arg in e.atoms(sp.Pow) if isinstance(arg.exp, sp.Float)}
+    shapes: dict[sp.Basic, str] = {}
+
+    def shape(node: sp.Basic) -> str:
+        known = shapes.get(node)
+        if known is not None:
+            return known
+        if isinstance(node, sp.Float):
+            text = "F" if node not in protected else repr(node)
+        elif not node.args:
+            text = f"{type(node).__name__}{node._hashable_content()!r}"
+        else:
+            inner = [shape(arg) for arg in node.args]
+            if isinstance(node, (sp.Add, sp.Mul)):
+                inner.sort()
+            text = f"{type(node).__name__}({','.join(inner)})"
+        shapes[node] = text
+        return text
+
+    order: list[sp.Float] = []
+    seen: set[sp.Float] = set()
+
+    def walk(node: sp.Basic) -> None:
+        if isinstance(node, sp.Float):
+            if node not in protected and node not in seen:
+                seen.add(node)
+                order.append(node)
+            return
+        args = node.args
+        if isinstance(node, (sp.Add, sp.Mul)):
+            args = tuple(sorted(args, key=shape))
+        for arg in args:
+            walk(arg)
+
+    for expr in expressions:
+        walk(expr)
+    return order
+
+
+def partition(model: Model, parsed: ParsedModel | None = None) -> Partition | WholeSystem:
+    """The component instances of ``model`` (module docstring), or why it is derived whole."""
+    parsed = parsed or parse_items(model)
+    if parsed.tables:
+        return WholeSystem("it reads time tables or designed input signals")
+    if any(isinstance(element, AbstractNumericElement) for element, _ in parsed.forces):
+        return WholeSystem("it has numeric force elements")
+    everything = [*parsed.masses, *(e for _, _, e in parsed.mass_entries),
+                  *(f for _, parts in parsed.forces for part in parts for f in part.values()),
+                  *parsed.constraints, *parsed.outputs]
+    if any(expr.atoms(AppliedUndef) for expr in everything):
+        return WholeSystem("its expressions call opaque functions")
+    n = len(parsed.q)
+    localizer = _Localizer(parsed)
+
+    # Mass blocks: coordinates joined by an entry, or by the coordinates an entry depends on.
+    parent = list(range(n))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def union(i: int, j: int) -> None:
+        parent[find(i)] = find(j)
+
+    diagonal = {i: mass for i, mass in enumerate(parsed.masses)}
+    for i, j, value in parsed.mass_entries:
+        union(i, j)
+        for k in localizer.coordinates_in([value]):
+            union(i, k)
+    entries: dict[tuple[int, int], sp.Expr] = {(i, i): mass for i, mass in diagonal.items() if not _zero(mass)}
+    for i, j, value in parsed.mass_entries:
+        entries.pop((i, j), None)
+        entries.pop((j, i), None)
+        if not _zero(value):
+            entries[(i, j)] = value
+            entries[(j, i)] = value
+    blocks: dict[int, list[int]] = {}
+    for i in range(n):
+        blocks.setdefault(find(i), []).append(i)
+    massive: set[int] = set()
+    for members in blocks.values():
+        inside = [(i, j) for i in members for j in members if (i, j) in entries]
+        if not inside:
+            continue
+        coords = sorted(set(members) | localizer.coordinates_in(entries[e] for e in inside))
+        place = {c: k for k, c in enumerate(coords)}
+        M = sp.zeros(len(coords), len(coords))
+        for i, j in inside:
+            M[place[i], place[j]] = entries[(i, j)]
+        massive.update(i for i, _ in inside)
+        names = ", ".join(model.all_coordinates[c].name for c in members)
+        localizer.add("equations", f"mass of {names}", coords, (), (), M, sp.zeros(len(coords), 1), sp.zeros(0, 1),
+                      sp.zeros(0, 1))
+
+    # Force parts.
+    for element, parts in parsed.forces:
+        for k, part in enumerate(parts):
+            forces = {i: f for i, f in part.items() if not _zero(f)}
+            if not forces:
+                continue
+            coords = sorted(set(forces) | localizer.coordinates_in(forces.values()))
+            Q = sp.Matrix([forces.get(c, sp.Integer(0)) for c in coords])
+            localizer.add("equations", f"{element.where()} part {k}", coords, (), (),
+                          sp.zeros(len(coords), len(coords)), Q, sp.zeros(0, 1), sp.zeros(0, 1))
+
+    # Constraint groups (a joint's rows together), in the order of their first row.
+    groups: dict[str, list[int]] = {}
+    for row, group in enumerate(parsed.constraint_groups):
+        groups.setdefault(group, []).append(row)
+    constrained: set[int] = set()
+    for group, rows in groups.items():
+        C = sp.Matrix([parsed.constraints[r] for r in rows])
+        coords = sorted(localizer.coordinates_in(C))
+        constrained.update(coords)
+        localizer.add("equations", f"constraints of {group}", coords, rows, (), sp.zeros(len(coords), len(coords)),
+                      sp.zeros(len(coords), 1), C, sp.zeros(0, 1))
+
+    loose = [i for i in range(n) if i not in massive and i not in constrained]
+    if loose:
+        return WholeSystem(f"coordinate '{model.all_coordinates[loose[0]].name}' has no mass and no constraint "
+                           "(a massless node whose initialization rows come from its force balance)")
+
+    # Outputs, one row each.
+    for row, expr in enumerate(parsed.outputs):
+        coords = sorted(localizer.coordinates_in([expr]))
+        multipliers = sorted({localizer.multiplier_of[s] for s in expr.free_symbols if s in localizer.multiplier_of})
+        localizer.add("outputs", f"output '{model.outputs[row].name}'", coords, multipliers, (row,),
+                      sp.zeros(len(coords), len(coords)), sp.zeros(len(coords), 1), sp.zeros(0, 1), sp.Matrix([expr]))
+    return Partition(parsed=parsed, types=tuple(localizer.types), instances=tuple(localizer.instances))
+
+
+def _zero(expr: sp.Expr) -> bool:
+    """Whether ``expr`` is zero as written (``0`` or ``0.0``: sympy's ``Float(0.0) != 0``)."""
+    return expr.is_zero is True and not expr.free_symbols
