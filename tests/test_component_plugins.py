@@ -285,12 +285,14 @@ def test_plugins_check_passes_on_the_torsion_bar(installed, capsys):
     lines = out.splitlines()
     assert lines[0] == "torsion_bar: ok"
     assert [line.split()[1] for line in lines[1:]] == ["example", "lowering", "build", "simulate", "assembly"]
-    assert "derived by components: 4 component types" in out
+    # 5 types: the translational masses (a number, a data slot), the rotational inertia (a
+    # parameter slot), the torsion bar's torque, the hinge's rows, the angle output.
+    assert "derived by components: 5 component types" in out
 
 
 def test_check_component_reports_the_number_of_component_types():
     report = check_component(TorsionBar)
-    assert report.passed and report.component_types == 4
+    assert report.passed and report.component_types == 5
 
 
 def test_plugins_check_fails_on_a_failing_component(installed, capsys):

@@ -372,4 +372,4 @@ def partition(model: Model, parsed: ParsedModel | None = None) -> Partition | Wh
 
 def _zero(expr: sp.Expr) -> bool:
     """Whether ``expr`` is zero as written (``0`` or ``0.0``: sympy's ``Float(0.0) != 0``)."""
-    return expr.is_zero is True and not expr.free_symbols
+    return not expr.free_symbols and expr.is_zero is True  # symbols first: assumptions are slow

@@ -24,9 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compiled import compile_model
 from ..data import write_csv
-from ..integrate import simulate
+from ..engines import NativeEngine
 from ..model_file import load_model
 from . import example_path
 
@@ -57,9 +56,11 @@ OUTPUT = "deflection"
 
 
 def clean_measurement() -> tuple[np.ndarray, np.ndarray]:
-    """Sample times and noise-free ``deflection`` of the model at :data:`TRUE_VALUES`."""
-    model = compile_model(load_model(example_path("strut")))
-    traj = simulate(model, model.parameter_vector(TRUE_VALUES))
+    """Sample times and noise-free ``deflection`` of the model at :data:`TRUE_VALUES`, computed by
+    the default (native) engine, the one an identification on them uses."""
+    engine = NativeEngine.build(load_model(example_path("strut")))
+    model = engine.compiled
+    traj = engine.simulate(model.parameter_vector(TRUE_VALUES))
     deflection = traj.outputs()[:, model.output_index(OUTPUT)]
     return traj.t.copy(), deflection.copy()
 
