@@ -102,26 +102,9 @@ PHASES: tuple[tuple[str, str, str], ...] = (
 
 def chain_system(n: int):
     """The spatial revolute chain of ``n`` bodies (module docstring)."""
-    from fmi_adjoint import mbs
-    from fmi_adjoint.model import Output, Parameter, SimulationSettings
+    from fmi_adjoint.examples.chains import spatial_chain
 
-    bodies, markers, joints = [], [mbs.Marker("pivot", "ground")], []
-    for i in range(1, n + 1):
-        link = f"link{i}"
-        bodies.append(mbs.SpatialRigidBody(link, mass="m", inertia=("m*l**2/1200", "m*l**2/12", "m*l**2/12"),
-                                           position=(f"{2 * i - 1}*l/2", 0, 0)))
-        markers += [mbs.Marker(f"{link}_a", link, position=("-l/2", 0, 0)),
-                    mbs.Marker(f"{link}_b", link, position=("l/2", 0, 0))]
-        joints.append(mbs.Revolute(f"joint{i}", "pivot" if i == 1 else f"link{i - 1}_b", f"{link}_a"))
-    return mbs.MultibodySystem(
-        name=f"spatial_chain_{n}",
-        parameters=(Parameter("m", 1.0, "kg"), Parameter("l", 0.5, "m"), Parameter("g", 9.81, "m/s^2")),
-        gravity=(0, "-g", 0),
-        bodies=tuple(bodies), markers=tuple(markers), joints=tuple(joints),
-        outputs=(Output("tip_x", f"link{n}_x", "m"), Output("tip_y", f"link{n}_y", "m")),
-        simulation=SimulationSettings(t_end=1.0, step=STEP, alpha=-0.05),
-        description=f"{n} spatial rods on revolute joints, falling under gravity (benchmarks/mbs_chains.py)",
-    )
+    return spatial_chain(n, STEP)
 
 
 def engine_on_mounts_path() -> Path | None:

@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 from bundled import looped_examples
+from fmi_adjoint.examples.chains import spatial_chain
 from fmi_adjoint import mbs
 from fmi_adjoint.assembly import AssembledModel, Partition, WholeSystem, assembly_payload, partition
 from fmi_adjoint.assembly.kernels import type_kernels
@@ -195,28 +196,9 @@ def test_assembled_second_order_functions_equal_the_whole_system(pairs, name):
 
 # --------------------------------------------------------------------------- 2. chains
 
-def chain_system(n: int) -> mbs.MultibodySystem:
-    """The spatial revolute chain of benchmarks/mbs_chains.py: ``n`` rods (spatial bodies) on
-    revolute joints about global z, the first on the ground, falling under gravity."""
-    bodies, markers, joints = [], [mbs.Marker("pivot", "ground")], []
-    for i in range(1, n + 1):
-        link = f"link{i}"
-        bodies.append(mbs.SpatialRigidBody(link, mass="m", inertia=("m*l**2/1200", "m*l**2/12", "m*l**2/12"),
-                                           position=(f"{2 * i - 1}*l/2", 0, 0)))
-        markers += [mbs.Marker(f"{link}_a", link, position=("-l/2", 0, 0)),
-                    mbs.Marker(f"{link}_b", link, position=("l/2", 0, 0))]
-        joints.append(mbs.Revolute(f"joint{i}", "pivot" if i == 1 else f"link{i - 1}_b", f"{link}_a"))
-    return mbs.MultibodySystem(
-        name=f"spatial_chain_{n}",
-        parameters=(Parameter("m", 1.0, "kg"), Parameter("l", 0.5, "m"), Parameter("g", 9.81, "m/s^2")),
-        gravity=(0, "-g", 0), bodies=tuple(bodies), markers=tuple(markers), joints=tuple(joints),
-        outputs=(Output("tip_x", f"link{n}_x", "m"), Output("tip_y", f"link{n}_y", "m")),
-        simulation=SimulationSettings(t_end=1.0, step=1e-3, alpha=-0.05))
-
-
 @pytest.mark.slow
 def test_a_chain_has_as_many_types_at_any_length_and_equals_the_whole_system():
-    short, long = (partition(chain_system(n).to_model()) for n in (3, 8))
+    short, long = (partition(spatial_chain(n).to_model()) for n in (3, 8))
     assert isinstance(short, Partition) and isinstance(long, Partition)
     assert len(long.instances) > len(short.instances)
     assert len(short.types) == len(long.types)

@@ -96,11 +96,13 @@ class KernelRow:
                    outputs=tuple((str(name), tuple(int(x) for x in shape), tuple((int(i), int(j)) for i, j in pattern))
                                  for name, shape, pattern in data["outputs"]))
 
-    def c_signature(self) -> str:
-        """The C prototype, with ``FA_KERNEL(<name>)`` as the function's name."""
+    def c_signature(self, name: str | None = None) -> str:
+        """The C prototype: a ``static`` function named ``FA_KERNEL(<row>)`` (the file defines the
+        macro), or an external one called ``name``."""
         args = ["double t" if g == "t" else f"const double *{g}" for g in self.args]
-        outputs = [f"double *{name}" for name, _, _ in self.outputs]
-        return f"static void FA_KERNEL({self.name})({', '.join(args + outputs)})"
+        outputs = [f"double *{output}" for output, _, _ in self.outputs]
+        head = f"void {name}" if name else f"static void FA_KERNEL({self.name})"
+        return f"{head}({', '.join(args + outputs)})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,13 +123,6 @@ class TypeKernels:
             if row.name == name:
                 return row
         raise KeyError(name)
-
-    def c_source(self) -> str:
-        """The C text of all rows (``static`` functions; the includer defines ``FA_KERNEL``)."""
-        parts = []
-        for row in self.rows:
-            parts += [row.c_signature(), "{", row.c, "}", ""]
-        return "\n".join(parts)
 
     def to_json(self) -> dict:
         return {"format": 2, "key": self.key, "kind": self.kind, "n": self.n, "m": self.m, "n_y": self.n_y,

@@ -82,11 +82,6 @@ class ComponentType:
     Y: sp.Matrix
     key: str
 
-    @property
-    def symbols(self) -> dict[str, tuple[sp.Symbol, ...] | sp.Symbol]:
-        """The local symbols by argument group (``q, v, a, lam, t, p``)."""
-        return local_symbols(self.n, self.m, self.n_p, self.n_d)
-
 
 @dataclasses.dataclass(frozen=True)
 class Instance:

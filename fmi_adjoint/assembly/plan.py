@@ -36,11 +36,11 @@ from ..cache import BuildCache, fingerprint, source_fingerprint
 from ..equations import (GUESS_ARGS, INIT_ARGS, SECOND_INIT_ARGS, SECOND_STEP_ARGS, STATE_ARGS, GeneratedFunction,
                          canonical_text, jacobian)
 from ..errors import ModelError
-from .kernels import KernelRow, TypeKernels, print_rows
+from .kernels import TypeKernels, print_rows
 from .partition import Instance, Partition
 
 __all__ = ["AXES", "GLOBAL_FUNCTIONS", "GROUP_KIND", "GlobalFunction", "PlanSizes", "guess_kernels", "index_array",
-           "kernel_outputs", "row_weights"]
+           "row_weights"]
 
 #: Axis kinds of every kernel output (module docstring).
 AXES: dict[str, tuple[str, ...]] = {
@@ -187,9 +187,4 @@ def guess_kernels(part: Partition, cache: BuildCache) -> TypeKernels:
     except (ValueError, KeyError, TypeError) as exc:
         raise ModelError(f"the build cache entry {entry} of the initial guesses is unreadable ({exc}); run "
                          "'fmi-adjoint cache clear'.") from None
-
-
-def kernel_outputs(row: KernelRow) -> dict[str, tuple[tuple[int, ...], tuple[tuple[int, int], ...]]]:
-    """``{output name: (shape, pattern)}`` of a kernel row."""
-    return {name: (shape, pattern) for name, shape, pattern in row.outputs}
 

@@ -41,11 +41,12 @@ from __future__ import annotations
 
 from typing import Literal
 
+from .. import mbs
 from ..errors import ModelError
-from ..model import Model
+from ..model import Model, Output, Parameter, SimulationSettings
 from ..model_file import parse_model
 
-__all__ = ["CHAIN_KINDS", "MAX_MASSES", "chain_model", "chain_toml"]
+__all__ = ["CHAIN_KINDS", "MAX_MASSES", "chain_model", "chain_toml", "spatial_chain"]
 
 #: The two chain variants (see the module docstring).
 CHAIN_KINDS: tuple[str, ...] = ("linear", "cubic")
@@ -148,3 +149,33 @@ def chain_model(n_masses: int, kind: ChainKind) -> Model:
         If ``n_masses`` or ``kind`` is out of range.
     """
     return parse_model(chain_toml(n_masses, kind), source=f"<chain_{kind}_{n_masses}>")
+
+
+def spatial_chain(n: int, step: float = 1e-3) -> mbs.MultibodySystem:
+    """A chain of ``n`` spatial rigid bodies on revolute joints (issue 23's scaling model).
+
+    Every link is a slender rod of length ``l = 0.5 m`` and mass ``m = 1 kg`` along its body
+    ``x`` axis (seven coordinates ``x, y, z, e0 .. e3`` and the normalization constraint each);
+    ``link1`` hangs from the ground at the origin, ``link(i+1)`` from the end of ``linki``, all
+    joint axes along global ``z``; the chain starts horizontal along ``x`` at rest and falls under
+    gravity ``-g e_y``: ``7 n`` coordinates and ``6 n`` constraints.  Outputs: the last link's
+    ``x`` and ``y``.  ``benchmarks/mbs_chains.py`` measures it; the tests check that its number
+    of component types does not grow with ``n``.
+    """
+    bodies, markers, joints = [], [mbs.Marker("pivot", "ground")], []
+    for i in range(1, n + 1):
+        link = f"link{i}"
+        bodies.append(mbs.SpatialRigidBody(link, mass="m", inertia=("m*l**2/1200", "m*l**2/12", "m*l**2/12"),
+                                           position=(f"{2 * i - 1}*l/2", 0, 0)))
+        markers += [mbs.Marker(f"{link}_a", link, position=("-l/2", 0, 0)),
+                    mbs.Marker(f"{link}_b", link, position=("l/2", 0, 0))]
+        joints.append(mbs.Revolute(f"joint{i}", "pivot" if i == 1 else f"link{i - 1}_b", f"{link}_a"))
+    return mbs.MultibodySystem(
+        name=f"spatial_chain_{n}",
+        parameters=(Parameter("m", 1.0, "kg"), Parameter("l", 0.5, "m"), Parameter("g", 9.81, "m/s^2")),
+        gravity=(0, "-g", 0),
+        bodies=tuple(bodies), markers=tuple(markers), joints=tuple(joints),
+        outputs=(Output("tip_x", f"link{n}_x", "m"), Output("tip_y", f"link{n}_y", "m")),
+        simulation=SimulationSettings(t_end=1.0, step=step, alpha=-0.05),
+        description=f"{n} spatial rods on revolute joints, falling under gravity",
+    )

@@ -22,8 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..cache import BuildCache, compiler_fingerprint, fingerprint
-from ..compiled import (SECOND_INIT_ARGS, SECOND_STEP_ARGS, Derivation, SecondOrder, group_sizes, model_key,
-                        second_order_table)
+from ..compiled import (SECOND_INIT_ARGS, SECOND_STEP_ARGS, Derivation, SecondOrder, group_sizes, model_key)
 from ..errors import CompilerError, ConvergenceError, FmiAdjointError
 from ..integrate.schemes import AbstractScheme
 from ..model import Model
@@ -320,10 +319,7 @@ def build_native(model: Model, *, cache: BuildCache | None = None,
     cache = cache or BuildCache.default()
 
     def build(folder: Path) -> None:
-        assembled = derivation.assembly(cache)
-        extra = second_order_table(derivation.derivatives) if second_order and assembled is None else ()
-        generated = model_c_sources(derivation, defaults=False, extra_rows=extra, second_order=second_order,
-                                    cache=cache)
+        generated = model_c_sources(derivation, defaults=False, second_order=second_order, cache=cache)
         sources = write_sources(generated, folder / "src", ENGINE_RUNTIME + (_DRIVER,))
         compile_shared(sources, folder / _LIBRARY, flags=_FLAGS, optimize=_OPTIMIZE,
                        what=f"the C engine of '{model.name}'", compiler=compiler)

@@ -10,7 +10,7 @@ code (:mod:`.model_code`).  Both give the same ``model.h`` contract.
 from __future__ import annotations
 
 from ..cache import BuildCache
-from ..compiled import Derivation, GeneratedFunction
+from ..compiled import Derivation, second_order_table
 from ..model import Model
 from .assembly_code import assembled_c_sources
 from .model_code import whole_system_c_sources
@@ -18,20 +18,21 @@ from .model_code import whole_system_c_sources
 __all__ = ["model_c_sources"]
 
 
-def model_c_sources(derivation: Derivation, *, defaults: bool = True, extra_rows: tuple[GeneratedFunction, ...] = (),
-                    second_order: bool = False, cache: BuildCache | None = None) -> dict[str, str]:
+def model_c_sources(derivation: Derivation, *, defaults: bool = True, second_order: bool = False,
+                    cache: BuildCache | None = None) -> dict[str, str]:
     """``{file name: text}`` of the generated C code of ``derivation``'s model.
 
     ``defaults=False`` prints zeros as the default parameter values (the in-process library is
     cached under a key without the values).  ``second_order`` adds the second-order functions
-    and their batch drivers (:func:`fmi_adjoint.compiled.second_order_table`); ``extra_rows``
-    are those rows for a model derived as a whole (computed by the caller).  ``cache`` holds
+    and their batch drivers (:func:`fmi_adjoint.compiled.second_order_table`).  ``cache`` holds
     the kernels of component types (default: :meth:`BuildCache.default`).
     """
-    assembled = derivation.assembly(cache or BuildCache.default())
+    cache = cache or BuildCache.default()
+    assembled = derivation.assembly(cache)
     if assembled is not None:
         model = derivation.model
         assert isinstance(model, Model)
-        second = derivation.assembly(cache or BuildCache.default(), second_order=True) if second_order else None
+        second = derivation.assembly(cache, second_order=True) if second_order else None
         return assembled_c_sources(model, assembled, second, defaults=defaults)
-    return whole_system_c_sources(derivation, defaults=defaults, extra_rows=extra_rows)
+    extra = second_order_table(derivation.derivatives) if second_order else ()
+    return whole_system_c_sources(derivation, defaults=defaults, extra_rows=extra)
