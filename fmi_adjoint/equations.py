@@ -16,6 +16,7 @@ import dataclasses
 import numpy as np
 import sympy as sp
 
+from .calculus import Differentiator
 from .errors import ModelError
 from .model import Model, SymbolicModel, assemble
 
@@ -40,42 +41,11 @@ def _jac(matrix: sp.Matrix, symbols) -> sp.Matrix:
     if matrix.cols != 1:
         raise ValueError("_jac differentiates column vectors only")
     position = {s: k for k, s in enumerate(symbols)}
+    calculus = Differentiator()  # one memo for the matrix: its entries share subexpressions
     for i in range(matrix.rows):
-        for sym, derivative in _derivatives(matrix[i, 0], position).items():
+        for sym, derivative in calculus.derivatives(matrix[i, 0], position).items():
             result[i, position[sym]] = derivative
     return result
-
-
-#: An Add or Mul with more arguments than this is differentiated term by term (below).
-_WIDE = 16
-
-
-def _derivatives(expr: sp.Expr, targets) -> dict:
-    """``{s: d expr/d s}`` for the symbols ``s`` of ``targets`` that ``expr`` contains.
-
-    ``expr.diff(s)`` walks all of ``expr`` for every ``s``: on a designed input ``u(t) =
-    sum_k xi_k phi_k(t)`` of K knots that is K walks of K terms, and the build of a 2001-knot
-    design spent minutes there (issue 31).  A wide sum or product is therefore split here:
-    each term is differentiated only by the symbols it contains (the product rule for a
-    product), which gives sympy's own result term by term in time linear in the size.
-    Narrow expressions keep ``expr.diff`` (the same expressions as before for every model).
-    """
-    if isinstance(expr, (sp.Add, sp.Mul)) and len(expr.args) > _WIDE or any(
-            isinstance(arg, sp.Add) and len(arg.args) > _WIDE for arg in expr.args):
-        if isinstance(expr, sp.Add):
-            parts: dict = {}
-            for arg in expr.args:
-                for sym, derivative in _derivatives(arg, targets).items():
-                    parts.setdefault(sym, []).append(derivative)
-            return {sym: sp.Add(*terms) for sym, terms in parts.items()}
-        if isinstance(expr, sp.Mul):
-            args = expr.args
-            parts = {}
-            for j, arg in enumerate(args):
-                for sym, derivative in _derivatives(arg, targets).items():
-                    parts.setdefault(sym, []).append(sp.Mul(*args[:j], derivative, *args[j + 1:]))
-            return {sym: sp.Add(*terms) for sym, terms in parts.items()}
-    return {sym: expr.diff(sym) for sym in expr.free_symbols if sym in targets}
 
 
 def _time_derivative(expr: sp.Expr, sym: SymbolicModel) -> sp.Expr:

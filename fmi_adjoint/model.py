@@ -22,6 +22,7 @@ from typing import Literal, TypeAlias
 
 import sympy as sp
 
+from .calculus import Differentiator
 from .errors import ModelError
 from .expressions import CONSTANTS, FUNCTIONS, parse_expression
 from .forces.base import AbstractForceElement
@@ -439,6 +440,7 @@ class _Context:
         self.params = {par.name: s for par, s in zip(parameters, p)}
         self.tables: list = []
         self.table_sources: list[str] = []
+        self._names: dict[bool, dict[str, sp.Expr]] = {}
 
     def parameter(self, name: str) -> sp.Symbol:
         if name not in self.params:
@@ -459,10 +461,20 @@ class _Context:
         return self._coord(self.v, coordinate)
 
     def names(self, positions: bool = True) -> dict[str, sp.Expr]:
-        names: dict[str, sp.Expr] = {"t": self.t, **self.params}
-        if positions:
-            names.update(self.q)
-        return names
+        """The names an expression may use (one dict per kind, remade when the parameters
+        change: a model of thousands of coordinates parses thousands of expressions)."""
+        known = self._names.get(positions)
+        if known is None:
+            known = {"t": self.t, **self.params}
+            if positions:
+                known.update(self.q)
+            self._names[positions] = known
+        return known
+
+    def define(self, name: str, value: sp.Expr) -> None:
+        """Let expressions read ``name`` as ``value`` (an input's signal)."""
+        self.params[name] = value
+        self._names.clear()
 
     def der(self, name: str) -> sp.Symbol:
         if name not in self.v:
@@ -518,6 +530,7 @@ def quadratic_velocity_terms(M: sp.Matrix, q: tuple[sp.Symbol, ...], v: tuple[sp
     n = len(q)
     index = {s: k for k, s in enumerate(q)}
     terms: list[list[sp.Expr]] = [[] for _ in range(n)]
+    calculus = Differentiator()
     for i in range(n):
         for j in range(n):
             entry = M[i, j]
@@ -525,7 +538,7 @@ def quadratic_velocity_terms(M: sp.Matrix, q: tuple[sp.Symbol, ...], v: tuple[sp
                 continue
             for symbol in sorted(entry.free_symbols & index.keys(), key=index.__getitem__):
                 k = index[symbol]
-                derivative = entry.diff(symbol)
+                derivative = calculus.derivative(entry, symbol)
                 terms[k].append(derivative * v[i] * v[j] / 2)  # dT/dq_k
                 terms[i].append(-derivative * v[j] * v[k])     # -(M_ij)' v_j
     return sp.Matrix([sp.Add(*row) for row in terms])
@@ -598,9 +611,9 @@ def parse_items(model: Model) -> ParsedModel:
     name = model.name
     for signal in model.signals:
         # Every expression naming the input sees u(t) = sum_k xi_k phi_k(t) (InputSignal).
-        ctx.params[signal.input] = sp.Add(*(
+        ctx.define(signal.input, sp.Add(*(
             ctx.params[knot.name] * ctx.table(times, values, f"model '{name}': signal of input '{signal.input}'")
-            for knot, (times, values) in zip(signal.knots, signal.tables)))
+            for knot, (times, values) in zip(signal.knots, signal.tables))))
 
     # Mass matrix: diagonal from the coordinates, entries may override or add terms.
     masses = tuple(ctx.parameter_expression(coord.mass, f"model '{name}': coordinate '{coord.name}'.mass")

@@ -18,6 +18,8 @@ RANK = {
     "budget": 1,
     "cache": 2,
     "cse": 1,
+    # calculus: partial derivatives by the rules on the expression tree (issue 23, build time)
+    "calculus": 1,
     "sparsity": 2,
     "expressions": 2,
     "cprint": 2,

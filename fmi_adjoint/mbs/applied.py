@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import sympy as sp
 
+from ..calculus import Differentiator
 from ..errors import ModelError
 from ..text import check_identifier
 from .names import Number
@@ -42,9 +43,10 @@ def _scatter(ctx: Lowering, coordinates: Sequence[str], vector: sp.Matrix, veloc
     ``der(q)``).  Only the velocity is differentiated: ``der(x)`` inside the force (a damper
     ``-c der(x)``) stays a factor.  For a point, ``position`` instead of its velocity: the
     same Jacobian ``d position / d q_k``, without forming the velocity."""
+    calculus = Differentiator()
     for coord in coordinates:
         if position is not None:
-            column = position.diff(ctx.symbol(coord))
+            column = sp.Matrix([calculus.derivative(x, ctx.symbol(coord)) for x in position])
         else:
             column = velocity.diff(ctx.der(coord))  # type: ignore[union-attr]
         q_k = sp.Integer(0) if column.is_zero_matrix else (vector.T * column)[0, 0]

@@ -477,10 +477,7 @@ class SpatialRigidBody(Body):
                                           (fp[3] and k > 0) or fp[4 + k], (fv[3] and k > 0) or fv[4 + k]))
         # Rotational block 4 G^T J G (Sec. 2.3.1, eq. (2.41); the dissertation's G is our 2 G).
         e = kin.euler_parameters()
-        Gm = rot.G(e)
-        block = 4 * Gm.T * J * Gm
         names = kin.coordinates[3:]
-        for i in range(4):
-            for j in range(i, 4):
-                ctx.add_mass_entry(MassEntry(names[i], names[j], sp.expand(block[i, j])))
+        for (i, j), entry in rot.rotational_mass(e, J).items():
+            ctx.add_mass_entry(MassEntry(names[i], names[j], entry))
         ctx.add_constraint(f"{self.name}_normalization", sum(x**2 for x in e) - 1)

@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import sympy as sp
 
+from ..calculus import Differentiator
 from ..errors import ModelError
 from ..expressions import special
 from ..forces.base import AbstractForceElement, AbstractLocalElement, AbstractTwoPointElement, ElementContext
@@ -279,8 +280,9 @@ def _coordinates_of(ctx: Lowering, expr: sp.Expr) -> tuple[str, ...]:
 def gradient(expr: sp.Expr, coordinates: Sequence[str]) -> dict[str, sp.Expr]:
     """``d expr / d q_k`` for the coordinates it depends on (name symbols), zeros dropped."""
     result = {}
+    calculus = Differentiator()
     for name in coordinates:
-        d = sp.diff(expr, symbol(name))
+        d = calculus.derivative(expr, symbol(name))
         if d != 0:
             result[name] = d
     return result

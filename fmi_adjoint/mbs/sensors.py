@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import sympy as sp
 
+from ..calculus import Differentiator
 from ..errors import ModelError
 from ..expressions import special
 from ..model import Output
@@ -284,9 +285,10 @@ def joint_reaction(
     n = len(coordinates)
     q = [symbol(c) for c in coordinates]
     Q = sp.zeros(n, 1)
+    calculus = Differentiator()
     for expr, lam in rows:
         for k, qk in enumerate(q):
-            d = sp.diff(expr, qk)
+            d = calculus.derivative(expr, qk)
             if d != 0:
                 Q[k] -= d * lam
     Ju = origin.jacobian(sp.Matrix(q)) if n else sp.zeros(3, 0)

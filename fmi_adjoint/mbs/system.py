@@ -31,6 +31,7 @@ from typing import Protocol, runtime_checkable
 
 import sympy as sp
 
+from ..calculus import Differentiator
 from ..errors import ModelError
 from ..expressions import parse_expression, special
 from ..forces.base import AbstractForceElement
@@ -312,12 +313,13 @@ class Lowering:
                                  "available; use positions and velocities.")
         plain = expr.xreplace(holders)
         # One sum at the end: adding term by term re-flattens the growing sum each time.
-        terms = [sp.diff(plain, self.t)]
+        calculus = Differentiator()  # the terms share subexpressions (rotation matrices)
+        terms = [calculus.derivative(plain, self.t)]
         for sym in sorted(plain.free_symbols, key=lambda s: s.name):
             if isinstance(sym, sp.Symbol) and sym.name in coords and not isinstance(sym, sp.Dummy):
-                terms.append(sp.diff(plain, sym) * special("der", sym.name))
+                terms.append(calculus.derivative(plain, sym) * special("der", sym.name))
         for holder, rate in rates.items():
-            terms.append(sp.diff(plain, holder) * rate)
+            terms.append(calculus.derivative(plain, holder) * rate)
         result = sp.Add(*terms)
         if not holders:
             return result
