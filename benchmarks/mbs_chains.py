@@ -325,8 +325,13 @@ def summary(chains: dict[int, tuple[dict, dict, dict]]) -> list[str]:
             cold100, how = None, ""
         if cold100 is not None:
             verdict = "meets" if cold100 <= TARGET_COLD_100 else "misses"
-            lines.append(f"cold build of 100 bodies: {cold100:.0f} s ({how}; {verdict} the target "
+            lines.append(f"cold build of 100 bodies: {cold100:.1f} s ({how}; {verdict} the target "
                          f"<= {TARGET_COLD_100:g} s)")
+        if 100 in chains:
+            warm100 = chains[100][1]["cpu"]
+            verdict = "meets" if warm100 <= TARGET_WARM else "misses"
+            lines.append(f"warm build of 100 bodies: {warm100:.2f} s CPU (the lowering included; {verdict} the "
+                         f"target <= {TARGET_WARM:g} s)")
         worst = max(sizes, key=lambda n: chains[n][1]["seconds"])
         verdict = "meets" if chains[worst][1]["seconds"] <= TARGET_WARM else "misses"
         lines.append(f"warm build: at most {chains[worst][1]['seconds']:.2f} s wall, {chains[worst][1]['cpu']:.2f} s "

@@ -63,12 +63,12 @@ class _OpaqueAndDelta:
 
 class _ArrayPrinter(_OpaqueAndDelta, NumPyPrinter):
     def __init__(self) -> None:
-        super().__init__({"fully_qualified_modules": True, "allow_unknown_functions": True, "order": "none"})
+        super().__init__({"fully_qualified_modules": True, "allow_unknown_functions": True})
 
 
 class _ScalarPrinter(_OpaqueAndDelta, PythonCodePrinter):
     def __init__(self) -> None:
-        super().__init__({"fully_qualified_modules": True, "allow_unknown_functions": True, "order": "none"})
+        super().__init__({"fully_qualified_modules": True, "allow_unknown_functions": True})
 
 
 def _interpolator(times: Sequence[float], values: Sequence[float]) -> Callable:

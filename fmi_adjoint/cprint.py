@@ -40,7 +40,7 @@ class CPrinter(C99CodePrinter):
 
     def __init__(self, symbol_map: Callable[[str], str | None], table_names: AbstractSet[str] = frozenset(),
                  function_names: Mapping[str, str] | None = None):
-        super().__init__({"order": "none"})  # terms as sympy holds them: sorting them is slow
+        super().__init__()
         self._symbol_map = symbol_map
         self._table_names = set(table_names)
         self._function_names = dict(function_names or {})

@@ -16,6 +16,7 @@ from sympy.core.function import AppliedUndef
 from fmi_adjoint.calculus import WIDE, Differentiator, derivative, derivatives
 from fmi_adjoint.expressions import special
 from fmi_adjoint.mbs import rotations as rot
+from tolerances import EXACT
 
 x, y, z = sp.symbols("x y z", real=True)
 u = sp.Dummy("u", real=True)
@@ -52,7 +53,7 @@ def _same(a: sp.Expr, b: sp.Expr, symbols) -> None:
     for _ in range(5):
         point = {s: rng.uniform(0.3, 1.7) for s in symbols}
         va, vb = complex(a.xreplace(point).evalf()), complex(b.xreplace(point).evalf())
-        assert abs(va - vb) <= 1e-12 * max(1.0, abs(vb)), (a, b, point)
+        assert abs(va - vb) <= EXACT * max(1.0, abs(vb)), (a, b, point)
 
 
 @pytest.mark.parametrize("name", list(EXPRESSIONS))

@@ -1,9 +1,9 @@
 """Generated code is the same in every process.
 
-Common-subexpression elimination and the printers take the terms in sympy's own argument order
-(``order="none"``, :func:`fmi_adjoint.cse.reduce_outputs`, :class:`fmi_adjoint.cprint.CPrinter`)
-instead of sorting them: that order must not depend on the interpreter's string hashing, which
-differs from process to process (``PYTHONHASHSEED``).  Two processes with different seeds must
+Common-subexpression elimination takes the terms in sympy's own argument order
+(``order="none"``, :func:`fmi_adjoint.cse.reduce_outputs`) instead of sorting them: that order
+must not depend on the interpreter's string hashing, which differs from process to process
+(``PYTHONHASHSEED``).  Two processes with different seeds must
 print the same numpy and C text for a whole-system model and for the component types of a
 spatial chain.
 """
