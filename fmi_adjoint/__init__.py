@@ -7,8 +7,7 @@ sampled outputs (:class:`LeastSquaresCost`) is differentiated by the discrete ad
 :func:`identify` drives scipy's optimizers over one or several :class:`Experiment` s.
 """
 
-import sys
-import types
+import importlib
 
 # Public names are imported on first use (PEP 562), so that ``import fmi_adjoint`` (and the
 # command line, which must answer Ctrl-C at any moment) does not load numpy, scipy and sympy
@@ -28,6 +27,7 @@ _LOCATIONS = {
     "CostValue": "costs",
     "DataError": "errors",
     "Experiment": "identify",
+    "identify": "identify",
     "ExpressionError": "errors",
     "ExpressionLoad": "forces",
     "FmiAdjointError": "errors",
@@ -124,35 +124,21 @@ __all__ = [
 ]
 
 
-class _Package(types.ModuleType):
-    """The package module.  ``identify`` is both a public function and a subpackage: the
-    import system sets the package attribute to the subpackage when it is first imported,
-    which would shadow the function, so the attribute is a property that ignores that."""
-
-    @property
-    def identify(self):
-        from .identify import identify as function
-
-        return function
-
-    @identify.setter
-    def identify(self, value) -> None:  # the subpackage stays reachable through sys.modules
-        pass
-
-
-sys.modules[__name__].__class__ = _Package
+# ``identify`` is both a public function and a subpackage.  Importing a subpackage binds it as
+# an attribute of its parent the first time it is imported, which would hide the function; the
+# subpackage is therefore imported here, once (it is cheap: its names load on first use), and
+# its name is then freed, so that ``fmi_adjoint.identify`` is the function (from __getattr__
+# below) while ``fmi_adjoint.identify.spec`` and the like import as modules.
+importlib.import_module(".identify", __name__)
+del globals()["identify"]
 
 
 def __getattr__(name: str):
     if name == "mbs":  # multibody components: a namespace of their own (fmi_adjoint.mbs.Revolute, ...)
-        import importlib
-
         return importlib.import_module(".mbs", __name__)
     module = _LOCATIONS.get(name)
     if module is None:
         raise AttributeError(f"module 'fmi_adjoint' has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value
     return value

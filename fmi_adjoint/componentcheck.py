@@ -26,7 +26,7 @@ import numpy as np
 from .assembly import Partition, partition
 from .compiled import compile_model
 from .elementcheck import CheckResult
-from .engines import default_engine
+from .engines import choose_engine
 from .errors import FmiAdjointError
 from .mbs import MultibodySystem
 from .model import Model
@@ -90,10 +90,12 @@ def check_component(cls: type, *, steps: int = CHECK_STEPS) -> ComponentReport:
     results.append(CheckResult("lowering", True, f"{len(model.coordinates)} coordinates, {len(model.constraints)} "
                                f"constraints, {len(model.forces)} force elements, {len(model.outputs)} outputs"))
     try:
-        engine = default_engine(compile_model(model))
+        compiled = compile_model(model)
+        built = choose_engine(model, compiled=compiled)
     except FmiAdjointError as exc:
         return fail("build", exc)
-    results.append(CheckResult("build", True, f"{engine.name} engine"))
+    engine = built.engine
+    results.append(CheckResult("build", True, f"{engine.name} engine" + (f"; {built.note}" if built.note else "")))
     h = model.simulation.step
     try:
         traj = engine.simulate(t_end=steps * h, step=h)

@@ -22,6 +22,7 @@ Adding an engine: subclass :class:`AbstractEngine`, implement (1) :meth:`~Abstra
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -34,7 +35,8 @@ from .cache import BuildCache
 from .compiled import CompiledModel, Derivation, compile_model
 from .costs.base import AbstractCost
 from .costs.sampling import Sampler
-from .errors import ConvergenceError, ModelError, NoCCodeError
+from .choices import look_up
+from .errors import CompilerError, ConvergenceError, ModelError, NoCCodeError
 from .integrate import InitialState, Trajectory
 from .integrate.schemes import AbstractScheme
 from .integrate.trajectory import Checkpoints
@@ -42,9 +44,10 @@ from .integrate.hht import _integrate, prepare_run
 from .integrate.initialization import initial_state
 from .model import Model
 from .native import NativeLibrary, build_native
-from .toolchain import c_compiler
 
-__all__ = ["AbstractEngine", "PythonEngine", "NativeEngine", "DEFAULT_MEMORY_BUDGET", "default_engine"]
+__all__ = ["AbstractEngine", "AbstractEngineChoice", "AutomaticEngine", "BuiltEngine", "DEFAULT_MEMORY_BUDGET",
+           "ENGINE_CHOICES", "NativeEngine", "NativeOnly", "PythonEngine", "PythonOnly", "choose_engine",
+           "default_engine", "engine_choice"]
 
 
 class AbstractEngine(abc.ABC):
@@ -58,6 +61,8 @@ class AbstractEngine(abc.ABC):
     """
 
     name: ClassVar[str]
+    #: Bytes of states a run stores at most (longer runs keep checkpoints); None: no limit.
+    memory_budget: int | None = None
 
     def __init__(self, compiled: CompiledModel):
         self.compiled = compiled
@@ -261,6 +266,7 @@ class NativeEngine(AbstractEngine):
     """
 
     name = "native"
+    memory_budget: int
 
     def __init__(self, compiled: CompiledModel, library: NativeLibrary, memory_budget: int = DEFAULT_MEMORY_BUDGET):
         super().__init__(compiled)
@@ -427,13 +433,122 @@ class NativeEngine(AbstractEngine):
         return (1.0 - w) * picked[row[sampler.k]] + w * picked[row[sampler.k + 1]]
 
 
+# -- choosing the engine: one chooser, the choices as objects -------------------------------
+@dataclasses.dataclass(frozen=True)
+class BuiltEngine:
+    """An engine and, when the automatic choice fell back to the Python engine, why (a note
+    for the user, carried as a value: the command line prints it, an
+    :class:`~fmi_adjoint.identify.Experiment` keeps it in ``engine_note``)."""
+
+    engine: AbstractEngine
+    note: str | None = None
+
+
+class AbstractEngineChoice(abc.ABC):
+    """Which engine runs a model (``--engine``): one object per choice, looked up from its
+    name once by :func:`engine_choice`.
+
+    Adding a choice: subclass, set :attr:`name`, implement :meth:`build`, and add an
+    instance to :data:`ENGINE_CHOICES`.
+    """
+
+    #: The ``--engine`` name.
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def build(self, model: Model, *, cache: BuildCache | None = None, compiled: CompiledModel | None = None,
+              derivation: Derivation | None = None, second_order: bool = False) -> BuiltEngine:
+        """The engine of ``model`` through the build cache (``compiled``: its numpy backend,
+        if it is built already; ``derivation``: its symbolic work, if done already;
+        ``second_order``: a native library with the second-order functions of optimal input
+        design, :func:`~fmi_adjoint.native.build_native`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PythonOnly(AbstractEngineChoice):
+    """The Python reference engine (``--engine python``)."""
+
+    name: ClassVar[str] = "python"
+
+    def build(self, model: Model, *, cache: BuildCache | None = None, compiled: CompiledModel | None = None,
+              derivation: Derivation | None = None, second_order: bool = False) -> BuiltEngine:
+        if compiled is None:
+            compiled = compile_model(model, cache=cache, derivation=derivation)
+        return BuiltEngine(PythonEngine(compiled))
+
+
+@dataclasses.dataclass(frozen=True)
+class NativeOnly(AbstractEngineChoice):
+    """The C engine, or an error naming the cause and the fix (``--engine native``)."""
+
+    name: ClassVar[str] = "native"
+
+    def build(self, model: Model, *, cache: BuildCache | None = None, compiled: CompiledModel | None = None,
+              derivation: Derivation | None = None, second_order: bool = False) -> BuiltEngine:
+        try:
+            return BuiltEngine(_native(model, cache, compiled, derivation, second_order))
+        except (CompilerError, NoCCodeError) as exc:
+            reason = str(exc).rstrip(".")
+        raise ModelError(f"--engine native: {reason}; use --engine python or fix the cause.")
+
+
+@dataclasses.dataclass(frozen=True)
+class AutomaticEngine(AbstractEngineChoice):
+    """The default (``--engine auto``): the C engine; the Python reference engine, with a note
+    naming the cause, when there is no C compiler, the compiler fails, or an element has no
+    C code.  Both engines give the same results (to round-off, ``tests/test_engines.py``), so
+    the fallback costs only speed, and the note says so."""
+
+    name: ClassVar[str] = "auto"
+
+    def build(self, model: Model, *, cache: BuildCache | None = None, compiled: CompiledModel | None = None,
+              derivation: Derivation | None = None, second_order: bool = False) -> BuiltEngine:
+        try:
+            return BuiltEngine(_native(model, cache, compiled, derivation, second_order))
+        except (CompilerError, NoCCodeError) as exc:  # no compiler, a failing one, or an element without C
+            reason = str(exc).rstrip(".")
+        python = PythonOnly().build(model, cache=cache, compiled=compiled, derivation=derivation).engine
+        return BuiltEngine(python, f"using the Python engine ({reason}).")
+
+
+def _native(model: Model, cache: BuildCache | None, compiled: CompiledModel | None, derivation: Derivation | None,
+            second_order: bool) -> NativeEngine:
+    if compiled is None and derivation is None and not second_order:
+        return NativeEngine.build(model, cache=cache)
+    cache = cache or BuildCache.default()
+    if derivation is None and compiled is None:
+        derivation = Derivation(model)  # the symbolic work, once for both backends on a cold build
+    if compiled is None:
+        compiled = compile_model(model, cache=cache, derivation=derivation)
+    return NativeEngine(compiled, build_native(model, cache=cache, derivation=derivation, second_order=second_order))
+
+
+#: The engine choices by ``--engine`` name.
+ENGINE_CHOICES: dict[str, AbstractEngineChoice] = {c.name: c for c in (AutomaticEngine(), NativeOnly(), PythonOnly())}
+
+
+def engine_choice(choice: str | AbstractEngineChoice) -> AbstractEngineChoice:
+    """The engine choice of an ``--engine`` name (a choice object is returned as it is).
+
+    Raises
+    ------
+    ModelError
+        An unknown name (the message lists the choices).
+    """
+    return look_up(ENGINE_CHOICES, choice, "engine", AbstractEngineChoice, ModelError)
+
+
+def choose_engine(model: Model, choice: str | AbstractEngineChoice = "auto", *, cache: BuildCache | None = None,
+                  compiled: CompiledModel | None = None, derivation: Derivation | None = None,
+                  second_order: bool = False) -> BuiltEngine:
+    """The one engine chooser: the engine of ``model`` for ``choice`` (a name or an
+    :class:`AbstractEngineChoice`; default ``auto``), with the fallback note of ``auto``
+    (the other arguments: :meth:`AbstractEngineChoice.build`)."""
+    return engine_choice(choice).build(model, cache=cache, compiled=compiled, derivation=derivation,
+                                       second_order=second_order)
+
+
 def default_engine(compiled: CompiledModel, *, cache: BuildCache | None = None) -> AbstractEngine:
-    """The native engine of ``compiled``'s model (library through the build cache), or the
-    Python reference engine when the machine has no C compiler or an element has no C code
-    (the command line says so in a note; a compiler that fails is an error, not a fallback)."""
-    if c_compiler() is None:
-        return PythonEngine(compiled)
-    try:
-        return NativeEngine(compiled, build_native(compiled.model, cache=cache))
-    except NoCCodeError:
-        return PythonEngine(compiled)
+    """``choose_engine(compiled.model, "auto", compiled=compiled).engine``: the engine alone,
+    for callers that report no notes (use :func:`choose_engine` to keep the note)."""
+    return choose_engine(compiled.model, AutomaticEngine(), cache=cache, compiled=compiled).engine

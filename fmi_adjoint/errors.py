@@ -21,6 +21,7 @@ __all__ = [
     "NoCCodeError",
     "CheckpointError",
     "ExecutorError",
+    "FmuError",
 ]
 
 
@@ -77,3 +78,8 @@ class CheckpointError(FmiAdjointError, ValueError):
 class ExecutorError(FmiAdjointError, RuntimeError):
     """Parallel work cannot run: a missing optional dependency (Dask), an unreachable
     cluster, or a task that killed its worker on every retry."""
+
+
+class FmuError(FmiAdjointError, ValueError):
+    """An FMU cannot be used (its archive, model description, variables, a RESULT.json or a
+    hand-back of it); the message names the problem and the fix."""

@@ -1,7 +1,10 @@
 """Builds the hand-written FMUs of ``fmus/`` for the tests (not a test module itself).
 
-``build_fmu("van_der_pol_me", tmp_dir)`` compiles ``fmus/van_der_pol_me/*.c`` with the system C
-compiler against the FMI headers shipped with fmpy and zips an FMU::
+``build_fmu("van_der_pol_me", tmp_dir)`` compiles ``fmus/van_der_pol_me/*.c`` together with the
+shared FMI layer of ``fmus/common/`` (``fmi2.c`` or ``fmi3.c`` by the ``fmiVersion`` of the
+fixture's XML, and ``instance.c``; the fixture's ``config.h`` and the layer's headers are found
+through ``-I``) with the system C compiler against the FMI headers shipped with fmpy and
+zips an FMU::
 
     modelDescription.xml
     binaries/linux64/<modelIdentifier>.so        (FMI 2.0)
@@ -24,9 +27,12 @@ from pathlib import Path
 
 from fmi_adjoint.toolchain import c_compiler
 
-__all__ = ["FMUS_DIR", "build_fmu", "fmi_headers_dir"]
+__all__ = ["COMMON_DIR", "FMUS_DIR", "build_fmu", "fmi_headers_dir"]
 
 FMUS_DIR = Path(__file__).resolve().parent.parent / "fmus"
+# Fixed at import: a test that points FMUS_DIR at edited copies of a fixture still builds them
+# with this layer (test_fmu_worker_protocol.py).
+COMMON_DIR = FMUS_DIR / "common"
 
 _CACHE: dict[tuple[str, tuple[str, ...], Path], Path] = {}
 
@@ -36,6 +42,13 @@ def fmi_headers_dir() -> Path:
     import fmpy
 
     return Path(fmpy.__file__).resolve().parent / "c-code"
+
+
+def _layer_sources(model_description: Path) -> list[Path]:
+    """The shared FMI layer a fixture is compiled with, by the fmiVersion of its XML."""
+    version = ET.parse(model_description).getroot().get("fmiVersion", "")
+    layer = "fmi2.c" if version == "2.0" else "fmi3.c"
+    return [COMMON_DIR / layer, COMMON_DIR / "instance.c"]
 
 
 def _model_identifier_and_platform(model_description: Path) -> tuple[str, str]:
@@ -76,6 +89,8 @@ def build_fmu(name: str, directory: Path, defines: tuple[str, ...] = ()) -> Path
     if not model_description.is_file() or not sources:
         raise FileNotFoundError(f"{source_dir} has no modelDescription.xml or no C sources")
     identifier, platform = _model_identifier_and_platform(model_description)
+    if (source_dir / "config.h").is_file():
+        sources += _layer_sources(model_description)
 
     compiler = c_compiler()
     if compiler is None:
@@ -89,7 +104,7 @@ def build_fmu(name: str, directory: Path, defines: tuple[str, ...] = ()) -> Path
         library = Path(build) / f"{identifier}.so"
         command = [
             compiler, "-std=c99", "-O2", "-Wall", "-Wextra", "-shared", "-fPIC",
-            f"-I{fmi_headers_dir()}",
+            f"-I{fmi_headers_dir()}", f"-I{source_dir}", f"-I{COMMON_DIR}",
             *(f"-D{d}" for d in defines),
             *(str(s) for s in sources),
             "-o", str(library), "-lm",

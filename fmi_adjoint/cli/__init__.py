@@ -10,19 +10,9 @@ from __future__ import annotations
 import signal
 import sys
 
+from .signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, terminate
+
 __all__ = ["build_parser", "main"]
-
-#: Exit codes of an interrupted run (128 + signal number, as shells report them).
-EXIT_INTERRUPTED = 130
-EXIT_TERMINATED = 143
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C so that every cleanup path for an interruption runs."""
-
-
-def _terminate(signum, frame) -> None:
-    raise Terminated
 
 
 def build_parser():
@@ -34,7 +24,7 @@ def build_parser():
 
 def main() -> None:
     """Console-script entry point."""
-    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGTERM, terminate)
     try:
         from .main import main as run
 

@@ -367,6 +367,11 @@ class _Setup:
             (self.warnings if notice.warning else self.notes).append(notice.text)
 
     def print_notes(self, warnings: bool = True) -> None:
+        if self.choice is not None:  # an FMU problem: what its runs found (the sensitivity path given way)
+            from ..fmu.problem import FmuProblem
+
+            for text in self.problem.notes if isinstance(self.problem, FmuProblem) else ():
+                _note(text)
         for text in self.notes:
             _note(text)
         for text in self.warnings if warnings else ():
@@ -479,6 +484,8 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
         if executor is not None:
             executor.close()
         raise
+    for text in choice.notes:  # said at once, as the problem is made (the library prints nothing)
+        _note(text)
     setup = _Setup(problem, options, choice, archive)
     setup.executor = executor
     try:
@@ -987,7 +994,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     This is the one place where failures become messages: every project error and the
     builtin failures an input can provoke end as one ``fmi-adjoint: error: ...`` line.
     """
-    from . import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
+    from .signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 
     try:
         args = build_parser().parse_args(argv)

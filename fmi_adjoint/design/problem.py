@@ -42,15 +42,14 @@ from scipy import sparse
 from ..budget import MemoryEstimate, doubles
 from ..cache import BuildCache
 from ..compiled import CompiledModel, Derivation, SecondOrder, compile_model, compile_second_order
-from ..engines import AbstractEngine, NativeEngine, PythonEngine
+from ..engines import AbstractEngine, AbstractEngineChoice, NativeEngine, PythonEngine, choose_engine
 from ..forces.numeric import AbstractNumericElement
-from ..errors import ConvergenceError, ModelError, NoCCodeError
+from ..errors import ConvergenceError, ModelError
 from ..integrate import Trajectory
 from ..integrate.hht import time_grid
 from ..model import Model
-from ..native import build_native, native_second_order
+from ..native import native_second_order
 from ..text import excerpt
-from ..toolchain import c_compiler
 from .criteria import AbstractCriterion, AOptimal
 from .fisher import (SECOND_ORDER_CHUNK, FisherSetup, Sensitivities, criterion_gradient, fisher_matrix,
                      sensitivities)
@@ -190,6 +189,17 @@ class DesignValue:
     trajectory: Trajectory
 
 
+def _engine_choice(engine: type[AbstractEngine] | str | AbstractEngineChoice | None) -> str | AbstractEngineChoice:
+    """``build``'s engine argument as an engine choice (the engine classes name their choice)."""
+    if engine is None:
+        return "auto"
+    if isinstance(engine, type):
+        if engine not in (NativeEngine, PythonEngine):
+            raise ModelError(f"engine {engine.__name__}: give NativeEngine, PythonEngine or an --engine name.")
+        return engine.name
+    return engine
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class DesignProblem:
     """A design problem, built: engine of the signal model, second-order functions, the
@@ -210,6 +220,8 @@ class DesignProblem:
     knot_index: np.ndarray
     grid: np.ndarray
     penalty_weight: float = PENALTY_WEIGHT
+    #: Why the automatic engine choice fell back to the Python engine (None: it did not).
+    engine_note: str | None = None
     #: The signal at the steps is linear in the knots: ``u = signal_matrix @ xi`` (sparse:
     #: a knot acts on the steps of its table's support only, so the matrix has about as many
     #: entries as the tables, not steps x knots).
@@ -229,8 +241,13 @@ class DesignProblem:
     # -- construction -----------------------------------------------------------------------
     @classmethod
     def build(cls, spec: DesignSpec, model: Model, *, cache: BuildCache | None = None,
-              engine: type[AbstractEngine] | None = None, memory_limit: int | str | None = None) -> DesignProblem:
+              engine: type[AbstractEngine] | str | AbstractEngineChoice | None = None,
+              memory_limit: int | str | None = None) -> DesignProblem:
         """Build the signal model and everything fixed during the design.
+
+        ``engine``: an engine choice (:func:`~fmi_adjoint.engines.choose_engine`, the one
+        chooser; default ``auto``, whose fallback note is kept in :attr:`engine_note`), or
+        ``NativeEngine``/``PythonEngine`` for ``native``/``python``.
 
         ``memory_limit`` (bytes or a size such as ``8G``; default: :func:`fmi_adjoint.budget.memory_limit`)
         bounds :func:`design_memory`, checked before the knot tables or any run exist.
@@ -273,17 +290,12 @@ class DesignProblem:
         cache = cache or BuildCache.default()
         derivation = Derivation(designed)
         compiled = compile_model(designed, cache=cache, derivation=derivation)
-        built: AbstractEngine = PythonEngine(compiled)
+        chosen = choose_engine(designed, _engine_choice(engine), cache=cache, compiled=compiled, derivation=derivation,
+                               second_order=True)
+        built: AbstractEngine = chosen.engine
         second: SecondOrder | None = None
-        if engine is not PythonEngine and c_compiler() is not None:
-            try:
-                library = build_native(designed, cache=cache, derivation=derivation, second_order=True)
-                built, second = NativeEngine(compiled, library), native_second_order(library)
-            except NoCCodeError:
-                if engine is NativeEngine:
-                    raise
-        elif engine is NativeEngine:
-            raise ModelError("the native engine needs a C compiler; install gcc or clang, or use the Python engine.")
+        if isinstance(built, NativeEngine):
+            second = native_second_order(built.library)
         if second is None:
             second = compile_second_order(designed, cache=cache, derivation=derivation)
         params = np.array([compiled.parameter_index(name) for name in spec.params], dtype=int)
@@ -310,7 +322,8 @@ class DesignProblem:
         setup = FisherSetup(params=params, channels=channels, sigma=np.array([float(s) for s in spec.noise.values()]),
                             sample_times=sample_times, weights=weights, scale=nominal)
         knot_index = np.array([compiled.parameter_index(name) for name in knot_names(spec.input, spec.knots)])
-        problem = cls(spec, designed, built, second, setup, spec.criterion, 1.0, {}, knot_times, knot_index, grid)
+        problem = cls(spec, designed, built, second, setup, spec.criterion, 1.0, {}, knot_times, knot_index, grid,
+                      engine_note=chosen.note)
         return problem._calibrated()
 
     def _calibrated(self) -> DesignProblem:

@@ -43,11 +43,13 @@ from typing import TypeVar
 
 from lxml import etree
 
-from ..errors import FmiAdjointError
+from ..errors import FmiAdjointError, FmuError
 from ..text import excerpt
+from .variables import MAX_ARRAY_ELEMENTS, FmuVariable, array_shapes, count_error, kind_of, parse_start
 
 __all__ = ["FmuError", "FmuVariable", "FmuArchive", "ArchiveEntry", "open_fmu", "PLATFORM_DIRS", "MAX_EVENT_INDICATORS",
-           "MAX_CONTINUOUS_STATES", "MAX_VARIABLES", "MAX_ARRAY_ELEMENTS", "count_error"]
+           "MAX_CONTINUOUS_STATES", "MAX_VARIABLES", "MAX_ARRAY_ELEMENTS", "count_error", "parse_description",
+           "schema_problems"]
 
 #: Binary folder of this platform, per FMI major version.
 PLATFORM_DIRS = {2: "linux64", 3: "x86_64-linux"}
@@ -73,48 +75,10 @@ MAX_EVENT_INDICATORS = 100_000
 MAX_CONTINUOUS_STATES = 100_000
 #: Declared variables (a 64 MiB modelDescription.xml holds at most ~1 M anyway).
 MAX_VARIABLES = 1_000_000
-#: Elements of one FMI 3 array variable, and of all of them together (each element is a name).
-MAX_ARRAY_ELEMENTS = 1_000_000
+#: (MAX_ARRAY_ELEMENTS, the elements of FMI 3 arrays, is bounded where arrays are read: :mod:`.variables`.)
 #: Unicode categories refused in entry names: control, format (bidi overrides, zero-width
 #: characters), surrogates, private use, line and paragraph separators.
 _BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})
-
-
-class FmuError(FmiAdjointError, ValueError):
-    """An FMU cannot be used; the message names the problem and the fix."""
-
-
-@dataclasses.dataclass(frozen=True)
-class FmuVariable:
-    """One variable of the model description (fields named as in the XML).
-
-    ``kind`` is its type (:mod:`.variables`: ``float64``, ``float32``, ``int8`` ...
-    ``uint64``, ``boolean``, ``enumeration``, ``string``, ...); ``shape`` the resolved
-    dimensions of an FMI 3 array (``()`` for a scalar); an array's start values are
-    ``start_values`` (row-major), its ``start`` is None.  ``type`` is the XML element name.
-    """
-
-    name: str
-    valueReference: int
-    causality: str
-    variability: str
-    type: str
-    start: float | None
-    nominal: float | None
-    unit: str
-    min: float
-    max: float
-    initial: str | None = None
-    kind: str = "float64"
-    shape: tuple[int, ...] = ()
-    start_values: tuple[float, ...] | None = None
-
-    @property
-    def is_real(self) -> bool:
-        """A real scalar (Float64 or Float32): what can be identified and set as a real."""
-        from .variables import FLOAT_KINDS
-
-        return self.kind in FLOAT_KINDS and not self.shape
 
 
 @dataclasses.dataclass(frozen=True)
@@ -299,7 +263,7 @@ def _total_error(path: Path) -> FmuError:
                     "is refused.")
 
 
-def _parse_description(path: Path, data: bytes) -> etree._Element:
+def parse_description(path: Path, data: bytes) -> etree._Element:
     """Parse modelDescription.xml without DTDs or entities (FmuError naming the problem)."""
     if len(data) > _MAX_XML_BYTES:
         raise _xml_size_error(path)
@@ -324,7 +288,7 @@ def _parse_description(path: Path, data: bytes) -> etree._Element:
     return root
 
 
-def _schema_problems(root: etree._Element, version: int) -> list[str]:
+def schema_problems(root: etree._Element, version: int) -> list[str]:
     import fmpy
 
     schema = Path(fmpy.__file__).resolve().parent / "schema" / f"fmi{version}" / f"fmi{version}ModelDescription.xsd"
@@ -382,8 +346,6 @@ class FmuArchive:
         self.root = root
         self.description = description
         self.fmi_version = 3 if description.fmiVersion.startswith("3") else 2
-        from .variables import array_shapes, kind_of, parse_start
-
         shapes = array_shapes(root, path) if self.fmi_version == 3 else {}
         self.variables = {}
         for v in description.modelVariables:
@@ -649,16 +611,14 @@ def open_fmu(path) -> FmuArchive:
 
 def _check_description(path: Path, data: bytes) -> etree._Element:
     """The parsed model description, checked for DTDs, FMI version and schema (FmuError)."""
-    root = _parse_description(path, data)
+    root = parse_description(path, data)
     version_text = root.get("fmiVersion", "")
     if not re.match(r"^(2\.0|3\.\d)", version_text):
         raise FmuError(f"{path}: fmiVersion {version_text!r} is not supported; FMI 2.0 and 3.x FMUs are.")
     version = 3 if version_text.startswith("3") else 2
-    problems = _schema_problems(root, version)
+    problems = schema_problems(root, version)
     if problems:
         raise FmuError(f"{path}: modelDescription.xml violates the FMI {version} schema: {'; '.join(problems)}.")
-    from .variables import array_shapes
-
     # Before fmpy, which fails on unresolved dimensions without naming the variable; bounded there.
     shapes = array_shapes(root, path) if version == 3 else {}
     _check_counts(path, root, version, shapes)
@@ -671,13 +631,6 @@ def _check_description(path: Path, data: bytes) -> etree._Element:
                            "names must be unique (FMI). Obtain a corrected FMU from its author.")
         seen.add(name)
     return root
-
-
-def count_error(path: Path | str, what: str, value: int, limit: int) -> FmuError:
-    """The one error for a count of the model description above its limit."""
-    return FmuError(f"{Path(path).name}: modelDescription.xml declares {what} = {value}, above the limit of {limit} "
-                    "this tool accepts; the FMU is refused before anything is allocated for it. Obtain a correct FMU "
-                    "from its author.")
 
 
 def _unsigned(text: str | None) -> int | None:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from .archive import FmuArchive, FmuError
+from ..errors import FmuError
+from .archive import FmuArchive
 
 __all__ = ["GRADIENT_PATHS", "INTERFACE_CHOICES", "GradientChoice", "choose_gradient", "choose_interface"]
 
@@ -28,12 +29,18 @@ _INTERFACE = {"me": "ModelExchange", "cs": "CoSimulation"}
 
 @dataclasses.dataclass(frozen=True)
 class GradientChoice:
-    """Which gradient path is used, and why; and the interface (written to RESULT.json)."""
+    """Which gradient path is used, and why; and the interface (written to RESULT.json).
+
+    ``notes``: what the user should know about the choice, one line each without the
+    ``fmi-adjoint: note:`` prefix (the command line prints them; not part of RESULT.json), e.g.
+    that an FMU presenting itself as exported by fmi-adjoint is identified through its binary.
+    """
 
     method: str
     reason: str
     interface: str | None = None
     interface_reason: str = ""
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         out = {"method": self.method, "reason": self.reason}

@@ -10,9 +10,9 @@ import numpy as np
 
 from ..costs.base import AbstractCost
 from ..data import Measurement
+from ..errors import FmuError
 from ..integrate import time_grid
 from ..integrate.radau import RunBudget
-from .archive import FmuError
 
 __all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "FmuExperiment", "Tolerances"]
 

@@ -21,26 +21,29 @@
   that varies within a step is seen as a staircase, which biases the fit (see there).
 
 Each is run once on the identified values (:meth:`~.problem.FmuProblem.result_guards`, after
-``identify``); they share one run of the gradient path (:func:`at_result`).
+``identify``); they share one run of the gradient path (:func:`at_result`), and read and run
+the problem only through :class:`FitProblem`.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from ..costs import LeastSquaresCost
 from ..errors import ConvergenceError
 from .differences import FD_REL_STEP, stencil
+from .gradients import AbstractGradientPath, Simulations
 
 if TYPE_CHECKING:
-    from .experiment import FmuExperiment
-    from .problem import FmuProblem
+    from .archive import FmuArchive
+    from .experiment import FmuExperiment, Tolerances
+    from .simulation import RunOutputs
 
-__all__ = ["AtResult", "CURVATURE_FACTOR", "HELD_INPUT_FRACTION", "HeldInputCheck", "SE_SPAN",
+__all__ = ["AtResult", "CURVATURE_FACTOR", "FitProblem", "HELD_INPUT_FRACTION", "HeldInputCheck", "SE_SPAN",
            "SMOOTHNESS_TOLERANCE", "UNCONVERGED_RELATIVE", "UNCONVERGED_SE", "WIDE_FACTOR", "at_result",
            "convergence_warning", "discretization_warning", "held_input_check", "held_input_warning",
            "smoothness_warning"]
@@ -62,6 +65,34 @@ SMOOTHNESS_TOLERANCE = 0.5
 CURVATURE_FACTOR = 4.0
 
 
+class FitProblem(Simulations, Protocol):
+    """What the guards read and run of an FMU problem (:class:`~.problem.FmuProblem` is one),
+    besides its :class:`~.gradients.Simulations`: the FMU, the gradient path and interface it
+    runs, the Model Exchange tolerances, its count of simulations, and its least-squares
+    residuals and discretization error."""
+
+    archive: FmuArchive
+    #: Settable: :func:`held_input_warning` runs a copy on other inputs.
+    experiments: tuple[FmuExperiment, ...]
+    gradient_method: str
+    interface: str
+    tolerances: Tolerances
+    simulations: int
+    path: AbstractGradientPath
+
+    def path_outputs(self, x: np.ndarray) -> list[RunOutputs]:
+        """The runs of the problem's own gradient path at ``x``, ``dY`` filled."""
+        ...
+
+    def residuals(self, x: np.ndarray, jacobian: bool = True):
+        """Stacked least-squares residuals and (if asked) their Jacobian."""
+        ...
+
+    def discretization_error(self, x: np.ndarray) -> dict | None:
+        """The estimated discretization error of a Model Exchange fit at ``x``."""
+        ...
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class AtResult:
     """The least-squares fit at the result, from one run of the problem's gradient path (shared
@@ -75,12 +106,12 @@ class AtResult:
     jacobian: np.ndarray
 
 
-def at_result(problem: FmuProblem, x: np.ndarray) -> AtResult | None:
+def at_result(problem: FitProblem, x: np.ndarray) -> AtResult | None:
     """:class:`AtResult` at ``x`` (None unless every cost is a least-squares cost)."""
     x = np.asarray(x, dtype=float)
     if not all(isinstance(exp.cost, LeastSquaresCost) for exp in problem.experiments):
         return None
-    runs = problem.path.outputs(problem, x)
+    runs = problem.path_outputs(x)
     rs, jacobians = [], []
     for exp, run in zip(problem.experiments, runs):
         assert run.dY is not None  # a gradient path always fills it
@@ -95,7 +126,7 @@ def _standard_errors(std_errors, n: int) -> np.ndarray:
     return np.array([np.nan if s is None else float(s) for s in (std_errors or [None] * n)], dtype=float)
 
 
-def smoothness_warning(problem: FmuProblem, at: AtResult, std_errors) -> str | None:
+def smoothness_warning(problem: FitProblem, at: AtResult, std_errors) -> str | None:
     """The warning that the cost is not smooth at the result ``x`` (None: it is).
 
     Two tests per parameter, on central differences of the cost over the wide step ``D``
@@ -116,15 +147,12 @@ def smoothness_warning(problem: FmuProblem, at: AtResult, std_errors) -> str | N
     own = at
     curvature = np.einsum("ij,ij->j", at.jacobian, at.jacobian)
     points = stencil(x, wide, problem.lower, problem.upper, problem.names)
-    jobs = [problem.job(exp, p) for p in points.points for exp in problem.experiments]
     try:
-        replies = problem.instances.run_many(jobs)
+        batches = problem.run_points(points.points)
     except ConvergenceError:
         return None
-    problem.simulations += len(jobs)
-    n_exp = len(problem.experiments)
-    costs = [sum(exp.cost.evaluate(problem.simulator.finish(exp, replies[i * n_exp + e]).Y, np.zeros(0)).J
-                 for e, exp in enumerate(problem.experiments)) for i in range(len(points.points))]
+    costs = [sum(exp.cost.evaluate(run.Y, np.zeros(0)).J for exp, run in zip(problem.experiments, runs))
+             for runs in batches]
     steps = np.array([_step(points, k, x) for k in range(len(x))])
     slopes = points.combine(costs)
     found = []
@@ -212,7 +240,7 @@ def held_input_check(experiments: list[FmuExperiment]) -> HeldInputCheck | None:
     return HeldInputCheck(out, step) if out else None
 
 
-def held_input_warning(problem: FmuProblem, at: AtResult, std_errors) -> tuple[str, bool] | None:
+def held_input_warning(problem: FitProblem, at: AtResult, std_errors) -> tuple[str, bool] | None:
     """The warning that a Co-Simulation FMU's held inputs bias the fit, and whether the bias is
     significant (None: no Co-Simulation inputs, or none changes by more than
     :data:`HELD_INPUT_FRACTION` of its range within a communication step).
@@ -270,7 +298,7 @@ UNCONVERGED_SE = 1.0
 UNCONVERGED_RELATIVE = 1e-7
 
 
-def convergence_warning(problem: FmuProblem, at: AtResult, std_errors) -> str | None:
+def convergence_warning(problem: FitProblem, at: AtResult, std_errors) -> str | None:
     """The warning that the optimizer stopped before the minimum (None: the result is within
     :data:`UNCONVERGED_SE` standard errors of the least-squares minimum nearby).
 
@@ -298,7 +326,7 @@ def convergence_warning(problem: FmuProblem, at: AtResult, std_errors) -> str | 
             "--method least_squares, or start again from the result (--set NAME=VALUE).")
 
 
-def discretization_warning(problem: FmuProblem, at: AtResult, std_errors) -> str | None:
+def discretization_warning(problem: FitProblem, at: AtResult, std_errors) -> str | None:
     """The warning that the discretization error of the Model Exchange runs biases the result by
     more than its standard errors (None: it does not, or Co-Simulation).
 

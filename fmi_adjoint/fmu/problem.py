@@ -10,9 +10,15 @@ The work is split into units, each in its own module:
   :mod:`.me_integration`);
 * :mod:`.me_sensitivities`: exact sensitivities of that run, with the probing of the FMU's
   parameter columns against replays;
-* :mod:`.gradients` + :mod:`.differences`: the gradient paths as strategy objects;
+* :mod:`.gradients` + :mod:`.differences`: the gradient paths as strategy objects, which run
+  the problem through :class:`~.gradients.Simulations` and return why they cannot
+  (:class:`~.gradients.Unavailable`) instead of changing it;
+* :mod:`.guards`, :mod:`.windows`: the checks of a fit's result and the event windows;
 * here: costs, gradients, least-squares residuals and statistics, and the estimate of the
   discretization error of a Model Exchange fit.
+
+Nothing here prints: what the user should know travels as values (:attr:`.GradientChoice.notes`,
+:attr:`FmuProblem.notes`), which the command line prints.
 
 An FMU exported by fmi-adjoint takes the ``adjoint`` path: :func:`fmu_problem` then returns an
 ordinary :class:`~fmi_adjoint.identify.IdentificationProblem` on its embedded model.
@@ -23,25 +29,26 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import sys
 import time
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from ..costs import LeastSquaresCost
-from ..errors import IdentificationError
+from ..errors import FmuError, IdentificationError
 from ..identify import Evaluation, Experiment, IdentificationProblem
 from ..identify.problem import AbstractIdentificationProblem, costs_noise_floor, gauss_newton_statistics
 from ..scale import AbstractExecutor
-from .archive import FmuArchive, FmuError
+from .archive import FmuArchive
 from .choice import choose_gradient, choose_interface
 from .experiment import FmuExperiment, Tolerances
-from .gradients import AbstractGradientPath, DifferencePath, SensitivityPath
+from .gradients import AbstractGradientPath, DifferencePath, SensitivityPath, Unavailable
+from .guards import at_result, convergence_warning, discretization_warning, held_input_warning, smoothness_warning
 from .instances import FmuInstances
 from .session import DEFAULT_TIMEOUT, check_timeout
 from .simulation import FmuSimulator, RunOutputs, SensitivityRequest
 from .variables import check_names, declared_variable, resolve
+from .windows import EventWindows
 
 __all__ = ["FmuProblem", "fmu_problem"]
 
@@ -103,8 +110,8 @@ def fmu_problem(
                          interface=chosen, tolerances=tolerances, timeout=timeout, log=log, executor=executor)
     # After the binary loaded: a binary that cannot run gives its one error line, no note.
     if gradient == "auto" and archive.native_distrust:
-        print(f"fmi-adjoint: note: {archive.path.name}: {archive.native_distrust}; identifying the FMU through its "
-              "binary.", file=sys.stderr)
+        choice = dataclasses.replace(choice, notes=(*choice.notes, f"{archive.path.name}: {archive.native_distrust}; "
+                                                    "identifying the FMU through its binary."))
     return problem, choice
 
 
@@ -160,8 +167,8 @@ class FmuProblem:
                  workers: int | None = None, interface: str | None = None, tolerances: Tolerances | None = None,
                  timeout: float = DEFAULT_TIMEOUT, log=None, executor: AbstractExecutor | None = None):
         self.archive = archive
-        self.experiments = tuple(experiments)
-        self.names = tuple(names)
+        self.experiments: tuple[FmuExperiment, ...] = tuple(experiments)
+        self.names: tuple[str, ...] = tuple(names)
         if len(set(self.names)) != len(self.names) or not self.names:
             raise IdentificationError(f"parameters {list(self.names)}: give distinct names (--params).")
         self.gradient_method = method
@@ -195,6 +202,9 @@ class FmuProblem:
         self.simulations = 0
         #: Why the sensitivity path gave way to differences (None while it holds).
         self.fallback: str | None = None
+        # The notes of the runs (:attr:`notes`); one list shared with the views (windowed,
+        # copies), so that what a view's runs found is said too.
+        self._notes: list[str] = []
 
     @property
     def columns(self) -> dict[str, str]:
@@ -240,8 +250,6 @@ class FmuProblem:
     def window_strategy(self):
         """The data-window continuation of an FMU problem: :class:`~.windows.EventWindows`
         (windows that grow event by event), or None where the data have no jumps."""
-        from .windows import EventWindows
-
         strategy = EventWindows()
         return strategy if strategy.unavailable(self) is None else None
 
@@ -265,6 +273,19 @@ class FmuProblem:
                                             tolerances=tolerances))
         return self.simulator.finish(exp, reply)
 
+    def run_points(self, points: Sequence[np.ndarray],
+                   nodes: Sequence[np.ndarray | None] | None = None) -> list[list[RunOutputs]]:
+        """Every experiment at each of ``points``, in parallel (:meth:`.FmuInstances.run_many`):
+        per point, one :class:`RunOutputs` per experiment.  ``nodes``: per experiment, the node
+        times a Model Exchange run replays (None: each run chooses its own steps)."""
+        jobs = [self.job(exp, p, nodes=None if nodes is None else nodes[e])
+                for p in points for e, exp in enumerate(self.experiments)]
+        replies = self.instances.run_many(jobs)
+        self.simulations += len(jobs)
+        n_exp = len(self.experiments)
+        return [[self.simulator.finish(exp, replies[i * n_exp + e]) for e, exp in enumerate(self.experiments)]
+                for i in range(len(points))]
+
     def sampled_outputs(self, index: int, x: np.ndarray) -> np.ndarray:
         """Outputs of experiment ``index`` at its sample times, at identified values ``x``."""
         return self.run(self.experiments[index], np.asarray(x, dtype=float)).Y
@@ -280,9 +301,11 @@ class FmuProblem:
         x = np.asarray(x, dtype=float)
         sims0 = self.simulations
         started = time.perf_counter()
-        path = DifferencePath() if method == "fd" else self.path
-        runs = path.outputs(self, x)
-        path = path if method == "fd" else self.path  # the sensitivity path may have given way
+        if method == "fd":
+            runs, used = DifferencePath().outputs(self, x), "fd"
+        else:
+            runs = self.path_outputs(x)
+            used = self.path.method  # the sensitivity path may have given way
         J, gradient = 0.0, np.zeros(len(self.names))
         for exp, run in zip(self.experiments, runs):
             value = exp.cost.evaluate(run.Y, np.zeros(0))
@@ -290,7 +313,7 @@ class FmuProblem:
             J += value.J
             gradient += np.einsum("sc,scp->p", value.dJ_dY, run.dY)
         elapsed = time.perf_counter() - started
-        return Evaluation(J=J, gradient=gradient, method=path.method, forward_seconds=elapsed / (1 + len(x)),
+        return Evaluation(J=J, gradient=gradient, method=used, forward_seconds=elapsed / (1 + len(x)),
                           gradient_seconds=elapsed, simulations=self.simulations - sims0)
 
     def finite_differences(self, x: np.ndarray) -> np.ndarray:
@@ -310,7 +333,7 @@ class FmuProblem:
             if not isinstance(exp.cost, LeastSquaresCost):
                 raise IdentificationError(f"experiment '{exp.name}': {type(exp.cost).__name__} is not a sum of "
                                           "squares; use the lbfgsb method.")
-        runs = self.path.outputs(self, x) if jacobian else [self.run(exp, x) for exp in self.experiments]
+        runs = self.path_outputs(x) if jacobian else [self.run(exp, x) for exp in self.experiments]
         rs, jacs = [], []
         for exp, run in zip(self.experiments, runs):
             r, factors = exp.cost.residuals(run.Y)
@@ -371,9 +394,6 @@ class FmuProblem:
         (:func:`~.guards.discretization_warning`); and held Co-Simulation inputs
         (:func:`~.guards.held_input_warning`, untrustworthy when the bias exceeds a standard
         error)."""
-        from .guards import at_result, convergence_warning, discretization_warning, held_input_warning, \
-            smoothness_warning
-
         at = at_result(self, x)
         if at is None:  # the guards need least-squares residuals
             return []
@@ -421,15 +441,31 @@ class FmuProblem:
             details["sensitivity_fallback"] = self.fallback
         return details
 
-    def fall_back_to_differences(self, reason: str, x: np.ndarray) -> list[RunOutputs]:
-        """Continue with whole-run differences: the exact sensitivities of a run at ``x`` do not
-        exist (``reason``, from the worker).  Said once on stderr and in :meth:`gradient_details`."""
-        self.fallback = reason
+    def path_outputs(self, x: np.ndarray) -> list[RunOutputs]:
+        """The runs of the problem's own gradient path at ``x``, ``dY`` filled.
+
+        Where the sensitivity path has no exact sensitivities (:class:`~.gradients.Unavailable`,
+        the worker's reason: a parameter moves a time event, a reinitialisation is not smooth),
+        the problem continues with whole-run differences from here on, at ``x`` too; recorded in
+        :attr:`fallback` (:meth:`gradient_details`) and said in :attr:`notes`.
+        """
+        found = self.path.outputs(self, x)
+        if not isinstance(found, Unavailable):
+            return found
+        self.fallback = found.reason
         self.gradient_method = "fd"
-        self.path = DifferencePath()
-        print(f"fmi-adjoint: note: {self.archive.path.name}: no exact sensitivities: {reason}; taking central "
-              "differences of whole runs (--gradient fd) from here on.", file=sys.stderr)
-        return self.path.outputs(self, x)
+        differences = DifferencePath()
+        self.path = differences
+        self._notes.append(f"{self.archive.path.name}: no exact sensitivities: {found.reason}; taking central "
+                           "differences of whole runs (--gradient fd) from here on.")
+        return differences.outputs(self, x)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the user should know about the runs so far (the sensitivity path gave way to
+        differences), one line each without the ``fmi-adjoint: note:`` prefix, each once; the
+        command line prints them."""
+        return tuple(dict.fromkeys(self._notes))
 
     def close(self) -> None:
         """Free the instances and end every worker process."""

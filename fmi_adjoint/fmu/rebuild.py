@@ -47,12 +47,14 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..files import atomic_output, check_writable
-from ..model_file import load_model
-from .archive import PLATFORM_DIRS, FmuArchive, FmuError
+from ..errors import FmuError
 from ..export import build_fmu_binary, export_scheme, instantiation_token
 from ..export.fmu_export import build_description
-from .handback import _check_parameters, _description_with_start_values, check_not_the_input, write_fmu_entries
+from ..files import atomic_output, check_writable
+from ..model_file import load_model
+from .archive import PLATFORM_DIRS, FmuArchive
+from .repack import check_not_the_input, write_fmu_entries
+from .start_values import check_parameters, description_with_start_values
 
 __all__ = ["RebuiltFmu", "rebuild_fmu", "rebuild_obstacle"]
 
@@ -112,7 +114,7 @@ def rebuild_fmu(archive: FmuArchive, values: Mapping[str, float], output) -> Reb
     OutputFileError
         ``output`` cannot be written.
     """
-    _check_parameters(archive, values)
+    check_parameters(archive, values)
     output = Path(output)
     check_not_the_input(archive, output)
     check_writable(output)
@@ -158,7 +160,7 @@ def rebuild_fmu(archive: FmuArchive, values: Mapping[str, float], output) -> Reb
     dropped = tuple(entry.name for entry in archive.entries
                     if not entry.is_dir and entry.name.startswith("sources/") and entry.name not in generated)
     replacements[binary_entry] = binary_bytes
-    replacements["modelDescription.xml"] = _description_with_start_values(archive, values, token=token)
+    replacements["modelDescription.xml"] = description_with_start_values(archive, values, token=token)
     record = json.loads((archive.directory / "resources" / "export.json").read_text(encoding="utf-8"))
     record["values"] = compiled_in
     record["binary_sha256"] = hashlib.sha256(binary_bytes).hexdigest()

@@ -50,7 +50,8 @@ from typing import TextIO
 
 import numpy as np
 
-from .archive import FmuArchive, FmuError
+from ..errors import FmuError
+from .archive import FmuArchive
 from .replies import MalformedReply, expectation, one_line, reply_limit, split
 from .variables import NUMERIC_KINDS, element_names, reference_key, resolve
 from .worker import Progress, decode_reply, pack

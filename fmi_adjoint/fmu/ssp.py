@@ -7,7 +7,7 @@ Layout of the ``.ssp`` (a zip)::
                                 inputs and outputs connected to the FMU's, a
                                 ParameterBinding to the SSV below, a DefaultExperiment
     resources/<fmu name>        the FMU
-    resources/<set name>.ssv    the identified values (:func:`~fmi_adjoint.fmu.handback.write_ssv`)
+    resources/<set name>.ssv    the identified values (:func:`~fmi_adjoint.fmu.ssv.write_ssv`)
 
 The Component's connectors are the FMU's real inputs, outputs and parameters (kinds
 ``input``, ``output``, ``parameter``; SSP 1.0, 5.3.4: the kind matches the variable's
@@ -27,7 +27,7 @@ anything is written; an archive that does not validate is an internal error.
 Importers differ in whether they apply parameter bindings: an SSP master that does applies
 the identified values to any FMU; for one that does not (fmpy 0.3's ``simulate_ssp`` applies
 only the ``parameter_set`` it is given) the embedded FMU itself must carry them, which is why
-:func:`~fmi_adjoint.fmu.handback.hand_back` embeds the FMU it hands back (rebuilt with the
+:func:`~fmi_adjoint.fmu.apply.hand_back` embeds the FMU it hands back (rebuilt with the
 values compiled in where it can be).
 """
 
@@ -42,10 +42,11 @@ from pathlib import Path
 
 from lxml import etree
 
+from ..errors import FmuError
 from ..files import atomic_output, check_writable
 from ..text import excerpt
-from .archive import FmuArchive, FmuError
-from .handback import SSC_NAMESPACE, write_ssv
+from .archive import FmuArchive
+from .ssv import SSC_NAMESPACE, write_ssv
 from .variables import FLOAT_KINDS, declared_variable
 
 __all__ = ["SSD_NAMESPACE", "FMU_COMPONENT_TYPE", "check_implementation", "write_ssp", "ssp_schema"]
@@ -150,7 +151,7 @@ def write_ssp(archive: FmuArchive, values: Mapping[str, float], fmu_file, output
         The FMU the values belong to (its variables make the connectors).
     values : mapping of str to float
         Fixed or tunable numeric parameters of the FMU (checked by
-        :func:`~fmi_adjoint.fmu.handback.write_ssv`).
+        :func:`~fmi_adjoint.fmu.ssv.write_ssv`).
     fmu_file : path
         The FMU to embed: ``archive``'s own file or its hand-back (same variables).
     output : path

@@ -32,16 +32,17 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import FmuError
+from ..text import excerpt
 
 if TYPE_CHECKING:
     from lxml import etree
 
-    from .archive import FmuArchive, FmuVariable
-
-__all__ = ["FLOAT_KINDS", "FMI2_KINDS", "FMI3_KINDS", "INTEGER_RANGES", "NUMERIC_KINDS", "VariableRef",
-           "array_shapes", "check_names", "declared_variable", "element_names", "identifiable_parameters_text",
-           "kind_label", "numeric_names",
+__all__ = ["FLOAT_KINDS", "FMI2_KINDS", "FMI3_KINDS", "INTEGER_RANGES", "MAX_ARRAY_ELEMENTS", "NUMERIC_KINDS",
+           "DeclaredVariables", "FmuVariable", "VariableRef", "array_shapes", "check_names", "count_error",
+           "declared_variable", "element_names", "identifiable_parameters_text", "kind_label", "numeric_names",
            "parse_start", "reference_key", "resolve", "resolve_as", "whole_number"]
 
 #: FMI 2 type element -> kind (Integer is 32-bit, enumerations are set as Integer).
@@ -71,6 +72,61 @@ _INDEX = re.compile(r"[0-9]{1,9}")
 #: Integer/Enumeration, Boolean, String); FMI 3 ones are unique across all variables.
 _FMI2_REFERENCE_CLASS = {"float64": "Real", "int32": "Integer", "enumeration": "Integer", "boolean": "Boolean",
                          "string": "String"}
+#: Elements of one FMI 3 array variable, and of all of them together (each element is a name;
+#: issue 31, finding 4: bounded before anything is allocated for them).
+MAX_ARRAY_ELEMENTS = 1_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class FmuVariable:
+    """One variable of the model description (fields named as in the XML).
+
+    ``kind`` is its type (see the module docstring: ``float64``, ``float32``, ``int8`` ...
+    ``uint64``, ``boolean``, ``enumeration``, ``string``, ...); ``shape`` the resolved
+    dimensions of an FMI 3 array (``()`` for a scalar); an array's start values are
+    ``start_values`` (row-major), its ``start`` is None.  ``type`` is the XML element name.
+    """
+
+    name: str
+    valueReference: int
+    causality: str
+    variability: str
+    type: str
+    start: float | None
+    nominal: float | None
+    unit: str
+    min: float
+    max: float
+    initial: str | None = None
+    kind: str = "float64"
+    shape: tuple[int, ...] = ()
+    start_values: tuple[float, ...] | None = None
+
+    @property
+    def is_real(self) -> bool:
+        """A real scalar (Float64 or Float32): what can be identified and set as a real."""
+        return self.kind in FLOAT_KINDS and not self.shape
+
+
+class DeclaredVariables(Protocol):
+    """What the functions of this module read of an FMU: its file (for messages), its FMI major
+    version and its declared variables by name.  An :class:`~.archive.FmuArchive` is one."""
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def fmi_version(self) -> int: ...
+
+    @property
+    def variables(self) -> Mapping[str, FmuVariable]: ...
+
+
+def count_error(path: Path | str, what: str, value: int, limit: int) -> FmuError:
+    """The one error for a count of the model description above its limit."""
+    return FmuError(f"{Path(path).name}: modelDescription.xml declares {what} = {value}, above the limit of {limit} "
+                    "this tool accepts; the FMU is refused before anything is allocated for it. Obtain a correct FMU "
+                    "from its author.")
 
 
 def kind_of(type_tag: str, fmi_version: int) -> str:
@@ -127,12 +183,9 @@ def array_shapes(root: etree._Element, path: Path | str) -> dict[str, tuple[int,
     A ``<Dimension>`` has a literal ``start`` or the ``valueReference`` of a structural
     parameter (or constant) of an integer type whose start value is the size.  A dimension
     that resolves to nothing usable raises FmuError naming the variable; so does an array of
-    more than :data:`~.archive.MAX_ARRAY_ELEMENTS` elements, or all arrays together above it
+    more than :data:`MAX_ARRAY_ELEMENTS` elements, or all arrays together above it
     (every element gets a name, :func:`element_names`, so the count is bounded before that).
     """
-    from ..text import excerpt
-    from .archive import MAX_ARRAY_ELEMENTS, FmuError, count_error
-
     name_of = Path(path).name
     variables = list(root.iterfind("ModelVariables/*"))
     by_reference = {element.get("valueReference"): element for element in variables}
@@ -237,7 +290,7 @@ def element_names(variable: FmuVariable) -> list[str]:
     return names
 
 
-def numeric_names(archive: FmuArchive, causality: str, kinds: Iterable[str] = NUMERIC_KINDS) -> list[str]:
+def numeric_names(archive: DeclaredVariables, causality: str, kinds: Iterable[str] = NUMERIC_KINDS) -> list[str]:
     """Addressable names (array elements expanded) of the variables of ``causality`` whose
     kind is one of ``kinds``, in model-description order."""
     wanted = frozenset(kinds)
@@ -265,7 +318,7 @@ def _role(variable: FmuVariable) -> str:
     return variable.causality if variable.causality in ("parameter", "input", "output") else "variable"
 
 
-def resolve(archive: FmuArchive, name: str) -> VariableRef:
+def resolve(archive: DeclaredVariables, name: str) -> VariableRef:
     """The number addressed by ``name``: a scalar variable, or an element ``A[i,j]`` of an
     FMI 3 array (1-based indices, row-major; see the module docstring).
 
@@ -282,8 +335,6 @@ def resolve(archive: FmuArchive, name: str) -> VariableRef:
         indices, naming its dimensions and how to address an element; indices on a
         scalar; a String (or Binary, Clock) variable.
     """
-    from .archive import FmuError
-
     fmu = archive.path.name
     variable = archive.variables.get(name)
     element: int | None = None
@@ -300,12 +351,9 @@ def resolve(archive: FmuArchive, name: str) -> VariableRef:
                        size=size)
 
 
-def _element(archive: FmuArchive, name: str) -> tuple[FmuVariable, int]:
+def _element(archive: DeclaredVariables, name: str) -> tuple[FmuVariable, int]:
     """The array variable and row-major position addressed by ``name`` (no variable's own
     name), or FmuError naming the fix."""
-    from ..text import excerpt
-    from .archive import FmuError
-
     fmu = archive.path.name
     match = _ELEMENT.match(name)
     variable = archive.variables.get(match["base"].strip()) if match else None
@@ -333,7 +381,7 @@ def _element(archive: FmuArchive, name: str) -> tuple[FmuVariable, int]:
     return variable, element
 
 
-def declared_variable(archive: FmuArchive, name: str) -> FmuVariable:
+def declared_variable(archive: DeclaredVariables, name: str) -> FmuVariable:
     """The declared variable addressed by ``name`` (the array of an element ``A[i,j]``;
     FmuError as :func:`resolve`): found by name, never by value reference, which FMI 2
     shares between base types (:func:`reference_key`)."""
@@ -342,7 +390,7 @@ def declared_variable(archive: FmuArchive, name: str) -> FmuVariable:
     return variable if variable is not None else _element(archive, name)[0]
 
 
-def reference_key(archive: FmuArchive, ref: VariableRef) -> tuple[str, int, int | None]:
+def reference_key(archive: DeclaredVariables, ref: VariableRef) -> tuple[str, int, int | None]:
     """What makes two addressed numbers the same number of the FMU: (base type class, value
     reference, element).  FMI 2 value references are unique per base type only (FMI 2.0,
     sec. 2.2.7: Real, Integer and Enumeration, Boolean, String), so a Real and an Integer
@@ -352,7 +400,7 @@ def reference_key(archive: FmuArchive, ref: VariableRef) -> tuple[str, int, int 
     return group, ref.valueReference, ref.element
 
 
-def resolve_as(archive: FmuArchive, name: str, causality: str) -> tuple[VariableRef, FmuVariable] | None:
+def resolve_as(archive: DeclaredVariables, name: str, causality: str) -> tuple[VariableRef, FmuVariable] | None:
     """``(ref, variable)`` if ``name`` addresses a variable of ``causality`` (FmuError for
     such a variable addressed wrongly or not numeric), None if it names no such variable."""
     variable = archive.variables.get(name)
@@ -364,7 +412,7 @@ def resolve_as(archive: FmuArchive, name: str, causality: str) -> tuple[Variable
     return resolve(archive, name), declared_variable(archive, name)
 
 
-def identifiable_parameters_text(archive: FmuArchive) -> str:
+def identifiable_parameters_text(archive: DeclaredVariables) -> str:
     """What can be identified in ``archive`` and, where nothing can, what exists and what to
     do instead (issue 32: the refusal once listed "Parameters: ." for an FMU whose parameters
     are all structural or discrete)."""
@@ -389,7 +437,7 @@ def identifiable_parameters_text(archive: FmuArchive) -> str:
             "variability \"fixed\" or \"tunable\"), or, for a model file, identify that file instead of the FMU.")
 
 
-def check_names(archive: FmuArchive, names: Sequence[str], experiments: Sequence[Any]) -> None:
+def check_names(archive: DeclaredVariables, names: Sequence[str], experiments: Sequence[Any]) -> None:
     """Check the identified parameters ``names`` and every experiment's data columns,
     ``--set`` values and input columns against the FMU (FmuError naming the fix).
 
@@ -399,11 +447,9 @@ def check_names(archive: FmuArchive, names: Sequence[str], experiments: Sequence
     * ``--set`` values: any numeric parameter; integers must be whole numbers in range;
     * input columns: any numeric input.
 
-    ``experiments`` are :class:`~.fmu_problem.FmuExperiment` (``name``, ``cost.channels``,
+    ``experiments`` are :class:`~.experiment.FmuExperiment` (``name``, ``cost.channels``,
     ``values``, ``inputs``).
     """
-    from .archive import FmuError
-
     fmu = archive.path.name
     identified: dict[tuple[str, int, int | None], str] = {}
     for name in names:

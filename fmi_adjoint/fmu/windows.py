@@ -27,7 +27,8 @@ whole record at once, as before).
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import numpy as np
 
@@ -36,12 +37,24 @@ from ..identify.problem import AbstractProblem
 from ..identify.strategies import AbstractStrategy, Stage
 
 if TYPE_CHECKING:
-    from .problem import FmuProblem
+    from .experiment import FmuExperiment
 
-__all__ = ["EventWindows", "event_window_ends"]
+__all__ = ["EventWindows", "WindowedProblem", "event_window_ends"]
 
 
-def event_window_ends(problem: FmuProblem) -> tuple[dict[int, float], ...]:
+class WindowedProblem(Protocol):
+    """What the event windows read of a problem (:class:`~.problem.FmuProblem` is one): its
+    experiments, and the view of it cut to data windows."""
+
+    @property
+    def experiments(self) -> Sequence[FmuExperiment]: ...
+
+    def windowed(self, ends: Mapping[int, float]) -> WindowedProblem:
+        """The problem with the experiments at positions ``ends`` cut to ``t <= ends[k]``."""
+        ...
+
+
+def event_window_ends(problem: WindowedProblem) -> tuple[dict[int, float], ...]:
     """The data windows of :class:`EventWindows`: per window, the end of each experiment's part
     (the last sample at or before the window's end), the whole record excluded; ``()`` without
     jumps in the data.  Experiments without jumps, or with fewer jumps than another, keep their

@@ -78,6 +78,7 @@ from scipy.stats import qmc
 from ..errors import CheckpointError, ConvergenceError, ExecutorError, FmiAdjointError, IdentificationError
 from .checkpoint import CheckpointKey, CheckpointLog, Record, StoredRecord, read_untrusted
 from .optimize import OPTIMIZERS, IdentificationResult
+from .parallel import DistributedProblem
 from .problem import Evaluation, IdentificationProblem, gauss_newton_statistics
 from .scaling import ParameterScaling
 from .strategies import (
@@ -819,19 +820,8 @@ def run_starts(
         starts again (``--resume-reevaluate``).
     """
     started = time.perf_counter()
-    if not any(isinstance(s, Start) for s in starts):
-        plan = SampledStrategies().starts(list(starts), problem)  # type: ignore[arg-type]
-    else:
-        plan = [s if isinstance(s, Start) else Start(np.asarray(s, dtype=float), AutomaticStrategy().choose(problem))
-                for s in starts]
-    finished: dict[int, StartResult] = {}
-    pending_records: dict[int, collections.deque] = collections.defaultdict(collections.deque)
-    for stored, index in check_replay(replay, problem, len(starts), reevaluate=reevaluate):
-        if stored.kind == "start":
-            if not reevaluate:
-                finished[index] = _finished_from_record(_decoded(stored), plan[index])
-        else:
-            pending_records[index].append(stored)
+    plan = _start_plan(problem, starts)
+    finished, pending_records = _resumed(replay, problem, plan, reevaluate)
     stop = threading.Event()
     lock = threading.Lock()
 
@@ -872,32 +862,63 @@ def run_starts(
         return outcome
 
     todo = [k for k in range(len(starts)) if k not in finished]
-    workers = getattr(getattr(problem, "executor", None), "workers", 1)
-    if threads is not None and threads > 1 and not getattr(problem, "thread_safe", False):
+    if threads is not None and threads > 1 and not problem.thread_safe:
         raise IdentificationError("threads > 1 needs a thread-safe problem (a DistributedProblem on an executor): the "
                                   "compiled engines of one process are not re-entrant.")
-    count = threads if threads is not None else (2 * workers if workers > 1 else 1)
+    count = threads if threads is not None else concurrent_starts(problem)
+    finished.update(_run_each(one, todo, count, stop))
+    return _outcome(tuple(finished[k] for k in range(len(starts))), seed, started)
+
+
+def _start_plan(problem: IdentificationProblem, starts: Sequence[np.ndarray | Start]) -> list[Start]:
+    """The starts of :func:`run_starts` (bare points get the automatic strategy, see there)."""
+    if not any(isinstance(s, Start) for s in starts):
+        return SampledStrategies().starts(list(starts), problem)  # type: ignore[arg-type]
+    return [s if isinstance(s, Start) else Start(np.asarray(s, dtype=float), AutomaticStrategy().choose(problem))
+            for s in starts]
+
+
+def _resumed(replay: Sequence[Record | StoredRecord], problem: IdentificationProblem, plan: Sequence[Start],
+             reevaluate: bool) -> tuple[dict[int, StartResult], dict[int, collections.deque]]:
+    """From the (validated) records of a resumed run: the finished starts (none when
+    ``reevaluate``), and each unfinished start's recorded evaluations in order."""
+    finished: dict[int, StartResult] = {}
+    pending: dict[int, collections.deque] = collections.defaultdict(collections.deque)
+    for stored, index in check_replay(replay, problem, len(plan), reevaluate=reevaluate):
+        if stored.kind == "start":
+            if not reevaluate:
+                finished[index] = _finished_from_record(_decoded(stored), plan[index])
+        else:
+            pending[index].append(stored)
+    return finished, pending
+
+
+def _run_each(one: Callable[[int], StartResult], todo: Sequence[int], count: int,
+              stop: threading.Event) -> dict[int, StartResult]:
+    """``one(k)`` for each start ``k`` of ``todo``: one after another, or in ``count`` threads.
+    A failing start (disk full, a lost cluster) stops the run at once (``stop`` tells the other
+    threads), not when the starts before it in index order have ended."""
     if count <= 1 or len(todo) <= 1:
-        for k in todo:
-            finished[k] = one(k)
-    else:
-        pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(count, len(todo)),
-                                                     thread_name_prefix="fmi-adjoint-start")
-        try:
-            futures = {k: pool.submit(one, k) for k in todo}
-            # A failing start (disk full, a lost cluster) stops the run at once, not when the
-            # starts before it in index order have ended.
-            done, _ = concurrent.futures.wait(futures.values(), return_when=concurrent.futures.FIRST_EXCEPTION)
-            for future in done:
-                future.result()
-            for k, future in futures.items():
-                finished[k] = future.result()
-        except BaseException:
-            stop.set()
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-        pool.shutdown(wait=True)
-    ordered = tuple(finished[k] for k in range(len(starts)))
+        return {k: one(k) for k in todo}
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=min(count, len(todo)),
+                                                 thread_name_prefix="fmi-adjoint-start")
+    try:
+        futures = {k: pool.submit(one, k) for k in todo}
+        done, _ = concurrent.futures.wait(futures.values(), return_when=concurrent.futures.FIRST_EXCEPTION)
+        for future in done:
+            future.result()
+        results = {k: future.result() for k, future in futures.items()}
+    except BaseException:
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return results
+
+
+def _outcome(ordered: tuple[StartResult, ...], seed: int, started: float) -> MultiStartResult:
+    """The multi-start result of the finished starts: clusters and the best start, or the error
+    naming why every start failed."""
     clusters = cluster_starts(ordered)
     if not clusters:
         if len(ordered) == 1:  # the start's own message (it names its fix), without its type name
@@ -912,6 +933,15 @@ def run_starts(
     best = ordered[best_index].result
     assert best is not None
     return MultiStartResult(best, best_index, ordered, clusters, seed, time.perf_counter() - started)
+
+
+def concurrent_starts(problem: object) -> int:
+    """How many starts run at once by default: two per worker of a distributed problem's
+    executor (each start waits for its tasks half of the time), else one.  A type test, not a
+    probe: only a :class:`~fmi_adjoint.identify.parallel.DistributedProblem` has workers
+    (model-file, FMU and test problems run their starts one after another)."""
+    workers = problem.executor.workers if isinstance(problem, DistributedProblem) else 1
+    return 2 * workers if workers > 1 else 1
 
 
 def _recorded_text(value: object) -> str:

@@ -3,27 +3,30 @@ least squares on forward sensitivities, both in scaled variables."""
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 import sys
 import time
-from typing import TextIO
+from collections.abc import Callable
+from typing import ClassVar, TextIO
 
 import numpy as np
 from scipy import optimize
 
+from ..choices import look_up
 from ..errors import ConvergenceError, IdentificationError
 from ..linesearch import probe_line, projected_descent
 from .problem import AbstractProblem
 from .scaling import ParameterScaling
 
-__all__ = ["IdentificationResult", "identify", "lbfgsb_stop", "least_squares_stop", "default_optimizer", "OPTIMIZERS"]
-
-OPTIMIZERS = ("lbfgsb", "least_squares")
+__all__ = ["AbstractOptimizer", "IdentificationResult", "LBFGSB", "LeastSquares", "OPTIMIZERS", "OPTIMIZER_CHOICES",
+           "OptimizerRun", "default_optimizer", "identify", "lbfgsb_stop", "least_squares_stop", "optimizer"]
 
 
 def default_optimizer(problem: AbstractProblem) -> str:
-    """The optimizer ``--method auto`` (the default) runs on ``problem`` (issue 32).
+    """The name of the optimizer ``--method auto`` (the default) runs on ``problem`` (issue 32;
+    :func:`optimizer` gives the object).
 
     Gauss-Newton (``least_squares``, trust-region reflective) where every experiment's cost is
     a time-domain least-squares cost: its steps use the residual Jacobian, so on many strongly
@@ -34,8 +37,10 @@ def default_optimizer(problem: AbstractProblem) -> str:
     spectral, order and POD costs, which have no residuals.
     """
     if problem.has_residuals:
-        return "least_squares"
-    return "lbfgsb"
+        return LeastSquares.name
+    return LBFGSB.name
+
+
 _FAILED_COST_FACTOR = 1e6
 # scipy's L-BFGS-B stops when (f_k - f_k+1) / max(|f_k|, |f_k+1|, 1) <= ftol.  The cost is
 # normalized to 1 at the start, so that test is absolute; it must sit near round-off of
@@ -150,7 +155,7 @@ class _Progress:
 
 def identify(
     problem: AbstractProblem,
-    method: str = "lbfgsb",
+    method: str | AbstractOptimizer = "lbfgsb",
     *,
     scaling: str = "auto",
     max_iterations: int = 200,
@@ -165,10 +170,11 @@ def identify(
     ----------
     problem : AbstractProblem
         An :class:`~fmi_adjoint.identify.IdentificationProblem`, a distributed or an FMU problem.
-    method : {"lbfgsb", "least_squares"}
-        ``lbfgsb``: scipy's L-BFGS-B with discrete-adjoint gradients, on the cost
-        normalized by its start value.  ``least_squares``: scipy's trust-region
-        reflective method with the residual Jacobian from forward sensitivities.
+    method : {"lbfgsb", "least_squares"} or AbstractOptimizer
+        ``lbfgsb`` (:class:`LBFGSB`): scipy's L-BFGS-B with discrete-adjoint gradients, on the
+        cost normalized by its start value.  ``least_squares`` (:class:`LeastSquares`): scipy's
+        trust-region reflective method with the residual Jacobian from forward sensitivities.
+        A name is looked up once, here (:func:`optimizer`).
     scaling : {"auto", "bounds", "log", "none"}
         See :class:`~fmi_adjoint.identify.scaling.ParameterScaling`.
     max_iterations : int
@@ -188,139 +194,16 @@ def identify(
     -------
     IdentificationResult
     """
-    if method not in OPTIMIZERS:
-        raise IdentificationError(f"optimizer {method!r} is not one of {', '.join(OPTIMIZERS)}.")
+    chosen = optimizer(method)
+    if isinstance(progress, str) and progress != "stderr":
+        raise IdentificationError(f"progress {progress!r} is not a text stream, 'stderr' or None; pass one of those.")
     started = time.perf_counter()
     sims0 = problem.simulations
     scale = ParameterScaling.create(problem.names, problem.start, problem.lower, problem.upper, scaling)
-    u0 = scale.to_scaled(problem.start)
-
-    def physical(u: np.ndarray) -> np.ndarray:
-        # The start point is evaluated at exactly the given values (the scaling round trip
-        # may move them by an ulp, which a sensitive cost notices).
-        return problem.start.copy() if np.array_equal(u, u0) else scale.to_physical(u)
-
-    if isinstance(progress, str) and progress != "stderr":
-        raise IdentificationError(f"progress {progress!r} is not a text stream, 'stderr' or None; pass one of those.")
-    progress_log = _Progress(problem.names, sys.stderr if isinstance(progress, str) else progress, label)
-    cost_history: list[float] = []
-    gnorm_history: list[float] = []
-    failed = [0]
-    failed_before_search = [0]  # failed trial points before the current line search (L-BFGS-B)
-    if method == "lbfgsb":
-        first = problem.evaluate(problem.start, problem.gradient_method)
-        J0 = first.J if first.J > 0 else 1.0
-        cache: dict[bytes, tuple[float, np.ndarray]] = {u0.tobytes(): (first.J, first.gradient)}
-        last_good = [first.J, first.gradient]
-
-        def fun(u):
-            key = u.tobytes()
-            if key not in cache:
-                try:
-                    ev = problem.evaluate(physical(u), problem.gradient_method)
-                    value = (ev.J, ev.gradient)
-                    last_good[:] = value
-                except ConvergenceError:
-                    # A trial point the integrator cannot simulate: a large cost makes the
-                    # line search step back towards the last good point.
-                    failed[0] += 1
-                    value = (_FAILED_COST_FACTOR * max(last_good[0], J0), -np.asarray(last_good[1]))
-                cache.clear()
-                cache[key] = value
-            J, g = cache[key]
-            return J / J0, g * scale.derivative(u) / J0
-
-        def callback(u):
-            failed_before_search[0] = failed[0]
-            J, g = fun(u)
-            progress_log.iteration += 1
-            cost_history.append(J * J0)
-            gnorm_history.append(float(np.linalg.norm(g)))
-            progress_log.line(J * J0, gnorm_history[-1], physical(u))
-
-        g0 = fun(u0)[1]
-        cost_history.append(first.J)
-        gnorm_history.append(float(np.linalg.norm(g0)))
-        progress_log.line(first.J, gnorm_history[-1], problem.start)
-        res = optimize.minimize(
-            fun, u0, jac=True, method="L-BFGS-B", bounds=scale.scaled_bounds(), callback=callback,
-            options={"maxiter": max_iterations, "ftol": _LBFGSB_FTOL, "gtol": _LBFGSB_GTOL, "maxcor": 20},
-        )
-        u_best, iterations = res.x, int(res.nit)
-        success, message = lbfgsb_stop(res, fun, scale.scaled_bounds(), gnorm_history, cost_history,
-                                       fd=problem.gradient_method == "fd", max_iterations=max_iterations,
-                                       failed=failed, failed_in_last_search=failed[0] > failed_before_search[0])
-        J_final = fun(u_best)[0] * J0
-    else:
-        cache_r: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
-
-        last_r: list[np.ndarray] = []
-
-        def evaluate(u):
-            key = u.tobytes()
-            if key not in cache_r:
-                try:
-                    r, Jr = problem.residuals(physical(u))
-                    last_r[:] = [r]
-                except ConvergenceError:
-                    if not last_r:
-                        raise
-                    # Unsimulatable trial point: much larger residuals make the trust
-                    # region shrink; the Jacobian is never requested at a rejected point.
-                    failed[0] += 1
-                    r, Jr = np.sqrt(_FAILED_COST_FACTOR) * last_r[0], np.zeros((last_r[0].size, len(u)))
-                cache_r.clear()
-                cache_r[key] = (r, Jr * scale.derivative(u)[None, :])
-            return cache_r[key]
-
-        recorded_start = [False]  # the start is in the history already (a start at a bound, below)
-
-        def jac(u):
-            r, Ju = evaluate(u)
-            if recorded_start[0]:
-                # scipy's first Jacobian, at the start moved inside its bound by 1e-10: the
-                # start's line and history entry stand for it (no second "iter 0").
-                recorded_start[0] = False
-            else:
-                J = 0.5 * float(r @ r)
-                gnorm = float(np.linalg.norm(Ju.T @ r))
-                cost_history.append(J)
-                gnorm_history.append(gnorm)
-                progress_log.line(J, gnorm, physical(u))
-            progress_log.iteration += 1
-            return Ju
-
-        bounds = scale.scaled_bounds()
-        lo = np.array([-np.inf if b[0] is None else b[0] for b in bounds])
-        hi = np.array([np.inf if b[1] is None else b[1] for b in bounds])
-        # scipy's trust-region method moves a start within 1e-10 (relative) of a bound
-        # slightly inside before its first evaluation; the history starts at the given values
-        # all the same.
-        near = (u0 - lo <= 1e-10 * np.maximum(1, np.abs(lo))) | (hi - u0 <= 1e-10 * np.maximum(1, np.abs(hi)))
-        if np.any(near):
-            r0, jac0 = problem.residuals(problem.start)
-            cost_history.append(0.5 * float(r0 @ r0))
-            gnorm_history.append(float(np.linalg.norm((jac0 * scale.derivative(u0)[None, :]).T @ r0)))
-            progress_log.line(cost_history[-1], gnorm_history[-1], problem.start)
-            recorded_start[0] = True
-        # The residuals are normalized by the start's (the cost starts at 1/2, as L-BFGS-B's is
-        # normalized): scipy's gtol is absolute, so on a cost that is already small at the start
-        # (noise-free data, the later windows of a staged fit) it stopped the run at a gradient
-        # that was small only in absolute terms, short of the minimum (measured: sdof through
-        # its FMU's adjoint path, c 3.8e-6 off).  The trust-region steps do not depend on the
-        # normalization; ftol and xtol are relative.
-        r0 = evaluate(u0)[0]
-        norm = float(np.sqrt(r0 @ r0))
-        unit = 1.0 / norm if norm > 0 and np.isfinite(norm) else 1.0
-        res = optimize.least_squares(
-            lambda u: unit * evaluate(u)[0], u0, jac=lambda u: unit * jac(u), bounds=(lo, hi), method="trf",
-            ftol=tolerance, xtol=tolerance, gtol=_LSQ_GTOL, max_nfev=max_iterations, x_scale=1.0,
-        )
-        u_best = res.x
-        success, message = least_squares_stop(res, max_iterations)
-        iterations = int(res.njev or len(cost_history))
-        J_final = float(res.cost) / unit**2
-    x = physical(u_best)
+    fit = _Fit(problem, scale, scale.to_scaled(problem.start),
+               _Progress(problem.names, sys.stderr if isinstance(progress, str) else progress, label))
+    run = chosen.run(fit, max_iterations=max_iterations, tolerance=tolerance)
+    x = fit.physical(run.u)
     stats: dict = {"std_errors": None, "correlation": None}
     if statistics:
         try:
@@ -331,20 +214,20 @@ def identify(
         names=problem.names,
         initial=problem.start.copy(),
         parameters=x,
-        cost_initial=cost_history[0] if cost_history else float("nan"),
-        cost=J_final,
-        cost_history=cost_history,
-        gradient_norm_history=gnorm_history,
-        iterations=iterations,
+        cost_initial=fit.cost_history[0] if fit.cost_history else float("nan"),
+        cost=run.cost,
+        cost_history=fit.cost_history,
+        gradient_norm_history=fit.gradient_norm_history,
+        iterations=run.iterations,
         simulations=problem.simulations - sims0,
-        success=success,
-        message=message,
-        optimizer_message=str(res.message),
-        method=method,
+        success=run.success,
+        message=run.message,
+        optimizer_message=run.optimizer_message,
+        method=chosen.name,
         std_errors=stats["std_errors"],
         correlation=stats["correlation"],
         seconds=time.perf_counter() - started,
-        failed_simulations=failed[0],
+        failed_simulations=fit.failed,
         unidentifiable=tuple(problem.names[i] for i in stats.get("unidentifiable", ())),
         active_bounds=tuple(
             name
@@ -352,6 +235,228 @@ def identify(
             if np.isclose(value, lo, rtol=1e-9, atol=0) or np.isclose(value, hi, rtol=1e-9, atol=0)
         ),
     )
+
+
+# -- the optimizers -----------------------------------------------------------------------
+class _Fit:
+    """One :func:`identify` run's shared state: the problem in scaled variables, the progress
+    lines, the histories and the count of trial points that could not be simulated (the
+    optimizer appends to them as it runs; :func:`identify` reads them at the end)."""
+
+    def __init__(self, problem: AbstractProblem, scale: ParameterScaling, u0: np.ndarray, progress: _Progress):
+        self.problem, self.scale, self.u0, self.progress = problem, scale, u0, progress
+        self.cost_history: list[float] = []
+        self.gradient_norm_history: list[float] = []
+        #: Trial points the integrator could not simulate (Newton failure).
+        self.failed = 0
+
+    def physical(self, u: np.ndarray) -> np.ndarray:
+        # The start point is evaluated at exactly the given values (the scaling round trip
+        # may move them by an ulp, which a sensitive cost notices).
+        return self.problem.start.copy() if np.array_equal(u, self.u0) else self.scale.to_physical(u)
+
+    def record(self, J: float, gnorm: float, x: np.ndarray) -> None:
+        """One entry of the histories and its progress line."""
+        self.cost_history.append(J)
+        self.gradient_norm_history.append(gnorm)
+        self.progress.line(J, gnorm, x)
+
+    def lower_upper(self) -> tuple[np.ndarray, np.ndarray]:
+        """The scaled bounds as arrays (infinite where open)."""
+        bounds = self.scale.scaled_bounds()
+        return (np.array([-np.inf if b[0] is None else b[0] for b in bounds]),
+                np.array([np.inf if b[1] is None else b[1] for b in bounds]))
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerRun:
+    """Where an optimizer stopped (scaled variables), and why."""
+
+    u: np.ndarray
+    cost: float
+    iterations: int
+    success: bool
+    message: str
+    optimizer_message: str
+
+
+class AbstractOptimizer(abc.ABC):
+    """An optimizer :func:`identify` runs (``--method``): one object per optimizer, looked up
+    from its name once by :func:`optimizer`.
+
+    Adding one: subclass, set :attr:`name` and :attr:`start_entries`, implement :meth:`run`
+    (record the histories through ``fit.record``), and add an instance to
+    :data:`OPTIMIZER_CHOICES`.
+    """
+
+    #: The ``--method`` name, recorded as the result's ``method``.
+    name: ClassVar[str]
+    #: History entries a run records before its first iteration's (L-BFGS-B records its start
+    #: and each iteration; least squares each Jacobian, its start's included):
+    #: :func:`~fmi_adjoint.identify.strategies.stage_starts` finds the stages with it.
+    start_entries: ClassVar[int]
+
+    @abc.abstractmethod
+    def run(self, fit: _Fit, *, max_iterations: int, tolerance: float) -> OptimizerRun:
+        """Minimize ``fit.problem``'s cost from ``fit.u0``."""
+
+
+class _LbfgsbObjective:
+    """The normalized cost and its scaled gradient for L-BFGS-B, with the last evaluation
+    cached (scipy asks for the same point twice).  A trial point the integrator cannot
+    simulate gets a large cost and the last good gradient reversed, so that the line search
+    steps back towards the last good point."""
+
+    def __init__(self, fit: _Fit):
+        self.fit = fit
+        problem = fit.problem
+        first = problem.evaluate(problem.start, problem.gradient_method)
+        self.J_start = first.J
+        self.J0 = first.J if first.J > 0 else 1.0
+        self.cache: dict[bytes, tuple[float, np.ndarray]] = {fit.u0.tobytes(): (first.J, first.gradient)}
+        self.last_good: tuple[float, np.ndarray] = (first.J, first.gradient)
+        #: Failed trial points before the current line search.
+        self.failed_before_search = 0
+
+    def __call__(self, u: np.ndarray) -> tuple[float, np.ndarray]:
+        key = u.tobytes()
+        if key not in self.cache:
+            problem = self.fit.problem
+            try:
+                ev = problem.evaluate(self.fit.physical(u), problem.gradient_method)
+                value = (ev.J, ev.gradient)
+                self.last_good = value
+            except ConvergenceError:
+                self.fit.failed += 1
+                J_good, g_good = self.last_good
+                value = (_FAILED_COST_FACTOR * max(J_good, self.J0), -np.asarray(g_good))
+            self.cache.clear()
+            self.cache[key] = value
+        J, g = self.cache[key]
+        return J / self.J0, g * self.fit.scale.derivative(u) / self.J0
+
+    def callback(self, u: np.ndarray) -> None:
+        """scipy's per-iteration callback: one history entry and progress line."""
+        self.failed_before_search = self.fit.failed
+        J, g = self(u)
+        self.fit.progress.iteration += 1
+        self.fit.record(J * self.J0, float(np.linalg.norm(g)), self.fit.physical(u))
+
+
+@dataclasses.dataclass(frozen=True)
+class LBFGSB(AbstractOptimizer):
+    """scipy's L-BFGS-B on the problem's gradient (``gradient_method``), on the cost normalized
+    by its start value, in scaled variables."""
+
+    name: ClassVar[str] = "lbfgsb"
+    start_entries: ClassVar[int] = 1
+
+    def run(self, fit: _Fit, *, max_iterations: int, tolerance: float) -> OptimizerRun:
+        fun = _LbfgsbObjective(fit)
+        fit.record(fun.J_start, float(np.linalg.norm(fun(fit.u0)[1])), fit.problem.start)
+        bounds = fit.scale.scaled_bounds()
+        res = optimize.minimize(
+            fun, fit.u0, jac=True, method="L-BFGS-B", bounds=bounds, callback=fun.callback,
+            options={"maxiter": max_iterations, "ftol": _LBFGSB_FTOL, "gtol": _LBFGSB_GTOL, "maxcor": 20},
+        )
+        success, message = lbfgsb_stop(res, fun, bounds, fit.gradient_norm_history, fit.cost_history,
+                                       fd=fit.problem.gradient_method == "fd", max_iterations=max_iterations,
+                                       failed=lambda: fit.failed,
+                                       failed_in_last_search=fit.failed > fun.failed_before_search)
+        cost = fun(res.x)[0] * fun.J0
+        return OptimizerRun(res.x, cost, int(res.nit), success, message, str(res.message))
+
+
+class _ResidualObjective:
+    """The residuals normalized by the start's, and their scaled Jacobian, for scipy's
+    trust-region least squares (last evaluation cached).  An unsimulatable trial point gets
+    much larger residuals, so that the trust region shrinks; the Jacobian is never requested
+    at a rejected point."""
+
+    def __init__(self, fit: _Fit):
+        self.fit = fit
+        self.cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+        self.last_r: np.ndarray | None = None
+        #: The start is in the history already (a start at a bound): scipy's first Jacobian,
+        #: at the start moved inside its bound by 1e-10, stands for it (no second "iter 0").
+        self.recorded_start = False
+        self.unit = 1.0
+
+    def evaluate(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        key = u.tobytes()
+        if key not in self.cache:
+            try:
+                r, Jr = self.fit.problem.residuals(self.fit.physical(u))
+                self.last_r = r
+            except ConvergenceError:
+                if self.last_r is None:
+                    raise
+                self.fit.failed += 1
+                r, Jr = np.sqrt(_FAILED_COST_FACTOR) * self.last_r, np.zeros((self.last_r.size, len(u)))
+            self.cache.clear()
+            self.cache[key] = (r, Jr * self.fit.scale.derivative(u)[None, :])
+        return self.cache[key]
+
+    def jacobian(self, u: np.ndarray) -> np.ndarray:
+        r, Ju = self.evaluate(u)
+        if self.recorded_start:
+            self.recorded_start = False
+        else:
+            self.fit.record(0.5 * float(r @ r), float(np.linalg.norm(Ju.T @ r)), self.fit.physical(u))
+        self.fit.progress.iteration += 1
+        return Ju
+
+
+@dataclasses.dataclass(frozen=True)
+class LeastSquares(AbstractOptimizer):
+    """scipy's trust-region reflective least squares on the residual Jacobian (forward
+    sensitivities), in scaled variables."""
+
+    name: ClassVar[str] = "least_squares"
+    start_entries: ClassVar[int] = 0
+
+    def run(self, fit: _Fit, *, max_iterations: int, tolerance: float) -> OptimizerRun:
+        problem, u0 = fit.problem, fit.u0
+        objective = _ResidualObjective(fit)
+        lo, hi = fit.lower_upper()
+        # scipy's trust-region method moves a start within 1e-10 (relative) of a bound
+        # slightly inside before its first evaluation; the history starts at the given values
+        # all the same.
+        near = (u0 - lo <= 1e-10 * np.maximum(1, np.abs(lo))) | (hi - u0 <= 1e-10 * np.maximum(1, np.abs(hi)))
+        if np.any(near):
+            r0, jac0 = problem.residuals(problem.start)
+            assert jac0 is not None  # jacobian=True always returns the Jacobian
+            fit.record(0.5 * float(r0 @ r0), float(np.linalg.norm((jac0 * fit.scale.derivative(u0)[None, :]).T @ r0)),
+                       problem.start)
+            objective.recorded_start = True
+        # The residuals are normalized by the start's (the cost starts at 1/2, as L-BFGS-B's is
+        # normalized): scipy's gtol is absolute, so on a cost that is already small at the start
+        # (noise-free data, the later windows of a staged fit) it stopped the run at a gradient
+        # that was small only in absolute terms, short of the minimum (measured: sdof through
+        # its FMU's adjoint path, c 3.8e-6 off).  The trust-region steps do not depend on the
+        # normalization; ftol and xtol are relative.
+        r_start = objective.evaluate(u0)[0]
+        norm = float(np.sqrt(r_start @ r_start))
+        unit = 1.0 / norm if norm > 0 and np.isfinite(norm) else 1.0
+        res = optimize.least_squares(
+            lambda u: unit * objective.evaluate(u)[0], u0, jac=lambda u: unit * objective.jacobian(u),
+            bounds=(lo, hi), method="trf", ftol=tolerance, xtol=tolerance, gtol=_LSQ_GTOL, max_nfev=max_iterations,
+            x_scale=1.0,
+        )
+        success, message = least_squares_stop(res, max_iterations)
+        return OptimizerRun(res.x, float(res.cost) / unit**2, int(res.njev or len(fit.cost_history)), success,
+                            message, str(res.message))
+
+
+#: The optimizers by ``--method`` name.
+OPTIMIZER_CHOICES: dict[str, AbstractOptimizer] = {o.name: o for o in (LBFGSB(), LeastSquares())}
+#: ``--method`` names.
+OPTIMIZERS = tuple(OPTIMIZER_CHOICES)
+
+
+def optimizer(method: str | AbstractOptimizer) -> AbstractOptimizer:
+    """The optimizer of a ``--method`` name (an optimizer object is returned as it is)."""
+    return look_up(OPTIMIZER_CHOICES, method, "optimizer", AbstractOptimizer, IdentificationError)
 
 
 # -- why the optimizer stopped, in words ------------------------------------------------
@@ -366,7 +471,7 @@ _ROUND_OFF = 1e-12
 
 
 def lbfgsb_stop(res: optimize.OptimizeResult, fun, bounds, gnorm_history: list[float], cost_history: list[float], *,
-                fd: bool, max_iterations: int, failed: list[int], failed_in_last_search: bool = False
+                fd: bool, max_iterations: int, failed: Callable[[], int], failed_in_last_search: bool = False
                 ) -> tuple[bool, str]:
     """``(success, message)`` of an L-BFGS-B run: its cause and a fix for every unsuccessful stop.
 
@@ -375,7 +480,8 @@ def lbfgsb_stop(res: optimize.OptimizeResult, fun, bounds, gnorm_history: list[f
     error exceeds the remaining decrease) or the gradient has collapsed to
     ``_STATIONARY`` of its start value (the cost changes only at round-off); otherwise the
     cost is probed at the stop (:func:`_line_search_failure`) to name the cause.
-    ``failed`` counts the trial points that could not be simulated; ``failed_in_last_search``
+    ``failed()`` counts the trial points that could not be simulated so far (``fun``'s probes
+    add to it); ``failed_in_last_search``
     says whether the failed line search met some.
     """
     raw = str(res.message).strip()
@@ -411,7 +517,7 @@ def _limit_message(what: str, max_iterations: int, gnorm_history: list[float], c
             f"--starts 8) ({raw}).")
 
 
-def _line_search_failure(fun, u: np.ndarray, bounds, failed: list[int], failed_in_last_search: bool) -> str:
+def _line_search_failure(fun, u: np.ndarray, bounds, failed: Callable[[], int], failed_in_last_search: bool) -> str:
     """Why L-BFGS-B's line search found no decrease at ``u``, and what to do.
 
     Along the projected steepest descent ``e`` the gradient predicts the rate of decrease
@@ -433,9 +539,9 @@ def _line_search_failure(fun, u: np.ndarray, bounds, failed: list[int], failed_i
                 "moves the cost, so the fit ends on its bounds. Widen the bounds (--bounds NAME=LO:HI) if the values "
                 "there are not physical limits.")
     e = d / slope
-    before = failed[0]
+    before = failed()
     probe = probe_line(lambda v: fun(v)[0], u, e, g, J0, _PROBE_STEPS, lo, hi)
-    if failed[0] > before or failed_in_last_search:
+    if failed() > before or failed_in_last_search:
         return ("the line search found no decrease because the model cannot be simulated just past this "
                 "point (Newton failed at trial points of the line search): the minimum of the simulatable region "
                 "lies at its edge. Bound the parameters to values that simulate (--bounds NAME=LO:HI) or start "

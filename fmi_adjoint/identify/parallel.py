@@ -8,7 +8,7 @@ finite-difference stencil points run as :class:`PartTask`/:class:`CostTask` on a
 :class:`~fmi_adjoint.identify.spec.ProblemSpec` (model text, data bytes, settings) and its
 digest; a worker builds the problem from it once, through the build cache, and keeps it in
 its :class:`~fmi_adjoint.scale.WorkerContext`.  The parent sums the parts in experiment
-order with the same :func:`~fmi_adjoint.identify.problem.ordered_sum` as the serial
+order with the same :func:`~fmi_adjoint.identify.parts.ordered_sum` as the serial
 problem, so every number equals the serial run's bit for bit, whatever the worker count.
 
 A data window of :class:`~fmi_adjoint.identify.strategies.GrowingWindows` (an experiment
@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..scale import AbstractExecutor, WorkerContext
+from .parts import AbstractPart, part_kind
 from .problem import IdentificationProblem
 from .spec import ProblemSpec
 from .strategies import windowed
@@ -43,20 +44,19 @@ class PartTask:
     key: str
     index: int
     x: np.ndarray
-    kind: str
-    noise_std: tuple[tuple[str, float], ...] | None = None
+    #: What the worker computes (a part object: it carries its own settings, e.g. noise levels).
+    kind: AbstractPart
     #: End of the experiment's data window (None: the whole record).
     window: float | None = None
 
     def run(self, context: WorkerContext):
         with context.resident(self.key, self.spec.build) as problem:
-            noise = None if self.noise_std is None else dict(self.noise_std)
             if self.window is not None:
                 problem = windowed(problem, {self.index: self.window})
-            return problem.part(self.index, self.x, self.kind, noise)
+            return problem.part(self.index, self.x, self.kind)
 
     def __repr__(self) -> str:
-        return f"PartTask(experiment {self.index}, {self.kind})"
+        return f"PartTask(experiment {self.index}, {self.kind.name})"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -107,11 +107,11 @@ class DistributedProblem(IdentificationProblem):
         return {i: float(e.t_end) for i, e in zip(self.indices, self.experiments)
                 if e.t_end is not None and e.t_end != self.record_ends[i]}
 
-    def _parts(self, x: np.ndarray, kind: str, noise_std: Mapping[str, float] | None = None) -> list:
-        noise = None if noise_std is None else tuple(sorted(noise_std.items()))
+    def _parts(self, x: np.ndarray, kind: str | AbstractPart, noise_std: Mapping[str, float] | None = None) -> list:
+        kind = part_kind(kind, noise_std)
         x = np.array(x, dtype=float)
         windows = self._windows()
-        tasks = [PartTask(self.spec, self.key, i, x, kind, noise, windows.get(i)) for i in self.indices]
+        tasks = [PartTask(self.spec, self.key, i, x, kind, windows.get(i)) for i in self.indices]
         parts = self.executor.map(tasks)
         self.simulations += len(parts)
         return parts

@@ -11,75 +11,32 @@ from typing import Protocol
 
 import numpy as np
 
-from ..adjoint import continuous_adjoint_gradient, sampled_outputs
+from ..adjoint import sampled_outputs
 from ..adjoint.discrete import channel_indices
-from ..compiled import CompiledModel
 from ..costs.base import AbstractCost
+from ..costs.least_squares import LeastSquaresCost
 from ..errors import IdentificationError
-from ..engines import AbstractEngine, default_engine
-from ..integrate import AbstractScheme, Trajectory
-from ..integrate.schemes import scheme_from_settings
+from ..integrate import Trajectory
+from .experiment import Experiment
+from .parts import (
+    GRADIENT_METHOD_CHOICES,
+    PART_KIND_CHOICES,
+    AbstractGradientMethod,
+    AbstractPart,
+    gradient_method,
+    ordered_sum,
+    part_kind,
+)
 
 __all__ = ["AbstractProblem", "Experiment", "IdentificationProblem", "Evaluation", "GRADIENT_METHODS", "PART_KINDS",
            "gauss_newton_statistics", "ordered_sum"]
 
-GRADIENT_METHODS = ("adjoint", "forward", "fd", "continuous")
-#: What :meth:`IdentificationProblem.part` computes for one experiment.
-PART_KINDS = ("cost", "adjoint", "forward", "continuous", "residuals", "jacobian", "fisher")
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Experiment:
-    """One test run: a model, a cost with its data, and the experiment's settings.
-
-    Attributes
-    ----------
-    model : CompiledModel
-    cost : AbstractCost
-    values : mapping of str to float
-        Parameter values specific to this experiment (excitation amplitude, initial
-        state, ...); identified parameters override them.
-    t_end, step : float, optional
-        Defaults: the model's simulation settings.
-    solver : AbstractScheme, optional
-        HHT or generalized-alpha (default: the model's simulation settings).
-    name : str
-    engine : AbstractEngine, optional
-        Runs the forward simulation, the adjoint and the sensitivities (default:
-        :func:`~fmi_adjoint.engines.default_engine`, the native engine of ``model``, or the
-        Python reference engine without a C compiler).
-    """
-
-    model: CompiledModel
-    cost: AbstractCost
-    values: Mapping[str, float] = dataclasses.field(default_factory=dict)
-    t_end: float | None = None
-    step: float | None = None
-    solver: AbstractScheme | None = None
-    name: str = "experiment"
-    engine: AbstractEngine = None  # type: ignore[assignment]  # set in __post_init__
-
-    def __post_init__(self) -> None:
-        if self.engine is None:
-            object.__setattr__(self, "engine", default_engine(self.model))
-        elif self.engine.compiled is not self.model:
-            raise IdentificationError(f"experiment '{self.name}': its engine belongs to another compiled model.")
-
-    def parameters(self, identified: Sequence[str], x: np.ndarray) -> np.ndarray:
-        """Full parameter vector of this experiment with the identified values ``x``."""
-        p = self.model.parameter_vector(dict(self.values))
-        for name, value in zip(identified, x):
-            p[self.model.parameter_index(name)] = value
-        return p
-
-    @property
-    def scheme(self) -> AbstractScheme:
-        """The integration scheme of this experiment's runs (``solver``, else the model's)."""
-        return self.solver or scheme_from_settings(self.model.model.simulation)
-
-    def simulate(self, p: np.ndarray) -> Trajectory:
-        """Forward run of this experiment."""
-        return self.engine.simulate(p, t_end=self.t_end, step=self.step, solver=self.scheme)
+#: Gradient method names (``fmi-adjoint gradient --method``; the objects:
+#: :data:`~fmi_adjoint.identify.parts.GRADIENT_METHOD_CHOICES`).
+GRADIENT_METHODS = tuple(GRADIENT_METHOD_CHOICES)
+#: What :meth:`IdentificationProblem.part` computes for one experiment (the objects:
+#: :data:`~fmi_adjoint.identify.parts.PART_KIND_CHOICES`).
+PART_KINDS = tuple(PART_KIND_CHOICES)
 
 
 class AbstractProblem(Protocol):
@@ -271,69 +228,23 @@ class IdentificationProblem:
         return other
 
     # -- the work of one experiment (what a parallel task runs) -----------------------
-    def part(self, index: int, x: np.ndarray, kind: str, noise_std: Mapping[str, float] | None = None):
+    def part(self, index: int, x: np.ndarray, kind: str | AbstractPart,
+             noise_std: Mapping[str, float] | None = None):
         """The contribution of experiment ``index`` at identified values ``x``.
 
-        ``kind``: ``cost`` (J), ``adjoint``/``forward``/``continuous`` ((J, gradient,
-        seconds of the forward run)),
+        ``kind``: a part object (:mod:`~fmi_adjoint.identify.parts`) or its name: ``cost`` (J),
+        ``adjoint``/``forward``/``continuous`` ((J, gradient, seconds of the forward run)),
         ``residuals`` ((r, None)), ``jacobian`` ((r, dr/dx)), ``fisher`` (its Fisher
         information for the noise levels ``noise_std``).  Every sum over experiments is formed
         from these parts in experiment order (:meth:`_parts`), wherever they were computed.
         """
-        exp = self.experiments[index]
-        x = np.asarray(x, dtype=float)
-        if kind == "fisher":
-            return self._fisher_part(exp, x, noise_std or {})
-        started = time.perf_counter()
-        traj = exp.simulate(exp.parameters(self.names, x))
-        forward_seconds = time.perf_counter() - started
-        idx = np.array([exp.model.parameter_index(n) for n in self.names])
-        if kind == "cost":
-            _, _, Y = sampled_outputs(traj, exp.cost)
-            return exp.cost.evaluate(Y, traj.p).J
-        if kind == "adjoint":
-            result = exp.engine.adjoint_gradient(traj, exp.cost)
-        elif kind == "forward":
-            result = exp.engine.sensitivity_gradient(traj, exp.cost, idx)
-        elif kind == "continuous":
-            try:
-                result = continuous_adjoint_gradient(traj, exp.cost)
-            except NotImplementedError as exc:
-                raise IdentificationError(f"continuous adjoint: {exc}") from None
-        elif kind in ("residuals", "jacobian"):
-            _, channels, Y = sampled_outputs(traj, exp.cost)
-            try:
-                r, factors = exp.cost.residuals(Y)
-            except NotImplementedError:
-                raise IdentificationError(
-                    f"experiment '{exp.name}': {type(exp.cost).__name__} is not a sum of squares; "
-                    "use the lbfgsb method."
-                ) from None
-            if kind == "residuals":
-                return r, None
-            dY = exp.engine.output_sensitivities(traj, exp.cost.sample_times, channels, idx)
-            return r, (factors[:, :, None] * dY).reshape(-1, len(idx))
-        else:
-            raise IdentificationError(f"part {kind!r} is not one of {', '.join(PART_KINDS)}.")
-        return result.J, result.gradient[idx], forward_seconds
+        return part_kind(kind, noise_std).compute(self.experiments[index], self.names, np.asarray(x, dtype=float))
 
-    def _fisher_part(self, exp: Experiment, x: np.ndarray, noise_std: Mapping[str, float]) -> np.ndarray:
-        channels = channel_indices(exp.model, exp.cost)
-        missing = [c for c in exp.cost.channels if c not in noise_std]
-        if missing:
-            raise IdentificationError(f"noise_std: give a standard deviation for channel(s) {missing}.")
-        sigma = np.array([float(noise_std[c]) for c in exp.cost.channels])
-        if np.any(sigma <= 0) or not np.all(np.isfinite(sigma)):
-            raise IdentificationError(f"noise_std: {sigma.tolist()} must be positive and finite.")
-        traj = exp.simulate(exp.parameters(self.names, x))
-        idx = np.array([exp.model.parameter_index(n) for n in self.names])
-        dY = exp.engine.output_sensitivities(traj, exp.cost.sample_times, channels, idx)
-        return np.einsum("scp,c,scq->pq", dY, 1.0 / sigma**2, dY)
-
-    def _parts(self, x: np.ndarray, kind: str, noise_std: Mapping[str, float] | None = None) -> list:
+    def _parts(self, x: np.ndarray, kind: str | AbstractPart, noise_std: Mapping[str, float] | None = None) -> list:
         """:meth:`part` of every experiment, in experiment order (here: one after another;
         :class:`~fmi_adjoint.identify.parallel.DistributedProblem` runs them as tasks)."""
-        parts = [self.part(i, x, kind, noise_std) for i in range(len(self.experiments))]
+        kind = part_kind(kind, noise_std)
+        parts = [self.part(i, x, kind) for i in range(len(self.experiments))]
         self.simulations += len(parts)
         return parts
 
@@ -352,41 +263,34 @@ class IdentificationProblem:
 
     def cost(self, x: np.ndarray) -> float:
         """Total cost at ``x`` (summed in experiment order)."""
-        return ordered_sum(self._parts(np.asarray(x, dtype=float), "cost"))
+        return ordered_sum(self._parts(np.asarray(x, dtype=float), PART_KIND_CHOICES["cost"]))
 
-    def evaluate(self, x: np.ndarray, method: str = "adjoint", fd_rel_step: float = 1e-3) -> Evaluation:
+    def evaluate(self, x: np.ndarray, method: str | AbstractGradientMethod = "adjoint",
+                 fd_rel_step: float = 1e-3) -> Evaluation:
         """Cost and gradient with respect to the identified parameters.
 
         Parameters
         ----------
         x : numpy.ndarray
             Physical values of the identified parameters.
-        method : {"adjoint", "forward", "fd", "continuous"}
+        method : {"adjoint", "forward", "fd", "continuous"} or AbstractGradientMethod
             Discrete adjoint, forward sensitivities, or central finite differences of
             the same discrete cost; or the continuous adjoint (BDF, Sec. 3.3.4), which
             approximates the gradient of the continuous cost and converges to the
-            others as the step goes to zero (least-squares costs only).
+            others as the step goes to zero (least-squares costs only).  A name is looked
+            up once, here (:func:`~fmi_adjoint.identify.parts.gradient_method`).
         fd_rel_step : float
             Relative step of the (fourth-order central) finite differences.
         """
-        if method not in GRADIENT_METHODS:
-            raise IdentificationError(f"gradient method {method!r} is not one of {', '.join(GRADIENT_METHODS)}.")
+        chosen = gradient_method(method)
         x = np.asarray(x, dtype=float)
         sims0 = self.simulations
         start = time.perf_counter()
-        if method == "fd":
-            J = self.cost(x)
-            forward_seconds = (time.perf_counter() - start) / len(self.experiments)
-            gradient = self.finite_differences(x, fd_rel_step)
-        else:
-            parts = self._parts(x, method)
-            J = ordered_sum(J_k for J_k, _, _ in parts)
-            gradient = ordered_sum((g_k for _, g_k, _ in parts), np.zeros(len(self.names)))
-            forward_seconds = sum(seconds for _, _, seconds in parts) / len(parts)
+        J, gradient, forward_seconds = chosen.evaluate(self, x, fd_rel_step)
         return Evaluation(
             J=J,
             gradient=gradient,
-            method=method,
+            method=chosen.name,
             forward_seconds=forward_seconds,
             gradient_seconds=time.perf_counter() - start,
             simulations=self.simulations - sims0,
@@ -454,7 +358,7 @@ class IdentificationProblem:
         IdentificationError
             If a cost is not a least-squares cost.
         """
-        parts = self._parts(np.asarray(x, dtype=float), "jacobian" if jacobian else "residuals")
+        parts = self._parts(np.asarray(x, dtype=float), PART_KIND_CHOICES["jacobian" if jacobian else "residuals"])
         r = np.concatenate([r_k for r_k, _ in parts])
         return r, (np.vstack([J_k for _, J_k in parts]) if jacobian else None)
 
@@ -472,7 +376,7 @@ class IdentificationProblem:
         noise_std : mapping of str to float
             Noise standard deviation per measured channel (output name).
         """
-        parts = self._parts(np.asarray(x, dtype=float), "fisher", dict(noise_std))
+        parts = self._parts(np.asarray(x, dtype=float), part_kind("fisher", noise_std))
         return ordered_sum(parts, np.zeros((len(self.names), len(self.names))))
 
     def statistics(self, x: np.ndarray) -> dict:
@@ -489,8 +393,6 @@ class IdentificationProblem:
 
     def sampled_outputs(self, index: int, x: np.ndarray) -> np.ndarray:
         """Outputs of experiment ``index`` at its sample times, at identified values ``x``."""
-        from ..adjoint import sampled_outputs
-
         exp = self.experiments[index]
         return sampled_outputs(exp.simulate(exp.parameters(self.names, x)), exp.cost)[2]
 
@@ -531,20 +433,10 @@ def costs_noise_floor(costs) -> float | None:
     not a least-squares cost of a time series."""
     total = 0.0
     for cost in costs:
-        floor = getattr(cost, "noise_floor", None)
-        value = floor() if floor is not None else None
+        value = cost.noise_floor() if isinstance(cost, LeastSquaresCost) else None
         if value is None:
             return None
         total += value
-    return total
-
-
-def ordered_sum(terms, start=0.0):
-    """``start + t_1 + t_2 + ...`` strictly in the given order: the one way every sum over
-    experiments is formed, so serial and parallel runs agree bit for bit."""
-    total = start
-    for term in terms:
-        total = total + term
     return total
 
 

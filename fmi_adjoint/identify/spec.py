@@ -18,8 +18,8 @@ import numpy as np
 
 from ..budget import MEMORY_LIMIT_ENV, MemoryEstimate, doubles
 from ..compiled import CompiledModel
-from ..engines import AbstractEngine, NativeEngine, PythonEngine
-from ..errors import CompilerError, ExpressionError, ModelError, NoCCodeError
+from ..engines import ENGINE_CHOICES, AbstractEngine, AbstractEngineChoice, choose_engine, engine_choice
+from ..errors import ExpressionError, ModelError
 from ..integrate import AbstractScheme
 from ..integrate.hht import MAX_STEPS
 from ..model import Model
@@ -29,8 +29,8 @@ from .problem import Experiment, IdentificationProblem
 
 __all__ = ["ENGINES", "ExperimentSpec", "ProblemSpec", "build_engine", "check_time_span"]
 
-#: ``--engine`` choices.
-ENGINES = ("auto", "native", "python")
+#: ``--engine`` names (:data:`~fmi_adjoint.engines.ENGINE_CHOICES`).
+ENGINES = tuple(ENGINE_CHOICES)
 
 
 def check_time_span(t_end: float | None, step: float | None, *, t_end_option: str = "--t-end",
@@ -53,24 +53,12 @@ def check_time_span(t_end: float | None, step: float | None, *, t_end_option: st
         )
 
 
-def build_engine(model: Model, engine: str = "auto") -> tuple[AbstractEngine, str | None]:
-    """The engine of ``model`` through the build cache, and a note if ``auto`` fell back.
-
-    ``auto``: the native engine, or the Python reference when there is no C compiler or an
-    element has no C code (the note says why); ``native``: the same without fallback;
-    ``python``: the reference engine.
-    """
-    if engine not in ENGINES:
-        raise ModelError(f"engine {engine!r} is not one of {', '.join(ENGINES)}.")
-    if engine == "python":
-        return PythonEngine.build(model), None
-    try:
-        return NativeEngine.build(model), None
-    except (CompilerError, NoCCodeError) as exc:  # no compiler, a failing one, or an element without C
-        reason = str(exc).rstrip(".")
-    if engine == "native":
-        raise ModelError(f"--engine native: {reason}; use --engine python or fix the cause.")
-    return PythonEngine.build(model), f"using the Python engine ({reason})."
+def build_engine(model: Model, engine: str | AbstractEngineChoice = "auto") -> tuple[AbstractEngine, str | None]:
+    """The engine of ``model`` through the build cache, and a note if ``auto`` fell back
+    (:func:`~fmi_adjoint.engines.choose_engine`, the one chooser; ``engine``: an ``--engine``
+    name or choice)."""
+    built = choose_engine(model, engine)
+    return built.engine, built.note
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +88,8 @@ class ProblemSpec:
         ``--t-end`` (default: each experiment's last sample) and ``--step``.
     solver : AbstractScheme, optional
         The integration scheme (default: the model's settings).
-    engine : {"auto", "native", "python"}
+    engine : AbstractEngineChoice
+        An ``--engine`` name is looked up once, here (:func:`~fmi_adjoint.engines.engine_choice`).
         Resolved to ``native`` or ``python`` by :meth:`resolved` in the parent, so that
         every worker runs the engine the parent chose.
     """
@@ -113,17 +102,20 @@ class ProblemSpec:
     t_end: float | None = None
     step: float | None = None
     solver: AbstractScheme | None = None
-    engine: str = "auto"
+    engine: AbstractEngineChoice = ENGINE_CHOICES["auto"]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "engine", engine_choice(self.engine))
 
     @classmethod
     def create(cls, model: ModelSource, experiments: Sequence[ExperimentSpec], names: Sequence[str], *,
                cost: CostOptions | None = None, bounds: Mapping[str, tuple[float, float]] | None = None,
                t_end: float | None = None, step: float | None = None, solver: AbstractScheme | None = None,
-               engine: str = "auto") -> ProblemSpec:
+               engine: str | AbstractEngineChoice = "auto") -> ProblemSpec:
         """A spec from plain Python values."""
         return cls(model, tuple(experiments), tuple(names), cost or CostOptions(),
                    tuple((n, float(lo), float(hi)) for n, (lo, hi) in (bounds or {}).items()),
-                   t_end, step, solver, engine)
+                   t_end, step, solver, engine_choice(engine))
 
     def digest(self) -> str:
         """SHA-256 naming the problem: workers keep built problems under it, and a
@@ -133,7 +125,7 @@ class ProblemSpec:
         for exp in self.experiments:
             h.update(exp.data.digest().encode() + repr((exp.values, exp.name)).encode())
         solver = None if self.solver is None else sorted(self.solver.record().items())
-        rest = (self.names, self.cost, self.bounds, self.t_end, self.step, solver, self.engine)
+        rest = (self.names, self.cost, self.bounds, self.t_end, self.step, solver, self.engine.name)
         h.update(repr(rest).encode())
         return h.hexdigest()
 
@@ -147,20 +139,20 @@ class ProblemSpec:
         for exp in self.experiments:
             h.update(hashlib.sha256(exp.data.raw).digest() + repr(exp.values).encode())
         solver = None if self.solver is None else sorted(self.solver.record().items())
-        h.update(repr((self.names, self.cost, self.bounds, self.t_end, self.step, solver, self.engine)).encode())
+        h.update(repr((self.names, self.cost, self.bounds, self.t_end, self.step, solver, self.engine.name)).encode())
         return h.hexdigest()
 
     def resolved(self) -> tuple[ProblemSpec, IdentificationProblem, str | None]:
         """Build the problem here; the spec with the engine that ran (``auto`` resolved),
         the problem, and the fallback note of ``auto`` (None if the native engine ran)."""
-        engine, note = build_engine(self.model.load(), self.engine)
-        spec = dataclasses.replace(self, engine=engine.name)
-        return spec, spec._problem(engine), note
+        built = choose_engine(self.model.load(), self.engine)
+        spec = dataclasses.replace(self, engine=engine_choice(built.engine.name))
+        return spec, spec._problem(built.engine), built.note
 
     def build(self) -> IdentificationProblem:
         """The identification problem (in a worker: through its build cache)."""
-        engine, _ = build_engine(self.model.load(), self.engine)
-        return self._problem(engine)
+        # The parent resolved ``auto`` (:meth:`resolved`): a worker builds that engine or fails.
+        return self._problem(choose_engine(self.model.load(), self.engine).engine)
 
     def _problem(self, engine: AbstractEngine) -> IdentificationProblem:
         bounds = {name: (lo, hi) for name, lo, hi in self.bounds}
@@ -210,7 +202,7 @@ def identification_memory(engine: AbstractEngine, experiments: Sequence[Experime
     channels x ``parameters``)."""
     model = engine.compiled
     S = 3 * model.n + model.m
-    cap = getattr(engine, "memory_budget", None)
+    cap = engine.memory_budget
     runs, sweeps, jacobians = 0, 0, 0
     longest = ""
     for exp in experiments:
@@ -220,7 +212,7 @@ def identification_memory(engine: AbstractEngine, experiments: Sequence[Experime
         runs += states + doubles(rows, model.n_y + 1)
         if doubles(rows, 2 * S) > sweeps:
             sweeps, longest = doubles(rows, 2 * S), f"{rows:.3g} steps x {S} states"
-        samples = np.size(exp.cost.sample_times) if hasattr(exp.cost, "sample_times") else rows
+        samples = np.size(exp.cost.sample_times)
         jacobians = max(jacobians, 3 * doubles(samples, model.n_y, parameters))
     parts = ((f"runs of {len(experiments)} experiment(s) ({S} states, {model.n_y} outputs at every step)", runs),
              (f"adjoint sweep of {longest}", sweeps),

@@ -56,13 +56,13 @@ import dataclasses
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import ClassVar, TextIO
+from typing import ClassVar, Protocol, TextIO, runtime_checkable
 
 import numpy as np
 
 from ..costs.least_squares import LeastSquaresCost
 from ..errors import ConvergenceError, IdentificationError
-from .optimize import IdentificationResult, identify
+from .optimize import AbstractOptimizer, IdentificationResult, identify, optimizer
 from .problem import AbstractProblem, Experiment, IdentificationProblem
 
 __all__ = ["AbstractStrategy", "AutomaticStrategy", "ExperimentContinuation", "GrowingWindows", "SMALLEST_WINDOW",
@@ -146,14 +146,14 @@ class StageSummary:
         return dataclasses.asdict(self)
 
 
-def stage_starts(iterations: Sequence[int], method: str) -> tuple[int, ...]:
+def stage_starts(iterations: Sequence[int], method: str | AbstractOptimizer) -> tuple[int, ...]:
     """Where each stage begins in a staged result's ``cost_history`` (and
     ``gradient_norm_history``), from the stages' iteration counts (:attr:`StageSummary.iterations`,
     RESULT.json ``strategy.stages[k].iterations``) and the optimizer ``method``: an L-BFGS-B stage
     records its start and each iteration (``iterations + 1`` entries), a least-squares stage each
     Jacobian evaluation, its start included (``iterations`` entries).  For plots and reports
     that mark the stage boundaries on the convergence history."""
-    extra = 1 if method == "lbfgsb" else 0
+    extra = optimizer(method).start_entries
     starts, at = [], 0
     for count in iterations:
         starts.append(at)
@@ -296,6 +296,17 @@ class ExperimentContinuation(AbstractStrategy):
                 Stage(problem, "all data", {"experiments": list(range(len(problem.experiments)))}))
 
 
+@runtime_checkable
+class ProblemWithWindows(Protocol):
+    """A problem that brings its own data-window continuation (an FMU problem's windows that
+    grow event by event, :class:`~fmi_adjoint.fmu.windows.EventWindows`): an optional part of
+    the problem contract, declared here because identify/ cannot import fmu/."""
+
+    def window_strategy(self) -> AbstractStrategy | None:
+        """The problem's own windows, or None where they do not apply."""
+        ...
+
+
 @dataclasses.dataclass(frozen=True)
 class AutomaticStrategy(AbstractStrategy):
     """The default: :class:`GrowingWindows` where they apply, else :class:`SingleShooting`
@@ -308,8 +319,7 @@ class AutomaticStrategy(AbstractStrategy):
         them (``problem.window_strategy()``: an FMU problem's windows that grow event by event,
         :class:`~fmi_adjoint.fmu.windows.EventWindows`; None where its data have no events), else
         :class:`GrowingWindows` where they apply, else :class:`SingleShooting`."""
-        own = getattr(problem, "window_strategy", None)
-        chosen = own() if own is not None else None
+        chosen = problem.window_strategy() if isinstance(problem, ProblemWithWindows) else None
         if chosen is not None:
             return chosen
         windows = GrowingWindows()
@@ -320,8 +330,8 @@ class AutomaticStrategy(AbstractStrategy):
         (start 0, the given start values, gets it), then experiment continuation from each
         experiment, then single shooting, as far as they apply."""
         chosen = self.choose(problem)
-        others: list[AbstractStrategy] = [ExperimentContinuation(k) for k in
-                                          range(len(getattr(problem, "experiments", ())))]
+        count = len(problem.experiments) if isinstance(problem, IdentificationProblem) else 0
+        others: list[AbstractStrategy] = [ExperimentContinuation(k) for k in range(count)]
         others.append(SingleShooting())
         return (chosen, *[s for s in others if s != chosen and s.unavailable(problem) is None])
 
