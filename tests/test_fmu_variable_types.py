@@ -622,7 +622,7 @@ def test_apply_and_validate_state_space3_integer_and_array_values(work, tmp_path
 def test_validate_picks_array_elements_from_fmpys_shaped_columns(fmi3, monkeypatch):
     """fmpy records an FMI 3 array output as one column of shape (time, n): `validate` of the
     column y[2] compares its second element; an Int32 output arrives as numbers."""
-    import fmi_adjoint.fmu.handback as handback
+    import fmi_adjoint.fmu.validation as handback
 
     asked = {}
 

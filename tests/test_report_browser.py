@@ -283,7 +283,7 @@ def test_validate_report_file_is_checked_first(exported, tmp_path):
 
 
 def test_validate_report_is_removed_when_the_folder_cannot_be_written(exported, monkeypatch, tmp_path):
-    import fmi_adjoint.fmu.handback as handback
+    import fmi_adjoint.fmu.validation as handback
 
     def fail(validation, folder) -> None:
         raise OutputFileError(f"cannot write into {str(folder)!r}: disk full (test).")

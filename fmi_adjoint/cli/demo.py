@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from ..examples import EXAMPLES_DIR, example_path
 from ..examples.engine_mount_data import AMPLITUDES, CSV_NAMES, TRUE_VALUES
-from ..files import OutputFileError, atomic_output
+from ..files import OutputFileError
+from ..identify.result_file import result_text, write_result
 from ..identify.strategies import AutomaticStrategy, identify_staged, stage_starts
 from ..identify.table import parameter_table
 from ..report.identification import identification_report
@@ -74,8 +74,7 @@ def run_demo(output_dir: str, method: str = "least_squares") -> int:
                           details=joint.run_details()).write(report_path)
     json_path = folder / "engine_mount_result.json"
     try:
-        with atomic_output(json_path) as handle:
-            handle.write(json.dumps(payload, indent=2) + "\n")
+        write_result(json_path, result_text(payload))
     except BaseException:
         report_path.unlink(missing_ok=True)
         raise

@@ -14,7 +14,7 @@ import numpy as np
 from ..data import check_csv_columns, write_csv, write_csv_rows
 from ..errors import FmiAdjointError, ModelError, OutputFileError
 from ..examples import EXAMPLES_DIR, example_names
-from ..files import atomic_output, check_not_input, check_writable, same_file
+from ..files import check_not_input, check_writable, same_file
 from ..text import excerpt
 from ..forces import element_type
 from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem
@@ -577,6 +577,7 @@ def cmd_identify(args) -> int:
         sobol_starts,
     )
     from ..identify.optimize import default_optimizer
+    from ..identify.result_file import result_text, write_result
     from ..identify.strategies import stage_notices, stage_starts, strategy_named
     from ..identify.table import parameter_table
 
@@ -676,7 +677,7 @@ def cmd_identify(args) -> int:
                                                                                           "workers": 1}
         if ckpt:
             payload["checkpoint"] = ckpt
-        text = json.dumps(payload, indent=2)
+        text = result_text(payload)
         table = parameter_table(result.names, result.initial, result.parameters, result.std_errors,
                                 active_bounds=result.active_bounds, units=problem.parameter_units())
         # The figure and the report before the result file; a failure of any of them removes
@@ -713,8 +714,7 @@ def cmd_identify(args) -> int:
     print(table, file=sys.stderr if args.json or not args.output else sys.stdout)
     if args.output:
         try:
-            with atomic_output(args.output) as handle:
-                handle.write(text + "\n")
+            write_result(args.output, text)
         except BaseException:
             _remove(written)  # no figure or report of a run whose RESULT.json could not be written
             raise
@@ -827,7 +827,8 @@ def cmd_export(args) -> int:
 
 def cmd_apply(args) -> int:
     from ..fmu.archive import open_fmu
-    from ..fmu.handback import check_result_fmu, hand_back, read_result_interface, read_result_parameters
+    from ..fmu.apply import hand_back
+    from ..fmu.result_file import check_result_fmu, read_result_interface, read_result_parameters
 
     if not (args.output or args.ssv or args.ssp):
         raise ModelError("apply: give -o IDENTIFIED.fmu, --ssv OUT.ssv and/or --ssp OUT.ssp.")
@@ -860,7 +861,8 @@ def cmd_apply(args) -> int:
 def cmd_validate(args) -> int:
     from ..data import read_csv
     from ..fmu.archive import open_fmu
-    from ..fmu.handback import check_result_fmu, resimulate_against_data, write_validation
+    from ..fmu.result_file import check_result_fmu
+    from ..fmu.validation import resimulate_against_data, write_validation
 
     settings = _fmu_process_settings(args)
     _check_report_folder(args.output, [("data file", args.data), ("inputs file", args.inputs), ("FMU", args.fmu)])
@@ -918,7 +920,7 @@ def _note_other_values(args, archive) -> str | None:
     """The note that the FMU validated does not carry RESULT.json's values (``--result``
     chooses the interface only; the values are the FMU's own: it is validated as it is), or
     None where they agree."""
-    from ..fmu.handback import differing_start_values, read_result_parameters
+    from ..fmu.result_file import differing_start_values, read_result_parameters
 
     differing = differing_start_values(archive, read_result_parameters(args.result))
     if not differing:
@@ -932,7 +934,7 @@ def _note_other_values(args, archive) -> str | None:
 def _validate_interface(args) -> str | None:
     """The interface ``validate`` runs: ``--interface``, else the one RESULT.json recorded
     (``--result``), else Co-Simulation where the FMU has it."""
-    from ..fmu.handback import read_result_interface
+    from ..fmu.result_file import read_result_interface
 
     chosen = {"me": "ModelExchange", "cs": "CoSimulation"}.get(args.interface)
     recorded = read_result_interface(args.result) if args.result else None

@@ -1,9 +1,9 @@
 """The HTML report of an FMU validation (``fmi-adjoint validate --report``).
 
 The numbers are the summary ``validate`` writes to ``report.json``
-(:func:`~fmi_adjoint.fmu.handback.resimulate_against_data`: per output the RMS and maximum
+(:func:`~fmi_adjoint.fmu.validation.resimulate_against_data`: per output the RMS and maximum
 error and the RMS relative to the measurement's), the signals the measured and the re-simulated
-outputs of the same :class:`~fmi_adjoint.fmu.handback.FmuValidation`.  The page: a summary
+outputs of the same :class:`~fmi_adjoint.fmu.validation.FmuValidation`.  The page: a summary
 (which FMU against which data, through which interface, the worst fit), the RMS table, and per
 output the measured and re-simulated signals over their difference (measured − re-simulated,
 as an identification's residual); the summary itself as a
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..fmu.handback import FmuValidation
+from ..fmu.validation import FmuValidation
 from .html import Page, plot_text
 
 __all__ = ["LARGE_ERROR", "validation_report"]

@@ -1,0 +1,204 @@
+"""The validation of an identified FMU by re-simulation through fmpy.
+
+:func:`simulate_with_fmpy` re-simulates through fmpy's own drivers (CVode for Model Exchange)
+with the FMU's start values applied, and :func:`validate_fmu_against_data` compares that with
+measured data and writes a report (per-output RMS and maximum error, PNG, JSON); in two steps,
+:func:`resimulate_against_data` (the :class:`FmuValidation`: the signals and the summary, nothing
+written) and :func:`write_validation`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..data import Measurement
+from ..errors import FmuError
+from ..files import atomic_output, check_writable
+from ..text import excerpt
+from .archive import FmuArchive
+from .session import DEFAULT_TIMEOUT, FmuSession
+from .variables import FLOAT_KINDS, NUMERIC_KINDS, declared_variable, numeric_names, resolve
+
+__all__ = ["FmuValidation", "resimulate_against_data", "simulate_with_fmpy", "validate_fmu_against_data",
+           "write_validation"]
+
+
+def simulate_with_fmpy(archive: FmuArchive, times: np.ndarray, outputs, inputs: Measurement | None = None,
+                       start_values: Mapping[str, float] | None = None, *, timeout: float = DEFAULT_TIMEOUT,
+                       log=None, interface: str | None = None) -> np.ndarray:
+    """Re-simulate through fmpy's own drivers (CVode for Model Exchange) with the FMU's start
+    values applied; outputs at ``times`` (linear interpolation of the recorded result).
+
+    fmpy runs in a worker process (:class:`~fmi_adjoint.fmu.session.FmuSession`), like every
+    FMU binary: ``timeout`` bounds one step [s] (``--fmu-timeout``), ``log`` receives the
+    binary's output (``--verbose``).  ``interface`` ("ModelExchange" or "CoSimulation"; the one
+    the identification used, from RESULT.json) defaults to Co-Simulation where the FMU has it.
+    """
+    if interface is None:
+        interface = "CoSimulation" if archive.co_simulation else "ModelExchange"
+    if not (archive.model_exchange if interface == "ModelExchange" else archive.co_simulation):
+        raise FmuError(f"{archive.path.name}: the FMU has no {interface} interface with a binary for this platform; "
+                       "choose the other one (--interface).")
+    # The start values of the model description are applied explicitly, as an importer
+    # should (the FMU's compiled-in defaults may differ after a re-parameterization).
+    values: dict[str, Any] = {}
+    for v in archive.variables.values():
+        if v.causality == "parameter" and v.variability in ("fixed", "tunable") and v.kind in NUMERIC_KINDS:
+            if v.shape and v.start_values is not None:
+                values[v.name] = [_typed(v.kind, x) for x in v.start_values]
+            elif not v.shape and v.start is not None:
+                values[v.name] = _typed(v.kind, v.start)
+    for name, value in (start_values or {}).items():
+        variable, element = declared_variable(archive, name), resolve(archive, name).element
+        if element is None:
+            values[name] = _typed(variable.kind, value)
+        elif element < len(values.get(variable.name) or []):  # an element A[i,j]: fmpy sets whole arrays
+            values[variable.name] = [*values[variable.name]]
+            values[variable.name][element] = _typed(variable.kind, value)
+    steps = np.diff(times)
+    interval = float(np.min(steps[steps > 0])) if np.any(steps > 0) else None  # a repeated time is an event
+    signal = None
+    if inputs is not None:
+        dtype = [("time", np.float64)] + [(c, np.float64) for c in inputs.columns]
+        signal = np.array([tuple(row) for row in np.column_stack([inputs.times, inputs.values])], dtype=dtype)
+    bases = [declared_variable(archive, name).name for name in outputs]
+    elements = [resolve(archive, name).element for name in outputs]
+    session = FmuSession(archive, None, timeout=timeout, log=log)
+    try:
+        result = session.simulate_fmu(start_time=0.0, stop_time=float(times[-1]), fmi_type=interface,
+                                      output_interval=interval, relative_tolerance=1e-10, start_values=values,
+                                      input=signal, output=list(dict.fromkeys(bases)))
+    finally:
+        session.close()
+    # fmpy records an FMI 3 array as one column of shape (time, *dimensions): the element
+    # A[i,j] is its row-major position.
+    columns = [result[base] if element is None else result[base].reshape(len(result["time"]), -1)[:, element]
+               for base, element in zip(bases, elements)]
+    return np.column_stack([np.interp(times, result["time"], column) for column in columns])
+
+
+def _typed(kind: str, value: float) -> float | int | bool:
+    """A number as fmpy sets a variable of ``kind``: float, int, or bool."""
+    if kind in FLOAT_KINDS:
+        return float(value)
+    return bool(value) if kind == "boolean" else int(value)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FmuValidation:
+    """An FMU re-simulated against measured data (:func:`resimulate_against_data`).
+
+    Attributes
+    ----------
+    data : Measurement
+        The measurement (its ``columns`` are FMU outputs).
+    simulated : numpy.ndarray
+        The FMU's outputs at ``data.times``, one column per ``data.columns``.
+    units : dict
+        The unit of each output ("" where the FMU declares none).
+    summary : dict
+        What ``report.json`` holds: the FMU, the data, the samples, the interface, and per output
+        the RMS and maximum absolute error and the RMS relative to the measurement's RMS.
+    """
+
+    data: Measurement
+    simulated: np.ndarray
+    units: dict[str, str]
+    summary: dict
+
+
+def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, inputs: Measurement | None = None,
+                              *, timeout: float = DEFAULT_TIMEOUT, log=None, interface: str | None = None) -> dict:
+    """Re-simulate (:func:`simulate_with_fmpy`, with ``timeout`` and ``log``) and write
+    ``report.json`` and ``report.png`` into ``folder``.
+
+    Returns the summary: per output, RMS and maximum absolute error and the RMS relative
+    to the RMS of the measurement.
+    """
+    folder = Path(folder)
+    check_writable(folder / "report.json" if folder.is_dir() else folder)
+    validation = resimulate_against_data(archive, data, inputs, timeout=timeout, log=log, interface=interface)
+    write_validation(validation, folder)
+    return validation.summary
+
+
+def resimulate_against_data(archive: FmuArchive, data: Measurement, inputs: Measurement | None = None, *,
+                            timeout: float = DEFAULT_TIMEOUT, log=None, interface: str | None = None) -> FmuValidation:
+    """Check that ``data``'s columns are outputs (and ``inputs``' inputs) of the FMU,
+    re-simulate (:func:`simulate_with_fmpy`) and compare; writes nothing."""
+    outputs = list(data.columns)
+    # The numeric names `identify` fits (Integer, Boolean, Enumeration, array elements A[i,j]).
+    known = numeric_names(archive, "output")
+    if not outputs:
+        raise FmuError(f"{data.source}: no column besides 'time'; add columns named like the FMU's outputs "
+                       f"({', '.join(known)}).")
+    for name in outputs:
+        if name not in known:
+            raise FmuError(f"{data.source}: column {excerpt(name, 80)} matches no output of {archive.path.name}. "
+                           f"Outputs: {', '.join(known) or 'none'}.")
+    if inputs is not None:
+        names = numeric_names(archive, "input")
+        for name in inputs.columns:
+            if name not in names:
+                raise FmuError(f"{inputs.source}: column {excerpt(name, 80)} matches no input of "
+                               f"{archive.path.name}. Inputs: {', '.join(names) or 'none'}.")
+        if inputs.times[0] > data.times[0] + 1e-12 or inputs.times[-1] < data.times[-1] * (1 - 1e-12):
+            raise FmuError(f"{inputs.source}: the inputs span [{inputs.times[0]:g}, {inputs.times[-1]:g}] s but the "
+                           f"data need [{data.times[0]:g}, {data.times[-1]:g}] s; extend the input file.")
+    simulated = simulate_with_fmpy(archive, data.times, outputs, inputs, timeout=timeout, log=log,
+                                   interface=interface)
+    if not np.all(np.isfinite(simulated)):
+        raise FmuError(f"{archive.path.name}: the re-simulation gives non-finite outputs; check the start values.")
+    per_output: dict[str, dict] = {}
+    summary = {"fmu": str(archive.path), "data": data.source, "samples": int(data.times.size), "outputs": per_output,
+               "interface": interface or ("CoSimulation" if archive.co_simulation else "ModelExchange")}
+    for k, name in enumerate(outputs):
+        error = simulated[:, k] - data.values[:, k]
+        rms = float(np.sqrt(np.mean(error**2)))
+        scale = float(np.sqrt(np.mean(data.values[:, k] ** 2)))
+        per_output[name] = {"rms_error": rms, "max_abs_error": float(np.max(np.abs(error))),
+                            "relative_rms_error": rms / scale if scale > 0 else None}
+    # An array element A[i,j] is no variable of its own: no unit.
+    units = {name: archive.variables[name].unit if name in archive.variables else "" for name in outputs}
+    return FmuValidation(data=data, simulated=simulated, units=units, summary=summary)
+
+
+def write_validation(validation: FmuValidation, folder) -> None:
+    """Write ``report.png`` and ``report.json`` of ``validation`` into ``folder`` (made if
+    missing), each atomically."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FmuError(f"cannot create the report folder {str(folder)!r}: {exc.strerror}.") from None
+    _plot(folder / "report.png", validation.data, validation.simulated, validation.summary)
+    with atomic_output(folder / "report.json") as handle:
+        handle.write(json.dumps(validation.summary, indent=2) + "\n")
+
+
+def _plot(path: Path, data: Measurement, simulated: np.ndarray, summary: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    n = len(data.columns)
+    fig, axes = plt.subplots(n, 1, figsize=(9, 2.8 * n + 0.6), squeeze=False, constrained_layout=True)
+    for k, name in enumerate(data.columns):
+        ax = axes[k, 0]
+        stats = summary["outputs"][name]
+        ax.plot(data.times, data.values[:, k], color="0.45", lw=1.2, label="measured")
+        ax.plot(data.times, simulated[:, k], color="tab:blue", lw=1.0, ls="--", label="re-simulated (fmpy)")
+        ax.set_title(f"{name}: RMS error {stats['rms_error']:.3g}, max {stats['max_abs_error']:.3g}")
+        ax.set_xlabel("time [s]")
+        ax.legend(loc="best", fontsize=8)
+        ax.grid(True, alpha=0.3)
+    with atomic_output(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=110)
+    plt.close(fig)
