@@ -9,6 +9,8 @@ sampled outputs (:class:`LeastSquaresCost`) is differentiated by the discrete ad
 
 import importlib
 
+from .lazy import lazy_names
+
 # Public names are imported on first use (PEP 562), so that ``import fmi_adjoint`` (and the
 # command line, which must answer Ctrl-C at any moment) does not load numpy, scipy and sympy
 # before they are needed.
@@ -133,16 +135,5 @@ importlib.import_module(".identify", __name__)
 del globals()["identify"]
 
 
-def __getattr__(name: str):
-    if name == "mbs":  # multibody components: a namespace of their own (fmi_adjoint.mbs.Revolute, ...)
-        return importlib.import_module(".mbs", __name__)
-    module = _LOCATIONS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fmi_adjoint' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+# mbs: multibody components, a namespace of their own (fmi_adjoint.mbs.Revolute, ...).
+__getattr__, __dir__ = lazy_names(__name__, _LOCATIONS, __all__, submodules=("mbs",))

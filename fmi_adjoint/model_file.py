@@ -191,7 +191,7 @@ from .model import (
 )
 from .text import excerpt
 
-__all__ = ["MODEL_FILE_KEYS", "ModelSource", "load_model", "parse_model"]
+__all__ = ["MODEL_FILE_KEYS", "ModelSource", "load_model", "model_file_inputs", "parse_model"]
 
 _MAX_BYTES = 4 * 1024 * 1024
 #: Most entries of a list-valued element property (dmf_spring stages, tvd branches, spline
@@ -286,6 +286,27 @@ def load_model(path: str | os.PathLike, registry: Registry | None = None, *,
     path = Path(path)
     return parse_model(_model_text(path), source=str(path), directory=path.parent, registry=registry,
                        allow_external_tables=allow_external_tables, components=components)
+
+
+def model_file_inputs(path: str | os.PathLike) -> list[tuple[str, Path]]:
+    """The files a model file reads: itself and its ``table_load`` files, as ``(role, path)``
+    pairs (for :func:`~fmi_adjoint.files.check_not_input`: an output must not overwrite them).
+
+    Best effort on purpose: a file that cannot be read or parsed here is reported by
+    :func:`load_model`, which runs next; this only keeps an output from naming an input.
+    """
+    path = Path(path)
+    files = [("model file", path)]
+    try:
+        doc = tomllib.loads(_model_text(path))
+    except (ModelError, ValueError):  # TOMLDecodeError is a ValueError
+        return files
+    forces = doc.get("forces", [])
+    for force in forces if isinstance(forces, list) else []:
+        if isinstance(force, dict) and force.get("type") == "table_load" and isinstance(force.get("file"), str) \
+                and "\0" not in force["file"]:
+            files.append(("table file", path.parent / force["file"]))
+    return files
 
 
 def _model_text(path: Path) -> str:

@@ -24,6 +24,8 @@ RANK = {
     "calculus": 1,
     # choices: strategies looked up by name (engines, optimizers, gradient methods; issue 29)
     "choices": 0,
+    # lazy: a package's public names imported on first use (PEP 562)
+    "lazy": 0,
     "sparsity": 2,
     "expressions": 2,
     "cprint": 2,

@@ -14,7 +14,6 @@ which :func:`fmi_adjoint.cli.main.main` turns into one line and exit code 2.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -27,9 +26,9 @@ from ..design import (BASES, BOUND_MAPS, CRITERIA, DesignIteration, DesignProble
                       DesignSpec, StartOutcome, StartPlan, criterion_named, run_design_starts)
 from ..design.starts import DEFAULT_SEED, DEFAULT_STARTS
 from ..design.montecarlo import monte_carlo, monte_carlo_record
-from ..design.report import check_plotting, design_record, plot_design, write_input_csv
+from ..design.report import check_plotting, design_record, plot_design, write_design_record, write_input_csv
 from ..errors import ModelError, OutputFileError
-from ..files import atomic_output, check_not_input, check_writable, same_file
+from ..files import check_not_input, check_writable, same_file
 from ..identify.spec import check_time_span
 from ..model_file import ModelSource
 from ..report.design import design_report, design_signals
@@ -177,9 +176,7 @@ def _write(result: DesignResult, outputs: dict[str, str], extra: dict) -> list[s
             write_input_csv(result, outputs["--csv"])
             written.append(outputs["--csv"])
         if "-o" in outputs:
-            text = json.dumps(payload, indent=2, allow_nan=False)
-            with atomic_output(outputs["-o"]) as handle:
-                handle.write(text + "\n")
+            write_design_record(outputs["-o"], payload)
             written.append(outputs["-o"])
     except BaseException:
         for path in written:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import re
 import sys
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,19 +12,15 @@ from ..compiled import CompiledModel
 from ..engines import AbstractEngine
 from ..errors import ModelError
 from ..examples import example_names, example_path
-from ..files import decode_text, read_regular
 from ..identify import IdentificationProblem
 from ..identify.data_costs import CostOptions, DataFile
 from ..identify.spec import ExperimentSpec, ProblemSpec, build_engine, check_time_span, model_error_in
 from ..integrate.schemes import scheme_from_settings
-from ..model_file import ModelSource, load_model
+from ..model_file import ModelSource, load_model, model_file_inputs
 from ..text import excerpt
 
 __all__ = ["model_path", "model_inputs", "resolve_engine", "resolve_model", "check_time_span", "parse_assignments",
            "parse_bounds", "experiment_settings", "problem_spec", "load_problem"]
-
-#: Most integrator steps of one simulation (as in :func:`fmi_adjoint.integrate.time_grid`).
-_MAX_MODEL_BYTES = 4 * 1024 * 1024
 
 
 def model_path(spec: str) -> Path:
@@ -65,27 +60,12 @@ def resolve_engine(spec: str, values: dict[str, float] | None = None, *, engine:
 
 
 def model_inputs(spec: str) -> list[tuple[str, Path]]:
-    """The files MODEL reads: the model file and its ``table_load`` files, as
-    ``(role, path)`` pairs for :func:`~fmi_adjoint.files.check_not_input`.
-
-    Best effort on purpose: a file that cannot be read or parsed here is reported by
-    :func:`load_model`, which runs next; this only keeps ``-o`` from naming an input.
-    """
+    """The files MODEL reads (:func:`~fmi_adjoint.model_file.model_file_inputs`), none if MODEL
+    names no file (the error comes from :func:`load_model`, which runs next)."""
     try:
-        source = model_path(spec)
+        return model_file_inputs(model_path(spec))
     except ModelError:
         return []
-    files = [("model file", source)]
-    try:
-        doc = tomllib.loads(decode_text(read_regular(source, _MAX_MODEL_BYTES, "a model file", ModelError)))
-    except (ModelError, UnicodeDecodeError, ValueError):  # TOMLDecodeError is a ValueError
-        return files
-    forces = doc.get("forces", [])
-    for force in forces if isinstance(forces, list) else []:
-        if isinstance(force, dict) and force.get("type") == "table_load" and isinstance(force.get("file"), str) \
-                and "\0" not in force["file"]:
-            files.append(("table file", source.parent / force["file"]))
-    return files
 
 
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)

@@ -730,28 +730,16 @@ def _remove(paths: list[str]) -> None:
         Path(path).unlink(missing_ok=True)
 
 
-#: Options that do not change the result (where the work runs, where it is written), and the
-#: input files, which enter the checkpoint by their content (a moved folder still resumes).
-_NOT_IN_CHECKPOINT = ("workers", "dask", "checkpoint", "resume", "resume_reevaluate", "output", "json", "plot",
-                      "report", "verbose", "fmu_timeout", "max_steps", "max_events", "run_timeout",
-                      "model", "data", "fmu", "inputs")
-
-
 def _checkpoint_header(args, setup: _Setup, header) -> dict:
     """What a checkpoint must match to be resumed (see
     :func:`~fmi_adjoint.identify.multistart.checkpoint_header`)."""
-    import hashlib
+    from ..identify.multistart import files_digest
 
-    options = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_IN_CHECKPOINT}
-    options["data_settings"] = [spec.partition("@")[2] for spec in args.data or []]
+    options = {**vars(args), "data_settings": [spec.partition("@")[2] for spec in args.data or []]}
     if setup.spec is not None:
         content = setup.spec.content_digest()
     else:
-        h = hashlib.sha256()
-        for _, path in _data_inputs(args):
-            if path:
-                h.update(hashlib.sha256(Path(path).read_bytes()).digest())
-        content = h.hexdigest()
+        content = files_digest([path for _, path in _data_inputs(args) if path])
     return header(content, options)
 
 

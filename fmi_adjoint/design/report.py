@@ -17,6 +17,7 @@ model drives it exactly as the design did.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 from typing import Any
@@ -28,7 +29,7 @@ from ..errors import FmiAdjointError
 from ..files import atomic_output
 from .optimize import DesignResult
 
-__all__ = ["design_record", "write_input_csv", "plot_design", "PlottingUnavailable"]
+__all__ = ["design_record", "write_design_record", "write_input_csv", "plot_design", "PlottingUnavailable"]
 
 
 class PlottingUnavailable(FmiAdjointError, RuntimeError):
@@ -131,6 +132,14 @@ def design_record(result: DesignResult) -> dict[str, Any]:
         "stop": None if result.stop is None else result.stop.record(),
         "starts": _starts_record(result),
     }
+
+
+def write_design_record(path: str | os.PathLike, payload: dict[str, Any]) -> None:
+    """Write ``DESIGN.json`` (``payload``: :func:`design_record` and what the caller adds, plain
+    JSON: NaN and inf are refused) whole or not at all."""
+    text = json.dumps(payload, indent=2, allow_nan=False)
+    with atomic_output(path) as handle:
+        handle.write(text + "\n")
 
 
 def _starts_record(result: DesignResult) -> dict[str, Any]:

@@ -4,8 +4,9 @@ The names below are imported on first use (PEP 562), so that importing this pack
 cheap: :mod:`fmi_adjoint` imports it when it is itself imported (see there, ``identify``).
 """
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ..lazy import lazy_names
 
 if TYPE_CHECKING:  # the names for type checkers and the API reference (griffe); loaded by __getattr__
     from .experiment import Experiment
@@ -59,14 +60,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    module = _LOCATIONS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fmi_adjoint.identify' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _LOCATIONS, __all__)

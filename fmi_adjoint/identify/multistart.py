@@ -65,11 +65,14 @@ import abc
 import collections
 import concurrent.futures
 import dataclasses
+import hashlib
 import json
+import os
 import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import NoReturn, TextIO
 
 import numpy as np
@@ -92,7 +95,8 @@ from .strategies import (
 
 __all__ = ["CLUSTER_RTOL", "NOISE_FACTOR", "AbstractStartPlan", "AllExperiments", "Cluster", "ExperimentContinuation",
            "MultiStartResult", "SampledStrategies", "Start", "StartResult", "Stopped", "run_starts",
-           "sobol_starts", "result_warnings", "open_checkpoint", "open_untrusted", "checkpoint_header", "check_replay"]
+           "sobol_starts", "result_warnings", "open_checkpoint", "open_untrusted", "checkpoint_header", "check_replay",
+           "NOT_IN_CHECKPOINT", "files_digest"]
 
 #: Starts whose final costs agree to this relative difference are one cluster (one minimum):
 #: converged runs into the same minimum agree to ~1e-10 (the optimizers' tolerances).
@@ -703,17 +707,35 @@ def _number(value: float) -> str:
     return repr(float(value))  # the shortest text that reads back as the same float
 
 
+#: Options of ``identify`` that do not change the result (where the work runs, where it is
+#: written), and the input files, which enter the checkpoint by their content (a moved folder
+#: still resumes): left out of a checkpoint's identity.
+NOT_IN_CHECKPOINT = frozenset({"workers", "dask", "checkpoint", "resume", "resume_reevaluate", "output", "json",
+                               "plot", "report", "verbose", "fmu_timeout", "max_steps", "max_events", "run_timeout",
+                               "model", "data", "fmu", "inputs"})
+
+
+def files_digest(paths: Sequence[str | os.PathLike]) -> str:
+    """A digest of the content of ``paths``, in order (their names left out)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(hashlib.sha256(Path(path).read_bytes()).digest())
+    return digest.hexdigest()
+
+
 def checkpoint_header(content: str, options: Mapping) -> dict:
     """The header of a checkpoint: what a resumed run must match.  ``content``: a digest of
     the inputs' content (model text, tables, data; paths left out, so a moved folder still
-    resumes); ``options``: the options the result depends on.  fmi-adjoint's code (its
-    fingerprint) and the numpy and scipy versions are part of it: another version may take
-    another path."""
+    resumes: :meth:`~fmi_adjoint.identify.spec.ProblemSpec.content_digest`,
+    :func:`files_digest`); ``options``: the run's options, of which those in
+    :data:`NOT_IN_CHECKPOINT` are left out.  fmi-adjoint's code (its fingerprint) and the
+    numpy and scipy versions are part of it: another version may take another path."""
     import scipy
 
     from ..cache import source_fingerprint
 
-    return {"format": "fmi-adjoint identify", "content": content, "options": dict(options),
+    kept = {k: v for k, v in sorted(options.items()) if k not in NOT_IN_CHECKPOINT}
+    return {"format": "fmi-adjoint identify", "content": content, "options": kept,
             "versions": {"fmi-adjoint": source_fingerprint(), "numpy": np.__version__, "scipy": scipy.__version__}}
 
 
