@@ -194,8 +194,6 @@ PENDING = {
     ("fmu/problem.py", "columns"),  # the gradient path's column descriptions: a member of the path contract
     ("fmu/windows.py", "windowed"),  # FmuProblem.windowed: EventWindows should take the FMU problem typed
     ("fmu/windows.py", "experiments"),
-    ("cli/main.py", "result_guards"),  # FmuProblem.result_guards: on the command's problem contract
-    ("cli/fmu_loading.py", "interface"),  # FmuProblem.interface
 }
 
 

@@ -22,6 +22,7 @@ from ..data import read_csv
 from ..errors import ModelError
 from ..fmu.archive import FmuArchive, FmuError
 from ..fmu.experiment import DEFAULT_ATOL, DEFAULT_RTOL, FmuExperiment, Tolerances
+from ..fmu.problem import FmuProblem
 from ..fmu.variables import declared_variable, numeric_names
 from ..identify.data_costs import CostOptions, DataFile, Target, build_cost
 from ..identify.spec import check_time_span
@@ -69,7 +70,7 @@ def check_model_exchange_options(problem, experiments, tolerances: Tolerances, g
     refused unless the problem integrates Model Exchange runs here (an option that would do
     nothing must say so), and on Model Exchange ``--step`` (the largest step) must fit the step
     budget of every experiment."""
-    interface = getattr(problem, "interface", None)
+    interface = problem.interface if isinstance(problem, FmuProblem) else None  # None: the embedded model
     if interface != "ModelExchange" and given:
         options = " and ".join(given)
         if interface == "CoSimulation":

@@ -506,8 +506,11 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
 def _fmu_result_guards(setup: _Setup, result) -> list[tuple[str, bool]]:
     """The guards of an FMU fit's result (:meth:`~fmi_adjoint.fmu.problem.FmuProblem.result_guards`):
     (warning, untrusted) pairs; none for model files and the embedded model's adjoint path."""
-    guards = getattr(setup.problem, "result_guards", None) if setup.choice is not None else None
-    return guards(result.parameters, result.std_errors) if guards is not None else []
+    from ..fmu.problem import FmuProblem
+
+    if not isinstance(setup.problem, FmuProblem):
+        return []
+    return setup.problem.result_guards(result.parameters, result.std_errors)
 
 
 def _data_costs(args, problem) -> list[tuple[str, object]]:
