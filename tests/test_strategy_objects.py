@@ -191,7 +191,6 @@ PROBED_BEFORE = {"executor", "thread_safe", "workers", "columns", "memory_budget
 #: each is a (module, attribute) pair; remove an entry when its probe is gone).  Nothing else
 #: may join this list.
 PENDING = {
-    ("fmu/problem.py", "columns"),  # the gradient path's column descriptions: a member of the path contract
     ("fmu/windows.py", "windowed"),  # FmuProblem.windowed: EventWindows should take the FMU problem typed
     ("fmu/windows.py", "experiments"),
 }

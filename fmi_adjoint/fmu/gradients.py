@@ -90,6 +90,11 @@ class AbstractGradientPath(abc.ABC):
 
     method: str
 
+    @property
+    def columns(self) -> dict[str, str]:
+        """Where each Jacobian column came from, by parameter (RESULT.json); none by default."""
+        return {}
+
     @abc.abstractmethod
     def outputs(self, problem: Simulations, x: np.ndarray) -> list[RunOutputs] | Unavailable:
         """Runs of every experiment at ``x`` with ``dY`` filled, or why the path has no
@@ -105,7 +110,11 @@ class SensitivityPath(AbstractGradientPath):
         self.names = tuple(names)
         #: Per parameter: try the FMU's directional derivative (until the probe rejects it).
         self.directional = [trust_columns] * len(self.names)
-        self.columns: dict[str, str] = {}
+        self._columns: dict[str, str] = {}
+
+    @property
+    def columns(self) -> dict[str, str]:
+        return self._columns
 
     def outputs(self, problem: Simulations, x: np.ndarray) -> list[RunOutputs] | Unavailable:
         request = SensitivityRequest(self.names, REPLAY_REL_STEP * np.maximum(np.abs(x), problem.nominal),
@@ -120,10 +129,10 @@ class SensitivityPath(AbstractGradientPath):
         if "directional" in info:
             self.directional = [a and b for a, b in zip(self.directional, info["directional"])]
         for name, note in zip(self.names, info.get("columns") or []):
-            self.columns[name] = note
+            self._columns[name] = note
         if not info.get("columns"):
             for name in self.names:
-                self.columns.setdefault(name, "finite differences of replays of the run")
+                self._columns.setdefault(name, "finite differences of replays of the run")
         return runs
 
 

@@ -209,7 +209,7 @@ class FmuProblem:
     @property
     def columns(self) -> dict[str, str]:
         """Where each Jacobian column came from (sensitivity path; RESULT.json)."""
-        out = dict(getattr(self.path, "columns", {}))
+        out = dict(self.path.columns)
         if self.interface == "ModelExchange" and self.gradient_method == "sensitivity":
             for j, source in enumerate(self._sources):
                 out[f"state {j}"] = ("directional derivative" if source == "fmu"
