@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import html
-import importlib
 import json
 import math
 from html.parser import HTMLParser
@@ -31,7 +30,6 @@ from fmi_adjoint.report.signals import compare_fit_or_identified
 
 from tolerances import BINOMIAL_SIGMAS, EXACT
 
-cli_main = importlib.import_module("fmi_adjoint.cli.main")  # the module (fmi_adjoint.cli.main is also a function)
 
 T_END = 0.4
 STEP = 1e-3
@@ -551,7 +549,9 @@ def _fit_with_outputs(two_mass, tmp_path, extra):
 def test_a_failed_output_removes_every_output_of_the_run(two_mass, tmp_path, monkeypatch, capsys):
     """-o fails after --plot and --report were written: neither stays; --report fails after
     --plot was written: the figure goes too (as design's outputs)."""
-    real = cli_main.atomic_output
+    from fmi_adjoint.identify import result_file  # RESULT.json is written there (issue 29)
+
+    real = result_file.atomic_output
 
     @contextlib.contextmanager
     def disk_full(path, mode="w"):
@@ -562,7 +562,7 @@ def test_a_failed_output_removes_every_output_of_the_run(two_mass, tmp_path, mon
 
     outputs = ["--plot", str(tmp_path / "F.png"), "--report", str(tmp_path / "R.html"), "-o", str(tmp_path / "R.json")]
     with monkeypatch.context() as patch:
-        patch.setattr(cli_main, "atomic_output", disk_full)
+        patch.setattr(result_file, "atomic_output", disk_full)
         code = _fit_with_outputs(two_mass, tmp_path, outputs)
     err = capsys.readouterr().err
     assert code == 2 and "No space left" in err
