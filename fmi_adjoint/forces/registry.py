@@ -19,7 +19,7 @@ import inspect
 import math
 from collections.abc import Iterable
 from importlib import metadata
-from typing import Protocol
+from typing import ClassVar, Protocol, cast
 
 from ..errors import FmiAdjointError
 from .base import AbstractForceElement, ElementParameter
@@ -58,13 +58,6 @@ def _distribution(entry_point) -> str:
     name = getattr(dist, "name", None) or dist.metadata.get("Name", "unknown distribution")
     version = getattr(dist, "version", "")
     return f"{name} {version}".strip()
-
-
-def _describe(entry_point) -> str:
-    return (
-        f"force-element plugin '{entry_point.name}' (entry point '{entry_point.value}' in group "
-        f"'{GROUP}', distribution '{_distribution(entry_point)}')"
-    )
 
 
 def validate_element_class(cls: object, entry_name: str, where: str) -> type[AbstractForceElement]:
@@ -127,19 +120,30 @@ def _declaration_problem(decl: object, fields: dict, seen: set[str]) -> str | No
     return None
 
 
-class Registry:
-    """Element classes by name, loaded lazily from entry points.
+class EntryPointRegistry:
+    """Plugin classes by name, loaded lazily from the entry points of :attr:`group` and checked
+    against the rules of their kind (:meth:`validate`) when first asked for.  The force
+    elements (:class:`Registry`) and the multibody components
+    (:class:`fmi_adjoint.mbs.registry.ComponentRegistry`) are its two kinds.
 
     Parameters
     ----------
     entry_points : iterable of importlib.metadata.EntryPoint, optional
-        Defaults to the installed entry points of :data:`GROUP`.  Tests pass fakes
+        Defaults to the installed entry points of :attr:`group`.  Tests pass fakes
         (any objects with ``name``, ``value``, ``dist`` and ``load()``).
     """
 
+    #: The entry-point group.
+    group: ClassVar[str]
+    #: What a plugin is called in messages (``force-element``) and what it registers (``element``).
+    kind: ClassVar[str]
+    noun: ClassVar[str]
+    #: Names a plugin may not take.
+    reserved: ClassVar[frozenset[str]] = frozenset()
+
     def __init__(self, entry_points: Iterable[_EntryPoint] | None = None):
         if entry_points is None:
-            entry_points = metadata.entry_points(group=GROUP)
+            entry_points = metadata.entry_points(group=self.group)
         self._entries: dict[str, _EntryPoint] = {}
         self._duplicates: dict[str, list] = {}
         for ep in entry_points:
@@ -147,7 +151,7 @@ class Registry:
                 self._duplicates.setdefault(ep.name, [self._entries[ep.name]]).append(ep)
             else:
                 self._entries[ep.name] = ep
-        self._loaded: dict[str, type[AbstractForceElement]] = {}
+        self._loaded: dict[str, type] = {}
 
     def names(self) -> list[str]:
         """All registered names (nothing is imported)."""
@@ -161,8 +165,17 @@ class Registry:
         """Name and version of the distribution that registers ``name``."""
         return _distribution(self._entries[name])
 
-    def get(self, name: str) -> type[AbstractForceElement]:
-        """Load, validate and return the element class registered as ``name``.
+    def describe(self, entry_point) -> str:
+        """The plugin, for messages: its name, entry point, group and distribution."""
+        return (f"{self.kind} plugin '{entry_point.name}' (entry point '{entry_point.value}' in group "
+                f"'{self.group}', distribution '{_distribution(entry_point)}')")
+
+    def validate(self, cls: object, name: str, where: str) -> type:
+        """``cls`` if it keeps the rules of this kind of plugin, else :class:`PluginError`."""
+        raise NotImplementedError
+
+    def get(self, name: str) -> type:
+        """Load, validate and return the class registered as ``name``.
 
         Raises
         ------
@@ -174,29 +187,48 @@ class Registry:
         if name in self._loaded:
             return self._loaded[name]
         ep = self._entries[name]
-        if name in RESERVED_NAMES:
+        if name in self.reserved:
             raise PluginError(
-                f"{_describe(ep)}: rule 'reserved name' broken: '{name}' is a multibody force type of the model-file "
-                f"format (reserved: {', '.join(sorted(RESERVED_NAMES))}). Rename the element and its entry point."
+                f"{self.describe(ep)}: rule 'reserved name' broken: '{name}' is a multibody force type of the "
+                f"model-file format (reserved: {', '.join(sorted(self.reserved))}). Rename the {self.noun} and its "
+                "entry point."
             )
         if name in self._duplicates:
             claimants = ", ".join(f"'{e.value}' ({_distribution(e)})" for e in self._duplicates[name])
             raise PluginError(
-                f"{_describe(ep)}: rule 'one element per name' broken: the name is claimed by {claimants}. "
-                "Uninstall one of the distributions or rename its element."
+                f"{self.describe(ep)}: rule 'one {self.noun} per name' broken: the name is claimed by {claimants}. "
+                f"Uninstall one of the distributions or rename its {self.noun}."
             )
         try:
             cls = ep.load()
         except Exception as exc:  # any import failure of third-party code
             raise PluginError(
-                f"{_describe(ep)}: rule 'importable' broken: loading it raised {type(exc).__name__}: {exc}. "
+                f"{self.describe(ep)}: rule 'importable' broken: loading it raised {type(exc).__name__}: {exc}. "
                 "Fix the plugin or uninstall its distribution."
             ) from None
-        self._loaded[name] = validate_element_class(cls, name, _describe(ep))
+        self._loaded[name] = self.validate(cls, name, self.describe(ep))
         return self._loaded[name]
 
+    def all(self) -> dict[str, type]:
+        """Load and validate every registered class."""
+        return {name: self.get(name) for name in self.names()}
+
+
+class Registry(EntryPointRegistry):
+    """Force-element classes by name (:class:`EntryPointRegistry`, group :data:`GROUP`)."""
+
+    group: ClassVar[str] = GROUP
+    kind: ClassVar[str] = "force-element"
+    noun: ClassVar[str] = "element"
+    reserved: ClassVar[frozenset[str]] = RESERVED_NAMES
+
+    def validate(self, cls: object, name: str, where: str) -> type[AbstractForceElement]:
+        return validate_element_class(cls, name, where)
+
+    def get(self, name: str) -> type[AbstractForceElement]:
+        return cast("type[AbstractForceElement]", super().get(name))
+
     def all(self) -> dict[str, type[AbstractForceElement]]:
-        """Load and validate every registered element."""
         return {name: self.get(name) for name in self.names()}
 
 

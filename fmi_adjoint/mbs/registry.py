@@ -34,11 +34,10 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Iterable, Mapping
-from importlib import metadata
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 from ..errors import ModelError
-from ..forces.registry import RESERVED_NAMES, PluginError, _distribution, _EntryPoint
+from ..forces.registry import RESERVED_NAMES, EntryPointRegistry, PluginError
 from ..forces.registry import default_registry as default_force_registry
 
 __all__ = ["BUILTIN_TYPES", "GROUP", "SECTIONS", "ComponentRegistry", "component_type", "default_registry",
@@ -60,11 +59,6 @@ BUILTIN_TYPES: Mapping[str, frozenset[str]] = {
                           "joint_coordinate", "joint_reaction"}),
 }
 _RESERVED = frozenset().union(*BUILTIN_TYPES.values()) | RESERVED_NAMES | {"point_mass", "planar", "spatial"}
-
-
-def _describe(entry_point) -> str:
-    return (f"component plugin '{entry_point.name}' (entry point '{entry_point.value}' in group '{GROUP}', "
-            f"distribution '{_distribution(entry_point)}')")
 
 
 def validate_component_class(cls: object, entry_name: str, where: str, force_names: Iterable[str] = ()) -> type:
@@ -119,65 +113,18 @@ def validate_component_class(cls: object, entry_name: str, where: str, force_nam
     return cls
 
 
-class ComponentRegistry:
-    """Component classes by type name, loaded lazily from entry points.
+class ComponentRegistry(EntryPointRegistry):
+    """Component classes by type name (:class:`~fmi_adjoint.forces.registry.EntryPointRegistry`,
+    group :data:`GROUP`)."""
 
-    Parameters
-    ----------
-    entry_points : iterable of importlib.metadata.EntryPoint, optional
-        Defaults to the installed entry points of :data:`GROUP`.  Tests pass fakes (any
-        objects with ``name``, ``value``, ``dist`` and ``load()``).
-    """
+    group: ClassVar[str] = GROUP
+    kind: ClassVar[str] = "component"
+    noun: ClassVar[str] = "component"
 
-    def __init__(self, entry_points: Iterable[_EntryPoint] | None = None):
-        if entry_points is None:
-            entry_points = metadata.entry_points(group=GROUP)
-        self._entries: dict[str, _EntryPoint] = {}
-        self._duplicates: dict[str, list] = {}
-        for ep in entry_points:
-            if ep.name in self._entries:
-                self._duplicates.setdefault(ep.name, [self._entries[ep.name]]).append(ep)
-            else:
-                self._entries[ep.name] = ep
-        self._loaded: dict[str, type] = {}
-
-    def names(self) -> list[str]:
-        """All registered names (nothing is imported)."""
-        return sorted(self._entries)
-
-    def distribution(self, name: str) -> str:
-        """Name and version of the distribution that registers ``name``."""
-        return _distribution(self._entries[name])
-
-    def get(self, name: str) -> type:
-        """Load, validate and return the component class registered as ``name``.
-
-        Raises
-        ------
-        KeyError
-            If no entry point has that name (:func:`component_type` makes it a ModelError).
-        PluginError
-            If the plugin breaks a rule.
-        """
-        if name in self._loaded:
-            return self._loaded[name]
-        ep = self._entries[name]
-        if name in self._duplicates:
-            claimants = ", ".join(f"'{e.value}' ({_distribution(e)})" for e in self._duplicates[name])
-            raise PluginError(f"{_describe(ep)}: rule 'one component per name' broken: the name is claimed by "
-                              f"{claimants}. Uninstall one of the distributions or rename its component.")
-        try:
-            cls = ep.load()
-        except Exception as exc:  # any import failure of third-party code
-            raise PluginError(f"{_describe(ep)}: rule 'importable' broken: loading it raised {type(exc).__name__}: "
-                              f"{exc}. Fix the plugin or uninstall its distribution.") from None
+    def validate(self, cls: object, name: str, where: str) -> type:
+        # A component of the forces section may not take a force element's name.
         force_names = default_force_registry().names() if getattr(cls, "section", None) == "forces" else ()
-        self._loaded[name] = validate_component_class(cls, name, _describe(ep), force_names)
-        return self._loaded[name]
-
-    def all(self) -> dict[str, type]:
-        """Load and validate every registered component."""
-        return {name: self.get(name) for name in self.names()}
+        return validate_component_class(cls, name, where, force_names)
 
 
 _DEFAULT: ComponentRegistry | None = None

@@ -109,8 +109,8 @@ def rotational_mass(e: Sequence[sp.Expr], J: sp.Matrix) -> dict[tuple[int, int],
     """The upper triangle ``(i, j), i <= j`` of ``4 G(e)^T J G(e)``, the mass block of the Euler
     parameters (dissertation eq. (2.41) with its ``G`` our ``2 G``), expanded in the monomials
     ``e_a e_b``.  Formed from a table of the product instead of multiplying and expanding the
-    matrices (a tenth of the time on a chain of bodies, issue 23; the same polynomial: the
-    tests compare with ``expand(4 G^T J G)``)."""
+    matrices (a quarter of the time: 0.29 s against 1.16 s for 100 bodies with a numeric
+    tensor, issue 23; the same polynomial: the tests compare with ``expand(4 G^T J G)``)."""
     result = {}
     for (i, j), monomials in _ROTATIONAL_MASS.items():
         terms = []
