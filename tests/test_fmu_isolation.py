@@ -209,7 +209,7 @@ def test_interrupts_during_fmu_identification_leave_nothing(fmus, data, work):
 def test_parallel_differences_share_one_extraction(fmus, data, work, monkeypatch):
     """Finding 8: each finite-difference worker re-extracted the archive (5.4 GB with two)."""
     from fmi_adjoint.identify.data_costs import CostOptions, build_cost
-    from fmi_adjoint.cli.fmu_loading import fmu_target
+    from fmi_adjoint.fmu.loading import fmu_target
 
     private = work / "tmp_parallel"
     private.mkdir()

@@ -12,7 +12,7 @@ Both must recover the values the data was made with, and agree with each other. 
 Co-Simulation only, so ``--gradient sensitivity`` is refused (exit 2, naming ``--gradient fd``).
 Two data layouts that do not sit exactly on the FMU's grid are also checked: times off the
 grid by round-off (``t + 1e-15``) and samples every 1.5 steps, which are interpolated from the
-FMU's grid (:mod:`fmi_adjoint.cli.fmu_loading`) as the in-process path interpolates them from
+FMU's grid (:mod:`fmi_adjoint.fmu.loading`) as the in-process path interpolates them from
 its trajectory (:class:`~fmi_adjoint.costs.Sampler`).
 
 Cost: every FMU is exported once per module (per xdist worker) by the ``exported`` fixture;

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fmi_adjoint.cli.fmu_loading import fmu_fixed_step, fmu_target, grid_end, load_fmu_experiments
+from fmi_adjoint.cli.fmu_loading import load_fmu_experiments
+from fmi_adjoint.fmu.loading import fmu_fixed_step, fmu_target, grid_end
 from fmi_adjoint.fmu.archive import FmuError, open_fmu
 from fmi_adjoint.fmu.session import FmuSession
 from fmi_adjoint.fmu.variables import VariableRef, check_names, numeric_names, resolve

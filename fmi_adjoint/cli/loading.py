@@ -152,6 +152,7 @@ def problem_spec(
     integrator: str | None = None,
     alpha: float | None = None,
     rho_inf: float | None = None,
+    newton: str | None = None,
     cost: CostOptions | None = None,
     bounds: dict[str, tuple[float, float]] | None = None,
     allow_external_tables: bool = False,
@@ -161,13 +162,14 @@ def problem_spec(
     ``--data FILE[@NAME=VALUE,...]``: the files read once, here.
 
     The settings after ``@`` apply to that experiment only (excitation, initial state).
-    ``integrator``, ``alpha``, ``rho_inf`` override the model's integration settings.
+    ``integrator``, ``alpha``, ``rho_inf``, ``newton`` override the model's integration settings.
     """
     path = model_path(model_spec)
     source = ModelSource.from_path(path, allow_external_tables=allow_external_tables)
     solver = None
-    if integrator is not None or alpha is not None or rho_inf is not None:
-        solver = scheme_from_settings(source.load().simulation, integrator=integrator, alpha=alpha, rho_inf=rho_inf)
+    if integrator is not None or alpha is not None or rho_inf is not None or newton is not None:
+        solver = scheme_from_settings(source.load().simulation, integrator=integrator, alpha=alpha, rho_inf=rho_inf,
+                                      newton=newton)
     experiments = []
     for spec in data_specs:
         file, values = experiment_settings(spec, settings, names)

@@ -23,7 +23,7 @@ from ..identify.guards import data_notices, movement_notices
 from ..identify.spec import ProblemSpec
 from ..identify.strategies import STRATEGY_NAMES
 from ..integrate import HHT, AbstractScheme, GeneralizedAlpha
-from ..integrate.schemes import INTEGRATORS, scheme_from_settings
+from ..integrate.schemes import INTEGRATORS, NEWTON_METHODS, scheme_from_settings
 from .cache_command import add_cache_parser, cmd_cache
 from .cost_options import CostOptions, add_cost_options, cost_options_from_args
 from .design_command import add_design_parser, cmd_design
@@ -92,6 +92,10 @@ def _scheme_options(parser) -> None:
     parser.add_argument("--rho-inf", type=float,
                         help="generalized-alpha spectral radius at infinity in [0, 1] (default: the model's, else "
                         "0.8); 1 leaves accelerations and multipliers of constrained models unconverged")
+    parser.add_argument("--newton", choices=tuple(NEWTON_METHODS),
+                        help="full: refactor the iteration matrix at every Newton iteration (default); modified: "
+                        "keep it over iterations and steps (fewer factorizations, states within about 1e-11 "
+                        "relative of full Newton's, the adjoint still exact for the computed run)")
 
 
 def _parallel_options(parser: argparse.ArgumentParser) -> None:
@@ -289,9 +293,10 @@ def _check_solver_options(args) -> None:
 
 def _solver(args, settings) -> AbstractScheme | None:
     """The scheme the options ask for over the model's ``settings`` (None: the model's own)."""
-    if args.integrator is None and args.alpha is None and args.rho_inf is None:
+    if args.integrator is None and args.alpha is None and args.rho_inf is None and args.newton is None:
         return None
-    return scheme_from_settings(settings, integrator=args.integrator, alpha=args.alpha, rho_inf=args.rho_inf)
+    return scheme_from_settings(settings, integrator=args.integrator, alpha=args.alpha, rho_inf=args.rho_inf,
+                                newton=args.newton)
 
 
 def _check_outputs(outputs: dict[str, str | None], inputs: Sequence[tuple[str, str | os.PathLike | None]]) -> None:
@@ -410,7 +415,8 @@ def _problem(args, bounds=None) -> _Setup:
         raise ModelError("--interface applies to --fmu; remove it or give --fmu.")
     spec = problem_spec(
         args.model, args.data, parse_assignments(args.set), names, t_end=args.t_end, step=args.step,
-        integrator=args.integrator, alpha=args.alpha, rho_inf=args.rho_inf, cost=options, bounds=bounds,
+        integrator=args.integrator, alpha=args.alpha, rho_inf=args.rho_inf, newton=args.newton, cost=options,
+        bounds=bounds,
         allow_external_tables=args.allow_external_tables, engine=args.engine,
     )
     spec, problem = load_problem(spec)
@@ -449,12 +455,13 @@ def _executor(args, tasks: int):
 def _fmu_problem(args, options, names, bounds) -> _Setup:
     from ..fmu.archive import open_fmu
     from ..fmu.problem import fmu_problem
-    from .fmu_loading import (MODEL_EXCHANGE_OPTIONS, check_model_exchange_options, fmu_target, held_inputs_note,
+    from ..fmu.loading import fmu_target
+    from .fmu_loading import (MODEL_EXCHANGE_OPTIONS, check_model_exchange_options, held_inputs_note,
                               load_fmu_experiments)
 
     if args.model is not None:
         raise ModelError(f"give either MODEL ({args.model}) or --fmu, not both.")
-    for option in ("integrator", "alpha", "rho_inf"):
+    for option in ("integrator", "alpha", "rho_inf", "newton"):
         if getattr(args, option) is not None:
             raise ModelError(f"--{option.replace('_', '-')} applies to model files; an FMU brings its own solver "
                              "settings.")
@@ -580,7 +587,7 @@ def cmd_identify(args) -> int:
         sobol_starts,
     )
     from ..identify.optimize import default_optimizer
-    from ..identify.result_file import result_text, write_result
+    from ..identify.result_file import RunContext, identification_record, result_text, write_result
     from ..identify.strategies import stage_notices, stage_starts, strategy_named
     from ..identify.table import parameter_table
 
@@ -635,11 +642,7 @@ def cmd_identify(args) -> int:
                       f"--resume {ckpt} in place of --checkpoint {ckpt}.", file=sys.stderr)
             raise
         result = outcome.best
-        payload = result.to_json()
         best = outcome.starts[outcome.best_start]
-        # The strategy asked for and the one the best start ran, with what each of its stages did.
-        payload["strategy"] = {"requested": strategy_name, "used": best.strategy.name,
-                               "stages": [s.to_json() for s in best.stages]}
         # An FMU problem runs one start: its warnings advise other start values, not --starts.
         warnings = outcome.warnings(_noise_floor(problem), starts_available=setup.choice is None)
         unmoved = movement_notices(problem, result)  # the guard of issue 32: a fit that did not move
@@ -647,39 +650,23 @@ def cmd_identify(args) -> int:
         warnings += stage_notices(best.stages)  # a stage that lost the continuation (strategies.run_stages)
         fmu_guards = _fmu_result_guards(setup, result)  # FMU only: a cost not smooth there, held inputs
         warnings += [text for text, _ in fmu_guards]
-        if len(starts) > 1:
-            payload["multistart"] = outcome.to_json()
-        payload["warnings"] = [*setup.notes, *warnings]
         setup.print_notes(warnings=False)
         for text in warnings:
             print(f"fmi-adjoint: warning: {text}", file=sys.stderr)
-        payload["model"] = args.model if args.fmu is None else None
-        payload["settings"] = parse_assignments(args.set)
-        if args.fmu is not None:
-            payload["fmu"] = args.fmu
-            # Its guid / instantiationToken: `apply` refuses the result for another FMU.
-            payload["fmu_token"] = setup.archive.description.guid
-            payload["inputs"] = args.inputs
-        payload["data"] = args.data
-        payload["cost_function"] = options.describe()
-        if setup.choice is not None:
-            payload["gradient_method"] = _gradient_path(setup)
-        else:
-            payload["gradient_method"] = "adjoint" if method == "lbfgsb" else "forward sensitivities"
-        payload.update({k: v for k, v in problem.solver_info().items() if k != "engine"})
-        if setup.choice is not None and setup.choice.interface is not None:
-            payload["interface"] = setup.choice.interface
-        discretization = problem.discretization_error(result.parameters)
-        if discretization is not None:
-            payload["discretization_error"] = discretization
-        if (result.unidentifiable or any(n.untrusted for n in unmoved)) and not args.allow_unidentifiable:
-            payload["success"] = False
-        if any(untrusted for _, untrusted in fmu_guards):
-            payload["success"] = False
-        payload["executor"] = setup.executor.describe() if setup.executor is not None else {"executor": "serial",
-                                                                                          "workers": 1}
-        if ckpt:
-            payload["checkpoint"] = ckpt
+        gradient_method: str | dict = (_gradient_path(setup) if setup.choice is not None
+                                       else "adjoint" if method == "lbfgsb" else "forward sensitivities")
+        context = RunContext(
+            strategy=strategy_name, model=args.model if args.fmu is None else None,
+            settings=parse_assignments(args.set), data=args.data, cost_function=options.describe(),
+            gradient_method=gradient_method,
+            executor=setup.executor.describe() if setup.executor is not None else {"executor": "serial", "workers": 1},
+            fmu=args.fmu, fmu_token=setup.archive.description.guid if args.fmu is not None else None,
+            inputs=args.inputs if args.fmu is not None else None,
+            interface=setup.choice.interface if setup.choice is not None else None, checkpoint=ckpt)
+        untrusted = (((result.unidentifiable or any(n.untrusted for n in unmoved)) and not args.allow_unidentifiable)
+                     or any(flag for _, flag in fmu_guards))
+        payload = identification_record(outcome, problem, context, warnings=[*setup.notes, *warnings],
+                                        untrusted=untrusted)
         text = result_text(payload)
         table = parameter_table(result.names, result.initial, result.parameters, result.std_errors,
                                 active_bounds=result.active_bounds, units=problem.parameter_units())

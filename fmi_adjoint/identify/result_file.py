@@ -11,20 +11,108 @@ whose message never echoes more than a short excerpt.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..errors import FmuError
 from ..files import atomic_output, read_regular
 from ..text import excerpt
 
-__all__ = ["MAX_RESULT_BYTES", "read_result", "read_result_interface", "read_result_parameters", "result_text",
-           "write_result"]
+__all__ = ["MAX_RESULT_BYTES", "RunContext", "identification_record", "read_result", "read_result_interface",
+           "read_result_parameters", "result_text", "write_result"]
 
 #: The largest RESULT.json that is read back.
 MAX_RESULT_BYTES = 16 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    """What the caller of an identification knows and its record states, beside the outcome.
+
+    Attributes
+    ----------
+    strategy : str
+        The strategy asked for (``auto``, ``experiments``, ...); the record adds the one used.
+    model : str or None
+        The model file or example (None for an FMU).
+    settings : mapping
+        ``--set`` values.
+    data : sequence of str
+        The ``--data`` arguments.
+    cost_function : object
+        The cost's description (:meth:`~fmi_adjoint.identify.data_costs.CostOptions.describe`).
+    gradient_method : str or mapping
+        How gradients were computed (an FMU's gradient path is a mapping of its parts).
+    executor : mapping
+        Where the work ran (:meth:`describe` of the executor, or serial).
+    fmu, fmu_token, inputs : str or None
+        The FMU, its guid or instantiation token (``apply`` refuses the record for another
+        FMU) and the ``--inputs`` file; None for a model file.
+    interface : str or None
+        The FMU interface the run used, if it chose one.
+    checkpoint : str or None
+        The checkpoint file of the run.
+    """
+
+    strategy: str
+    model: str | None
+    settings: Mapping[str, float]
+    data: Sequence[str]
+    cost_function: Any
+    gradient_method: str | Mapping[str, Any]
+    executor: Mapping[str, Any]
+    fmu: str | None = None
+    fmu_token: str | None = None
+    inputs: str | None = None
+    interface: str | None = None
+    checkpoint: str | None = None
+
+
+def identification_record(outcome, problem, context: RunContext, *, warnings: Sequence[str],
+                          untrusted: bool) -> dict:
+    """The RESULT.json record of an identification.
+
+    ``outcome`` is the :class:`~fmi_adjoint.identify.multistart.MultiStartOutcome` (its best
+    start's result, its stages, the other starts when there were several), ``problem`` the
+    identification problem (its solver settings and discretization-error estimate),
+    ``warnings`` every note and warning of the run in the order shown, and ``untrusted``
+    marks a fit that must report ``success: false`` (an unidentifiable or unmoved parameter
+    not accepted by ``--allow-unidentifiable``, a cost not smooth at the optimum).
+    """
+    result = outcome.best
+    best = outcome.starts[outcome.best_start]
+    record = result.to_json()
+    # The strategy asked for and the one the best start ran, with what each of its stages did.
+    record["strategy"] = {"requested": context.strategy, "used": best.strategy.name,
+                          "stages": [s.to_json() for s in best.stages]}
+    if len(outcome.starts) > 1:
+        record["multistart"] = outcome.to_json()
+    record["warnings"] = list(warnings)
+    record["model"] = context.model
+    record["settings"] = dict(context.settings)
+    if context.fmu is not None:
+        record["fmu"] = context.fmu
+        record["fmu_token"] = context.fmu_token
+        record["inputs"] = context.inputs
+    record["data"] = list(context.data)
+    record["cost_function"] = context.cost_function
+    record["gradient_method"] = context.gradient_method
+    record.update({k: v for k, v in problem.solver_info().items() if k != "engine"})
+    if context.interface is not None:
+        record["interface"] = context.interface
+    discretization = problem.discretization_error(result.parameters)
+    if discretization is not None:
+        record["discretization_error"] = discretization
+    if untrusted:
+        record["success"] = False
+    record["executor"] = dict(context.executor)
+    if context.checkpoint:
+        record["checkpoint"] = context.checkpoint
+    return record
 
 
 def result_text(payload: Mapping) -> str:

@@ -66,9 +66,9 @@ from typing import ClassVar
 
 from ..errors import ModelError
 
-__all__ = ["AbstractScheme", "GeneralizedAlpha", "HHT", "INTEGRATORS", "NEWTON_ITERATION_LIMIT",
+__all__ = ["AbstractScheme", "GeneralizedAlpha", "HHT", "INTEGRATORS", "NEWTON_ITERATION_LIMIT", "NEWTON_METHODS",
            "NEWTON_MAX_ITERATIONS", "NEWTON_REUSE_CONTRACTION", "NEWTON_RTOL", "SchemeCoefficients",
-           "scheme_from_record", "scheme_from_settings"]
+           "scheme_from_record", "scheme_from_settings", "with_newton"]
 
 #: Newton defaults of a step (see :class:`AbstractScheme`); the C engine reads them from ``model.h``.
 NEWTON_RTOL = 1e-10
@@ -155,8 +155,15 @@ class AbstractScheme(abc.ABC):
         return self.coefficients().gamma
 
     def describe(self) -> str:
-        """``hht(alpha=-0.05)``-style label for messages and result files."""
-        return f"{self.name}({self.parameter_name}={self.parameter!r})"
+        """``hht(alpha=-0.05)``-style label for messages and result files (``, newton=modified``
+        added for modified Newton)."""
+        newton = ", newton=modified" if self.reuse_jacobian else ""
+        return f"{self.name}({self.parameter_name}={self.parameter!r}{newton})"
+
+    @property
+    def newton(self) -> str:
+        """The Newton variant's name (``--newton``): ``full`` or ``modified`` (:data:`NEWTON_METHODS`)."""
+        return "modified" if self.reuse_jacobian else "full"
 
     def divergence_advice(self) -> str:
         """What to change when Newton does not converge in a step (the end of that error):
@@ -170,9 +177,13 @@ class AbstractScheme(abc.ABC):
         """How to give this scheme more numerical damping (its constant, its option, its value now)."""
 
     def record(self) -> dict[str, str | float]:
-        """The scheme as a record (an FMU's ``export.json``): ``integrator`` and its constant;
-        :func:`scheme_from_record` reads it back."""
-        return {"integrator": self.name, self.parameter_name: self.parameter}
+        """The scheme as a record (an FMU's ``export.json``): ``integrator`` and its constant,
+        and ``newton = "modified"`` for modified Newton (absent for full Newton, so records of
+        full Newton read as before); :func:`scheme_from_record` reads it back."""
+        record: dict[str, str | float] = {"integrator": self.name, self.parameter_name: self.parameter}
+        if self.reuse_jacobian:
+            record["newton"] = self.newton
+        return record
 
     @classmethod
     @abc.abstractmethod
@@ -185,6 +196,10 @@ class AbstractScheme(abc.ABC):
         (:func:`fmi_adjoint.export.instantiation_token`)."""
 
     parameter_name: ClassVar[str]
+
+    def _newton_field(self) -> tuple:
+        """Modified Newton's field of :meth:`token_fields` (none for full Newton: old tokens stay)."""
+        return ("newton", self.newton) if self.reuse_jacobian else ()
 
 
 def _finite_number(value: object) -> bool:
@@ -222,7 +237,8 @@ class HHT(AbstractScheme):
         return cls(alpha=value)
 
     def token_fields(self) -> tuple:
-        return (self.parameter,)  # the tuple of the exports made before generalized-alpha existed
+        # The tuple of the exports made before generalized-alpha existed (modified Newton adds a field).
+        return (self.parameter,) + self._newton_field()
 
     def damping_advice(self) -> str:
         return (f"more numerical damping: HHT's alpha towards -1/3 (--alpha, or alpha in [simulation]; now "
@@ -279,7 +295,8 @@ class GeneralizedAlpha(AbstractScheme):
         return cls(rho_inf=value)
 
     def token_fields(self) -> tuple:
-        return (self.name, self.parameter)  # one field more than HHT's: the tokens cannot coincide
+        # One field more than HHT's: the tokens cannot coincide.
+        return (self.name, self.parameter) + self._newton_field()
 
     def damping_advice(self) -> str:
         return (f"more numerical damping: a smaller rho_inf (--rho-inf, or rho_inf in [simulation]; now "
@@ -307,11 +324,35 @@ class GeneralizedAlpha(AbstractScheme):
 #: Names of the schemes (model files' ``[simulation] integrator``, ``--integrator``).
 INTEGRATORS = (HHT.name, GeneralizedAlpha.name)
 
+#: The Newton variants of ``--newton`` and whether each keeps the factored iteration matrix
+#: over iterations and steps (:attr:`AbstractScheme.reuse_jacobian`).  ``full`` refactors at
+#: every iteration; ``modified`` refactors only when convergence slows or the step changes:
+#: fewer factorizations (one per run on linear models), states that differ from full Newton's
+#: by about ``rtol`` times the contraction (below 1e-11 relative where measured), and an
+#: adjoint that stays exact for the computed run.
+NEWTON_METHODS: dict[str, bool] = {"full": False, "modified": True}
+
+
+def with_newton(scheme: AbstractScheme, newton: str | None) -> AbstractScheme:
+    """``scheme`` with the Newton variant named ``newton`` (:data:`NEWTON_METHODS`; None keeps it).
+
+    Raises
+    ------
+    ModelError
+        An unknown name, naming the choices.
+    """
+    if newton is None:
+        return scheme
+    if newton not in NEWTON_METHODS:
+        raise ModelError(f"newton {newton!r} is unknown; choose one of {', '.join(NEWTON_METHODS)}.")
+    return dataclasses.replace(scheme, reuse_jacobian=NEWTON_METHODS[newton])
+
 
 def scheme_from_settings(settings, *, integrator: str | None = None, alpha: float | None = None,
-                         rho_inf: float | None = None) -> AbstractScheme:
+                         rho_inf: float | None = None, newton: str | None = None) -> AbstractScheme:
     """The scheme of a model's simulation settings (``integrator``, ``alpha``, ``rho_inf``),
-    with the command line's overrides (``--integrator``, ``--alpha``, ``--rho-inf``).
+    with the command line's overrides (``--integrator``, ``--alpha``, ``--rho-inf``,
+    ``--newton``: :func:`with_newton`).
 
     Raises
     ------
@@ -326,11 +367,11 @@ def scheme_from_settings(settings, *, integrator: str | None = None, alpha: floa
         if alpha is not None:
             raise ModelError("--alpha is HHT's constant; damp generalized-alpha by --rho-inf in [0, 1], or give "
                              "--integrator hht with --alpha.")
-        return GeneralizedAlpha(rho_inf=settings.rho_inf if rho_inf is None else float(rho_inf))
+        return with_newton(GeneralizedAlpha(rho_inf=settings.rho_inf if rho_inf is None else float(rho_inf)), newton)
     if rho_inf is not None:
         raise ModelError("--rho-inf is generalized-alpha's constant; add --integrator generalized_alpha, or damp "
                          "HHT by --alpha in [-1/3, 0].")
-    return HHT(alpha=settings.alpha if alpha is None else float(alpha))
+    return with_newton(HHT(alpha=settings.alpha if alpha is None else float(alpha)), newton)
 
 
 def scheme_from_record(record: dict) -> AbstractScheme:
@@ -345,5 +386,5 @@ def scheme_from_record(record: dict) -> AbstractScheme:
     integrator = record.get("integrator", HHT.name)
     for cls in (HHT, GeneralizedAlpha):
         if integrator == cls.name:
-            return cls.from_parameter(float(record[cls.parameter_name]))
+            return with_newton(cls.from_parameter(float(record[cls.parameter_name])), record.get("newton", "full"))
     raise ValueError(f"unknown integrator {integrator!r}")

@@ -22,6 +22,9 @@
 #define FA_SCHEME FA_DEFAULT_SCHEME
 #define FA_SCHEME_PARAMETER (FA_DEFAULT_SCHEME == FA_SCHEME_HHT ? FA_DEFAULT_ALPHA : FA_DEFAULT_RHO_INF)
 #endif
+#ifndef FA_REUSE_JACOBIAN /* 1: modified Newton (--newton modified), fa_settings.reuse_jacobian */
+#define FA_REUSE_JACOBIAN 0
+#endif
 
 #define FA_FMU_MAGIC 0x46414d55u   /* "FAMU": live instance */
 #define FA_STATE_MAGIC 0x46415354u /* "FAST": live FMU state */
@@ -156,6 +159,7 @@ static void fa_settings_of_fmu(fa_settings *s)
     s->scheme = FA_SCHEME;
     if (FA_SCHEME == FA_SCHEME_GENERALIZED_ALPHA) s->rho_inf = FA_SCHEME_PARAMETER;
     else s->alpha = FA_SCHEME_PARAMETER;
+    s->reuse_jacobian = FA_REUSE_JACOBIAN;
 }
 
 double fa_fmu_time(const fa_fmu *f)
