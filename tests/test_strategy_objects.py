@@ -190,10 +190,7 @@ PROBED_BEFORE = {"executor", "thread_safe", "workers", "columns", "memory_budget
 #: Probes of contract members still in modules of other owners (issue 29, to be removed there;
 #: each is a (module, attribute) pair; remove an entry when its probe is gone).  Nothing else
 #: may join this list.
-PENDING = {
-    ("fmu/windows.py", "windowed"),  # FmuProblem.windowed: EventWindows should take the FMU problem typed
-    ("fmu/windows.py", "experiments"),
-}
+PENDING: set[tuple[str, str]] = set()
 
 
 def _probes():

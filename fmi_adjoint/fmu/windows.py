@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -42,9 +42,11 @@ if TYPE_CHECKING:
 __all__ = ["EventWindows", "WindowedProblem", "event_window_ends"]
 
 
+@runtime_checkable
 class WindowedProblem(Protocol):
     """What the event windows read of a problem (:class:`~.problem.FmuProblem` is one): its
-    experiments, and the view of it cut to data windows."""
+    experiments, and the view of it cut to data windows.  Checked with ``isinstance`` (a
+    Protocol, because :mod:`.problem` imports this module)."""
 
     @property
     def experiments(self) -> Sequence[FmuExperiment]: ...
@@ -88,11 +90,10 @@ class EventWindows(AbstractStrategy):
     name: ClassVar[str] = "windows"
 
     def unavailable(self, problem: AbstractProblem) -> str | None:
-        windowed = getattr(problem, "windowed", None)
-        experiments = getattr(problem, "experiments", ())
-        if windowed is None or not all(isinstance(e.cost, LeastSquaresCost) for e in experiments):
+        if not (isinstance(problem, WindowedProblem)
+                and all(isinstance(e.cost, LeastSquaresCost) for e in problem.experiments)):
             return "event windows need an FMU problem with time-domain least-squares costs (--cost time)"
-        if not event_window_ends(problem):  # type: ignore[arg-type]
+        if not event_window_ends(problem):
             return "the data have no jumps (events) to grow windows over"
         return None
 
