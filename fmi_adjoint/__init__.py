@@ -58,6 +58,7 @@ _LOCATIONS = {
     "Trajectory": "integrate",
     "adjoint_gradient": "adjoint",
     "compile_model": "compiled",
+    "prepare_model": "warm",
     "continuous_adjoint_gradient": "adjoint",
     "initial_state": "integrate",
     "load_model": "model_file",
@@ -123,6 +124,7 @@ __all__ = [
     "sensitivity_gradient",
     "simulate",
     "write_csv",
+    "prepare_model",
 ]
 
 

@@ -132,7 +132,7 @@ _MARKER_TMP = re.compile(r"\.CACHEDIR\.TAG-[0-9a-z_]{8}")
 _MANIFEST_LIMIT = 16 << 20  # bytes; a manifest lists a few files
 _ADOPT_LIMIT = 100_000  # items looked at before an untagged folder is called "not a cache"
 _POLL = 0.05  # seconds between attempts to take a lock with a timeout
-_SOURCE_SUFFIXES = (".py", ".c", ".h")
+_SOURCE_SUFFIXES = (".py", ".c", ".h", ".cpp")
 _VERSION_TIMEOUT = 10.0
 
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -306,8 +306,33 @@ def compiler_fingerprint(compiler: str, flags: Sequence[str]) -> str:
 
     ``--version`` runs once, without a shell, for at most 10 s; if it cannot run, fails or
     times out, the path alone identifies the compiler (a compiler replaced in place then
-    reuses old entries, which is the best that can be known).
+    reuses old entries, which is the best that can be known).  The result is kept for the
+    process while the resolved file keeps its identity (device, inode, size, modification
+    time): a warm start then runs no process (issue 24, part 6), and a compiler replaced
+    meanwhile is asked again.
     """
+    resolved = os.path.realpath(compiler)
+    try:
+        info = os.stat(resolved)
+    except OSError:
+        return _compiler_fingerprint(compiler, tuple(flags))
+    memo = (compiler, resolved, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, tuple(flags))
+    known = _COMPILERS.get(memo)
+    if known is None:
+        known = _compiler_fingerprint(compiler, tuple(flags))
+        # As git's "racy clean" rule: a file changed within the timestamps' granularity of
+        # now could change again unseen (same size and time), so it is not kept.
+        if time.time_ns() - info.st_mtime_ns > _RACY_NS:
+            _COMPILERS[memo] = known
+    return known
+
+
+#: :func:`compiler_fingerprint` by the compiler file's identity, for the process.
+_COMPILERS: dict[tuple, str] = {}
+_RACY_NS = 2_000_000_000
+
+
+def _compiler_fingerprint(compiler: str, flags: tuple[str, ...]) -> str:
     try:
         proc = subprocess.run([compiler, "--version"], capture_output=True, timeout=_VERSION_TIMEOUT,
                               stdin=subprocess.DEVNULL, env={**os.environ, "LC_ALL": "C"}, check=False)
@@ -1325,8 +1350,20 @@ class BuildCache:
         -------
         (Path, dict)
             The entry folder and ``{name: bytes}``.
+
+        Raises
+        ------
+        CacheError
+            The entry cannot be written or read (an :class:`OSError` of the file system, or of
+            ``build``), with the fix: free space or another ``FMI_ADJOINT_CACHE``.
         """
-        folder, files = self._entry(kind, key, build, note, tuple(names))
+        try:
+            folder, files = self._entry(kind, key, build, note, tuple(names))
+        except FmiAdjointError:
+            raise
+        except OSError as exc:
+            raise CacheError(f"writing the build cache {self.root} failed ({exc.strerror or exc}); free space there "
+                             "or set FMI_ADJOINT_CACHE to a writable folder.") from None
         for verified in files.values():
             os.close(verified.fd)
         return folder, {name: verified.data for name, verified in files.items()}

@@ -37,6 +37,7 @@ import dataclasses
 import json
 import marshal
 import sys
+import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -45,10 +46,10 @@ import numpy as np
 import sympy as sp
 
 from .assembly import AssembledModel, AssemblyPayload, Partition, WholeSystem, assembly_payload, partition
-from .cache import BuildCache, CacheError, fingerprint, source_fingerprint
+from .cache import BuildCache, fingerprint, source_fingerprint
 from .codegen import compile_source, function_source, load_function, numeric_calls
 from .cse import ReducedOutputs, reduce_outputs
-from .errors import FmiAdjointError, ModelError
+from .errors import ModelError
 from .forces.numeric import AbstractNumericElement
 from .equations import (GUESS_ARGS, INIT_ARGS, SECOND_INIT_ARGS, SECOND_STEP_ARGS, STATE_ARGS, GeneratedFunction,
                         ModelDerivatives, argument_symbols, canonical_text, differentiate, function_table,
@@ -282,13 +283,17 @@ def model_key(model: Model) -> str:
     """
     import inspect
 
+    facts = getattr(model, "warm_facts", None)
+    if facts is not None:  # a warm start (fmi_adjoint.warm): the key of the model it stands for
+        return facts.key
     known = _KEYS.get(id(model))
     if known is not None and known[0]() is model:
         return known[1]
-    neutral = dataclasses.replace(
-        model, parameters=tuple(dataclasses.replace(par, value=0.0) for par in model.parameters),
-        description="", source="",
-    )
+    # Model(...) rather than dataclasses.replace: a subclass's copy (a lowered
+    # fmi_adjoint.warm.DeferredModel) has the key of the same Model.
+    fields = {f.name: getattr(model, f.name) for f in dataclasses.fields(Model)}
+    neutral = Model(**{**fields, "parameters": tuple(dataclasses.replace(par, value=0.0) for par in model.parameters),
+                       "description": "", "source": ""})
     parts: list[str | bytes] = ["model", source_fingerprint(), sys.version, f"sympy {sp.__version__}",
                                 f"numpy {np.__version__}", canonical_text(neutral)]
     for cls in sorted({type(e) for e in model.forces}, key=lambda c: (c.__module__, c.__qualname__)):
@@ -315,8 +320,16 @@ def model_key(model: Model) -> str:
 _KEYS: dict[int, tuple[weakref.ref, str]] = {}
 
 
+#: The numpy functions of a CompiledModel (its fields after the metadata).
+FUNCTION_NAMES = ("residual_terms", "jacobian_terms", "parameter_terms", "outputs", "output_jacobians",
+                  "init_residual", "init_jacobians", "step_residual", "step_newton", "init_guess")
+#: The layout of the ``model`` entry (part of its key): 2 adds ``structure.json``.
+_NUMPY_LAYOUT = "numpy entry 2"
+_STRUCTURE = "structure.json"
+
+
 def compile_model(model: Model | SymbolicModel, *, cache: BuildCache | None = None,
-                  derivation: Derivation | None = None) -> CompiledModel:
+                  derivation: Derivation | None = None, lazy: bool = False) -> CompiledModel:
     """Differentiate a model and generate its numpy functions, through the build cache.
 
     Parameters
@@ -327,6 +340,13 @@ def compile_model(model: Model | SymbolicModel, *, cache: BuildCache | None = No
         Default: :meth:`BuildCache.default` (``FMI_ADJOINT_CACHE`` or the user's cache folder).
     derivation : Derivation, optional
         Shares the symbolic work with a C build of the same model.
+    lazy : bool
+        Load the numpy functions on their first call (the sizes and names are read at once
+        from the entry's small ``structure.json``).  The C engine calls them only for a
+        trajectory's outputs, so its warm start (:mod:`fmi_adjoint.warm`) skips decoding
+        and loading the generated code (most of the rest of a warm start of a large model);
+        a first call pays it once, under a lock.  Eager (the default) for the Python engine,
+        whose Newton loop calls them directly.
 
     Returns
     -------
@@ -344,19 +364,81 @@ def compile_model(model: Model | SymbolicModel, *, cache: BuildCache | None = No
         if assembled is not None:
             part = derivation.partition
             assert isinstance(part, Partition)
-            payload = {"format": 1, "structure": ModelStructure.of_partition(part).to_json(), "sources": {},
-                       "assembly": assembled.to_json()}
+            structure = ModelStructure.of_partition(part).to_json()
+            payload = {"format": 1, "structure": structure, "sources": {}, "assembly": assembled.to_json()}
             (folder / "numpy.json").write_text(json.dumps(payload))
             (folder / "numpy.marshal").write_bytes(marshal.dumps({}))
+            (folder / _STRUCTURE).write_text(json.dumps(structure))
             return
         d = derivation.derivatives
         sources = numpy_sources(derivation)
-        payload = {"format": 1, "structure": ModelStructure.of(d).to_json(), "sources": sources}
+        structure = ModelStructure.of(d).to_json()
+        payload = {"format": 1, "structure": structure, "sources": sources}
         (folder / "numpy.json").write_text(json.dumps(payload))
         # Byte code too (the key includes the interpreter's version): a warm load then skips
         # compiling the sources, the bulk of its time on large models.
         codes = {name: compile_source(name, source) for name, source in sources.items()}
         (folder / "numpy.marshal").write_bytes(marshal.dumps(codes))
+        (folder / _STRUCTURE).write_text(json.dumps(structure))
+
+    def load() -> tuple[ModelStructure, dict[str, Function]]:
+        return _numpy_functions(model, cache, derivation, build)
+
+    if not lazy:
+        structure, functions = load()
+        return _compiled(model, structure, functions)
+    key = fingerprint(model_key(model), _NUMPY_LAYOUT)
+    entry, files = cache.read("model", key, build, (_STRUCTURE,))
+    try:
+        structure = ModelStructure.from_json(json.loads(files[_STRUCTURE]))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ModelError(f"the build cache entry {entry} of model '{model.name}' is unreadable ({exc}); "
+                         "run 'fmi-adjoint cache clear'.") from None
+    loader = _FunctionLoader(load)
+    return _compiled(model, structure, {name: _DeferredFunction(loader, name) for name in FUNCTION_NAMES})
+
+
+class _FunctionLoader:
+    """The numpy functions of one model, loaded once on first use (thread-safe)."""
+
+    def __init__(self, load: Callable[[], tuple[ModelStructure, dict[str, Function]]]):
+        self._load = load
+        self._lock = threading.Lock()
+        self._functions: dict[str, Function] | None = None
+
+    def function(self, name: str) -> Function:
+        functions = self._functions
+        if functions is None:
+            with self._lock:
+                if self._functions is None:
+                    self._functions = self._load()[1]
+                functions = self._functions
+        return functions[name]
+
+
+@dataclasses.dataclass(frozen=True)
+class _DeferredFunction:
+    """One numpy function of a lazily compiled model (:func:`compile_model`, ``lazy=True``)."""
+
+    loader: _FunctionLoader
+    name: str
+
+    def __call__(self, *args: np.ndarray) -> tuple[np.ndarray, ...]:
+        return self.loader.function(self.name)(*args)
+
+
+def _numeric_elements(model: Model) -> bool:
+    """Whether a force element of ``model`` is numeric (Python code), without lowering a warm
+    start's model (:class:`fmi_adjoint.warm.DeferredModel`)."""
+    facts = getattr(model, "warm_facts", None)
+    if facts is not None:
+        return bool(facts.numeric)
+    return any(isinstance(e, AbstractNumericElement) for e in model.forces)
+
+
+def _numpy_functions(model: Model, cache: BuildCache, derivation: Derivation, build: Callable[[Path], None]
+                     ) -> tuple[ModelStructure, dict[str, Function]]:
+    """The structure and numpy functions of the ``model`` entry of ``model`` (built by ``build``)."""
 
     def extra(files: dict[str, bytes], sources: dict[str, str]) -> tuple[dict, AssemblyPayload | None]:
         codes = marshal.loads(files["numpy.marshal"])
@@ -365,32 +447,30 @@ def compile_model(model: Model | SymbolicModel, *, cache: BuildCache | None = No
         stored = json.loads(files["numpy.json"]).get("assembly")
         return codes, (AssemblyPayload.from_json(stored) if stored is not None else None)
 
-    structure, sources, stored = _cached_sources(model, cache, "model", ("numpy.json", "numpy.marshal"), build, extra)
+    structure, sources, stored = _cached_sources(model, cache, "model", ("numpy.json", "numpy.marshal"), build, extra,
+                                                 layout=_NUMPY_LAYOUT)
     codes: dict = stored[0]  # type: ignore[index]
     kernels: AssemblyPayload | None = stored[1]  # type: ignore[index]
     if kernels is not None:
-        return _compiled_from_assembly(model, structure, AssembledModel(kernels))
+        assembled = AssembledModel(kernels)
+        return structure, {name: assembled.function(name) for name in FUNCTION_NAMES}
     numeric = None
-    if any(isinstance(e, AbstractNumericElement) for e in model.forces):
+    if _numeric_elements(model):
         # Numeric elements are Python code: their callables come from the assembled model.
         numeric = derivation.derivatives.sym if derivation._derivatives is not None else assemble(model)
-    return _assemble_compiled(model, structure, sources, numeric, codes)
+    return structure, _load_functions(structure, sources, numeric, codes)
 
 
 def _cached_sources(model: Model, cache: BuildCache, kind: str, names: tuple[str, ...], build: Callable[[Path], None],
-                    extra: Callable[[dict[str, bytes], dict[str, str]], object],
+                    extra: Callable[[dict[str, bytes], dict[str, str]], object], layout: str | None = None,
                     ) -> tuple[ModelStructure, dict[str, str], object]:
     """``(structure, sources, extra(files, sources))`` of the cache entry ``kind`` of ``model``
-    (built by ``build`` when missing), from the files ``names`` (the first holds the structure
-    and sources) exactly as the cache checked them (owner, mode, checksum: the code that runs
-    is the code checked); an unwritable cache or an unreadable entry is one error naming the fix."""
-    try:
-        entry, files = cache.read(kind, model_key(model), build, names)
-    except FmiAdjointError:
-        raise
-    except OSError as exc:
-        raise CacheError(f"writing the build cache {cache.root} failed ({exc.strerror or exc}); free space there "
-                         "or set FMI_ADJOINT_CACHE to a writable folder.") from None
+    (built by ``build`` when missing; ``layout``, if given, is part of the key), from the files
+    ``names`` (the first holds the structure and sources) exactly as the cache checked them
+    (owner, mode, checksum: the code that runs is the code checked); an unwritable cache or an
+    unreadable entry is one error naming the fix."""
+    key = model_key(model) if layout is None else fingerprint(model_key(model), layout)
+    entry, files = cache.read(kind, key, build, names)
     try:
         payload = json.loads(files[names[0]])
         structure = ModelStructure.from_json(payload["structure"])
@@ -401,41 +481,37 @@ def _cached_sources(model: Model, cache: BuildCache, kind: str, names: tuple[str
                          "run 'fmi-adjoint cache clear'.") from None
 
 
-def _assemble_compiled(definition: Model, structure: ModelStructure, sources: dict[str, str],
-                       sym: SymbolicModel | None, codes: dict | None = None) -> CompiledModel:
+def _load_functions(structure: ModelStructure, sources: dict[str, str], sym: SymbolicModel | None,
+                    codes: dict | None = None) -> dict[str, Function]:
     tables = {name: (times, values) for name, times, values in structure.tables}
     calls = numeric_calls(sym) if sym is not None else {}
-    functions = {name: load_function(name, source, tables, calls, (codes or {}).get(name))
-                 for name, source in sources.items()}
-    return CompiledModel(
-        model=definition,
-        n=structure.n,
-        m=structure.m,
-        n_p=len(definition.all_parameters),
-        n_y=structure.n_y,
-        coordinate_names=tuple(c.name for c in definition.all_coordinates),
-        constraint_names=structure.constraint_names,
-        parameter_names=tuple(par.name for par in definition.all_parameters),
-        output_names=tuple(o.name for o in definition.outputs),
-        defaults=np.array([par.value for par in definition.all_parameters], dtype=float),
-        mass_depends_on_q=structure.mass_depends_on_q,
-        table_spans=structure.table_spans,
-        **functions,
-    )
+    return {name: load_function(name, source, tables, calls, (codes or {}).get(name))
+            for name, source in sources.items()}
 
 
-def _compiled_from_assembly(definition: Model, structure: ModelStructure, assembled: AssembledModel) -> CompiledModel:
-    names = ("residual_terms", "jacobian_terms", "parameter_terms", "outputs", "output_jacobians", "init_residual",
-             "init_jacobians", "step_residual", "step_newton", "init_guess")
+def _assemble_compiled(definition: Model, structure: ModelStructure, sources: dict[str, str],
+                       sym: SymbolicModel | None, codes: dict | None = None) -> CompiledModel:
+    return _compiled(definition, structure, _load_functions(structure, sources, sym, codes))
+
+
+def _names(definition: Model) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Coordinate and output names, from a warm start's facts when it has them (no lowering)."""
+    facts = getattr(definition, "warm_facts", None)
+    if facts is not None:
+        return facts.coordinate_names, facts.output_names
+    return tuple(c.name for c in definition.all_coordinates), tuple(o.name for o in definition.outputs)
+
+
+def _compiled(definition: Model, structure: ModelStructure, functions: dict[str, Function]) -> CompiledModel:
+    parameters = definition.all_parameters
+    coordinate_names, output_names = _names(definition)
     return CompiledModel(
-        model=definition, n=structure.n, m=structure.m, n_p=len(definition.all_parameters), n_y=structure.n_y,
-        coordinate_names=tuple(c.name for c in definition.all_coordinates),
-        constraint_names=structure.constraint_names,
-        parameter_names=tuple(par.name for par in definition.all_parameters),
-        output_names=tuple(o.name for o in definition.outputs),
-        defaults=np.array([par.value for par in definition.all_parameters], dtype=float),
+        model=definition, n=structure.n, m=structure.m, n_p=len(parameters), n_y=structure.n_y,
+        coordinate_names=coordinate_names, constraint_names=structure.constraint_names,
+        parameter_names=tuple(par.name for par in parameters), output_names=output_names,
+        defaults=np.array([par.value for par in parameters], dtype=float),
         mass_depends_on_q=structure.mass_depends_on_q, table_spans=structure.table_spans,
-        **{name: assembled.function(name) for name in names},
+        **functions,
     )
 
 
@@ -483,7 +559,7 @@ def compile_second_order(model: Model, *, cache: BuildCache | None = None,
         return SecondOrder(step_second=second.function("step_second"), init_second=second.function("init_second"))
     tables = {name: (times, values) for name, times, values in structure.tables}
     numeric = None
-    if any(isinstance(e, AbstractNumericElement) for e in model.forces):
+    if _numeric_elements(model):
         numeric = derivation.derivatives.sym if derivation._derivatives is not None else assemble(model)
     calls = numeric_calls(numeric) if numeric is not None else {}
     functions = {name: load_function(name, source, tables, calls) for name, source in sources.items()}

@@ -1,4 +1,11 @@
-"""Measurement data: CSV files with a ``time`` column and one column per channel."""
+"""Measurement data: CSV files with a ``time`` column and one column per channel.
+
+The CSV dialects of test benches are read as well (issue 26, part 1): any of the delimiters
+``,``, ``;``, tab and ``|`` (sniffed from the header row, or given), decimal commas where the
+delimiter is not a comma (``1,5`` is 1.5 in a ``;`` file), and units either in the header
+(``a1 [mm/s^2]``) or in a unit row right below it (``s;mm/s^2``).  Every check of the plain
+file applies unchanged: size limit, UTF-8, finite plain decimals, increasing time.
+"""
 
 from __future__ import annotations
 
@@ -21,25 +28,46 @@ from .errors import DataError
 from .files import atomic_output, read_regular
 from .text import excerpt
 
-__all__ = ["MAX_COLUMNS", "Measurement", "check_csv_columns", "name_list", "parse_csv", "read_csv", "read_csv_bytes",
-           "write_csv", "write_csv_rows"]
+__all__ = ["DELIMITERS", "MAX_COLUMNS", "Measurement", "check_csv_columns", "name_list", "parse_csv", "read_csv",
+           "read_csv_bytes", "sniff_delimiter", "split_unit", "write_csv", "write_csv_rows"]
 
 _MAX_BYTES = 512 * 1024 * 1024
 #: Most columns a CSV file may have (the time column included).
 MAX_COLUMNS = 10_000
 #: A plain decimal number in ASCII digits, blanks around it allowed.
 _DECIMAL = re.compile(r"[ \t]*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[ \t]*", re.ASCII)
+#: The same with a decimal comma (``-1,5e-3``): accepted where the delimiter is not a comma.
+_DECIMAL_COMMA = re.compile(r"[ \t]*[+-]?(?:[0-9]+,?[0-9]*|,[0-9]+)(?:[eE][+-]?[0-9]+)?[ \t]*", re.ASCII)
 _NON_FINITE = {"nan", "inf", "infinity", "snan", "qnan"}
+#: A cell of a unit row (``s``, ``[mm/s^2]``, ``N*m``, ``°C``, empty): no other characters.
+_UNIT_CELL = re.compile(r"[\w\[\]/^*·.()°µμ²³%+\- \t]*")
+#: The delimiters a header row is sniffed for, the most frequent winning (ties: the first).
+DELIMITERS = (",", ";", "\t", "|")
+#: ``name [unit]`` in a header cell: a blank before the bracket (``q[1]`` is an array element's name).
+_NAME_UNIT = re.compile(r"(.*?\S)\s+\[([^\[\]]*)\]\s*")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Measurement:
-    """Sampled channels: ``values[i, c]`` of channel ``columns[c]`` at ``times[i]``."""
+    """Sampled channels: ``values[i, c]`` of channel ``columns[c]`` at ``times[i]``.
+
+    This is the data contract every reader returns (:mod:`fmi_adjoint.bench`): ``units[c]``
+    is the unit string of channel ``c`` as the file states it ("" where it states none, and
+    ``units`` may be empty: no unit known), ``time_unit`` that of the times ("": seconds
+    assumed), ``source`` the file (named in messages).
+    """
 
     times: np.ndarray
     columns: tuple[str, ...]
     values: np.ndarray
     source: str = ""
+    units: tuple[str, ...] = ()
+    time_unit: str = ""
+
+    def unit(self, name: str) -> str:
+        """The unit of one channel ("" if none is stated)."""
+        index = self.columns.index(name)
+        return self.units[index] if index < len(self.units) else ""
 
     def column(self, name: str) -> np.ndarray:
         """Values of one channel."""
@@ -91,8 +119,12 @@ def read_csv_bytes(path: str | os.PathLike) -> bytes:
 
 
 def parse_csv(raw: bytes, where: str, *, time_column: str = "time", unit: str = "seconds", min_rows: int = 2,
-              events: bool = False) -> Measurement:
+              events: bool = False, delimiter: str | None = None) -> Measurement:
     """:func:`read_csv` of the bytes ``raw`` of the file ``where`` (named in messages).
+
+    ``delimiter`` (None: :func:`sniff_delimiter`) separates the cells; where it is not a
+    comma, numbers may use a decimal comma.  Units come from ``name [unit]`` header cells or
+    from a unit row right below the header (a row whose ``time_column`` cell is not a number).
 
     Streaming: the bytes are checked as UTF-8 and decoded a chunk at a time, and the numbers
     go into one float array sized from the count of line breaks, so the memory beyond
@@ -101,16 +133,44 @@ def parse_csv(raw: bytes, where: str, *, time_column: str = "time", unit: str = 
     the file's size: a 490 MB file needed 4.16 GB, issue 31.)
     """
     _check_utf8(raw, where)
+    if delimiter is None:
+        delimiter = sniff_delimiter(raw)
+    elif delimiter not in DELIMITERS:
+        raise DataError(f"{where}: the delimiter {delimiter!r} is not one of {', '.join(map(repr, DELIMITERS))}.")
     text = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8", newline="")
     lines = _without_bom(text)
-    reader = csv.reader(lines)
+    reader = csv.reader(lines, delimiter=delimiter)
     try:
-        return _parse(reader, where, time_column, unit, min_rows, events, _line_count(raw))
+        return _parse(reader, where, time_column, unit, min_rows, events, _line_count(raw), delimiter != ",")
     except csv.Error as exc:
         raise DataError(f"{where}, line {reader.line_num}: not a readable CSV row ({exc}); save it as UTF-8 "
                         "CSV.") from None
     except MemoryError:
         raise DataError(f"{where}: too many values to hold in memory; split or decimate the file.") from None
+
+
+#: Bytes of the file searched for its header row by :func:`sniff_delimiter`.
+_HEADER_BYTES = 4 * 1024 * 1024
+
+
+def sniff_delimiter(raw: bytes) -> str:
+    """The delimiter of a CSV file: the one of :data:`DELIMITERS` found most often in its
+    first non-blank row (the header), ``,`` if none is."""
+    for line in raw[:_HEADER_BYTES].splitlines():
+        if line.strip():
+            counts = [line.count(d.encode()) for d in DELIMITERS]
+            best = max(range(len(DELIMITERS)), key=lambda i: (counts[i], -i))
+            return DELIMITERS[best] if counts[best] else ","
+    return ","
+
+
+def split_unit(cell: str) -> tuple[str, str]:
+    """A header cell ``name [unit]`` as ``(name, unit)``; ``(cell, "")`` without a bracketed
+    unit after a blank (``q[1]`` is a name)."""
+    match = _NAME_UNIT.fullmatch(cell)
+    if match and match.group(1):
+        return match.group(1).strip(), match.group(2).strip()
+    return cell.strip(), ""
 
 
 #: Bytes checked as UTF-8 at a time.
@@ -153,8 +213,10 @@ def _cells(values: np.ndarray) -> Any:
 
 
 def _parse(reader, where: str, time_column: str, unit: str, min_rows: int, events: bool = False,
-           capacity: int = 1024) -> Measurement:
+           capacity: int = 1024, decimal_comma: bool = False) -> Measurement:
     header: list[str] | None = None
+    units: list[str] = []
+    unit_row_possible = False
     k = 0
     times = data = np.empty(0)
     tview = dview = _cells(times)
@@ -164,12 +226,22 @@ def _parse(reader, where: str, time_column: str, unit: str, min_rows: int, event
         if not row or not any(cell.strip() for cell in row):
             continue
         if header is None:
-            header = _header(row, where, reader.line_num, time_column, unit)
+            header, units = _header(row, where, reader.line_num, time_column, unit)
             k = header.index(time_column)
             times, data = np.empty(max(capacity - 1, 1)), np.empty((max(capacity - 1, 1), len(header) - 1))
             tview, dview = _cells(times), _cells(data.reshape(-1))
+            unit_row_possible = True
             continue
         line = reader.line_num
+        if unit_row_possible:
+            unit_row_possible = False
+            if (len(row) == len(header) and not any(_is_number(cell, decimal_comma) for cell in row)
+                    and all(_UNIT_CELL.fullmatch(cell) for cell in row)):
+                if any(units):
+                    raise DataError(f"{where}, line {line}: units are given twice, in the header ('name [unit]') "
+                                    "and in a unit row; keep one of them.")
+                units = [cell.strip().removeprefix("[").removesuffix("]").strip() for cell in row]
+                continue
         if len(row) != len(header):
             raise DataError(f"{where}, line {line}: {len(row)} cells but the header has {len(header)}; fix the row.")
         if rows == len(times):  # more rows than expected (a caller without a line count): grow
@@ -177,7 +249,7 @@ def _parse(reader, where: str, time_column: str, unit: str, min_rows: int, event
             tview, dview = _cells(times), _cells(data.reshape(-1))
         base = rows * (len(header) - 1) - 1
         for c, cell in enumerate(row):
-            value = _cell(cell, where, line, header[c])
+            value = _cell(cell, where, line, header[c], decimal_comma)
             if c == k:
                 tview[rows] = value
             else:
@@ -212,15 +284,19 @@ def _parse(reader, where: str, time_column: str, unit: str, min_rows: int, event
             f"sort the rows by {time_column} and drop duplicate {plural}."
         )
     columns = tuple(h for j, h in enumerate(header) if j != k)
-    return Measurement(times=times, columns=columns, values=data, source=where)
+    channel_units = tuple(u for j, u in enumerate(units) if j != k) if any(units) else ()
+    return Measurement(times=times, columns=columns, values=data, source=where, units=channel_units,
+                       time_unit=units[k] if units else "")
 
 
-def _header(row: list[str], where: str, line: int, time_column: str, unit: str) -> list[str]:
-    """The checked header cells (linear time: a 100 000-column header is refused at once)."""
+def _header(row: list[str], where: str, line: int, time_column: str, unit: str) -> tuple[list[str], list[str]]:
+    """The checked header cells and their units (``name [unit]``; "" where none is given)
+    (linear time: a 100 000-column header is refused at once)."""
     if len(row) > MAX_COLUMNS:
         raise DataError(f"{where}, line {line}: {len(row)} columns, more than the limit of {MAX_COLUMNS}; "
                         "keep only the measured channels.")
-    header = [cell.strip() for cell in row]
+    named = [split_unit(cell) for cell in row]
+    header = [name for name, _ in named]
     if time_column not in header:
         # The row is not listed: it may be the first line of any file, not a header.
         raise DataError(f"{where}, line {line}: the header has no '{time_column}' column; add one (in {unit}) "
@@ -231,12 +307,21 @@ def _header(row: list[str], where: str, line: int, time_column: str, unit: str) 
         problem = "an empty name" if "" in counts else "repeated " + ", ".join(excerpt(d) for d in dupes[:3])
         raise DataError(f"{where}, line {line}: header names must be unique and non-empty ({problem}); "
                         "rename the columns.")
-    return header
+    return header, [u for _, u in named]
 
 
-def _cell(cell: str, where: str, line: int, column: str) -> float:
+def _is_number(cell: str, decimal_comma: bool) -> bool:
+    """Whether a cell is a number (or a non-finite spelling): a unit row has none."""
+    return bool(_DECIMAL.fullmatch(cell) or (decimal_comma and _DECIMAL_COMMA.fullmatch(cell))
+                or cell.strip(" \t").lower().lstrip("+-") in _NON_FINITE)
+
+
+def _cell(cell: str, where: str, line: int, column: str, decimal_comma: bool = False) -> float:
     """A plain ASCII decimal number (Python's ``float`` also takes ``1_0``, non-ASCII digits
-    and ``inf``/``nan`` spellings, which are not numbers of a measurement file)."""
+    and ``inf``/``nan`` spellings, which are not numbers of a measurement file); with
+    ``decimal_comma`` also ``-1,5e-3``."""
+    if decimal_comma and "," in cell and _DECIMAL_COMMA.fullmatch(cell):
+        cell = cell.replace(",", ".")
     if _DECIMAL.fullmatch(cell):
         value = float(cell)
         if math.isfinite(value):

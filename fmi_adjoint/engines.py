@@ -9,8 +9,10 @@ Two engines implement it and must agree to round-off:
   table of generated functions (:func:`fmi_adjoint.compiled.function_table`).
 
 Both are built through the build cache (:mod:`fmi_adjoint.cache`), so a model is derived
-and compiled once per machine.  The front door of each operation (argument checks, the
-time grid, the cost's ``dJ/dY``) is shared here; an engine supplies only the kernels.
+and compiled once per machine; a model from :func:`fmi_adjoint.warm.prepare_model` then starts
+without symbolic work (no lowering, parsing or sympy: issue 24, part 6).  The front door of
+each operation (argument checks, the time grid, the cost's ``dJ/dY``) is shared here; an
+engine supplies only the kernels.
 
 Adding an engine: subclass :class:`AbstractEngine`, implement (1) :meth:`~AbstractEngine.build`,
 (2) ``_integrate`` (the forward run on a checked grid from parameters ``p``), (3)
@@ -280,7 +282,8 @@ class NativeEngine(AbstractEngine):
               memory_budget: int = DEFAULT_MEMORY_BUDGET) -> NativeEngine:
         cache = cache or BuildCache.default()
         derivation = Derivation(model)  # the symbolic work, once for both backends on a cold build
-        compiled = compile_model(model, cache=cache, derivation=derivation)
+        # Lazy numpy functions: the C engine calls them only for a trajectory's outputs.
+        compiled = compile_model(model, cache=cache, derivation=derivation, lazy=True)
         return cls(compiled, build_native(model, cache=cache, derivation=derivation), memory_budget)
 
     def _row_bytes(self) -> int:
@@ -519,7 +522,7 @@ def _native(model: Model, cache: BuildCache | None, compiled: CompiledModel | No
     if derivation is None and compiled is None:
         derivation = Derivation(model)  # the symbolic work, once for both backends on a cold build
     if compiled is None:
-        compiled = compile_model(model, cache=cache, derivation=derivation)
+        compiled = compile_model(model, cache=cache, derivation=derivation, lazy=True)
     return NativeEngine(compiled, build_native(model, cache=cache, derivation=derivation, second_order=second_order))
 
 

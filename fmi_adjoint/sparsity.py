@@ -1,29 +1,48 @@
-"""Storage layout of the Newton matrix: a symmetric ordering and dense or band storage.
+"""Storage layout of the Newton matrix: dense, band (after a symmetric ordering) or sparse.
 
-The HHT iteration matrix ``[[S, C_q^T], [C_q, 0]]`` has a sparsity pattern that is fixed
-when the model's code is generated.  :func:`plan_layout` decides, once per model, in which
-order its rows and columns are stored and whether the C kernels of
-``native/runtime/fa_linalg.c`` factor it as a band or as a dense matrix; the generated code
-then scatters each structurally non-zero entry to :meth:`MatrixLayout.index` and factors it
-numerically every time the iteration matrix is refreshed.
+The HHT iteration matrix ``[[S, C_q^T], [C_q, 0]]`` and the initialization matrix ``G_z``
+have sparsity patterns that are fixed when the model's code is generated.  :func:`plan_layout`
+decides, once per matrix, how it is stored and factored (:class:`MatrixStorage`):
 
-The ordering is applied symmetrically (``P A P^T``), so the solution of the permuted system
-is the permuted solution: ``x_new[new] = x_old[order[new]]``.
+* ``DENSE``: row-major ``n x n``, LU of ``native/runtime/fa_linalg.c`` (small matrices);
+* ``BAND``: rows and columns ordered by reverse Cuthill-McKee, band LU of ``fa_linalg.c``
+  (chains: the band stays narrow);
+* ``SPARSE``: compressed sparse columns of the pattern plus the diagonal, in the model's
+  order, factored by Eigen's SparseLU (``native/runtime/fa_sparse.cpp``), whose COLAMD
+  ordering reduces the fill (trees, loops, lattices: neither small nor banded).
+
+The generated code scatters each structurally non-zero entry to :meth:`MatrixLayout.index`
+and factors the matrix numerically every time it is refreshed.  A band ordering is applied
+symmetrically (``P A P^T``), so the solution of the permuted system is the permuted solution:
+``x_new[new] = x_old[order[new]]``; dense and sparse layouts keep the model's order.
+
+The environment variable ``FMI_ADJOINT_MATRIX_STORAGE`` (``dense``, ``band``, ``sparse``;
+unset or ``auto``: the rule of :func:`plan_layout`) forces one storage for every matrix
+of the models generated afterwards (tests and benchmarks); the native build cache keys
+include it (:func:`storage_override`).
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import contextvars
 import dataclasses
+import enum
 import operator
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import scipy.sparse
+import scipy.sparse.linalg
 from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .errors import ModelError
 
-__all__ = ["BAND_MIN_SIZE", "BAND_WORK_FRACTION", "MatrixLayout", "plan_layout"]
+__all__ = ["BAND_MIN_SIZE", "BAND_WORK_FRACTION", "SPARSE_MIN_SIZE", "SPARSE_WORK_FACTOR", "STORAGE_VARIABLE",
+           "MatrixLayout", "MatrixStorage", "SparsePattern", "forced_storage", "plan_layout", "sparse_factor_flops",
+           "storage_named", "storage_override"]
 
 #: Below this size the band path is never chosen: the loops of a dense LU of a few rows are
 #: shorter and branch-free, and the band bookkeeping (pivot reach, fill columns) would cost
@@ -34,6 +53,132 @@ BAND_MIN_SIZE = 8
 #: work.  The estimates count multiply-adds only; the dense loops run over full rows and
 #: vectorize better, so the band must win clearly, not just on paper.
 BAND_WORK_FRACTION = 0.5
+
+#: Below this size the sparse path is never chosen automatically: a supernodal sparse LU
+#: carries a fixed cost per factorization (memory set-up, column permutation, supernode
+#: bookkeeping) that the dense and band loops of a small matrix do not have, and below it any
+#: storage factors in about a millisecond (the MacPherson strut's initialization matrix, 219
+#: rows: dense 0.67 ms, band 0.19 ms, sparse 0.19 ms), so dense and band keep such models
+#: free of C++ (no C++ compiler needed, no Eigen in their FMUs).
+SPARSE_MIN_SIZE = 300
+
+#: The sparse path is chosen when its estimated work (:func:`sparse_factor_flops`) times this
+#: factor is below the work estimate of the choice between dense and band.  The band estimate
+#: is an upper bound (the band kernels skip zero multipliers, so a band that fills only its
+#: profile costs far less) and an operation of the supernodal sparse LU costs more than one of
+#: the contiguous band loops, so the ratio of the estimates must be large.  Measured (one
+#: factorization each, fa_band_factor against Eigen SparseLU, 2-core machine): estimate ratio
+#: 2.2-3.2 (3D grids of masses, 375-2187 rows): band 1.3-2.6x faster; 36 (Newton matrix of the
+#: 4x4x4 spring lattice, 482 rows): equal (1.08 against 1.21 ms); 40 (7x7x7 lattice, 2795
+#: rows): sparse 1.4x faster; 144 and 173 (their initialization matrices, 1446 and 8385
+#: rows): sparse 2.9x and 4.2x faster; 1537 (a random tree of 400 masses): sparse 3x faster.
+SPARSE_WORK_FACTOR = 30.0
+
+#: Environment variable that forces a storage (:func:`storage_override`).
+STORAGE_VARIABLE = "FMI_ADJOINT_MATRIX_STORAGE"
+
+
+class MatrixStorage(enum.Enum):
+    """How a matrix is stored and factored (module docstring); the ``value`` is the code of
+    ``FA_KKT_KIND`` / ``FA_INIT_KIND`` in the generated ``model.h``."""
+
+    DENSE = 0
+    BAND = 1
+    SPARSE = 2
+
+
+#: The storage :func:`forced_storage` sets for the code generated inside it: ``(storage,)``,
+#: ``(None,)`` for the automatic choice whatever the environment says; None outside.
+_FORCED: contextvars.ContextVar[tuple[MatrixStorage | None] | None] = contextvars.ContextVar(
+    "fmi_adjoint_matrix_storage", default=None)
+
+
+@contextlib.contextmanager
+def forced_storage(storage: MatrixStorage | None) -> Iterator[None]:
+    """Generate code with ``storage`` (None: the automatic choice) whatever
+    ``$FMI_ADJOINT_MATRIX_STORAGE`` says: an FMU's trust rebuild uses the storage its export
+    recorded, not the importer's environment."""
+    token = _FORCED.set((storage,))
+    try:
+        yield
+    finally:
+        _FORCED.reset(token)
+
+
+def storage_named(value: str, where: str = STORAGE_VARIABLE) -> MatrixStorage | None:
+    """The storage named ``value`` (``dense``, ``band``, ``sparse``; None for ``auto`` or empty).
+
+    Raises
+    ------
+    ModelError
+        Any other value, naming ``where`` and the allowed ones.
+    """
+    value = value.strip().lower()
+    if value in ("", "auto"):
+        return None
+    for storage in MatrixStorage:
+        if storage.name.lower() == value:
+            return storage
+    raise ModelError(f"{where} = {value!r} is not a matrix storage; set it to auto, dense, band or sparse, or "
+                     "unset it.")
+
+
+def storage_override() -> MatrixStorage | None:
+    """The storage forced by :func:`forced_storage`, else by ``$FMI_ADJOINT_MATRIX_STORAGE``
+    (a knob for tests and benchmarks; None: unset, empty or ``auto``).
+
+    Raises
+    ------
+    ModelError
+        Any other value; the message lists the allowed ones.
+    """
+    forced = _FORCED.get()
+    if forced is not None:
+        return forced[0]
+    return storage_named(os.environ.get(STORAGE_VARIABLE, ""))
+
+
+@dataclasses.dataclass(frozen=True)
+class SparsePattern:
+    """Compressed sparse columns of a pattern: column ``j`` holds the rows
+    ``rowind[colptr[j]:colptr[j+1]]``, strictly increasing (the order of ``fa_sparse.h``)."""
+
+    colptr: tuple[int, ...]
+    rowind: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        n = len(self.colptr) - 1
+        ok = n >= 1 and self.colptr[0] == 0 and self.colptr[-1] == len(self.rowind)
+        ok = ok and all(self.colptr[j] <= self.colptr[j + 1] for j in range(n))
+        ok = ok and all(0 <= r < n for r in self.rowind)
+        ok = ok and all(self.rowind[k] < self.rowind[k + 1] for j in range(n)
+                        for k in range(self.colptr[j], self.colptr[j + 1] - 1))
+        if not ok:
+            raise ModelError("SparsePattern: colptr/rowind are not a compressed-column pattern (colptr from 0 "
+                             "to len(rowind), non-decreasing; rows in range and increasing in each column); "
+                             "build it with SparsePattern.of.")
+
+    @classmethod
+    def of(cls, n: int, entries: Iterable[tuple[int, int]]) -> SparsePattern:
+        """The pattern of ``entries`` plus the diagonal of an ``n x n`` matrix."""
+        by_column: list[set[int]] = [{j} for j in range(n)]
+        for row, col in entries:
+            by_column[col].add(row)
+        colptr, rowind = [0], []
+        for rows in by_column:
+            rowind.extend(sorted(rows))
+            colptr.append(len(rowind))
+        return cls(tuple(colptr), tuple(rowind))
+
+    @property
+    def nnz(self) -> int:
+        return len(self.rowind)
+
+    def position(self, row: int, col: int) -> int | None:
+        """Index of ``(row, col)`` in ``rowind`` (and in the values), None if not in the pattern."""
+        lo, hi = self.colptr[col], self.colptr[col + 1]
+        k = bisect.bisect_left(self.rowind, row, lo, hi)
+        return k if k < hi and self.rowind[k] == row else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +193,7 @@ class MatrixLayout:
         True: band storage for ``fa_band_factor``, row-major of width ``2*kl + ku + 1``, row
         ``i`` holding columns ``i-kl .. i+kl+ku`` of the permuted matrix (the last ``kl``
         columns take the fill of partial pivoting).  False: dense row-major ``n x n`` for
-        ``fa_dense_factor``.
+        ``fa_dense_factor``, or the compressed columns of ``sparse``.
     kl, ku : int
         Sub- and super-diagonals of the permuted matrix.  A dense layout records ``n - 1``
         for both: it can hold any entry.
@@ -56,6 +201,9 @@ class MatrixLayout:
         ``order[new] = old``: the permuted matrix is ``A_new[i, j] = A[order[i], order[j]]``.
     position : tuple of int
         ``position[old] = new``, the inverse of ``order``.
+    sparse : SparsePattern or None
+        Given: sparse storage, the values in the order of this pattern (``banded`` False,
+        the model's order, ``kl = ku = n - 1``), factored by ``fa_sparse.cpp``.
     """
 
     n: int
@@ -64,6 +212,7 @@ class MatrixLayout:
     ku: int
     order: tuple[int, ...]
     position: tuple[int, ...]
+    sparse: SparsePattern | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.n, int) or isinstance(self.n, bool) or self.n < 1:
@@ -79,6 +228,24 @@ class MatrixLayout:
         if len(self.position) != self.n or any(self.position[old] != new for new, old in enumerate(self.order)):
             raise ModelError(f"MatrixLayout: position = {self.position!r} is not the inverse of order = "
                              f"{self.order!r}; set position[order[k]] = k.")
+        if self.sparse is not None and (self.banded or len(self.sparse.colptr) != self.n + 1
+                                        or self.order != tuple(range(self.n))):
+            raise ModelError(f"MatrixLayout: a sparse layout must have banded = False, the model's order and a "
+                             f"pattern of {self.n} columns; use MatrixLayout.sparse_of or plan_layout.")
+
+    @classmethod
+    def sparse_of(cls, n: int, entries: Iterable[tuple[int, int]]) -> MatrixLayout:
+        """The sparse layout of the pattern ``entries`` plus the diagonal, in the model's order."""
+        identity = tuple(range(n))
+        return cls(n=n, banded=False, kl=n - 1, ku=n - 1, order=identity, position=identity,
+                   sparse=SparsePattern.of(n, entries))
+
+    @property
+    def storage(self) -> MatrixStorage:
+        """How the matrix is stored and factored."""
+        if self.sparse is not None:
+            return MatrixStorage.SPARSE
+        return MatrixStorage.BAND if self.banded else MatrixStorage.DENSE
 
     @classmethod
     def dense(cls, n: int) -> MatrixLayout:
@@ -95,7 +262,10 @@ class MatrixLayout:
 
     @property
     def storage_size(self) -> int:
-        """Doubles of storage: ``n*n`` dense, ``n*(2*kl + ku + 1)`` band."""
+        """Doubles of storage: ``n*n`` dense, ``n*(2*kl + ku + 1)`` band, the pattern's
+        non-zeros sparse (the factors are held by the solver, :func:`sparse_factor_flops`)."""
+        if self.sparse is not None:
+            return self.sparse.nnz
         return self.n * self.width
 
     @property
@@ -107,13 +277,18 @@ class MatrixLayout:
         columns of fill), one multiply and one add each: ``2 n kl (kl + ku + 1)``.  Both are
         upper bounds of the work of ``fa_linalg.c``, which skips zero multipliers.
         """
+        if self.sparse is not None:
+            return sparse_factor_flops(self.sparse)[0]
         return _band_flops(self.n, self.kl, self.ku) if self.banded else _dense_flops(self.n)
 
     @property
     def solve_flops(self) -> float:
         """Estimated floating-point operations of one solve (one right-hand side, either
-        transposition): ``2 n^2`` dense, ``2 n (2 kl + ku)`` band.  Solves dominate when one
-        factorization is reused over many Newton iterations or sensitivity columns."""
+        transposition): ``2 n^2`` dense, ``2 n (2 kl + ku)`` band, twice the factors'
+        non-zeros sparse.  Solves dominate when one factorization is reused over many Newton
+        iterations or sensitivity columns."""
+        if self.sparse is not None:
+            return 2.0 * sparse_factor_flops(self.sparse)[1]
         if self.banded:
             return 2.0 * self.n * (2 * self.kl + self.ku)
         return 2.0 * self.n**2
@@ -123,18 +298,25 @@ class MatrixLayout:
 
         The code that assembles the matrix zeroes the whole storage (the band's structural
         zeros are read by the kernels; only its fill columns are not) and then writes each
-        structurally non-zero entry here.
+        structurally non-zero entry here.  Sparse: the entry's index in the compressed
+        columns (``SparsePattern.rowind`` and the values).
 
         Raises
         ------
         ModelError
-            ``row`` or ``col`` outside ``0 .. n-1``, or a band layout whose band does not
-            contain the entry (it was not in the pattern the layout was planned from).
+            ``row`` or ``col`` outside ``0 .. n-1``, or a band or sparse layout that does not
+            hold the entry (it was not in the pattern the layout was planned from).
         """
         for name, value in (("row", row), ("col", col)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not 0 <= value < self.n:
                 raise ModelError(f"MatrixLayout.index: {name} = {value!r} must be an integer in "
                                  f"[0, {self.n - 1}]; index entries of the {self.n} x {self.n} matrix.")
+        if self.sparse is not None:
+            k = self.sparse.position(int(row), int(col))
+            if k is None:
+                raise ModelError(f"MatrixLayout.index: entry ({row}, {col}) is not in the sparse pattern of this "
+                                 "layout; plan the layout from a pattern that contains it.")
+            return k
         i, j = self.position[row], self.position[col]
         if not self.banded:
             return i * self.n + j
@@ -144,8 +326,8 @@ class MatrixLayout:
         return i * self.width + (j - i + self.kl)
 
 
-def plan_layout(n: int, pattern: Iterable[tuple[int, int]]) -> MatrixLayout:
-    """Choose the ordering and the storage of an ``n x n`` matrix from its sparsity pattern.
+def plan_layout(n: int, pattern: Iterable[tuple[int, int]], storage: MatrixStorage | None = None) -> MatrixLayout:
+    """Choose the storage and the ordering of an ``n x n`` matrix from its sparsity pattern.
 
     Rule
     ----
@@ -163,8 +345,13 @@ def plan_layout(n: int, pattern: Iterable[tuple[int, int]]) -> MatrixLayout:
        ``2/3 n^3``; otherwise dense storage in the given order.  Dense LU wins for small
        matrices (loop overhead) and for matrices whose best band is wide (dense loops run
        over whole contiguous rows and need no fill bookkeeping).
+    5. Sparse storage instead if ``n >= SPARSE_MIN_SIZE`` and ``SPARSE_WORK_FACTOR`` times
+       the estimated sparse work (:func:`sparse_factor_flops`: the fill of a COLAMD-ordered
+       LU of the pattern) is below the work of the choice of step 4: trees with loops,
+       lattices and flexible bodies, whose best band is still wide.
 
-    The result depends only on ``n`` and the set of entries (not their order or repetition).
+    The result depends only on ``n``, the set of entries (not their order or repetition) and
+    ``storage``.
 
     Parameters
     ----------
@@ -172,17 +359,28 @@ def plan_layout(n: int, pattern: Iterable[tuple[int, int]]) -> MatrixLayout:
         Matrix size, at least 1.
     pattern : iterable of (int, int)
         ``(row, col)`` of every structurally non-zero entry; repetitions are allowed.
+    storage : MatrixStorage, optional
+        Force this storage (tests, benchmarks; :func:`storage_override`) instead of the rule.
+        A forced band takes the narrower of the two orderings whatever its work.
 
     Raises
     ------
     ModelError
-        ``n`` is not a positive integer, or an entry is not a pair of integers in ``0 .. n-1``.
+        ``n`` is not a positive integer, an entry is not a pair of integers in ``0 .. n-1``,
+        or ``storage`` is not a :class:`MatrixStorage`.
     """
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
         raise ModelError(f"plan_layout: n = {n!r} must be a positive integer; give the matrix size.")
+    if storage is not None and not isinstance(storage, MatrixStorage):
+        raise ModelError(f"plan_layout: storage = {storage!r} must be a MatrixStorage (DENSE, BAND or SPARSE) or "
+                         "None for the automatic choice.")
     n = int(n)
     entries = _validated_entries(n, pattern)
-    if n < BAND_MIN_SIZE:
+    if storage is MatrixStorage.DENSE:
+        return MatrixLayout.dense(n)
+    if storage is MatrixStorage.SPARSE:
+        return MatrixLayout.sparse_of(n, entries)
+    if n < BAND_MIN_SIZE and storage is None:
         return MatrixLayout.dense(n)
     rows = np.array([r for r, _ in entries] + list(range(n)), dtype=np.int64)
     cols = np.array([c for _, c in entries] + list(range(n)), dtype=np.int64)
@@ -196,12 +394,49 @@ def plan_layout(n: int, pattern: Iterable[tuple[int, int]]) -> MatrixLayout:
     candidates = [tuple(range(n)), tuple(int(k) for k in rcm)]
     best = min(candidates, key=lambda order: _band_flops(n, *_bandwidths(order, rows, cols)))
     kl, ku = _bandwidths(best, rows, cols)
-    if _band_flops(n, kl, ku) >= BAND_WORK_FRACTION * _dense_flops(n):
-        return MatrixLayout.dense(n)
     position = [0] * n
     for new, old in enumerate(best):
         position[old] = new
-    return MatrixLayout(n=n, banded=True, kl=kl, ku=ku, order=best, position=tuple(position))
+    band = MatrixLayout(n=n, banded=True, kl=kl, ku=ku, order=best, position=tuple(position))
+    if storage is MatrixStorage.BAND:
+        return band
+    dense = MatrixLayout.dense(n)
+    chosen = band if _band_flops(n, kl, ku) < BAND_WORK_FRACTION * _dense_flops(n) else dense
+    if n >= SPARSE_MIN_SIZE:
+        csc = SparsePattern.of(n, entries)
+        if SPARSE_WORK_FACTOR * sparse_factor_flops(csc)[0] < chosen.factor_flops:
+            identity = tuple(range(n))
+            return MatrixLayout(n=n, banded=False, kl=n - 1, ku=n - 1, order=identity, position=identity,
+                                sparse=csc)
+    return chosen
+
+
+def sparse_factor_flops(pattern: SparsePattern) -> tuple[float, int]:
+    """Estimated ``(floating-point operations, non-zeros of L + U)`` of a sparse LU of ``pattern``.
+
+    The symbolic work of a left-looking LU after a COLAMD column ordering, the ordering of
+    Eigen's SparseLU: SuperLU (``scipy.sparse.linalg.splu``, ``permc_spec="COLAMD"``) factors
+    the pattern with diagonally dominant values (no row exchanges), and eliminating column
+    ``k`` costs ``|L_k| (2 |U^k| + 1)`` operations, ``|L_k|`` the sub-diagonal entries of
+    column ``k`` of L, ``|U^k|`` the off-diagonal entries of row ``k`` of U.  Pivoting on the
+    real values may add fill; the estimate only ranks storages, the solver reports the real
+    figures (``fa_sparse_factor_nnz``).
+    """
+    n = len(pattern.colptr) - 1
+    colptr = np.asarray(pattern.colptr, dtype=np.int64)
+    rowind = np.asarray(pattern.rowind, dtype=np.int64)
+    counts = np.diff(colptr)
+    values = np.ones(rowind.size)
+    # Diagonal n + 1 > any row or column sum of the off-diagonal ones: no row exchange.
+    columns = np.repeat(np.arange(n), counts)
+    values[rowind == columns] = n + 1.0
+    matrix = scipy.sparse.csc_matrix((values, rowind, colptr), shape=(n, n))
+    lu = scipy.sparse.linalg.splu(matrix, permc_spec="COLAMD", diag_pivot_thresh=0.0,
+                                  options={"SymmetricMode": False})
+    lower = np.diff(lu.L.tocsc().indptr) - 1
+    upper = np.diff(lu.U.tocsr().indptr) - 1
+    flops = float(np.sum(lower * (2.0 * upper + 1.0)))
+    return flops, int(lu.L.nnz + lu.U.nnz - n)
 
 
 def _validated_entries(n: int, pattern: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -1,4 +1,10 @@
-"""The system C compiler used for element checks, the native engine and FMU export."""
+"""The system C (and C++) compiler used for element checks, the native engine and FMU export.
+
+C++ is needed only for models whose Newton or initialization matrix is stored sparse
+(:mod:`fmi_adjoint.sparsity`): their libraries link the sparse solver
+(``native/runtime/fa_sparse.cpp``, compiled once into the build cache by
+:mod:`fmi_adjoint.native.solver`).  Every other model builds with a C compiler alone.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +17,20 @@ from pathlib import Path
 
 from .errors import CompilerError
 
-__all__ = ["c_compiler", "compile_shared", "compiler_message"]
+__all__ = ["c_compiler", "compile_shared", "compiler_message", "cxx_compiler", "run_tool"]
 
 
 def c_compiler() -> str | None:
     """``$CC``, else ``cc``, ``gcc`` or ``clang`` from the PATH; None if there is none."""
     for candidate in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if candidate and shutil.which(candidate):
+            return shutil.which(candidate)
+    return None
+
+
+def cxx_compiler() -> str | None:
+    """``$CXX``, else ``c++``, ``g++`` or ``clang++`` from the PATH; None if there is none."""
+    for candidate in (os.environ.get("CXX"), "c++", "g++", "clang++"):
         if candidate and shutil.which(candidate):
             return shutil.which(candidate)
     return None
@@ -34,6 +48,11 @@ def compiler_message(stderr: str, limit: int = 300) -> str:
     return chosen if len(chosen) <= limit else chosen[: limit - 3] + "..."
 
 
+def run_tool(command: list[str], what: str, compiler: str) -> None:
+    """Run a compiler, linker or archiver; CompilerError with its first diagnostic on failure."""
+    _run(command, what, compiler)
+
+
 def _run(command: list[str], what: str, compiler: str) -> None:
     try:
         proc = subprocess.run(command, capture_output=True, text=True, errors="replace")
@@ -46,8 +65,14 @@ def _run(command: list[str], what: str, compiler: str) -> None:
 
 
 def compile_shared(sources: Sequence[Path], library: Path, *, flags: Sequence[str] = (), optimize: str = "-O2",
-                   what: str = "the generated C code", compiler: str | None = None) -> None:
+                   what: str = "the generated C code", compiler: str | None = None,
+                   archives: Sequence[Path] = (), linker: str | None = None,
+                   link_flags: Sequence[str] = ()) -> None:
     """Compile C99 ``sources`` into the shared library ``library``.
+
+    ``archives`` (static libraries, e.g. the cached sparse solver) are linked after the
+    objects, by ``linker`` (default: the C compiler; the C++ compiler for C++ archives) with
+    ``link_flags`` added to the link command.
 
     Each source is compiled by its own compiler process, in parallel (generated code is
     split into one file per function so that build time grows with the model, not with
@@ -73,8 +98,8 @@ def compile_shared(sources: Sequence[Path], library: Path, *, flags: Sequence[st
                     for src, obj in zip(sources, objects)]
             for job in jobs:
                 job.result()
-        _run([compiler, "-shared", *[f for f in flags if not f.startswith(("-D", "-I"))], "-o", str(library),
-              *map(str, objects), "-lm"], what, compiler)
+        _run([linker or compiler, "-shared", *[f for f in flags if not f.startswith(("-D", "-I"))], "-o",
+              str(library), *map(str, objects), *map(str, archives), *link_flags, "-lm"], what, linker or compiler)
     finally:
         for obj in objects:
             obj.unlink(missing_ok=True)

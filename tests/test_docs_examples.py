@@ -41,8 +41,8 @@ PAGES = sorted((DOCS / "tutorials").glob("*.md")) + sorted((DOCS / "how-to").glo
 EXPECTED = (
     "tutorials/first-identification.md", "tutorials/your-own-model.md", "tutorials/multibody-model.md",
     "tutorials/export-fmu-fmpy.md", "tutorials/identify-third-party-fmu.md", "tutorials/input-design.md",
-    "tutorials/cluster.md", "how-to/force-element-plugin.md", "how-to/bench-data.md", "how-to/choose-a-cost.md",
-    "how-to/choose-an-integrator.md",
+    "tutorials/cluster.md", "how-to/force-element-plugin.md", "how-to/bench-data.md", "how-to/read-bench-data.md",
+    "how-to/choose-a-cost.md", "how-to/choose-an-integrator.md",
 )
 RUN = ("bash", "python")
 #: Longest a single block may take before it counts as failed (not a timing assertion: a hang guard).

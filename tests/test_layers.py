@@ -34,6 +34,8 @@ RANK = {
     "forces": 3,
     "scale": 3,
     "data": 3,
+    # bench (issue 26): readers of test-bench files, units, preprocessing into a cost's data
+    "bench": 4,
     "model": 4,
     "codegen": 4,
     # equations: the derivatives of a model's (or a component type's) equations, the function table
@@ -46,6 +48,8 @@ RANK = {
     "costs": 6,
     "compiled": 7,
     "integrate": 8,
+    # warm (issue 24, part 6): warm starts keyed before lowering; imports compiled, mbs, model_file
+    "warm": 8,
     "elementcheck": 8,
     "adjoint": 9,
     "native": 9,

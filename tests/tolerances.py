@@ -242,3 +242,10 @@ REGENERATED_MEASUREMENT = 1e-2
 #: leaves a false alarm of 6e-5 (normal approximation) and still separates white residuals (5 %
 #: of 400 lags outside, sd 1.1 %) from the "not white" threshold of 10 %.
 BINOMIAL_SIGMAS = 4.0
+
+#: One measurement identified from another file format of the same samples (MDF4, MAT v7.3, a
+#: semicolon CSV in mm/s^2 against the bundled CSV in m/s^2), relative per parameter (issue
+#: 26).  The unit conversion (x * 1000 written, times 1e-3 read) changes a sample by up to an
+#: ulp, which the optimizer's path carries into the parameters: measured 3.8e-14 on engine_mount
+#: (d_E); the issue asks for 1e-10, a factor 2600 above.
+SAME_DATA_OTHER_FORMAT = 1e-10

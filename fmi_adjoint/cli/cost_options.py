@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import math
 
+from ..bench.preprocess import DETRENDS, Preprocessing, TimeShift
 from ..costs import RunUp
 from ..errors import ModelError
 from ..identify.data_costs import COSTS, KINDS, WINDOWS, CostOptions
 from ..text import excerpt
 
-__all__ = ["add_cost_options", "cost_options_from_args"]
+__all__ = ["add_bench_options", "add_cost_options", "cost_options_from_args", "preprocessing_from_args"]
 
 
 def _pair(text: str | None, option: str, example: str) -> tuple[float, float] | None:
@@ -115,3 +116,48 @@ def cost_options_from_args(args: argparse.Namespace, weights: dict, scales: dict
             raise ModelError("--cost orders compares amplitudes: --spectrum amplitude or power.")
     return options
 
+
+
+def add_bench_options(parser: argparse.ArgumentParser) -> None:
+    """The options of test-bench data (issue 26: :mod:`fmi_adjoint.bench.preprocess`) of
+    ``gradient`` and ``identify``; a file's time window is ``--data FILE@window=T0:T1``."""
+    group = parser.add_argument_group("test-bench data (MDF, MAT, HDF5, CSV; see the how-to 'read bench data')")
+    group.add_argument("--map", action="append", metavar="OUTPUT=CHANNEL",
+                       help="compare the model output OUTPUT with the data channel CHANNEL (repeat per output; "
+                       "with --map only mapped channels are compared)")
+    group.add_argument("--time-shift", metavar="S|start",
+                       help="subtract S seconds from the data's times, or the first sample's time with 'start' "
+                       "(data on the test bench's clock)")
+    group.add_argument("--detrend", choices=tuple(DETRENDS),
+                       help="remove each channel's mean (offset) or least-squares line (linear) before comparing")
+    group.add_argument("--resample", action="store_true",
+                       help="resample the data onto the integrator's step grid (low-pass filtered first where "
+                       "they are denser)")
+
+
+def preprocessing_from_args(args: argparse.Namespace) -> Preprocessing:
+    """The :class:`~fmi_adjoint.bench.preprocess.Preprocessing` of a parsed command line
+    (without the per-file window)."""
+    mapping: list[tuple[str, str]] = []
+    for item in args.map or []:
+        output, sep, channel = item.partition("=")
+        if not sep or not output.strip() or not channel.strip():
+            raise ModelError(f"--map {excerpt(item)}: expected OUTPUT=CHANNEL, e.g. --map a1=AccZ_Mount.")
+        if output.strip() in (o for o, _ in mapping):
+            raise ModelError(f"--map: the output {excerpt(output.strip())} is mapped twice; map it once.")
+        mapping.append((output.strip(), channel.strip()))
+    shift = None
+    if args.time_shift is not None:
+        if args.time_shift.strip() == "start":
+            shift = TimeShift()
+        else:
+            try:
+                seconds = float(args.time_shift)
+            except ValueError:
+                seconds = math.nan
+            if not math.isfinite(seconds):
+                raise ModelError(f"--time-shift {excerpt(args.time_shift)}: give the seconds subtracted from the "
+                                 "data's times (e.g. 1234.5) or 'start' (the first sample's time).")
+            shift = TimeShift(seconds)
+    return Preprocessing(mapping=tuple(mapping), time_shift=shift,
+                         detrend=DETRENDS[args.detrend] if args.detrend else None, resample=bool(args.resample))

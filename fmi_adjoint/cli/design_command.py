@@ -32,6 +32,7 @@ from ..files import check_not_input, check_writable, same_file
 from ..identify.spec import check_time_span
 from ..model_file import ModelSource
 from ..report.design import design_report, design_signals
+from ..warm import prepare_model
 from .loading import model_inputs, model_path, parse_assignments, parse_bounds, parse_names
 from .parallel_options import add_parallel_options, dask_settings
 
@@ -249,7 +250,7 @@ def cmd_design(args: argparse.Namespace) -> int:
     path = model_path(args.model)
     settings = parse_assignments(args.set)
     source = ModelSource.from_path(path)
-    model = source.load().with_values(settings)
+    model = prepare_model(source).with_values(settings)
     check_time_span(model.simulation.t_end if args.t_end is None else args.t_end,
                     model.simulation.step if args.step is None else args.step)
     spec = _spec(args, [output.name for output in model.outputs])

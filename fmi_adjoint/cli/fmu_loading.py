@@ -104,9 +104,9 @@ def load_fmu_experiments(
     experiments = []
     for spec in data_specs:
         file, values = experiment_settings(spec, settings, identified)
-        experiments.append(fmu_experiment(archive, DataFile.from_path(file, events=True), values,
-                                          name=Path(file).stem, inputs=inputs, inputs_file=inputs_file, t_end=t_end,
-                                          step=step, cost=cost, target=target))
+        data = DataFile.from_path(file, events=True, outputs=target.output_names)
+        experiments.append(fmu_experiment(archive, data, values, name=Path(file).stem, inputs=inputs,
+                                          inputs_file=inputs_file, t_end=t_end, step=step, cost=cost, target=target))
     return experiments
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..bench import detect_format
+from ..bench.preprocess import Preprocessing
 from ..compiled import CompiledModel
 from ..engines import AbstractEngine
 from ..errors import ModelError
@@ -16,11 +19,12 @@ from ..identify import IdentificationProblem
 from ..identify.data_costs import CostOptions, DataFile
 from ..identify.spec import ExperimentSpec, ProblemSpec, build_engine, check_time_span, model_error_in
 from ..integrate.schemes import scheme_from_settings
-from ..model_file import ModelSource, load_model, model_file_inputs
+from ..model_file import ModelSource, model_file_inputs
 from ..text import excerpt
+from ..warm import prepare_model
 
 __all__ = ["model_path", "model_inputs", "resolve_engine", "resolve_model", "check_time_span", "parse_assignments",
-           "parse_bounds", "experiment_settings", "problem_spec", "load_problem"]
+           "parse_bounds", "data_window", "experiment_settings", "problem_spec", "load_problem"]
 
 
 def model_path(spec: str) -> Path:
@@ -49,7 +53,7 @@ def resolve_engine(spec: str, values: dict[str, float] | None = None, *, engine:
     """Build MODEL's engine through the build cache (``--engine``; see
     :func:`~fmi_adjoint.identify.spec.build_engine`); the fallback note goes to stderr."""
     source = model_path(spec)
-    model = load_model(source, allow_external_tables=allow_external_tables)
+    model = prepare_model(source, allow_external_tables=allow_external_tables)
     try:
         built, note = build_engine(model.with_values(values or {}), engine)
     except ModelError as exc:
@@ -125,12 +129,32 @@ def parse_names(text: str | None) -> list[str]:
     return names
 
 
+def data_window(spec: str) -> tuple[float, float] | None:
+    """The time window ``window=T0:T1`` among the settings after ``@`` of ``--data`` (None if
+    there is none): the experiment compares the samples with ``T0 <= t <= T1``, shifted to t = 0
+    (:mod:`fmi_adjoint.bench.preprocess`)."""
+    windows = [item for item in spec.partition("@")[2].split(",") if item.strip().startswith("window=")]
+    if not windows:
+        return None
+    if len(windows) > 1:
+        raise ModelError(f"--data {excerpt(spec)}: the window is given {len(windows)} times; give it once.")
+    lo, colon, hi = windows[0].partition("=")[2].partition(":")
+    what = f"--data {excerpt(spec)}: window"
+    t0, t1 = (_number(lo.strip(), what), _number(hi.strip(), what)) if colon else (math.nan, math.nan)
+    if not (colon and math.isfinite(t0) and math.isfinite(t1) and t0 < t1):
+        raise ModelError(f"{what}: expected window=T0:T1 with finite T0 < T1 in seconds, e.g. "
+                         "--data run.mf4@window=12.5:17.5.")
+    return t0, t1
+
+
 def experiment_settings(spec: str, settings: dict[str, float], identified) -> tuple[str, dict[str, float]]:
     """``--data FILE[@NAME=VALUE,...]`` to the file and its parameter values (``--set`` values
-    updated by the settings after ``@``, which must not be identified parameters)."""
+    updated by the settings after ``@``, which must not be identified parameters; ``window=``
+    is the time window, :func:`data_window`)."""
     file, _, local = spec.partition("@")
     values = dict(settings)
-    local_values = parse_assignments([s for s in local.split(",") if s], option=f"--data {spec}")
+    items = [s for s in local.split(",") if s and not s.strip().startswith("window=")]
+    local_values = parse_assignments(items, option=f"--data {spec}")
     clash = sorted(set(local_values) & set(identified))
     if clash:
         raise ModelError(
@@ -157,12 +181,16 @@ def problem_spec(
     bounds: dict[str, tuple[float, float]] | None = None,
     allow_external_tables: bool = False,
     engine: str = "auto",
+    preprocessing: Preprocessing | None = None,
 ) -> ProblemSpec:
     """The :class:`~fmi_adjoint.identify.spec.ProblemSpec` of MODEL and one experiment per
     ``--data FILE[@NAME=VALUE,...]``: the files read once, here.
 
     The settings after ``@`` apply to that experiment only (excitation, initial state).
     ``integrator``, ``alpha``, ``rho_inf``, ``newton`` override the model's integration settings.
+    ``preprocessing`` (``--map``, ``--time-shift``, ``--detrend``, ``--resample``) applies to
+    every file, each with its own ``window=`` (:mod:`fmi_adjoint.bench.preprocess`); a binary
+    file (MDF, MAT, HDF5) is read here, only the channels mapped or named like an output.
     """
     path = model_path(model_spec)
     source = ModelSource.from_path(path, allow_external_tables=allow_external_tables)
@@ -171,9 +199,16 @@ def problem_spec(
         solver = scheme_from_settings(source.load().simulation, integrator=integrator, alpha=alpha, rho_inf=rho_inf,
                                       newton=newton)
     experiments = []
+    common = preprocessing or Preprocessing()
+    outputs: tuple[str, ...] | None = None
     for spec in data_specs:
         file, values = experiment_settings(spec, settings, names)
-        experiments.append(ExperimentSpec(DataFile.from_path(file), tuple(values.items()), Path(file).stem))
+        window = data_window(spec)
+        if outputs is None and detect_format(file).name != "csv":  # the channels of a binary file to read
+            outputs = tuple(output.name for output in source.load().outputs)
+        data = DataFile.from_path(file, preprocessing=dataclasses.replace(common, window=window), outputs=outputs)
+        name = Path(file).stem if window is None else f"{Path(file).stem}@{window[0]:g}:{window[1]:g}"
+        experiments.append(ExperimentSpec(data, tuple(values.items()), name))
     return ProblemSpec.create(source, experiments, names, cost=cost, bounds=bounds, t_end=t_end, step=step,
                               solver=solver, engine=engine)
 

@@ -18,14 +18,21 @@ from ..files import check_not_input, check_writable, same_file
 from ..text import excerpt
 from ..forces import element_type
 from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem
-from ..identify.data_costs import Target
+from ..bench.preprocess import Preprocessing
+from ..identify.data_costs import Target, preprocessing_report
 from ..identify.guards import data_notices, movement_notices
 from ..identify.spec import ProblemSpec
 from ..identify.strategies import STRATEGY_NAMES
 from ..integrate import HHT, AbstractScheme, GeneralizedAlpha
 from ..integrate.schemes import INTEGRATORS, NEWTON_METHODS, scheme_from_settings
 from .cache_command import add_cache_parser, cmd_cache
-from .cost_options import CostOptions, add_cost_options, cost_options_from_args
+from .cost_options import (
+    CostOptions,
+    add_bench_options,
+    add_cost_options,
+    cost_options_from_args,
+    preprocessing_from_args,
+)
 from .design_command import add_design_parser, cmd_design
 from .parallel_options import add_parallel_options, dask_settings
 from .loading import (
@@ -128,13 +135,15 @@ def _fmu_process_settings(args) -> dict:
 
 def _data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--data", action="append", required=True, metavar="DATA.csv[@NAME=VALUE,...]",
-        help="measurements: a 'time' column and one column per measured output; repeat for several "
-        "experiments; settings after '@' apply to that experiment only",
+        "--data", action="append", required=True, metavar="DATA[@NAME=VALUE,...]",
+        help="measurements (CSV/TSV, MDF 3/4, MAT, HDF5): a time and one channel per measured output; repeat for "
+        "several experiments; settings after '@' apply to that experiment only, window=T0:T1 compares a time "
+        "window of the file",
     )
     parser.add_argument("--params", required=True, metavar="P1,P2,...", help="parameters to differentiate/identify")
     parser.add_argument("--weight", action="append", metavar="CHANNEL=W", help="channel weight (default 1)")
     parser.add_argument("--scale", action="append", metavar="CHANNEL=S", help="channel scale (default 1)")
+    add_bench_options(parser)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -365,6 +374,8 @@ class _Setup:
         self.notes: list[str] = []
         #: Warnings of the data guards, printed like the notes (identify: with its own warnings).
         self.warnings: list[str] = []
+        #: What was done to the data files (RESULT.json's ``data_preprocessing``).
+        self.data_preprocessing: list[dict] = []
 
     def add_notices(self, notices) -> None:
         """The notes and warnings of the guards (:mod:`fmi_adjoint.identify.guards`)."""
@@ -400,7 +411,11 @@ def _problem(args, bounds=None) -> _Setup:
         args, parse_assignments(args.weight, "--weight"), parse_assignments(args.scale, "--scale")
     )
     names = parse_names(args.params)
+    preprocessing = preprocessing_from_args(args)
     if args.fmu is not None:
+        if preprocessing != Preprocessing() or any("window=" in spec.partition("@")[2] for spec in args.data or []):
+            raise ModelError("--map, --time-shift, --detrend, --resample and window= apply to model files; for an "
+                             "FMU give a CSV file with columns named like its outputs.")
         return _fmu_problem(args, options, names, bounds)
     if args.model is None:
         raise ModelError("give MODEL (a TOML file or example name) or --fmu MODEL.fmu.")
@@ -417,10 +432,14 @@ def _problem(args, bounds=None) -> _Setup:
         args.model, args.data, parse_assignments(args.set), names, t_end=args.t_end, step=args.step,
         integrator=args.integrator, alpha=args.alpha, rho_inf=args.rho_inf, newton=args.newton, cost=options,
         bounds=bounds,
-        allow_external_tables=args.allow_external_tables, engine=args.engine,
+        allow_external_tables=args.allow_external_tables, engine=args.engine, preprocessing=preprocessing,
     )
     spec, problem = load_problem(spec)
     setup = _Setup(problem, options, spec=spec)
+    setup.data_preprocessing, bench_notices = preprocessing_report(
+        options, Target.of_model(problem.experiments[0].model), [e.data for e in spec.experiments],
+        step=problem.experiments[0].step or problem.experiments[0].model.model.simulation.step)
+    setup.add_notices(bench_notices)
     setup.add_notices(data_notices(Target.of_model(problem.experiments[0].model), _data_costs(args, problem),
                                    t_end=args.t_end, options=options))
     executor = _executor(args, _parallel_tasks(args, problem))
@@ -662,7 +681,8 @@ def cmd_identify(args) -> int:
             executor=setup.executor.describe() if setup.executor is not None else {"executor": "serial", "workers": 1},
             fmu=args.fmu, fmu_token=setup.archive.description.guid if args.fmu is not None else None,
             inputs=args.inputs if args.fmu is not None else None,
-            interface=setup.choice.interface if setup.choice is not None else None, checkpoint=ckpt)
+            interface=setup.choice.interface if setup.choice is not None else None, checkpoint=ckpt,
+            data_preprocessing=setup.data_preprocessing)
         untrusted = (((result.unidentifiable or any(n.untrusted for n in unmoved)) and not args.allow_unidentifiable)
                      or any(flag for _, flag in fmu_guards))
         payload = identification_record(outcome, problem, context, warnings=[*setup.notes, *warnings],

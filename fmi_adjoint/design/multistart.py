@@ -32,6 +32,7 @@ import numpy as np
 from ..errors import ConvergenceError
 from ..model_file import ModelSource
 from ..scale import AbstractExecutor, WorkerContext
+from ..warm import prepare_model
 from .optimize import VIOLATION_TOLERANCE, DesignIteration, DesignResult, StopDiagnosis, run_design, violations
 from .problem import DesignProblem, DesignSpec
 from .starts import StartPlan
@@ -60,7 +61,7 @@ class DesignRecipe:
         return cls(source, tuple(sorted((k, float(v)) for k, v in settings.items())), spec, memory_limit)
 
     def build(self) -> DesignProblem:
-        return DesignProblem.build(self.spec, self.source.load().with_values(dict(self.settings)),
+        return DesignProblem.build(self.spec, prepare_model(self.source).with_values(dict(self.settings)),
                                    memory_limit=self.memory_limit)
 
     def digest(self) -> str:

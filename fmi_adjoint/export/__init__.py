@@ -5,7 +5,7 @@ Needs only the compiled model: its generated C code, the engine runtime of
 """
 
 from .fmu_export import (FMI_VERSIONS, ExportError, build_fmu_binary, expected_description, export_fmu, export_scheme,
-                         instantiation_token, validate_against_schema)
+                         export_storage, instantiation_token, validate_against_schema)
 
 __all__ = ["ExportError", "FMI_VERSIONS", "build_fmu_binary", "expected_description", "export_fmu", "export_scheme",
-           "instantiation_token", "validate_against_schema"]
+           "export_storage", "instantiation_token", "validate_against_schema"]

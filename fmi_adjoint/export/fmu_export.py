@@ -5,7 +5,10 @@ The FMU runs the C engine (``native/runtime/fa_engine.c``, HHT or generalized-al
 
     modelDescription.xml        written with lxml, validated against fmpy's FMI schema
     sources/                    model.c/.h, the runtime, the FMI API layer, fmu_config.h
-                                (and buildDescription.xml for FMI 3): everything to rebuild
+                                (and buildDescription.xml for FMI 3): everything to rebuild;
+                                a model with a matrix stored sparse adds the solver
+                                (fa_sparse.cpp/.h), the Eigen headers it includes (Eigen/...)
+                                and Eigen's licence (LICENSE-MPL-2.0.txt)
     binaries/linux64/ or binaries/x86_64-linux/<modelIdentifier>.so
     resources/model.toml        the model file; resources/export.json the export settings
 
@@ -40,12 +43,16 @@ from ..model_file import load_model
 from ..text import c_string_literal
 from ..toolchain import compile_shared
 from ..native import ENGINE_RUNTIME, find_c_compiler, model_c_sources, write_sources
+from ..native.model_header import uses_sparse_solver
+from ..native.solver import FMU_LINK_FLAGS, LICENSE_FILE, SOLVER_SOURCES, SparseSolver, sparse_solver
+from ..sparsity import MatrixStorage, forced_storage, storage_named, storage_override
 
 #: The FMI 2/3 API layer of exported FMUs (compiled only into FMUs, never in-process).
 FMI_LAYER_DIR = Path(__file__).resolve().parent / "fmi"
 
 __all__ = ["ExportError", "FMI_LAYER_DIR", "FMI_VERSIONS", "build_description", "build_fmu_binary",
-           "expected_description", "export_fmu", "export_scheme", "instantiation_token", "validate_against_schema"]
+           "expected_description", "export_fmu", "export_scheme", "export_storage", "instantiation_token",
+           "validate_against_schema"]
 
 FMI_VERSIONS = (2, 3)
 _VERSION = "0.1.0"
@@ -207,6 +214,21 @@ def instantiation_token(text: str, values: dict | None, step: float, solver: Abs
     return "{" + str(uuid.UUID(bytes=digest[:16], version=4)) + "}"
 
 
+def export_storage(settings: dict) -> MatrixStorage | None:
+    """The matrix storage recorded in ``export.json`` (``matrix_storage``, written only when
+    ``$FMI_ADJOINT_MATRIX_STORAGE`` forced one at export; None: the automatic choice).
+
+    Raises
+    ------
+    ModelError
+        A value that names no storage.
+    """
+    value = settings.get("matrix_storage", "auto")
+    if not isinstance(value, str):
+        raise ModelError(f"export.json matrix_storage = {value!r} is not a storage name.")
+    return storage_named(value, "export.json matrix_storage")
+
+
 def export_scheme(settings: dict) -> AbstractScheme:
     """The integration scheme recorded in ``export.json`` (see
     :func:`~fmi_adjoint.integrate.schemes.scheme_from_record`)."""
@@ -214,7 +236,7 @@ def export_scheme(settings: dict) -> AbstractScheme:
 
 
 def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, step: float,
-                     solver: AbstractScheme) -> tuple[Path, list[str]]:
+                     solver: AbstractScheme, storage: MatrixStorage | None = None) -> tuple[Path, list[str]]:
     """Write ``root/sources/`` and compile ``root/binaries/<platform>/<modelIdentifier>.so``.
 
     The one build of an FMU binary: :func:`export_fmu` uses it, and so does the import side
@@ -222,6 +244,9 @@ def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, 
     the one its embedded model builds to.  With the same compiler the build is bit-identical
     in any folder (no debug information, no paths or dates end up in the binary), so equal
     sha256 hashes decide.
+
+    ``storage`` is the matrix storage the export recorded (:func:`export_storage`; None: the
+    automatic choice, whatever ``$FMI_ADJOINT_MATRIX_STORAGE`` says).
 
     Returns
     -------
@@ -235,35 +260,49 @@ def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, 
     CompilerError
         No C compiler, or the generated code does not compile.
     """
-    generated = model_c_sources(Derivation(model))
+    with forced_storage(storage):
+        generated = model_c_sources(Derivation(model))
     find_c_compiler()  # before any work: no compiler is the one error then
     identifier = _identifier(model.name)
     layer = f"fa_fmi{fmi_version}.c"
     if not (FMI_LAYER_DIR / layer).exists():
         raise ExportError(f"the FMI {fmi_version} layer {layer} is missing from {FMI_LAYER_DIR}; reinstall "
                           "fmi-adjoint.")
-    runtime: tuple[str | Path, ...] = (*ENGINE_RUNTIME, FMI_LAYER_DIR / layer,
+    # A matrix stored sparse: the solver, compiled once into the build cache, is linked
+    # statically; sources/ carries its source, the Eigen headers it includes and their licence.
+    sparse = sparse_solver(what=f"model '{model.name}'") if uses_sparse_solver(generated) else None
+    runtime: tuple[str | Path, ...] = (*ENGINE_RUNTIME, *(SOLVER_SOURCES if sparse else ()), FMI_LAYER_DIR / layer,
                                         *sorted(FMI_LAYER_DIR.glob("fa_fmu_common.*")))
     src = root / "sources"
     src.mkdir(parents=True)
     c_sources = [path.name for path in write_sources(generated, src, runtime)]
+    if sparse is not None:
+        for header in sparse.headers:
+            (src / header).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(sparse.include / header, src / header)
+        shutil.copyfile(LICENSE_FILE, src / "LICENSE-MPL-2.0.txt")
+        c_sources.append("fa_sparse.cpp")
     (src / "fmu_config.h").write_text(
         "/* export settings of this FMU (fmi-adjoint) */\n#ifndef FMU_CONFIG_H\n#define FMU_CONFIG_H\n"
         f'#define FA_INSTANTIATION_TOKEN "{token}"\n#define FA_STEP {step!r}\n#define FA_SCHEME {solver.code}\n'
         f"#define FA_SCHEME_PARAMETER {solver.parameter!r}\n"
+        # Modified Newton only (full Newton keeps the file of earlier exports byte for byte).
+        + ("#define FA_REUSE_JACOBIAN 1\n" if solver.reuse_jacobian else "") +
         f"#define FA_MODEL_IDENTIFIER {c_string_literal(identifier)}\n#endif\n"
     )
     platform = "linux64" if fmi_version == 2 else "x86_64-linux"
     binary = root / "binaries" / platform / f"{identifier}.so"
     binary.parent.mkdir(parents=True)
-    binary.write_bytes(_cached_binary(src, c_sources))
+    binary.write_bytes(_cached_binary(src, c_sources, sparse))
     binary.chmod(0o755)
     return binary, c_sources
 
 
-def _cached_binary(src: Path, c_sources: list[str]) -> bytes:
+def _cached_binary(src: Path, c_sources: list[str], solver: SparseSolver | None = None) -> bytes:
     """The FMU binary compiled from ``src`` through the build cache (kind "fmu"), as the
-    cache checked it (owner, mode, checksum).
+    cache checked it (owner, mode, checksum).  ``solver``: the sparse solver's archive is
+    linked (statically, with the C++ runtime, every symbol of it hidden) instead of compiling
+    ``fa_sparse.cpp`` again; its bytes are part of the key.
 
     The key is the compiler with its flags, fmpy's version (its FMI headers) and the bytes of
     every file in ``src``: the build is deterministic (no debug information, no paths in the
@@ -276,13 +315,15 @@ def _cached_binary(src: Path, c_sources: list[str]) -> bytes:
     # Only the FMI functions are exported (the headers mark them); internal symbols of two
     # fmi-adjoint FMUs in one process must never bind to each other.
     flags = ["-fvisibility=hidden", f"-I{_fmpy_dir() / 'c-code'}", f"-I{src}"]
-    contents = [part for path in sorted(src.iterdir()) if path.is_file()
-                for part in (path.name, path.read_bytes())]
-    key = fingerprint(compiler_fingerprint(compiler, flags[:1]), "fmpy", fmpy.__version__, *contents)
+    contents = [part for path in sorted(src.rglob("*")) if path.is_file()
+                for part in (path.relative_to(src).as_posix(), path.read_bytes())]
+    linked = ("sparse solver", solver.archive.read_bytes(), *FMU_LINK_FLAGS) if solver else ()
+    key = fingerprint(compiler_fingerprint(compiler, flags[:1]), "fmpy", fmpy.__version__, *contents, *linked)
 
     def build(folder: Path) -> None:
-        compile_shared([src / name for name in c_sources], folder / "binary.so", flags=flags,
-                       what="the FMU binary", compiler=compiler)
+        compile_shared([src / name for name in c_sources if name.endswith(".c")], folder / "binary.so", flags=flags,
+                       what="the FMU binary", compiler=compiler, archives=(solver.archive,) if solver else (),
+                       linker=solver.compiler if solver else None, link_flags=FMU_LINK_FLAGS if solver else ())
 
     try:
         return BuildCache.default().read("fmu", key, build, ("binary.so",))[1]["binary.so"]
@@ -347,8 +388,9 @@ def export_fmu(
 
     with tempfile.TemporaryDirectory(prefix="fmi_adjoint_export_") as tmp:
         root = Path(tmp) / "fmu"
+        storage = storage_override()
         binary, c_sources = build_fmu_binary(model, root, fmi_version=fmi_version, token=token, step=step,
-                                             solver=solver)
+                                             solver=solver, storage=storage)
         src = root / "sources"
         description = _model_description(model, fmi_version, identifier, token, step, c_sources)
         xml = _write_xml(description, root / "modelDescription.xml")
@@ -365,6 +407,7 @@ def export_fmu(
         (resources / "export.json").write_text(json.dumps(
             {"generator": f"fmi-adjoint {_VERSION}", "fmi_version": fmi_version, "step": step,
              **solver.record(), "values": values or {},
+             **({"matrix_storage": storage.name.lower()} if storage is not None else {}),
              "model_file": source.name,
              "binary_sha256": hashlib.sha256(binary.read_bytes()).hexdigest()}, indent=2) + "\n")
         # Zip next to the target, then rename: no partial .fmu on any failure.

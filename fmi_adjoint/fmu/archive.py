@@ -501,7 +501,7 @@ class FmuArchive:
             actual = hashlib.file_digest(handle, "sha256").hexdigest()
         if actual != recorded.lower():
             return f"the binary does not match the embedded model ({relative!r} is not the binary recorded at export)"
-        from ..export import build_fmu_binary, export_scheme, expected_description
+        from ..export import build_fmu_binary, export_scheme, export_storage, expected_description
         from ..errors import CompilerError
         from ..native import find_c_compiler
 
@@ -518,7 +518,7 @@ class FmuArchive:
                 version, step = int(settings["fmi_version"]), float(settings["step"])
                 binary, sources = build_fmu_binary(model, Path(tmp), fmi_version=version,
                                                    token=self.description.guid, step=step,
-                                                   solver=export_scheme(settings))
+                                                   solver=export_scheme(settings), storage=export_storage(settings))
                 with open(binary, "rb") as handle:
                     rebuilt = hashlib.file_digest(handle, "sha256").hexdigest()
             expected = expected_description(model, version, self.description.guid, step, sources)

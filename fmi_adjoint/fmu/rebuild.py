@@ -48,7 +48,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import FmuError
-from ..export import build_fmu_binary, export_scheme, instantiation_token
+from ..export import build_fmu_binary, export_scheme, export_storage, instantiation_token
 from ..export.fmu_export import build_description
 from ..files import atomic_output, check_writable
 from ..model_file import load_model
@@ -142,7 +142,7 @@ def rebuild_fmu(archive: FmuArchive, values: Mapping[str, float], output) -> Reb
     generated: dict[str, bytes] = {}
     with tempfile.TemporaryDirectory(prefix="fmi_adjoint_rebuild_") as tmp:
         binary, c_sources = build_fmu_binary(model, Path(tmp), fmi_version=version, token=token, step=step,
-                                             solver=solver)
+                                             solver=solver, storage=export_storage(settings))
         # Generated files only: the FMU's own sources must be this generator's, file for file.
         for path in sorted((Path(tmp) / "sources").iterdir()):
             name = f"sources/{path.name}"

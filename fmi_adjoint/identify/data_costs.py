@@ -21,8 +21,11 @@ output at every integrator step up to the end time.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
+from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -36,13 +39,16 @@ from ..costs import (
     RunUp,
 )
 from ..costs.fourier import KINDS, WINDOWS
-from ..data import Measurement, name_list, parse_csv, read_csv_bytes
+from ..bench import detect_format
+from ..bench.preprocess import Prepared, Preprocessing, prepare
+from ..data import Measurement, name_list, parse_csv, read_csv_bytes, sniff_delimiter, split_unit
 from ..errors import DataError
 from ..integrate import time_grid
 from ..text import excerpt
-from .guards import check_data_start
+from .guards import Notice, check_data_start
 
-__all__ = ["COSTS", "KINDS", "WINDOWS", "CostOptions", "DataFile", "Target", "build_cost", "step_grid"]
+__all__ = ["COSTS", "KINDS", "WINDOWS", "CostOptions", "DataFile", "Target", "build_cost", "prepared_data",
+           "preprocessing_report", "step_grid"]
 
 COSTS = ("time", "fourier", "orders", "pod")
 _HEADER_BYTES = 4 * 1024 * 1024
@@ -119,41 +125,79 @@ class Target:
 
 @dataclasses.dataclass(frozen=True)
 class DataFile:
-    """A data file as it travels to parallel workers: its name (for messages) and bytes.
+    """A data file as it travels to parallel workers: its name (for messages) and its content.
 
-    :meth:`from_path` reads it with the checks of :func:`~fmi_adjoint.data.read_csv`
-    (a regular file of at most 512 MiB); :meth:`read` parses it as ``read_csv`` would.
+    A CSV file travels as its bytes: :meth:`from_path` reads them with the checks of
+    :func:`~fmi_adjoint.data.read_csv` (a regular file of at most 512 MiB) and :meth:`read`
+    parses them as ``read_csv`` would (any delimiter, decimal commas, units: issue 26).  A
+    binary file (MDF, MAT, HDF5: :mod:`fmi_adjoint.bench`) is read in the parent, only the
+    channels used, and travels as its ``measurement``.  ``preprocessing`` is what
+    :func:`~fmi_adjoint.bench.preprocess.prepare` does to the samples before a time-domain
+    cost compares them.
     """
 
     name: str
     raw: bytes
     #: A time may repeat once (left and right limits at an event): data for FMUs.
     events: bool = False
+    measurement: Measurement | None = None
+    format: str = "csv"
+    preprocessing: Preprocessing = Preprocessing()
 
     @classmethod
-    def from_path(cls, path: str, *, events: bool = False) -> DataFile:
-        """Read the file ``path``."""
-        return cls(str(path), read_csv_bytes(path), events)
+    def from_path(cls, path: str, *, events: bool = False, preprocessing: Preprocessing | None = None,
+                  outputs: tuple[str, ...] | None = None) -> DataFile:
+        """Read the file ``path``: a CSV file's bytes, or the channels of a binary file that
+        ``preprocessing`` maps, else those named like ``outputs`` (None: every channel)."""
+        preprocessing = preprocessing or Preprocessing()
+        fmt = detect_format(path)
+        if fmt.name == "csv":
+            return cls(str(path), read_csv_bytes(path), events, None, "csv", preprocessing)
+        mapped = preprocessing.channels()
+        channels = mapped if mapped is not None else outputs
+        measurement = fmt.read(Path(path), channels, present_only=mapped is None and channels is not None)
+        return cls(str(path), b"", events, measurement, fmt.name, preprocessing)
 
     def header(self) -> list[str]:
-        """The header cells ([] if there is no readable first line; :meth:`read` names the problem)."""
+        """The header cells without units ([] if there is no readable first line; :meth:`read`
+        names the problem); a binary file's channels."""
+        if self.measurement is not None:
+            return ["time", *self.measurement.columns]
+        delimiter = sniff_delimiter(self.raw)
         for line in self.raw[:_HEADER_BYTES].splitlines():
             if line.strip():
                 try:
                     text = line.decode("utf-8").lstrip("\ufeff")
                 except UnicodeDecodeError:
                     return []
-                return [cell.strip() for cell in text.split(",")]
+                return [split_unit(cell)[0] for cell in text.split(delimiter)]
         return []
 
     def read(self, *, time_column: str = "time", unit: str = "seconds", min_rows: int = 2) -> Measurement:
         """The samples (see :func:`~fmi_adjoint.data.read_csv`)."""
+        if self.measurement is not None:
+            return self.measurement
         return parse_csv(self.raw, self.name, time_column=time_column, unit=unit, min_rows=min_rows,
                          events=self.events)
 
+    def content_digest(self) -> bytes:
+        """SHA-256 of the content (bytes, or a binary file's channels) and the preprocessing
+        (of the bytes alone for a CSV file without preprocessing, as before issue 26)."""
+        h = hashlib.sha256(self.raw)
+        if self.measurement is None and self.preprocessing == Preprocessing():
+            return h.digest()
+        if self.measurement is not None:
+            m = self.measurement
+            h.update(np.ascontiguousarray(m.times).tobytes() + np.ascontiguousarray(m.values).tobytes())
+            h.update(repr((m.columns, m.units, m.time_unit)).encode())
+        h.update(repr(self.preprocessing).encode())
+        return h.digest()
+
     def digest(self) -> str:
-        """SHA-256 of the name and the bytes."""
-        return hashlib.sha256(self.name.encode() + b"\0" + self.raw).hexdigest()
+        """SHA-256 of the name and the content."""
+        if self.measurement is None and self.preprocessing == Preprocessing():
+            return hashlib.sha256(self.name.encode() + b"\0" + self.raw).hexdigest()
+        return hashlib.sha256(self.name.encode() + b"\0" + self.content_digest()).hexdigest()
 
 
 def _check_channel(options: CostOptions, model: Target, file: str, columns: tuple[str, ...]) -> str:
@@ -230,7 +274,7 @@ def build_cost(
     cost = options.cost
     if cost == "orders" or (cost == "fourier" and "frequency" in data.header()):
         return _spectral_cost(options, model, data, t_end=t_end, step=step)
-    measurement = data.read()
+    measurement = prepared_data(model, data, step=step).measurement
     _check_columns(measurement, model, file)
     check_data_start(file, measurement.times, model_t_end=model.t_end if model.t_end_declared else None, t_end=t_end)
     end = t_end if t_end is not None else float(measurement.times[-1])
@@ -258,6 +302,40 @@ def build_cost(
     A, B = coefficients(measurement.column(channel))
     cost_obj = _fourier_cost(options, coefficients, channel, A=A, B=B, amplitude=None, weights=None)
     return cost_obj, end
+
+
+def prepared_data(model: Target, data: DataFile, *, step: float) -> Prepared:
+    """The time series of ``data`` after its preprocessing (mapping, window, time shift,
+    units converted to the outputs', gaps dropped, detrending, resampling:
+    :func:`~fmi_adjoint.bench.preprocess.prepare`), with its record for RESULT.json.
+
+    The last few are kept: the problem's costs and RESULT.json's record read the same file,
+    so a large CSV file is parsed once."""
+    return _prepared(model, data, step)
+
+
+@functools.lru_cache(maxsize=8)
+def _prepared(model: Target, data: DataFile, step: float) -> Prepared:
+    units = model.units if len(model.units) == len(model.output_names) else ("",) * len(model.output_names)
+    return prepare(data.read(), data.preprocessing, output_names=model.output_names, output_units=units,
+                   model=f"'{model.name}'", step=step, fmt=data.format)
+
+
+def preprocessing_report(options: CostOptions, model: Target, files: Sequence[DataFile], *, step: float
+                         ) -> tuple[list[dict], tuple[Notice, ...]]:
+    """What the preprocessing did to each time series of ``files`` (RESULT.json's
+    ``data_preprocessing``; only files with something to report: a binary format, a mapping,
+    units, a window, a shift, gaps, detrending or resampling) and its warnings (unknown units)."""
+    records: list[dict] = []
+    notices: list[Notice] = []
+    for data in files:
+        if options.cost == "orders" or (options.cost == "fourier" and "frequency" in data.header()):
+            continue
+        prepared = prepared_data(model, data, step=step)
+        notices.extend(Notice(text, warning=True) for text in prepared.notices)
+        if data.format != "csv" or set(prepared.record) - {"file", "format"}:
+            records.append(prepared.record)
+    return records, tuple(notices)
 
 
 def _omegas(options: CostOptions, times: np.ndarray, lo: float, hi: float, file: str) -> np.ndarray:

@@ -135,9 +135,9 @@ def check_data_start(file: str, times: np.ndarray, *, model_t_end: float | None,
         end_text = "" if model_t_end is None else f", the model's end time {model_t_end:g} s"
         raise DataError(f"{file}: the samples start at t = {first:g} s, far from the start of the run at t = 0 "
                         f"(the record spans {span:g} s{end_text}): a clock offset (times on the bench's clock?) "
-                        f"compares the data with the response long after its transient. Shift the time column "
-                        f"to start at 0 (subtract {first:g} s); or, if the run must cover the {first:g} s before "
-                        f"the first sample, state it with --t-end {last:g}.")
+                        f"compares the data with the response long after its transient. Give --time-shift start "
+                        f"(subtract {first:g} s; model files) or shift the time column to start at 0; or, if the run "
+                        f"must cover the {first:g} s before the first sample, state it with --t-end {last:g}.")
 
 
 def data_notices(target: GuardedTarget, costs: Sequence[tuple[str, object]], *, t_end: float | None,

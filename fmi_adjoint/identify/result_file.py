@@ -56,6 +56,10 @@ class RunContext:
         The FMU interface the run used, if it chose one.
     checkpoint : str or None
         The checkpoint file of the run.
+    data_preprocessing : sequence of mapping
+        What was done to each data file before the cost compared it (format, channel mapping,
+        window, time shift, unit conversions, masked samples, detrending, resampling:
+        :func:`~fmi_adjoint.identify.data_costs.preprocessing_report`); empty: nothing.
     """
 
     strategy: str
@@ -70,6 +74,7 @@ class RunContext:
     inputs: str | None = None
     interface: str | None = None
     checkpoint: str | None = None
+    data_preprocessing: Sequence[Mapping[str, Any]] = ()
 
 
 def identification_record(outcome, problem, context: RunContext, *, warnings: Sequence[str],
@@ -99,6 +104,8 @@ def identification_record(outcome, problem, context: RunContext, *, warnings: Se
         record["fmu_token"] = context.fmu_token
         record["inputs"] = context.inputs
     record["data"] = list(context.data)
+    if context.data_preprocessing:
+        record["data_preprocessing"] = [dict(entry) for entry in context.data_preprocessing]
     record["cost_function"] = context.cost_function
     record["gradient_method"] = context.gradient_method
     record.update({k: v for k, v in problem.solver_info().items() if k != "engine"})

@@ -24,6 +24,7 @@ from ..integrate import AbstractScheme
 from ..integrate.hht import MAX_STEPS
 from ..model import Model
 from ..model_file import ModelSource
+from ..warm import prepare_model
 from .data_costs import CostOptions, DataFile, Target, build_cost
 from .problem import Experiment, IdentificationProblem
 
@@ -137,7 +138,7 @@ class ProblemSpec:
         for name, raw in self.model.tables:
             h.update(name.encode() + b"\0" + hashlib.sha256(raw).digest())
         for exp in self.experiments:
-            h.update(hashlib.sha256(exp.data.raw).digest() + repr(exp.values).encode())
+            h.update(exp.data.content_digest() + repr(exp.values).encode())
         solver = None if self.solver is None else sorted(self.solver.record().items())
         h.update(repr((self.names, self.cost, self.bounds, self.t_end, self.step, solver, self.engine.name)).encode())
         return h.hexdigest()
@@ -145,14 +146,14 @@ class ProblemSpec:
     def resolved(self) -> tuple[ProblemSpec, IdentificationProblem, str | None]:
         """Build the problem here; the spec with the engine that ran (``auto`` resolved),
         the problem, and the fallback note of ``auto`` (None if the native engine ran)."""
-        built = choose_engine(self.model.load(), self.engine)
+        built = choose_engine(prepare_model(self.model), self.engine)
         spec = dataclasses.replace(self, engine=engine_choice(built.engine.name))
         return spec, spec._problem(built.engine), built.note
 
     def build(self) -> IdentificationProblem:
         """The identification problem (in a worker: through its build cache)."""
         # The parent resolved ``auto`` (:meth:`resolved`): a worker builds that engine or fails.
-        return self._problem(choose_engine(self.model.load(), self.engine).engine)
+        return self._problem(choose_engine(prepare_model(self.model), self.engine).engine)
 
     def _problem(self, engine: AbstractEngine) -> IdentificationProblem:
         bounds = {name: (lo, hi) for name, lo, hi in self.bounds}

@@ -26,14 +26,21 @@ from ..compiled import (SECOND_INIT_ARGS, SECOND_STEP_ARGS, Derivation, SecondOr
 from ..errors import CompilerError, ConvergenceError, FmiAdjointError
 from ..integrate.schemes import AbstractScheme
 from ..model import Model
+from ..sparsity import storage_override
 from ..toolchain import c_compiler, compile_shared
+from .model_header import uses_sparse_solver
+from .solver import IN_PROCESS_LINK_FLAGS, solver_key_part, sparse_solver
 from .sources import model_c_sources
 
-__all__ = ["RUNTIME_DIR", "NativeLibrary", "build_native", "find_c_compiler", "write_sources", "ENGINE_RUNTIME"]
+__all__ = ["RUNTIME_DIR", "NativeLibrary", "build_native", "find_c_compiler", "write_sources", "ENGINE_RUNTIME",
+           "SPARSE_RUNTIME", "MatrixSizes"]
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 #: Runtime files of the engine (FMUs add their FMI layer; the batch driver is in-process only).
 ENGINE_RUNTIME = ("fa_engine.h", "fa_engine.c", "fa_linalg.h", "fa_linalg.c")
+#: Added for a model with a matrix stored sparse (the solver itself is the cached archive of
+#: :func:`fmi_adjoint.native.solver.sparse_solver`).
+SPARSE_RUNTIME = ("fa_sparse.h",)
 _DRIVER = "fa_driver.c"
 _LIBRARY = "fa_native.so"
 #: The functions Python calls: a cached library without them is a damaged entry (rebuilt).
@@ -68,6 +75,17 @@ def write_sources(files: dict[str, str], folder: Path, runtime: tuple[str | Path
         shutil.copy(source, folder / source.name)
         names.append(source.name)
     return sorted(folder / name for name in (*files, *names) if name.endswith(".c"))
+
+
+class MatrixSizes(NamedTuple):
+    """The factorization's size of one matrix of the C engine (issue 24, part 4).
+
+    ``factor_entries``: stored entries of the factors (dense ``n^2``, band its storage,
+    sparse the non-zeros of L and U); ``bytes``: memory the matrix holds (storage, pivots,
+    work vector, and for sparse storage the solver's pattern, matrix copy and factors)."""
+
+    factor_entries: int
+    bytes: int
 
 
 class NativeRun(NamedTuple):
@@ -207,6 +225,16 @@ class NativeLibrary:
                    _pointer(A), _pointer(L), what="recomputation of a segment")
         return Q, V, A, L
 
+    def matrix_sizes(self, *, step: float, n_steps: int = 1, p: np.ndarray | None = None,
+                     initialization: bool = False) -> MatrixSizes:
+        """The size of the Newton matrix's factorization (``initialization``: of the
+        initialization matrix) after a run of ``n_steps`` steps of ``step`` from t = 0
+        (``fa_matrix_sizes``)."""
+        sizes = (ctypes.c_long * 2)()
+        self._call("fa_matrix_sizes", ctypes.c_double(0.0), ctypes.c_double(step), ctypes.c_long(n_steps),
+                   _pointer(self._parameters(p)), ctypes.c_int(int(initialization)), sizes, what="C engine")
+        return MatrixSizes(int(sizes[0]), int(sizes[1]))
+
     def _check(self, what: str, array: np.ndarray, shape: tuple[int, ...]) -> None:
         """The C code trusts its arrays: refuse a wrong shape or layout here."""
         if array.shape != shape or array.dtype != np.float64 or not array.flags.c_contiguous:
@@ -294,9 +322,12 @@ class NativeLibrary:
 
 def native_key(model: Model, compiler: str) -> str:
     """Build-cache key of the native library: the model's key, the compiler and flags, the
-    machine (a home folder may be shared by machines of different architectures)."""
+    machine (a home folder may be shared by machines of different architectures), the matrix
+    storage forced by ``$FMI_ADJOINT_MATRIX_STORAGE`` and the sparse solver it may link."""
+    forced = storage_override()
     return fingerprint("native", model_key(model), compiler_fingerprint(compiler, [_OPTIMIZE, *_FLAGS]),
-                       platform.machine(), sysconfig.get_platform())
+                       platform.machine(), sysconfig.get_platform(), "storage", forced.name if forced else "auto",
+                       solver_key_part())
 
 
 def build_native(model: Model, *, cache: BuildCache | None = None,
@@ -320,9 +351,14 @@ def build_native(model: Model, *, cache: BuildCache | None = None,
 
     def build(folder: Path) -> None:
         generated = model_c_sources(derivation, defaults=False, second_order=second_order, cache=cache)
-        sources = write_sources(generated, folder / "src", ENGINE_RUNTIME + (_DRIVER,))
+        # A matrix stored sparse links the solver compiled once into the cache (C++).
+        solver = sparse_solver(cache, what=f"model '{model.name}'") if uses_sparse_solver(generated) else None
+        runtime = ENGINE_RUNTIME + (_DRIVER,) + (SPARSE_RUNTIME if solver else ())
+        sources = write_sources(generated, folder / "src", runtime)
         compile_shared(sources, folder / _LIBRARY, flags=_FLAGS, optimize=_OPTIMIZE,
-                       what=f"the C engine of '{model.name}'", compiler=compiler)
+                       what=f"the C engine of '{model.name}'", compiler=compiler,
+                       archives=(solver.archive,) if solver else (), linker=solver.compiler if solver else None,
+                       link_flags=IN_PROCESS_LINK_FLAGS if solver else ())
         shutil.rmtree(folder / "src")
 
     try:

@@ -17,8 +17,10 @@ structurally non-zero entries in row-major order: ``FA_NNZ_X`` values whose posi
 ``fa_X_row[k], fa_X_col[k]``.  Only those entries are generated (a dense statement per
 zero made large Jacobians slow to compile).  The Newton matrix ``[[S, C_q^T], [C_q, 0]]``
 is assembled from the values through maps ``fa_kkt_<X>[k]`` into the storage planned by
-:func:`fmi_adjoint.sparsity.plan_layout` (banded after a fill-reducing ordering, or dense):
-``FA_KKT_BANDED``, ``FA_KKT_KL``, ``FA_KKT_KU``, ``FA_KKT_STORAGE``, ``fa_kkt_position``.
+:func:`fmi_adjoint.sparsity.plan_layout` (dense, banded after a fill-reducing ordering, or
+compressed sparse columns for the sparse solver): ``FA_KKT_KIND``, ``FA_KKT_BANDED``,
+``FA_KKT_SPARSE``, ``FA_KKT_KL``, ``FA_KKT_KU``, ``FA_KKT_STORAGE``, ``fa_kkt_position``,
+``fa_kkt_colptr``, ``fa_kkt_rowind`` (and ``FA_INIT_*`` for the initialization matrix).
 
 Tables of time become arrays with the linear interpolation of ``numpy.interp`` (end values
 held).  No user text reaches the C sources except names as escaped string literals.

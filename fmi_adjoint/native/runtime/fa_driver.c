@@ -133,24 +133,23 @@ int fa_run(const double *grid, long n_steps, int scheme, double parameter, doubl
 /* Work memory of one sweep (heap: sizes grow with the model). */
 typedef struct {
     fa_jacobian_values *jac, *prev;
-    double *kkt, *Gz, *Ma_p, *F_p, *C_p, *F_p_prev, *Y_q, *Y_v, *Y_a, *Y_lam, *Y_p, *Gz_values, *Gp_values;
-    int *piv, *init_piv;
+    fa_matrix kkt, Gz; /* the Newton and initialization matrices in their planned storage */
+    double *Ma_p, *F_p, *C_p, *F_p_prev, *Y_q, *Y_v, *Y_a, *Y_lam, *Y_p, *Gz_values, *Gp_values;
 } sweep_memory;
 
 static void sweep_free(sweep_memory *w)
 {
-    free(w->jac); free(w->prev); free(w->kkt); free(w->Gz); free(w->Ma_p); free(w->F_p); free(w->C_p);
-    free(w->F_p_prev); free(w->Y_q); free(w->Y_v); free(w->Y_a); free(w->Y_lam); free(w->Y_p);
-    free(w->Gz_values); free(w->Gp_values); free(w->piv); free(w->init_piv);
+    free(w->jac); free(w->prev); fa_matrix_release(&w->kkt); fa_matrix_release(&w->Gz); free(w->Ma_p);
+    free(w->F_p); free(w->C_p); free(w->F_p_prev); free(w->Y_q); free(w->Y_v); free(w->Y_a); free(w->Y_lam);
+    free(w->Y_p); free(w->Gz_values); free(w->Gp_values);
 }
 
-static int sweep_alloc(sweep_memory *w)
+/* init: also the initialization matrix (the segments that start at step 0 need it). */
+static int sweep_alloc(sweep_memory *w, int init)
 {
     memset(w, 0, sizeof *w);
     w->jac = (fa_jacobian_values *)malloc(sizeof(fa_jacobian_values));
     w->prev = (fa_jacobian_values *)malloc(sizeof(fa_jacobian_values));
-    w->kkt = (double *)malloc(sizeof(double) * FA_KKT_STORAGE);
-    w->Gz = (double *)malloc(sizeof(double) * FA_INIT_STORAGE);
     w->Ma_p = (double *)malloc(sizeof(double) * ONE(FA_NNZ_Ma_p));
     w->F_p = (double *)malloc(sizeof(double) * ONE(FA_NNZ_F_p));
     w->C_p = (double *)malloc(sizeof(double) * ONE(FA_NNZ_C_p));
@@ -162,23 +161,22 @@ static int sweep_alloc(sweep_memory *w)
     w->Y_p = (double *)malloc(sizeof(double) * ONE(FA_NNZ_Y_p));
     w->Gz_values = (double *)malloc(sizeof(double) * ONE(FA_NNZ_G_z));
     w->Gp_values = (double *)malloc(sizeof(double) * ONE(FA_NNZ_G_p));
-    w->piv = (int *)malloc(sizeof(int) * NK);
-    w->init_piv = (int *)malloc(sizeof(int) * FA_NZ);
-    if (!w->jac || !w->prev || !w->kkt || !w->Gz || !w->Ma_p || !w->F_p || !w->C_p || !w->F_p_prev || !w->Y_q
-        || !w->Y_v || !w->Y_a || !w->Y_lam || !w->Y_p || !w->Gz_values || !w->Gp_values || !w->piv || !w->init_piv) {
+    int matrices = fa_kkt_alloc(&w->kkt) == 0 && (!init || fa_init_alloc(&w->Gz) == 0);
+    if (!matrices || !w->jac || !w->prev || !w->Ma_p || !w->F_p || !w->C_p || !w->F_p_prev || !w->Y_q
+        || !w->Y_v || !w->Y_a || !w->Y_lam || !w->Y_p || !w->Gz_values || !w->Gp_values) {
         sweep_free(w);
         return -1;
     }
     return 0;
 }
 
-/* The consistent initialization's dG/dz at z0, factored (dense), and dG/dp values. */
+/* The consistent initialization's dG/dz at z0, factored (planned storage), and dG/dp values. */
 static int init_factor(sweep_memory *w, const double *z0, double t0, const double *p)
 {
     const double *z = z0;
     fa_init_jacobians(z, z + FA_N, z + FA_N + FA_M, z + 2 * FA_N + FA_M, z + 2 * FA_N + 2 * FA_M,
                       z + 3 * FA_N + 2 * FA_M, t0, p, w->Gz_values, w->Gp_values);
-    return fa_init_factor(w->Gz_values, w->Gz, w->init_piv);
+    return fa_init_factor(&w->Gz, w->Gz_values);
 }
 
 /* Positions of (q, v, a, lambda) inside z = (q, mu, v, nu, a, lambda). */
@@ -212,7 +210,10 @@ int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, int scheme, dou
     }
     const double beta = co.beta, gamma = co.gamma, c_m = co.c_m, c_old = co.c_old;
     sweep_memory w;
-    if (sweep_alloc(&w) != 0) { copy_message(message, message_size, "out of memory for the adjoint sweep"); return -1; }
+    if (sweep_alloc(&w, 0) != 0) {
+        copy_message(message, message_size, "out of memory for the adjoint sweep");
+        return -1;
+    }
     double *vec = (double *)calloc((size_t)(9 * FA_N + 4 * FA_M + NK + 8), sizeof(double));
     if (!vec) { sweep_free(&w); copy_message(message, message_size, "out of memory for the adjoint sweep"); return -1; }
     double *gq = vec, *gv = gq + FA_N, *ga = gv + FA_N, *rq = ga + FA_N, *rv = rq + FA_N, *ra = rv + FA_N;
@@ -281,12 +282,12 @@ int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, int scheme, dou
         /* Eliminating mu1, mu2, mu5 leaves the transposed Newton matrix for (mu3, mu4). */
         for (int n = 0; n < FA_N; ++n) x[n] = ra[n] + co.c_a * rb[n] + bh2 * rq[n] + gh * rv[n];
         for (int k = 0; k < FA_M; ++k) x[FA_N + k] = rl[k];
-        if (fa_kkt_factor(w.kkt, w.piv, j, c_m, bh2, gh) != 0) {
+        if (fa_kkt_factor(&w.kkt, j, c_m, bh2, gh) != 0) {
             copy_message(message, message_size, "adjoint sweep: a step's Newton matrix is singular");
             status = -1;
             break;
         }
-        fa_kkt_solve(w.kkt, w.piv, x, 1);
+        fa_kkt_solve(&w.kkt, x, 1);
         memcpy(mu3, x, sizeof(double) * FA_N);
         if (FA_M) memcpy(mu4, x + FA_N, sizeof(double) * FA_M);
         if (mu_out) memcpy(mu_out + r * (FA_N + FA_M), x, sizeof(double) * (FA_N + FA_M));
@@ -318,7 +319,10 @@ int fa_adjoint_initial(const double *z0, double t0, const double *p, const doubl
                        char *message, int message_size)
 {
     sweep_memory w;
-    if (sweep_alloc(&w) != 0) { copy_message(message, message_size, "out of memory for the adjoint sweep"); return -1; }
+    if (sweep_alloc(&w, 1) != 0) {
+        copy_message(message, message_size, "out of memory for the adjoint sweep");
+        return -1;
+    }
     double *y = (double *)calloc((size_t)FA_NZ, sizeof(double));
     int status = 0;
     if (!y) {
@@ -329,7 +333,7 @@ int fa_adjoint_initial(const double *z0, double t0, const double *p, const doubl
         status = -1;
     } else {
         for (long k = 0; k < 3 * FA_N + FA_M; ++k) y[selection(k)] = w0[k];
-        fa_init_solve(w.Gz, w.init_piv, y, 1);
+        fa_init_solve(&w.Gz, y, 1);
         for (int k = 0; k < FA_NNZ_G_p; ++k) gradient[fa_G_p_col[k]] -= w.Gp_values[k] * y[fa_G_p_row[k]];
         if (!all_finite(gradient, FA_NP)) {
             copy_message(message, message_size, "adjoint sweep: the gradient is not finite");
@@ -370,7 +374,10 @@ int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, int schem
     const double beta = co.beta, gamma = co.gamma, c_m = co.c_m, c_old = co.c_old;
     const long n = FA_N, m = FA_M;
     sweep_memory w;
-    if (sweep_alloc(&w) != 0) { copy_message(message, message_size, "out of memory for the sensitivities"); return -1; }
+    if (sweep_alloc(&w, i_lo == 0) != 0) {
+        copy_message(message, message_size, "out of memory for the sensitivities");
+        return -1;
+    }
     size_t cols = (size_t)(P > 0 ? P : 1);
     double *mem = (double *)calloc(cols * (size_t)(5 * n + m + NK) + (size_t)FA_NZ + 1, sizeof(double));
     int *column = (int *)malloc(sizeof(int) * ONE(FA_NP));
@@ -408,7 +415,7 @@ int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, int schem
             memset(rhs, 0, sizeof(double) * FA_NZ);
             for (int k = 0; k < FA_NNZ_G_p; ++k)
                 if (fa_G_p_col[k] == params[c]) rhs[fa_G_p_row[k]] -= w.Gp_values[k];
-            fa_init_solve(w.Gz, w.init_piv, rhs, 0);
+            fa_init_solve(&w.Gz, rhs, 0);
             for (long i = 0; i < n; ++i) {
                 Sq[c * n + i] = rhs[selection(i)];
                 Sv[c * n + i] = rhs[selection(n + i)];
@@ -470,14 +477,14 @@ int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, int schem
                 for (int c = 0; c < P; ++c) x[c * NK + fa_JV_row[k]] += j->JV[k] * b2[c * n + fa_JV_col[k]];
             for (int k = 0; k < FA_NNZ_Cq; ++k)
                 for (int c = 0; c < P; ++c) x[c * NK + n + fa_Cq_row[k]] -= j->Cq[k] * b1[c * n + fa_Cq_col[k]] / bh2;
-            if (fa_kkt_factor(w.kkt, w.piv, j, c_m, bh2, gh) != 0) {
+            if (fa_kkt_factor(&w.kkt, j, c_m, bh2, gh) != 0) {
                 copy_message(message, message_size, "sensitivities: a step's Newton matrix is singular");
                 status = -1;
                 break;
             }
+            fa_kkt_solve_many(&w.kkt, x, P, 0); /* all parameters' columns with one call */
             for (int c = 0; c < P; ++c) {
                 double *X = x + c * NK;
-                fa_kkt_solve(w.kkt, w.piv, X, 0);
                 for (long k = 0; k < n; ++k) {
                     Sa[c * n + k] = X[k];
                     Sq[c * n + k] = b1[c * n + k] + bh2 * X[k];
@@ -550,6 +557,28 @@ int fa_recompute(const double *grid, long i0, long i1, const double *state, doub
             copy_message(message, message_size, fa_engine_message(e));
         }
     }
+    fa_engine_free(e);
+    return status;
+}
+
+/* The factorization's size of the Newton (which = 0) or initialization (which = 1) matrix of a
+ * forward run of n_steps steps from t0 with parameters p (NULL: defaults): sizes[0] the stored
+ * entries of the factors, sizes[1] the bytes held (fa_engine_factor_nnz / _matrix_bytes).
+ * 0, or -1 with a message. */
+int fa_matrix_sizes(double t0, double step, long n_steps, const double *p, int which, long *sizes, char *message,
+                    int message_size)
+{
+    fa_engine *e = fa_engine_new();
+    if (!e) { copy_message(message, message_size, "out of memory for the C engine"); return -1; }
+    fa_settings s;
+    fa_engine_settings_default(&s);
+    s.step = step;
+    if (p && FA_NP) memcpy(fa_engine_parameters(e), p, sizeof(double) * FA_NP);
+    int status = fa_engine_initialize(e, t0, &s);
+    for (long i = 1; status == 0 && i <= n_steps; ++i) status = fa_engine_step(e);
+    if (status != 0) copy_message(message, message_size, fa_engine_message(e));
+    sizes[0] = fa_engine_factor_nnz(e, which);
+    sizes[1] = (long)fa_engine_matrix_bytes(e, which);
     fa_engine_free(e);
     return status;
 }

@@ -10,6 +10,9 @@
 
 #include "fa_linalg.h"
 #include "model.h"
+#if FA_USES_SPARSE
+#include "fa_sparse.h"
+#endif
 
 #define NK (FA_N + FA_M)
 #define ONE(x) ((x) > 0 ? (x) : 1)
@@ -33,18 +36,124 @@ struct fa_engine {
     /* work arrays: residual terms, non-zero values of the Jacobians (model.h patterns) */
     double Ma[FA_N], F[FA_N], C[ONE(FA_M)];
     fa_jacobian_values jac;
-    double kkt[FA_KKT_STORAGE], rhs[NK], qn[FA_N], vn[FA_N];
-    int pivots[NK];
+    fa_matrix kkt;       /* the Newton matrix in its planned storage (FA_KKT_*, allocated) */
+    double rhs[NK], qn[FA_N], vn[FA_N];
     /* Modified Newton (settings.reuse_jacobian): the factored matrix kkt of jac stays valid
      * over steps while convergence is fast; part of the state (checkpoints, FMU state). */
-    int factor_valid;    /* kkt/pivots hold a factorization, of the step size factor_h */
+    int factor_valid;    /* kkt holds a factorization, of the step size factor_h */
     int factor_stale;    /* convergence slowed: refactor at the next iteration */
     double factor_h;
     long factorizations; /* factorizations since initialization */
-    double *Gz;          /* initialization Jacobian in its planned storage (FA_INIT_STORAGE, allocated) */
+    fa_matrix Gz;        /* initialization Jacobian in its planned storage (FA_INIT_*, allocated) */
     double Gz_values[ONE(FA_NNZ_G_z)], Gp_values[ONE(FA_NNZ_G_p)], G[FA_NZ], zinit[FA_NZ];
-    int init_pivots[FA_NZ];
 };
+
+/* ---- matrices in their planned storage (fa_engine.h, fa_matrix) ---- */
+
+#define KIND_DENSE 0
+#define KIND_BAND 1
+#define KIND_SPARSE 2
+
+void fa_matrix_release(fa_matrix *a)
+{
+    if (!a) return;
+    free(a->values);
+    free(a->piv);
+    free(a->work);
+#if FA_USES_SPARSE
+    fa_sparse_free(a->sparse);
+#endif
+    memset(a, 0, sizeof *a);
+}
+
+static int matrix_alloc(fa_matrix *a, int n, long storage, int kind, const int *colptr, const int *rowind)
+{
+    memset(a, 0, sizeof *a);
+    a->values = (double *)calloc((size_t)(storage > 0 ? storage : 1), sizeof(double));
+    a->piv = (int *)calloc((size_t)n, sizeof(int));
+    a->work = (double *)calloc((size_t)n, sizeof(double));
+    if (!a->values || !a->piv || !a->work) { fa_matrix_release(a); return -1; }
+#if FA_USES_SPARSE
+    if (kind == KIND_SPARSE) {
+        a->sparse = fa_sparse_new(n, colptr, rowind);
+        if (!a->sparse) { fa_matrix_release(a); return -1; }
+    }
+#else
+    (void)kind; (void)colptr; (void)rowind;
+#endif
+    return 0;
+}
+
+int fa_kkt_alloc(fa_matrix *kkt)
+{
+    return matrix_alloc(kkt, NK, FA_KKT_STORAGE, FA_KKT_KIND, fa_kkt_colptr, fa_kkt_rowind);
+}
+
+int fa_init_alloc(fa_matrix *Gz)
+{
+    return matrix_alloc(Gz, FA_NZ, FA_INIT_STORAGE, FA_INIT_KIND, fa_init_colptr, fa_init_rowind);
+}
+
+static int matrix_factor(fa_matrix *a, int kind, int n, int kl, int ku)
+{
+    if (kind == KIND_SPARSE) {
+#if FA_USES_SPARSE
+        return fa_sparse_factor(a->sparse, a->values);
+#else
+        return -1;
+#endif
+    }
+    if (kind == KIND_BAND) return fa_band_factor(a->values, n, kl, ku, a->piv);
+    return fa_dense_factor(a->values, n, a->piv);
+}
+
+/* nrhs solves, x in model order (position: the planned ordering of dense and band storage;
+ * sparse storage keeps the model's order, Eigen orders internally).  A solve that cannot run
+ * (sparse: no factorization or no memory) gives NaN, which the callers' finiteness tests catch. */
+static void matrix_solve(fa_matrix *a, int kind, int n, int kl, int ku, const int *position, double *x, int nrhs,
+                         int transposed)
+{
+    if (kind == KIND_SPARSE) {
+#if FA_USES_SPARSE
+        if (fa_sparse_solve(a->sparse, x, nrhs, transposed) == 0) return;
+#endif
+        for (long i = 0; i < (long)n * nrhs; ++i) x[i] = NAN;
+        return;
+    }
+    double *b = a->work;
+    for (int c = 0; c < nrhs; ++c, x += n) {
+        for (int i = 0; i < n; ++i) b[position[i]] = x[i];
+        if (kind == KIND_BAND) {
+            if (transposed) fa_band_solve_transposed(a->values, n, kl, ku, a->piv, b);
+            else fa_band_solve(a->values, n, kl, ku, a->piv, b);
+        } else {
+            if (transposed) fa_dense_solve_transposed(a->values, n, a->piv, b);
+            else fa_dense_solve(a->values, n, a->piv, b);
+        }
+        for (int i = 0; i < n; ++i) x[i] = b[position[i]];
+    }
+}
+
+static long matrix_factor_nnz(const fa_matrix *a, int kind, long storage)
+{
+#if FA_USES_SPARSE
+    if (kind == KIND_SPARSE) return fa_sparse_factor_nnz(a->sparse);
+#else
+    (void)a;
+#endif
+    return kind == KIND_SPARSE ? 0 : storage;
+}
+
+static size_t matrix_bytes(const fa_matrix *a, int kind, int n, long storage)
+{
+    size_t bytes = (size_t)storage * sizeof(double) + (size_t)n * (sizeof(int) + sizeof(double));
+#if FA_USES_SPARSE
+    if (kind == KIND_SPARSE) bytes += fa_sparse_bytes(a->sparse);
+#else
+    (void)a; (void)kind;
+#endif
+    return bytes;
+}
 
 int fa_scheme_coefficients(int scheme, double parameter, fa_coefficients *c)
 {
@@ -97,8 +206,7 @@ fa_engine *fa_engine_new(void)
 {
     fa_engine *e = (fa_engine *)calloc(1, sizeof(fa_engine));
     if (!e) return NULL;
-    e->Gz = (double *)calloc((size_t)FA_INIT_STORAGE, sizeof(double));
-    if (!e->Gz) { free(e); return NULL; }
+    if (fa_kkt_alloc(&e->kkt) != 0 || fa_init_alloc(&e->Gz) != 0) { fa_engine_free(e); return NULL; }
     memcpy(e->p, fa_default_parameters, sizeof(double) * ONE(FA_NP));
     fa_engine_settings_default(&e->settings);
     return e;
@@ -106,7 +214,10 @@ fa_engine *fa_engine_new(void)
 
 void fa_engine_free(fa_engine *e)
 {
-    if (e) free(e->Gz);
+    if (e) {
+        fa_matrix_release(&e->kkt);
+        fa_matrix_release(&e->Gz);
+    }
     free(e);
 }
 double *fa_engine_parameters(fa_engine *e) { return e->p; }
@@ -116,34 +227,32 @@ const char *fa_engine_message(const fa_engine *e) { return e->message; }
 
 /* Newton matrix [[c_m M + bh2 (c_m J_M + K) - gh J_V, C_q^T], [C_q, 0]] (hht.py) assembled
  * from the non-zero values into the planned storage (model.h), then factored. */
-int fa_kkt_factor(double *kkt, int *piv, const fa_jacobian_values *j, double c_m, double bh2, double gh)
+int fa_kkt_factor(fa_matrix *m, const fa_jacobian_values *j, double c_m, double bh2, double gh)
 {
+    double *kkt = m->values;
     memset(kkt, 0, sizeof(double) * FA_KKT_STORAGE);
     for (int k = 0; k < FA_NNZ_M; ++k) kkt[fa_kkt_M[k]] += c_m * j->M[k];
     for (int k = 0; k < FA_NNZ_JM; ++k) kkt[fa_kkt_JM[k]] += bh2 * c_m * j->JM[k];
     for (int k = 0; k < FA_NNZ_K; ++k) kkt[fa_kkt_K[k]] += bh2 * j->K[k];
     for (int k = 0; k < FA_NNZ_JV; ++k) kkt[fa_kkt_JV[k]] -= gh * j->JV[k];
     for (int k = 0; k < FA_NNZ_Cq; ++k) { kkt[fa_kkt_Cq[k]] = j->Cq[k]; kkt[fa_kkt_CqT[k]] = j->Cq[k]; }
-#if FA_KKT_BANDED
-    return fa_band_factor(kkt, NK, FA_KKT_KL, FA_KKT_KU, piv);
-#else
-    return fa_dense_factor(kkt, NK, piv);
-#endif
+    return matrix_factor(m, FA_KKT_KIND, NK, FA_KKT_KL, FA_KKT_KU);
+}
+
+int fa_kkt_refactor(fa_matrix *m)
+{
+    return FA_KKT_KIND == KIND_SPARSE ? matrix_factor(m, FA_KKT_KIND, NK, FA_KKT_KL, FA_KKT_KU) : 0;
 }
 
 /* Solve with the factored Newton matrix (transposed: its transpose), x in model order. */
-void fa_kkt_solve(const double *kkt, const int *piv, double *x, int transposed)
+void fa_kkt_solve(fa_matrix *m, double *x, int transposed)
 {
-    double b[NK];
-    for (int i = 0; i < NK; ++i) b[fa_kkt_position[i]] = x[i];
-#if FA_KKT_BANDED
-    if (transposed) fa_band_solve_transposed(kkt, NK, FA_KKT_KL, FA_KKT_KU, piv, b);
-    else fa_band_solve(kkt, NK, FA_KKT_KL, FA_KKT_KU, piv, b);
-#else
-    if (transposed) fa_dense_solve_transposed(kkt, NK, piv, b);
-    else fa_dense_solve(kkt, NK, piv, b);
-#endif
-    for (int i = 0; i < NK; ++i) x[i] = b[fa_kkt_position[i]];
+    matrix_solve(m, FA_KKT_KIND, NK, FA_KKT_KL, FA_KKT_KU, fa_kkt_position, x, 1, transposed);
+}
+
+void fa_kkt_solve_many(fa_matrix *m, double *x, int nrhs, int transposed)
+{
+    matrix_solve(m, FA_KKT_KIND, NK, FA_KKT_KL, FA_KKT_KU, fa_kkt_position, x, nrhs, transposed);
 }
 
 void fa_jacobians_at(const double *q, const double *v, const double *a, const double *lam, double t,
@@ -153,33 +262,30 @@ void fa_jacobians_at(const double *q, const double *v, const double *a, const do
 }
 
 /* Initialization Jacobian dG/dz from its non-zero values into the planned storage (model.h:
- * banded after a fill-reducing ordering, or dense), then factored. */
-int fa_init_factor(const double *values, double *Gz, int *piv)
+ * dense, banded after a fill-reducing ordering, or sparse), then factored. */
+int fa_init_factor(fa_matrix *m, const double *values)
 {
-    memset(Gz, 0, sizeof(double) * FA_INIT_STORAGE);
-    for (int k = 0; k < FA_NNZ_G_z; ++k) Gz[fa_init_G_z[k]] = values[k];
-#if FA_INIT_BANDED
-    return fa_band_factor(Gz, FA_NZ, FA_INIT_KL, FA_INIT_KU, piv);
-#else
-    return fa_dense_factor(Gz, FA_NZ, piv);
-#endif
+    memset(m->values, 0, sizeof(double) * FA_INIT_STORAGE);
+    for (int k = 0; k < FA_NNZ_G_z; ++k) m->values[fa_init_G_z[k]] = values[k];
+    return matrix_factor(m, FA_INIT_KIND, FA_NZ, FA_INIT_KL, FA_INIT_KU);
 }
 
 /* Solve with the factored initialization matrix (transposed: its transpose), x in model order. */
-void fa_init_solve(const double *Gz, const int *piv, double *x, int transposed)
+void fa_init_solve(fa_matrix *m, double *x, int transposed)
 {
-    double *b = (double *)malloc(sizeof(double) * (FA_NZ > 0 ? FA_NZ : 1));
-    if (!b) { for (int i = 0; i < FA_NZ; ++i) x[i] = NAN; return; }
-    for (int i = 0; i < FA_NZ; ++i) b[fa_init_position[i]] = x[i];
-#if FA_INIT_BANDED
-    if (transposed) fa_band_solve_transposed(Gz, FA_NZ, FA_INIT_KL, FA_INIT_KU, piv, b);
-    else fa_band_solve(Gz, FA_NZ, FA_INIT_KL, FA_INIT_KU, piv, b);
-#else
-    if (transposed) fa_dense_solve_transposed(Gz, FA_NZ, piv, b);
-    else fa_dense_solve(Gz, FA_NZ, piv, b);
-#endif
-    for (int i = 0; i < FA_NZ; ++i) x[i] = b[fa_init_position[i]];
-    free(b);
+    matrix_solve(m, FA_INIT_KIND, FA_NZ, FA_INIT_KL, FA_INIT_KU, fa_init_position, x, 1, transposed);
+}
+
+long fa_engine_factor_nnz(const fa_engine *e, int which)
+{
+    return which ? matrix_factor_nnz(&e->Gz, FA_INIT_KIND, FA_INIT_STORAGE)
+                 : matrix_factor_nnz(&e->kkt, FA_KKT_KIND, FA_KKT_STORAGE);
+}
+
+size_t fa_engine_matrix_bytes(const fa_engine *e, int which)
+{
+    return which ? matrix_bytes(&e->Gz, FA_INIT_KIND, FA_NZ, FA_INIT_STORAGE)
+                 : matrix_bytes(&e->kkt, FA_KKT_KIND, NK, FA_KKT_STORAGE);
 }
 
 #define Z_ARGS(z) (z), (z) + FA_N, (z) + FA_N + FA_M, (z) + 2 * FA_N + FA_M, (z) + 2 * FA_N + 2 * FA_M, \
@@ -236,12 +342,12 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
             return -1;
         }
         for (int i = 0; i < FA_NZ; ++i) e->G[i] = -e->G[i];
-        if (fa_init_factor(e->Gz_values, e->Gz, e->init_pivots) != 0) {
+        if (fa_init_factor(&e->Gz, e->Gz_values) != 0) {
             snprintf(e->message, sizeof e->message, "the initialization system is singular (too many coordinates "
                      "fixed, redundant constraints, or a massless coordinate without stiffness)");
             return -1;
         }
-        fa_init_solve(e->Gz, e->init_pivots, e->G, 0);
+        fa_init_solve(&e->Gz, e->G, 0);
         converged = 1;
         for (int i = 0; i < FA_NZ; ++i) {
             z[i] += e->G[i];
@@ -349,14 +455,14 @@ int fa_engine_step_to(fa_engine *e, double t_prev, double t)
             if (!(fabs(e->C[k]) <= e->settings.rtol * c_terms[k])) converged = 0;
         if (refresh) {
             e->factor_valid = 0;
-            if (fa_kkt_factor(e->kkt, e->pivots, j, c_m, bh2, gh) != 0)
+            if (fa_kkt_factor(&e->kkt, j, c_m, bh2, gh) != 0)
                 return failure(e, t, h, "the iteration matrix is singular", iteration);
             e->factor_valid = 1;
             e->factor_stale = 0;
             e->factor_h = h;
             e->factorizations += 1;
         }
-        fa_kkt_solve(e->kkt, e->pivots, e->rhs, 0);
+        fa_kkt_solve(&e->kkt, e->rhs, 0);
         if (!all_finite(e->rhs, NK)) return failure(e, t, h, "the solution became NaN or infinite", iteration);
         double delta = 0.0;
         for (int i = 0; i < NK; ++i) { z[i] += e->rhs[i]; delta = fmax(delta, fabs(e->rhs[i])); }
@@ -409,9 +515,12 @@ void fa_engine_outputs(const fa_engine *e, double *y)
 
 /* State layout: t0, step, alpha, step size, rtol, max_iterations, initialized, force_scale,
  * position_scale, reuse_jacobian, factor_valid, factor_stale, factor_h, factorizations, scheme,
- * rho_inf, q, v, z, abar, F_old, p, then the factored iteration matrix (kkt), its pivots and the Jacobian values
- * it was built from: the whole state of modified Newton, so that a run continued from a
- * state (FMU state, checkpoint) is the same run bit for bit. */
+ * rho_inf, q, v, z, abar, F_old, p, then the iteration matrix (FA_KKT_STORAGE doubles), its
+ * pivots (FA_NK) and the Jacobian values it was built from: the whole state of modified
+ * Newton, so that a run continued from a state (FMU state, checkpoint) is the same run bit for
+ * bit.  Dense and band storage: the factored matrix and its pivots.  Sparse storage: the
+ * assembled (unfactored) values in the compressed columns of model.h and zero pivots; setting
+ * the state refactors them (the same values and pattern give the same factors bit for bit). */
 #define FA_JAC_DOUBLES (sizeof(fa_jacobian_values) / sizeof(double))
 #define FA_STATE_HEAD 16
 #define FA_STATE_SIZE (FA_STATE_HEAD + 3 * FA_N + NK + FA_N + ONE(FA_NP) + FA_KKT_STORAGE + NK + FA_JAC_DOUBLES)
@@ -432,8 +541,8 @@ void fa_engine_get_state(const fa_engine *e, double *b)
     memcpy(w, e->abar, sizeof e->abar); w += FA_N;
     memcpy(w, e->F_old, sizeof e->F_old); w += FA_N;
     memcpy(w, e->p, sizeof e->p); w += ONE(FA_NP);
-    memcpy(w, e->kkt, sizeof e->kkt); w += FA_KKT_STORAGE;
-    for (int i = 0; i < NK; ++i) w[i] = (double)e->pivots[i];
+    memcpy(w, e->kkt.values, sizeof(double) * FA_KKT_STORAGE); w += FA_KKT_STORAGE;
+    for (int i = 0; i < NK; ++i) w[i] = (double)e->kkt.piv[i];
     w += NK;
     memcpy(w, &e->jac, sizeof e->jac);
 }
@@ -479,9 +588,14 @@ int fa_engine_set_state(fa_engine *e, const double *b)
     memcpy(e->abar, w, sizeof e->abar); w += FA_N;
     memcpy(e->F_old, w, sizeof e->F_old); w += FA_N;
     memcpy(e->p, w, sizeof e->p); w += ONE(FA_NP);
-    memcpy(e->kkt, w, sizeof e->kkt); w += FA_KKT_STORAGE;
-    for (int i = 0; i < NK; ++i) e->pivots[i] = (int)w[i];
+    memcpy(e->kkt.values, w, sizeof(double) * FA_KKT_STORAGE); w += FA_KKT_STORAGE;
+    for (int i = 0; i < NK; ++i) e->kkt.piv[i] = (int)w[i];
     w += NK;
     memcpy(&e->jac, w, sizeof e->jac);
+    /* Sparse storage keeps the assembled matrix: factor it again (dense/band: a no-op). */
+    if (e->factor_valid && fa_kkt_refactor(&e->kkt) != 0) {
+        e->factor_valid = 0;
+        return -1;
+    }
     return 0;
 }

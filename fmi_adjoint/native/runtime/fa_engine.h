@@ -80,18 +80,49 @@ int fa_engine_last_iterations(const fa_engine *engine);
 int fa_engine_init_iterations(const fa_engine *engine);
 long fa_engine_factorizations(const fa_engine *engine);
 
+/* A matrix in its planned storage (model.h: FA_KKT_* for the Newton matrix, FA_INIT_* for
+ * the initialization matrix; fmi_adjoint.sparsity.MatrixStorage):
+ *   dense, band  values holds FA_*_STORAGE doubles, factored in place, with the pivots piv;
+ *   sparse       values holds the assembled (unfactored) non-zeros in the compressed columns
+ *                of fa_*_colptr/rowind, and sparse the solver with their factorization
+ *                (fa_sparse.h), so that the values can be stored and refactored bit for bit. */
+typedef struct {
+    double *values;
+    int *piv;
+    double *work;             /* n doubles: the permuted right-hand side of a dense or band solve */
+    struct fa_sparse *sparse;
+} fa_matrix;
+
+/* Allocate the storage (and analyze the sparse pattern) of the Newton / initialization
+ * matrix; 0, or -1 if memory is exhausted (the matrix is then released).  Release frees
+ * what it holds (a zeroed fa_matrix is released safely). */
+int fa_kkt_alloc(fa_matrix *kkt);
+int fa_init_alloc(fa_matrix *Gz);
+void fa_matrix_release(fa_matrix *a);
+
 /* Shared with the adjoint and sensitivity sweeps (fa_driver.c): the Jacobian values at a
- * state, the Newton matrix of a step assembled and factored in the planned storage
- * (FA_KKT_STORAGE doubles, FA_NK pivots), solves with it or its transpose (x in model
- * order), and the dense initialization Jacobian from its values. */
+ * state, the Newton matrix of a step assembled and factored in the planned storage, solves
+ * with it or its transpose (x in model order; _many: nrhs vectors of FA_NK values one after
+ * the other), and the initialization Jacobian from its values.  Factor: 0, or -1 if the
+ * matrix is singular (or not finite, or memory is exhausted for the sparse solver). */
 void fa_jacobians_at(const double *q, const double *v, const double *a, const double *lam, double t,
                      const double *p, fa_jacobian_values *values);
-int fa_kkt_factor(double *kkt, int *piv, const fa_jacobian_values *values, double c_m, double bh2, double gh);
+int fa_kkt_factor(fa_matrix *kkt, const fa_jacobian_values *values, double c_m, double bh2, double gh);
+/* Factor the values already assembled in kkt (a state restored with a sparse matrix). */
+int fa_kkt_refactor(fa_matrix *kkt);
 /* The scheme's parameter in settings: alpha (HHT) or rho_inf (generalized-alpha). */
 double fa_settings_parameter(const fa_settings *settings);
-void fa_kkt_solve(const double *kkt, const int *piv, double *x, int transposed);
-int fa_init_factor(const double *values, double *Gz, int *piv);
-void fa_init_solve(const double *Gz, const int *piv, double *x, int transposed);
+void fa_kkt_solve(fa_matrix *kkt, double *x, int transposed);
+void fa_kkt_solve_many(fa_matrix *kkt, double *x, int nrhs, int transposed);
+int fa_init_factor(fa_matrix *Gz, const double *values);
+void fa_init_solve(fa_matrix *Gz, double *x, int transposed);
+
+/* The factorization's size (issue 24 part 4) of the engine's Newton matrix (which = 0) or
+ * initialization matrix (which = 1), as last factored: the stored entries of the factors
+ * (dense n^2, band its storage, sparse the non-zeros of L and U) and the bytes held
+ * (storage, pivots, work vector and the sparse solver's pattern and factors). */
+long fa_engine_factor_nnz(const fa_engine *engine, int which);
+size_t fa_engine_matrix_bytes(const fa_engine *engine, int which);
 
 /* Number of steps of a batch run, used in messages ("step i of N"); 0 if unknown. */
 void fa_engine_set_planned_steps(fa_engine *engine, long n_steps);
@@ -102,8 +133,10 @@ long fa_engine_step_count(const fa_engine *engine);
 void fa_engine_outputs(const fa_engine *engine, double *y);
 const char *fa_engine_message(const fa_engine *engine);
 
-/* Complete state (time, step counter, scheme, q, v, a, lambda, abar, F_old, scales, parameters) as
- * doubles, for FMU state get/set and serialization. */
+/* Complete state (time, step counter, scheme, q, v, a, lambda, abar, F_old, scales, parameters,
+ * the Newton matrix of modified Newton; layout in fa_engine.c) as doubles, for FMU state
+ * get/set and serialization.  set_state refactors a sparse matrix (0, or -1 if the buffer is
+ * invalid or its matrix singular). */
 size_t fa_engine_state_size(void);
 void fa_engine_get_state(const fa_engine *engine, double *buffer);
 int fa_engine_set_state(fa_engine *engine, const double *buffer);

@@ -1,0 +1,452 @@
+"""The sparse direct solver of the C engine (issue 24, part 1): Eigen's SparseLU behind
+``native/runtime/fa_sparse.h``, the storage plan of :mod:`fmi_adjoint.sparsity`, and FMUs that
+carry the solver.
+
+* forced sparse against forced dense storage on every looped bundled example: forward run,
+  adjoint gradient and forward sensitivities agree to round-off;
+* a 3D lattice of point masses and springs (not banded) chooses sparse storage by itself, and
+  its adjoint gradient equals central differences;
+* the C interface: transposed solves, many right-hand sides, a singular matrix refused, the
+  factorization's memory;
+* an exported FMU of a sparse model runs with fmpy, equals the in-process engine bit for bit
+  and needs neither libstdc++ nor Eigen where it runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import functools
+import os
+import shutil
+import subprocess
+import zipfile
+
+import numpy as np
+import pytest
+from bundled import looped_examples
+from tolerances import ADJOINT_VS_FORWARD, EXACT, GRADIENT_VS_FD, INDEX3_ROUNDOFF
+
+from fmi_adjoint import LeastSquaresCost, NativeEngine, load_model, mbs
+from fmi_adjoint.adjoint.discrete import adjoint_seed
+import fmi_adjoint.native.solver as solver_module
+from fmi_adjoint.compiled import Derivation
+from fmi_adjoint.errors import CompilerError, ModelError
+from fmi_adjoint.examples import example_names, example_path
+from fmi_adjoint.model import Parameter
+from fmi_adjoint.native.sources import model_c_sources
+from fmi_adjoint.sparsity import (SPARSE_MIN_SIZE, STORAGE_VARIABLE, MatrixLayout, MatrixStorage, SparsePattern,
+                                  plan_layout, storage_override)
+
+_double_p = ctypes.POINTER(ctypes.c_double)
+_int_p = ctypes.POINTER(ctypes.c_int)
+
+
+@contextlib.contextmanager
+def forced_storage(storage: MatrixStorage):
+    """``$FMI_ADJOINT_MATRIX_STORAGE`` set to ``storage`` while building (part of the cache key)."""
+    old = os.environ.get(STORAGE_VARIABLE)
+    os.environ[STORAGE_VARIABLE] = storage.name.lower()
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[STORAGE_VARIABLE]
+        else:
+            os.environ[STORAGE_VARIABLE] = old
+
+
+@functools.cache
+def engine(name: str, storage: MatrixStorage) -> NativeEngine:
+    with forced_storage(storage):
+        return NativeEngine.build(load_model(example_path(name)))
+
+
+def is_sparse(engine: NativeEngine) -> bool:
+    """The library links the sparse solver (only models with a sparse matrix do)."""
+    return hasattr(engine.library.library, "fa_sparse_factor")
+
+
+def lattice(nx: int, ny: int, nz: int) -> mbs.MultibodySystem:
+    """A 3D grid of point masses joined by springs along the grid lines, one corner anchored to
+    the ground: a pattern that no ordering folds into a narrow band (its bandwidth grows as
+    ``nx * ny``)."""
+    bodies, markers, forces = [], [], []
+    law = {"type": "linear_spring_damper", "stiffness": "k", "damping": "d", "free_length": 1.0}
+    cells = [(i, j, k) for i in range(nx) for j in range(ny) for k in range(nz)]
+    for i, j, k in cells:
+        bodies.append(mbs.PointMass(f"m_{i}_{j}_{k}", mass="m", position=(float(i), float(j), float(k))))
+        markers.append(mbs.Marker(f"p_{i}_{j}_{k}", f"m_{i}_{j}_{k}"))
+    for i, j, k in cells:
+        for di, dj, dk in ((1, 0, 0), (0, 1, 0), (0, 0, 1)):
+            a, b, c = i + di, j + dj, k + dk
+            if a < nx and b < ny and c < nz:
+                forces.append(mbs.SpringDamper(f"s{len(forces)}", f"p_{i}_{j}_{k}", f"p_{a}_{b}_{c}", law))
+    markers.append(mbs.Marker("g0", "ground", position=(-1.0, 0.0, 0.0)))
+    forces.append(mbs.SpringDamper("anchor", "g0", "p_0_0_0", law))
+    return mbs.MultibodySystem(
+        name=f"lattice_{nx}_{ny}_{nz}",
+        parameters=(Parameter("m", 1.0, "kg"), Parameter("k", 100.0, "N/m"), Parameter("d", 0.5, "N*s/m"),
+                    Parameter("g", 9.81, "m/s^2")),
+        gravity=(0, "-g", 0), bodies=tuple(bodies), markers=tuple(markers), forces=tuple(forces),
+        sensors=(mbs.MarkerPosition("y0", f"p_{nx - 1}_{ny - 1}_{nz - 1}"),))
+
+
+def relative(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest difference relative to the largest magnitude of ``b`` (per array)."""
+    scale = max(float(np.max(np.abs(b))), 1e-300) if b.size else 1.0
+    return float(np.max(np.abs(a - b))) / scale if a.size else 0.0
+
+
+def cost_of(traj) -> LeastSquaresCost:
+    """Least squares of every output against zero at every tenth step."""
+    times = traj.t[::10]
+    names = tuple(traj.model.output_names)
+    return LeastSquaresCost(times, np.zeros((times.size, len(names))), names)
+
+
+# ---------------------------------------------------------------- sparse = dense on the examples
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", looped_examples())
+def test_sparse_equals_dense_on_examples(name):
+    """Forced sparse against forced dense storage (both matrices).
+
+    Forward run: INDEX3_ROUNDOFF (two LU factorizations with different pivot orders of the same
+    matrices; the round-off is amplified by the 1/(beta h^2) constraint rows in a and lambda).
+    Adjoint gradient and sensitivities of the sparse engine on the DENSE engine's trajectory
+    (same functions and sweeps, only the LU differs): ADJOINT_VS_FORWARD, the tier of exact
+    derivatives that differ by round-off amplified by the 1/(beta h^2) scaling of the index-3
+    iteration matrix (measured: 1.7e-10 on slider_crank, below 1e-13 without constraints)."""
+    dense, sparse = engine(name, MatrixStorage.DENSE), engine(name, MatrixStorage.SPARSE)
+    assert is_sparse(sparse) and not is_sparse(dense)
+    steps = 200
+    step = dense.compiled.model.simulation.step
+    a = dense.simulate(step=step, t_end=steps * step)
+    b = sparse.simulate(step=step, t_end=steps * step)
+    for field in ("q", "v", "a", "lam"):
+        assert relative(getattr(b, field), getattr(a, field)) <= INDEX3_ROUNDOFF, field
+    cost = cost_of(a)
+    g_dense = dense.adjoint_gradient(a, cost).gradient
+    g_sparse = sparse.adjoint_gradient(a, cost).gradient
+    assert relative(g_sparse, g_dense) <= ADJOINT_VS_FORWARD
+    channels = np.arange(a.model.n_y)
+    s_dense = dense.output_sensitivities(a, a.t[::20], channels)
+    s_sparse = sparse.output_sensitivities(a, a.t[::20], channels)
+    assert relative(s_sparse, s_dense) <= ADJOINT_VS_FORWARD
+
+
+# ---------------------------------------------------------------- the automatic choice
+
+
+@pytest.mark.slow
+def test_bundled_examples_keep_dense_or_band_storage():
+    """Every bundled example (the MacPherson strut included: its initialization matrix has 219
+    rows, below SPARSE_MIN_SIZE) keeps dense or band storage: they build without C++."""
+    for name in example_names():
+        assert MatrixStorage.SPARSE not in planned_storages(load_model(example_path(name))), name
+
+
+
+#: A 4 x 4 x 4 lattice: 64 point masses, 337 coordinates and 145 constraints after lowering
+#: (Newton matrix 482 x 482, initialization matrix 1446 x 1446), above SPARSE_MIN_SIZE.
+LATTICE = (4, 4, 4)
+
+
+@functools.cache
+def lattice_engine() -> NativeEngine:
+    assert storage_override() is None, f"unset {STORAGE_VARIABLE} to test the automatic choice"
+    return NativeEngine.build(lattice(*LATTICE).to_model())
+
+
+def planned_storages(model) -> tuple[MatrixStorage, MatrixStorage]:
+    """The storages of the Newton and initialization matrices in the model's generated model.h."""
+    header = model_c_sources(Derivation(model))["model.h"].splitlines()
+
+    def kind(name: str) -> MatrixStorage:
+        line = next(line for line in header if line.startswith(f"#define FA_{name}_KIND "))
+        return MatrixStorage(int(line.split()[-1]))
+
+    return kind("KKT"), kind("INIT")
+
+
+@pytest.mark.slow
+def test_lattice_chooses_sparse_and_gradient_matches_central_differences():
+    eng = lattice_engine()
+    n, m = eng.compiled.n, eng.compiled.m
+    assert n + m >= SPARSE_MIN_SIZE and is_sparse(eng)
+    assert planned_storages(lattice(*LATTICE).to_model()) == (MatrixStorage.SPARSE, MatrixStorage.SPARSE)
+    # The Newton matrix is sparse: its factors hold fewer entries than a dense matrix (measured:
+    # 27 192 against 232 324), and the memory figure is reported.
+    sizes = eng.library.matrix_sizes(step=1e-3, n_steps=2)
+    dense_entries = (n + m) * (n + m)
+    assert 0 < sizes.factor_entries < dense_entries and sizes.bytes > 0
+    step, steps = 1e-3, 100
+    traj = eng.simulate(step=step, t_end=steps * step)
+    cost = cost_of(traj)
+    result = eng.adjoint_gradient(traj, cost)
+    p0 = np.array(traj.p, dtype=float)
+    for k in range(len(p0)):
+        d = 1e-3 * max(abs(p0[k]), 1.0)
+
+        def J(x, k=k):
+            p = p0.copy()
+            p[k] = x
+            return adjoint_seed(eng.simulate(p, step=step, t_end=steps * step), cost)[0]
+
+        # Fourth-order central differences (the GRADIENT_VS_FD tier's rule).
+        fd = (-J(p0[k] + 2 * d) + 8 * J(p0[k] + d) - 8 * J(p0[k] - d) + J(p0[k] - 2 * d)) / (12 * d)
+        assert abs(result.gradient[k] - fd) <= GRADIENT_VS_FD * max(abs(fd), np.max(np.abs(result.gradient)))
+
+
+def blocks(edges: list[tuple[int, int]], count: int) -> tuple[int, set[tuple[int, int]]]:
+    """The pattern of ``count`` point masses (3 x 3 blocks) coupled along ``edges``."""
+    entries = set()
+    for a, b in [(k, k) for k in range(count)] + edges:
+        for x in range(3):
+            for y in range(3):
+                entries |= {(3 * a + x, 3 * b + y), (3 * b + y, 3 * a + x)}
+    return 3 * count, entries
+
+
+def test_plan_chooses_sparse_for_a_tree_and_keeps_band_and_dense_where_faster():
+    """The rule of plan_layout on patterns alone (calibration in sparsity.SPARSE_WORK_FACTOR):
+    a random tree of 400 masses (no fill, but a wide band: kl = 161) is stored sparse; a
+    chain and a 5 x 5 x 5 grid of masses, whose band LU was measured faster than the sparse
+    LU (0.44 ms against 1.13 ms), stay banded; a small matrix stays dense."""
+    rng = np.random.default_rng(0)
+    tree = blocks([(k, int(rng.integers(0, k))) for k in range(1, 400)], 400)
+    assert plan_layout(*tree).storage is MatrixStorage.SPARSE
+    chain = blocks([(k, k + 1) for k in range(199)], 200)
+    assert plan_layout(*chain).storage is MatrixStorage.BAND
+    index = {(i, j, k): (i * 5 + j) * 5 + k for i in range(5) for j in range(5) for k in range(5)}
+    grid = blocks([(a, index[(i + di, j + dj, k + dk)]) for (i, j, k), a in index.items()
+                   for di, dj, dk in ((1, 0, 0), (0, 1, 0), (0, 0, 1)) if (i + di, j + dj, k + dk) in index], 125)
+    assert plan_layout(*grid).storage is MatrixStorage.BAND
+    small = blocks([(k, int(rng.integers(0, k))) for k in range(1, 60)], 60)
+    assert small[0] < SPARSE_MIN_SIZE and plan_layout(*small).storage is not MatrixStorage.SPARSE
+
+
+def test_sparse_layout_indexes_the_compressed_columns():
+    layout = plan_layout(4, [(0, 1), (2, 0), (3, 3)], MatrixStorage.SPARSE)
+    assert layout.storage is MatrixStorage.SPARSE and not layout.banded
+    assert layout.sparse == SparsePattern((0, 2, 4, 5, 6), (0, 2, 0, 1, 2, 3))
+    assert layout.storage_size == 6
+    assert [layout.index(r, c) for r, c in [(0, 0), (2, 0), (0, 1), (1, 1), (2, 2), (3, 3)]] == list(range(6))
+    with pytest.raises(ModelError, match="not in the sparse pattern"):
+        layout.index(1, 0)
+    assert plan_layout(4, [(0, 1)], MatrixStorage.DENSE) == MatrixLayout.dense(4)
+
+
+def test_storage_override_reads_the_environment(monkeypatch):
+    monkeypatch.setenv(STORAGE_VARIABLE, "Sparse")
+    assert storage_override() is MatrixStorage.SPARSE
+    monkeypatch.setenv(STORAGE_VARIABLE, "auto")
+    assert storage_override() is None
+    monkeypatch.setenv(STORAGE_VARIABLE, "cholesky")
+    with pytest.raises(ModelError, match="dense, band or sparse"):
+        storage_override()
+
+
+def test_without_a_cxx_compiler_small_models_build_and_sparse_ones_name_the_fix(monkeypatch):
+    """Only a sparse model needs C++: with no C++ compiler a dense model still builds, a
+    sparse one fails with one CompilerError that names the fix."""
+    monkeypatch.setattr(solver_module, "cxx_compiler", lambda: None)
+    monkeypatch.delenv(STORAGE_VARIABLE, raising=False)
+    assert not is_sparse(NativeEngine.build(load_model(example_path("sdof"))))
+    monkeypatch.setenv(STORAGE_VARIABLE, "sparse")
+    with pytest.raises(CompilerError, match=r"needs a C\+\+ compiler.*install g\+\+ or set CXX"):
+        NativeEngine.build(load_model(example_path("sdof")))
+
+
+# ---------------------------------------------------------------- the C interface
+
+
+class Sparse:
+    """fa_sparse.h through ctypes (the functions are visible in a library that links them)."""
+
+    def __init__(self, dll: ctypes.CDLL, A: np.ndarray):
+        self.dll = dll
+        dll.fa_sparse_new.restype = ctypes.c_void_p
+        dll.fa_sparse_bytes.restype = ctypes.c_size_t
+        dll.fa_sparse_factor_nnz.restype = ctypes.c_long
+        dll.fa_sparse_message.restype = ctypes.c_char_p
+        for name in ("fa_sparse_free", "fa_sparse_factor", "fa_sparse_solve", "fa_sparse_bytes",
+                     "fa_sparse_factor_nnz", "fa_sparse_message"):
+            getattr(dll, name).argtypes = [ctypes.c_void_p] + {
+                "fa_sparse_factor": [_double_p], "fa_sparse_solve": [_double_p, ctypes.c_int, ctypes.c_int]
+            }.get(name, [])
+        n = A.shape[0]
+        self.pattern = SparsePattern.of(n, [(int(r), int(c)) for r, c in zip(*np.nonzero(A))])
+        colptr = np.array(self.pattern.colptr, dtype=np.int32)
+        rowind = np.array(self.pattern.rowind, dtype=np.int32)
+        self.handle = dll.fa_sparse_new(ctypes.c_int(n), colptr.ctypes.data_as(_int_p), rowind.ctypes.data_as(_int_p))
+        assert self.handle
+        columns = np.repeat(np.arange(n), np.diff(colptr))
+        self.values = np.ascontiguousarray(A[rowind, columns])
+
+    def factor(self) -> int:
+        return self.dll.fa_sparse_factor(self.handle, self.values.ctypes.data_as(_double_p))
+
+    def solve(self, B: np.ndarray, transposed: bool) -> np.ndarray:
+        X = np.asfortranarray(B, dtype=float).copy(order="F")
+        nrhs = 1 if X.ndim == 1 else X.shape[1]
+        assert self.dll.fa_sparse_solve(self.handle, X.ctypes.data_as(_double_p), nrhs, int(transposed)) == 0
+        return X
+
+    def close(self) -> None:
+        self.dll.fa_sparse_free(self.handle)
+
+
+def kkt_like(n: int, m: int, seed: int) -> np.ndarray:
+    """A random sparse saddle-point matrix [[S, C^T], [C, 0]] (zero diagonal block: pivoting
+    is needed), non-symmetric S."""
+    rng = np.random.default_rng(seed)
+    S = np.diag(rng.uniform(2.0, 3.0, n))
+    for _ in range(3 * n):
+        i, j = rng.integers(0, n, 2)
+        S[i, j] += rng.standard_normal()
+    C = np.zeros((m, n))
+    for r in range(m):
+        C[r, rng.choice(n, 2, replace=False)] = rng.standard_normal(2)
+    return np.block([[S, C.T], [C, np.zeros((m, m))]])
+
+
+def test_sparse_solves_transposed_and_many_right_hand_sides():
+    eng = engine("sdof", MatrixStorage.SPARSE)
+    A = kkt_like(60, 12, seed=1)
+    solver = Sparse(eng.library.library, A)
+    try:
+        assert solver.dll.fa_sparse_factor_nnz(solver.handle) == 0
+        assert solver.factor() == 0
+        B = np.random.default_rng(2).standard_normal((A.shape[0], 5))
+        X = solver.solve(B, transposed=False)
+        Y = solver.solve(B, transposed=True)
+        assert relative(A @ X, B) <= EXACT and relative(A.T @ Y, B) <= EXACT
+        # Many right-hand sides at once = one at a time (the supernodal solve blocks the
+        # columns, so the sums may be ordered differently: round-off, EXACT).
+        assert relative(solver.solve(B[:, 3], transposed=True), Y[:, 3]) <= EXACT
+        # The factorization's memory: non-zeros of L and U at least those of A; bytes held.
+        assert solver.dll.fa_sparse_factor_nnz(solver.handle) >= solver.pattern.nnz
+        assert solver.dll.fa_sparse_bytes(solver.handle) > 8 * solver.pattern.nnz
+    finally:
+        solver.close()
+
+
+def test_singular_and_non_finite_matrices_are_refused():
+    eng = engine("sdof", MatrixStorage.SPARSE)
+    A = kkt_like(30, 5, seed=3)
+    A[:, 7] = 0.0  # the pattern keeps the diagonal (a zero value): a zero column, singular
+    solver = Sparse(eng.library.library, A)
+    try:
+        assert solver.factor() == -1
+        assert b"singular" in solver.dll.fa_sparse_message(solver.handle)
+        x = np.ones(A.shape[0])
+        assert solver.dll.fa_sparse_solve(solver.handle, x.ctypes.data_as(_double_p), 1, 0) == -1
+        solver.values[0] = np.nan
+        assert solver.factor() == -1
+        assert b"NaN" in solver.dll.fa_sparse_message(solver.handle)
+    finally:
+        solver.close()
+    bad = np.array([0, 2, 1], dtype=np.int32)  # colptr decreasing
+    rows = np.array([0, 1], dtype=np.int32)
+    assert not eng.library.library.fa_sparse_new(2, bad.ctypes.data_as(_int_p), rows.ctypes.data_as(_int_p))
+
+
+def test_state_restore_refactors_the_sparse_matrix_bit_for_bit():
+    """Modified Newton keeps the Newton matrix over steps; a checkpointed run (states with the
+    assembled sparse matrix, refactored on restore) recomputes every segment bit for bit."""
+    eng = engine("slider_crank", MatrixStorage.SPARSE)
+    lib = eng.library
+    scheme = dataclasses.replace(_default_scheme(eng), reuse_jacobian=True)
+    grid = np.arange(0, 61) * eng.compiled.model.simulation.step
+    p = np.array([par.value for par in eng.compiled.model.all_parameters])
+    full = lib.run(grid, p, scheme)
+    _, states, _ = lib.run_checkpointed(grid, p, scheme, every=20)
+    for k, i0 in enumerate(range(0, 60, 20)):
+        q, v, a, lam = lib.recompute(grid, i0, i0 + 20, states[k])
+        assert np.array_equal(q, full.q[i0:i0 + 21]) and np.array_equal(a, full.a[i0:i0 + 21])
+        assert np.array_equal(lam, full.lam[i0:i0 + 21])
+
+
+# ---------------------------------------------------------------- FMU of a sparse model
+
+
+@pytest.mark.slow
+def test_fmu_of_a_sparse_model_runs_standalone(tmp_path):
+    import fmpy
+
+    from fmi_adjoint.export.fmu_export import export_fmu
+
+    with forced_storage(MatrixStorage.SPARSE):
+        fmu = export_fmu(example_path("triple_pendulum"), tmp_path / "sparse.fmu", fmi_version=2)
+    with zipfile.ZipFile(fmu) as archive:
+        names = archive.namelist()
+    assert "sources/fa_sparse.cpp" in names and "sources/Eigen/SparseLU" in names
+    assert "sources/LICENSE-MPL-2.0.txt" in names
+    # The export records the forced storage, and the trust rebuild on import uses it whatever
+    # the importer's environment says (here: unset, where the automatic choice is dense).
+    from fmi_adjoint.fmu.archive import open_fmu
+
+    with open_fmu(fmu) as opened:
+        settings = opened.native
+        assert settings is not None and settings["matrix_storage"] == "sparse"
+    eng = engine("triple_pendulum", MatrixStorage.SPARSE)
+    step = eng.compiled.model.simulation.step
+    steps = 100
+    result = fmpy.simulate_fmu(str(fmu), stop_time=steps * step, output_interval=step)
+    _, y = eng.library.simulate(t_end=steps * step, step=step, solver=_default_scheme(eng))
+    for k, name in enumerate(eng.compiled.output_names):
+        assert np.array_equal(result[name], y[:, k]), name
+    binary = next(n for n in names if n.startswith("binaries/"))
+    extracted = tmp_path / "x"
+    with zipfile.ZipFile(fmu) as archive:
+        archive.extract(binary, extracted)
+    if shutil.which("readelf") is None:
+        pytest.skip("readelf is not installed")
+    dynamic = subprocess.run(["readelf", "-d", str(extracted / binary)], capture_output=True, text=True).stdout
+    assert "libstdc++" not in dynamic and "eigen" not in dynamic.lower()
+    symbols = subprocess.run(["readelf", "--dyn-syms", "-W", str(extracted / binary)], capture_output=True,
+                             text=True).stdout
+    assert "fa_sparse" not in symbols and "Eigen" not in symbols
+
+
+def _default_scheme(eng):
+    from fmi_adjoint.integrate.schemes import scheme_from_settings
+
+    return scheme_from_settings(eng.compiled.model.simulation)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", [2, 3])
+def test_fmu_of_a_sparse_model_rebuilds_from_its_sources(tmp_path, version):
+    """sources/ carries everything to rebuild (the solver, the Eigen headers it includes, the
+    C++ source listed in the model or build description): fmpy's CMake build gives the same
+    results bit for bit (no reassociation without fast-math, whatever the optimization level)."""
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is missing (fmpy.build.build_platform_binary needs it)")
+    import fmpy
+    from fmpy.build import build_platform_binary
+    from fmpy.util import create_zip_archive
+
+    from fmi_adjoint.export.fmu_export import export_fmu
+
+    with forced_storage(MatrixStorage.SPARSE):
+        fmu = export_fmu(example_path("slider_crank"), tmp_path / "sparse.fmu", fmi_version=version)
+    folder = tmp_path / "unzipped"
+    with zipfile.ZipFile(fmu) as archive:
+        archive.extractall(folder)
+    binary = next((folder / "binaries").rglob("*.so"))
+    shutil.rmtree(folder / "binaries")
+    (tmp_path / "build").mkdir()
+    build_platform_binary(folder, tmp_path / "build")
+    assert binary.exists()  # really rebuilt: the exported binary was deleted
+    rebuilt = tmp_path / "rebuilt.fmu"
+    create_zip_archive(rebuilt, folder)
+    step = load_model(example_path("slider_crank")).simulation.step
+    a = fmpy.simulate_fmu(str(fmu), stop_time=100 * step, output_interval=step)
+    b = fmpy.simulate_fmu(str(rebuilt), stop_time=100 * step, output_interval=step)
+    for name in a.dtype.names:
+        assert np.array_equal(a[name], b[name]), name
