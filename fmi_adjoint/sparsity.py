@@ -34,9 +34,6 @@ import os
 from collections.abc import Iterable, Iterator
 
 import numpy as np
-import scipy.sparse
-import scipy.sparse.linalg
-from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from .errors import ModelError
 
@@ -382,6 +379,10 @@ def plan_layout(n: int, pattern: Iterable[tuple[int, int]], storage: MatrixStora
         return MatrixLayout.sparse_of(n, entries)
     if n < BAND_MIN_SIZE and storage is None:
         return MatrixLayout.dense(n)
+    # scipy.sparse on use: planning runs at generation, never on a warm start.
+    import scipy.sparse  # noqa: PLC0415
+    from scipy.sparse.csgraph import reverse_cuthill_mckee  # noqa: PLC0415
+
     rows = np.array([r for r, _ in entries] + list(range(n)), dtype=np.int64)
     cols = np.array([c for _, c in entries] + list(range(n)), dtype=np.int64)
     # Symmetric structure: A + A^T plus the diagonal, deduplicated by the CSR conversion.
@@ -422,6 +423,9 @@ def sparse_factor_flops(pattern: SparsePattern) -> tuple[float, int]:
     real values may add fill; the estimate only ranks storages, the solver reports the real
     figures (``fa_sparse_factor_nnz``).
     """
+    import scipy.sparse  # noqa: PLC0415 (on use, as in plan_layout)
+    import scipy.sparse.linalg  # noqa: PLC0415
+
     n = len(pattern.colptr) - 1
     colptr = np.asarray(pattern.colptr, dtype=np.int64)
     rowind = np.asarray(pattern.rowind, dtype=np.int64)

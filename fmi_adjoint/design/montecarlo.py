@@ -40,7 +40,6 @@ import dataclasses
 import math
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from ..costs.sampling import Sampler
 from ..errors import ConvergenceError, FmiAdjointError, ModelError
@@ -236,6 +235,8 @@ class _Refit:
             return (dY * scale[None, None, :] / sigma[None, :, None]).reshape(-1, len(self.params))
 
         try:
+            from scipy.optimize import least_squares  # noqa: PLC0415 (0.25 s at import)
+
             fit = least_squares(residuals, self.truth / scale, jac=jacobian, method="trf", x_scale=1.0,
                                 ftol=FIT_TOLERANCE, xtol=FIT_TOLERANCE, gtol=FIT_TOLERANCE, max_nfev=MAX_EVALUATIONS)
         except FmiAdjointError:

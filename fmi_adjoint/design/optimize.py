@@ -16,7 +16,6 @@ import dataclasses
 from collections.abc import Callable
 
 import numpy as np
-from scipy.optimize import minimize
 
 from ..errors import ConvergenceError
 from ..linesearch import probe_line, projected_descent
@@ -146,6 +145,8 @@ def run_design(problem: DesignProblem, *, max_iterations: int = 200, z_start: np
         if left <= 0:
             return z, False, "iteration budget used up"
         options = {"maxiter": left, "ftol": 1e-13, "gtol": 1e-9, "maxcor": 20}
+        from scipy.optimize import minimize  # noqa: PLC0415 (scipy.optimize: 0.25 s at import)
+
         result = minimize(fun, z, jac=True, method="L-BFGS-B", callback=lambda x: record(evaluate(x)),
                           bounds=bounds, options=options)
         return np.asarray(result.x), bool(result.success), str(result.message)

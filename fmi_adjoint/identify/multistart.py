@@ -76,7 +76,6 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 import numpy as np
-from scipy.stats import qmc
 
 from ..errors import CheckpointError, ConvergenceError, ExecutorError, FmiAdjointError, IdentificationError
 from .checkpoint import CheckpointKey, CheckpointLog, Record, StoredRecord, read_untrusted
@@ -151,6 +150,8 @@ def sobol_starts(problem: IdentificationProblem, count: int, seed: int = 0, scal
         return starts
     lo_u = np.array([b[0] for b in scale.scaled_bounds()], dtype=float)
     hi_u = np.array([b[1] for b in scale.scaled_bounds()], dtype=float)
+    from scipy.stats import qmc  # noqa: PLC0415 (scipy.stats: imported on use, not by the command line's start)
+
     sampler = qmc.Sobol(len(problem.names), scramble=True, rng=seed)
     draws = sampler.random_base2(int(np.ceil(np.log2(count - 1))) if count > 2 else 0)[: count - 1]
     for point in draws:

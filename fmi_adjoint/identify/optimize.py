@@ -9,15 +9,17 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from typing import ClassVar, TextIO
+from typing import TYPE_CHECKING, ClassVar, TextIO
 
 import numpy as np
-from scipy import optimize
 
 from ..choices import look_up
 from ..errors import ConvergenceError, IdentificationError
 from ..linesearch import probe_line, projected_descent
 from .problem import AbstractProblem
+
+if TYPE_CHECKING:
+    from scipy import optimize
 from .scaling import ParameterScaling
 
 __all__ = ["AbstractOptimizer", "IdentificationResult", "LBFGSB", "LeastSquares", "OPTIMIZERS", "OPTIMIZER_CHOICES",
@@ -355,6 +357,8 @@ class LBFGSB(AbstractOptimizer):
         fun = _LbfgsbObjective(fit)
         fit.record(fun.J_start, float(np.linalg.norm(fun(fit.u0)[1])), fit.problem.start)
         bounds = fit.scale.scaled_bounds()
+        from scipy import optimize  # noqa: PLC0415 (0.25 s at import: not on the command line's start)
+
         res = optimize.minimize(
             fun, fit.u0, jac=True, method="L-BFGS-B", bounds=bounds, callback=fun.callback,
             options={"maxiter": max_iterations, "ftol": _LBFGSB_FTOL, "gtol": _LBFGSB_GTOL, "maxcor": 20},
@@ -438,6 +442,8 @@ class LeastSquares(AbstractOptimizer):
         r_start = objective.evaluate(u0)[0]
         norm = float(np.sqrt(r_start @ r_start))
         unit = 1.0 / norm if norm > 0 and np.isfinite(norm) else 1.0
+        from scipy import optimize  # noqa: PLC0415 (0.25 s at import: not on the command line's start)
+
         res = optimize.least_squares(
             lambda u: unit * objective.evaluate(u)[0], u0, jac=lambda u: unit * objective.jacobian(u),
             bounds=(lo, hi), method="trf", ftol=tolerance, xtol=tolerance, gtol=_LSQ_GTOL, max_nfev=max_iterations,

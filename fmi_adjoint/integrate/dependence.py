@@ -20,7 +20,6 @@ ones through ``R_11^{-1} R_12``, which names the rows it depends on.
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
 __all__ = ["DEPENDENCE_RTOL", "dependent_rows", "describe_dependence"]
 
@@ -46,6 +45,8 @@ def dependent_rows(A: np.ndarray, rtol: float = DEPENDENCE_RTOL) -> tuple[int, l
         return 0, []
     if A.shape[1] == 0 or not np.any(A):
         return 0, [(j, ()) for j in range(m)]
+    import scipy.linalg  # noqa: PLC0415 (on use: scipy.linalg is 0.1 s of the command line's start)
+
     _, R, P = scipy.linalg.qr(A.T, mode="economic", pivoting=True)
     diagonal = np.abs(np.diag(R))
     rank = int(np.sum(diagonal > rtol * diagonal[0]))

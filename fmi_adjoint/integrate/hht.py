@@ -36,8 +36,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.linalg.lapack import dgetrf as _getrf
-from scipy.linalg.lapack import dgetrs as _getrs
 
 from ..compiled import CompiledModel
 from ..errors import ConvergenceError, ModelError
@@ -270,7 +268,9 @@ def _factor(matrix: np.ndarray) -> tuple:
     than the factorization of these small matrices."""
     if not np.all(np.isfinite(matrix)):
         raise np.linalg.LinAlgError("not finite")
-    lu, piv, info = _getrf(matrix)
+    from scipy.linalg.lapack import dgetrf  # noqa: PLC0415 (scipy.linalg on first use, not at the CLI's start)
+
+    lu, piv, info = dgetrf(matrix)
     if info != 0:
         raise np.linalg.LinAlgError("singular")
     return lu, piv
@@ -278,7 +278,9 @@ def _factor(matrix: np.ndarray) -> tuple:
 
 def _solve(factors: tuple, rhs: np.ndarray) -> np.ndarray:
     """Solve with the factors of :func:`_factor` (LAPACK getrs)."""
-    x, _ = _getrs(factors[0], factors[1], rhs)
+    from scipy.linalg.lapack import dgetrs  # noqa: PLC0415 (as in _factor)
+
+    x, _ = dgetrs(factors[0], factors[1], rhs)
     return x
 
 
