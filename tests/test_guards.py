@@ -156,8 +156,13 @@ def two_mass_data(tmp_path_factory):
 
 
 def test_pooled_channels_of_different_units_are_warned(two_mass_data, tmp_path, capsys):
+    """With ``--channel-weighting unit`` (the pooled variance of before issue 26); by default the
+    channels are weighted by their noise levels and nothing is pooled (no warning)."""
+    code, _, err = run(["gradient", "two_mass", "--data", two_mass_data, "--params", "c2"], capsys)
+    assert code == 0 and not any("different units" in line for line in err.splitlines())
     result = tmp_path / "RESULT.json"
-    code, _, err = run(["identify", "two_mass", "--data", two_mass_data, "--params", "c2", "-o", result], capsys)
+    code, _, err = run(["identify", "two_mass", "--data", two_mass_data, "--params", "c2", "--channel-weighting",
+                        "unit", "-o", result], capsys)
     payload = json.loads(result.read_text(encoding="utf-8"))
     warnings = [line for line in err.splitlines() if "different units" in line]
     assert len(warnings) == 1 and warnings[0].startswith("fmi-adjoint: warning: the channels x2 [m], v1 [m/s]")
@@ -167,12 +172,14 @@ def test_pooled_channels_of_different_units_are_warned(two_mass_data, tmp_path, 
     assert code == 0 and payload["success"] is True
     assert abs(payload["parameters"]["c2"] - 1500.0) <= WITHIN_STD_ERRORS * payload["std_errors"]["c2"]
     # gradient says it too.
-    code, _, err = run(["gradient", "two_mass", "--data", two_mass_data, "--params", "c2"], capsys)
+    code, _, err = run(["gradient", "two_mass", "--data", two_mass_data, "--params", "c2", "--channel-weighting",
+                        "unit"], capsys)
     assert code == 0 and sum("different units" in line for line in err.splitlines()) == 1
 
 
 def test_the_suggested_scales_silence_the_unit_warning(two_mass_data, capsys):
-    code, _, err = run(["gradient", "two_mass", "--data", two_mass_data, "--params", "c2"], capsys)
+    code, _, err = run(["gradient", "two_mass", "--data", two_mass_data, "--params", "c2", "--channel-weighting",
+                        "unit"], capsys)
     suggested = err.split("from the data: ")[1].rstrip(".\n").split()
     assert suggested[0::2] == ["--scale", "--scale"]
     # The suggested scale is each channel's noise level: 1 % of its RMS.

@@ -249,3 +249,11 @@ BINOMIAL_SIGMAS = 4.0
 #: ulp, which the optimizer's path carries into the parameters: measured 3.8e-14 on engine_mount
 #: (d_E); the issue asks for 1e-10, a factor 2600 above.
 SAME_DATA_OTHER_FORMAT = 1e-10
+
+#: Monte-Carlo standard deviation of re-identified parameters against the reported standard
+#: errors (issue 26, part 5: "within 20 %"), relative.  With N = 200 re-identifications the
+#: sample standard deviation of a Gaussian estimate has a relative standard error of
+#: 1/sqrt(2 (N - 1)) = 5 %, so 20 % is four of them: a right estimate fails with probability
+#: ~6e-5, while the pooled residual variance of mixed channels was measured 2.0-2.2 times too
+#: large on the test's two-channel oscillator (weighted: ratios 0.99 and 1.01).
+MONTE_CARLO_STD_ERRORS = 0.2

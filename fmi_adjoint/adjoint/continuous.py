@@ -310,6 +310,10 @@ def _integrand_derivative(traj: Trajectory, cost: AbstractCost, channels: np.nda
             "adjoint integrates h(y, t) over the simulated interval, so the samples must start at t0 and end at "
             "t_end (simulate to the last sample time or trim the data)."
         )
+    if cost.sample_weights is not None:
+        raise NotImplementedError(
+            "the continuous adjoint interpolates the data in time and cannot skip masked samples (NaN gaps, "
+            "per-sample weights); use the discrete adjoint (adjoint_gradient) for this cost.")
     Y = traj.outputs()[:, channels]
     ybar = np.column_stack([np.interp(traj.t, ts, cost.data[:, c]) for c in range(len(channels))])
     # LeastSquaresCost.__post_init__ turns weights and scales into arrays (never None).

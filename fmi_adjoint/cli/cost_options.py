@@ -9,7 +9,7 @@ import math
 from ..bench.preprocess import DETRENDS, Preprocessing, TimeShift
 from ..costs import RunUp
 from ..errors import ModelError
-from ..identify.data_costs import COSTS, KINDS, WINDOWS, CostOptions
+from ..identify.data_costs import COSTS, KINDS, WINDOWS, CostOptions, NoiseWeighting
 from ..text import excerpt
 
 __all__ = ["add_bench_options", "add_cost_options", "cost_options_from_args", "preprocessing_from_args"]
@@ -60,11 +60,38 @@ def add_cost_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--runup", metavar="N0:N1:T0:T1", help="orders: linear run-up from N0 rpm at T0 s to N1 at T1")
     group.add_argument("--speeds", metavar="LO:HI", help="orders: speed band [rpm] compared (default: all rows)")
     group.add_argument("--modes", metavar="I,J,...", help="pod: 1-based mode numbers (default 1)")
+    group.add_argument("--noise", action="append", metavar="OUTPUT=SIGMA",
+                       help="time: the noise standard deviation of a channel in the output's unit; its residuals are "
+                       "weighted by 1/SIGMA^2 (repeat per channel; default: estimated from the data where the cost "
+                       "compares several channels; --weight/--scale of a channel win)")
+    group.add_argument("--channel-weighting", choices=("noise", "unit"), default="noise",
+                       help="time: weigh the channels of a cost by their noise levels (noise, default) or all by 1 "
+                       "(unit: one pooled residual variance, as before issue 26)")
+
+
+def _noise(items: list[str] | None) -> dict[str, float]:
+    """``--noise OUT=SIGMA`` values (positive, finite, each output once)."""
+    noise: dict[str, float] = {}
+    for item in items or []:
+        name, sep, text = item.partition("=")
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not sep or not name.strip() or not math.isfinite(value) or value <= 0:
+            raise ModelError(f"--noise {excerpt(item)}: expected OUTPUT=SIGMA with a positive noise standard "
+                             "deviation in the output's unit, e.g. --noise a1=0.05.")
+        if name.strip() in noise:
+            raise ModelError(f"--noise {excerpt(name.strip())} is given twice; give it once.")
+        noise[name.strip()] = value
+    return noise
 
 
 def cost_options_from_args(args: argparse.Namespace, weights: dict, scales: dict) -> CostOptions:
     """Validate the cost options of a parsed command line."""
     cost = args.cost
+    noise = _noise(getattr(args, "noise", None))
+    weighting = None if getattr(args, "channel_weighting", "noise") == "unit" else NoiseWeighting()
     runup = None
     if args.runup is not None:
         numbers = _floats(args.runup.replace(":", ","), "--runup", "1000:5000:1:11")
@@ -86,7 +113,7 @@ def cost_options_from_args(args: argparse.Namespace, weights: dict, scales: dict
         window_limits=_pair(args.window_limits, "--window-limits", "0.5:10"),
         kind=args.kind, order=args.order, runup=runup,
         speeds=_pair(args.speeds, "--speeds", "2000:4000"),
-        modes=modes, weights=weights, scales=scales,
+        modes=modes, weights=weights, scales=scales, noise=noise, weighting=weighting,
     )
     specific = {
         "fourier": ("--frequencies", "--band", "--window-limits"),
@@ -99,8 +126,8 @@ def cost_options_from_args(args: argparse.Namespace, weights: dict, scales: dict
         for name in names:
             if given[name] is not None and cost != owner:
                 raise ModelError(f"{name} applies to --cost {owner}, not --cost {cost}; remove it or change --cost.")
-    if cost != "time" and (weights or scales):
-        raise ModelError(f"--weight/--scale apply to --cost time only, not --cost {cost}.")
+    if cost != "time" and (weights or scales or noise):
+        raise ModelError(f"--weight/--scale/--noise apply to --cost time only, not --cost {cost}.")
     if args.window != "rectangular" and cost != "fourier":
         raise ModelError(f"--window applies to --cost fourier, not --cost {cost}.")
     if args.channel is not None and cost in ("time", "pod"):

@@ -6,6 +6,7 @@ from .least_squares import LeastSquaresCost, trapezoidal_weights
 from .orders import EngineOrderCost, RunUp
 from .pod import PODCost, proper_orthogonal_modes
 from .sampling import Sampler
+from .sensors import SensorCost, SensorModel
 
 __all__ = [
     "AbstractCost",
@@ -17,6 +18,8 @@ __all__ = [
     "PODCost",
     "RunUp",
     "Sampler",
+    "SensorCost",
+    "SensorModel",
     "proper_orthogonal_modes",
     "trapezoidal_weights",
 ]

@@ -27,6 +27,12 @@ QUANTIZED_SHARE = 0.5
 #: Jumps are isolated: a jump between two samples raises the two terms next to it; a longer run
 #: of outlying terms is a stretch of the signal, not a jump.
 JUMP_RUN = 3
+#: A channel's noise is resolved by :meth:`LeastSquaresCost.noise_variances` when the lag-one
+#: correlation of its pseudo-residuals is at most this: white noise gives -2/3 (evenly spaced),
+#: a smooth signal's curvature +1; with noise variance ``sigma**2`` and a curvature term ``s**2``
+#: the correlation is ``(s**2 - sigma**2) / (1.5 sigma**2 + s**2)``, at most -1/3 exactly when
+#: ``s**2 <= 0.375 sigma**2``, i.e. when the estimate exceeds ``sigma`` by at most 12 %.
+RESOLVED_CORRELATION = -1.0 / 3.0
 
 
 def trapezoidal_weights(times: np.ndarray) -> np.ndarray:
@@ -43,10 +49,23 @@ def trapezoidal_weights(times: np.ndarray) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class LeastSquaresCost(AbstractCost):
-    """``J = 1/2 sum_i eta_i (y_i - ybar_i)^T W (y_i - ybar_i)``.
+    """``J = 1/2 sum_i sum_c eta_ic w_ic (weight_c / scale_c**2) (y_ic - ybar_ic)^2``.
 
-    ``eta_i`` are trapezoidal weights of the sample times, so ``J`` approximates
-    ``1/2 int (y - ybar)^T W (y - ybar) dt``; ``W = diag(weight_c / scale_c**2)``.
+    ``eta_ic`` are the trapezoidal weights of channel ``c``'s compared sample times (those of
+    non-zero sample weight ``w_ic``), so ``J`` approximates
+    ``1/2 int (y - ybar)^T W (y - ybar) dt`` with ``W = diag(weight_c / scale_c**2)``.
+    Without ``sample_weights`` every ``w_ic = 1`` and ``eta_ic = eta_i`` (Oberpeilsteiner
+    2018, eq. (4.2)).  A zero sample weight removes the sample from its channel exactly: the
+    trapezoidal rule of that channel bridges it, as if the sample had not been measured (a NaN
+    gap of a bench file, :func:`~fmi_adjoint.identify.data_costs.build_cost`); ``data`` may
+    hold NaN exactly there.  Non-zero sample weights multiply the trapezoidal factors.
+
+    Channel weighting (issue 26, part 5): giving ``scale_c = sigma_c``, the channel's noise
+    standard deviation, weighs its residuals by ``1/sigma_c**2``; the residuals of every
+    channel are then of unit variance, so the pooled residual variance of
+    :func:`~fmi_adjoint.identify.problem.gauss_newton_statistics` is right for channels of
+    mixed units and noise levels.  ``weighting`` says for each channel where its weight and
+    scale came from (RESULT.json's ``channel_weights``).
 
     Attributes
     ----------
@@ -59,6 +78,12 @@ class LeastSquaresCost(AbstractCost):
     weights, scales : numpy.ndarray, shape (n_channels,)
         Per-channel weights and scales (a scale makes channels of different units
         comparable: the residual is divided by it).
+    sample_weights : numpy.ndarray, shape (n_samples, n_channels) or (n_samples,), optional
+        Non-negative weight of each sample of each channel (default 1); 0 removes it.
+    weighting : tuple of str, optional
+        Where each channel's weight and scale came from, e.g. ``"noise estimated"``,
+        ``"noise given"``, ``"--weight/--scale"``, ``"unit"`` (default ``"unit"`` where both
+        are 1, else ``"given"``).
     """
 
     sum_of_squares: ClassVar[bool] = True
@@ -68,6 +93,8 @@ class LeastSquaresCost(AbstractCost):
     channels: tuple[str, ...]
     weights: np.ndarray | None = None
     scales: np.ndarray | None = None
+    sample_weights: np.ndarray | None = None
+    weighting: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         ts = np.asarray(self.sample_times, dtype=float)
@@ -84,8 +111,11 @@ class LeastSquaresCost(AbstractCost):
             raise DataError(
                 f"data has shape {data.shape}; expected ({ts.size} samples, {len(channels)} channels)."
             )
-        if not np.all(np.isfinite(ts)) or not np.all(np.isfinite(data)):
-            raise DataError("the data contain NaN or infinite values; remove or fill those rows.")
+        mask = self._sample_weights(ts.size, len(channels))
+        compared = mask > 0
+        if not np.all(np.isfinite(ts)) or not np.all(np.isfinite(data[compared])):
+            raise DataError("the data contain NaN or infinite values; remove or fill those rows (or give them "
+                            "sample weight 0).")
         steps = np.diff(ts)
         # A time may repeat once: the left and right limits at an event (FMU data).
         if np.any(steps < 0) or np.any((steps[1:] == 0) & (steps[:-1] == 0)):
@@ -102,8 +132,12 @@ class LeastSquaresCost(AbstractCost):
             raise DataError(f"channel weights {weights.tolist()} must be finite and non-negative.")
         if np.any(scales <= 0) or not np.all(np.isfinite(scales)):
             raise DataError(f"channel scales {scales.tolist()} must be finite and positive.")
+        for c in range(nc):
+            if np.count_nonzero(compared[:, c]) < 2:
+                raise DataError(f"channel {channels[c]!r} has {np.count_nonzero(compared[:, c])} sample(s) of non-zero "
+                                "weight; a least-squares channel needs at least two (leave the channel out).")
         with np.errstate(over="ignore", divide="ignore"):
-            factors_squared = trapezoidal_weights(ts)[:, None] * (weights / scales**2)[None, :]
+            factors_squared = (_channel_trapezoid(ts, compared) * mask) * (weights / scales**2)[None, :]
         if not np.all(np.isfinite(factors_squared)):
             # A subnormal scale (1e-320) squares to 0: the weight w/s^2 overflows.
             raise DataError(f"channel scales {scales.tolist()} are too small (w/s^2 overflows); give scales of the "
@@ -113,7 +147,45 @@ class LeastSquaresCost(AbstractCost):
         object.__setattr__(self, "channels", channels)
         object.__setattr__(self, "weights", weights)
         object.__setattr__(self, "scales", scales)
+        object.__setattr__(self, "sample_weights", None if self.sample_weights is None else mask)
+        weighting = self.weighting
+        if weighting is None:
+            weighting = tuple("unit" if w == 1.0 and s == 1.0 else "given" for w, s in zip(weights, scales))
+        if len(weighting) != nc:
+            raise DataError(f"weighting: {len(weighting)} entries for {nc} channel(s); give one per channel.")
+        object.__setattr__(self, "weighting", tuple(weighting))
+        object.__setattr__(self, "_compared", compared)
+        object.__setattr__(self, "_filled", np.where(compared, data, 0.0))
         object.__setattr__(self, "_factors", np.sqrt(factors_squared))
+
+    def _sample_weights(self, n_samples: int, n_channels: int) -> np.ndarray:
+        """``sample_weights`` as an ``(n_samples, n_channels)`` array of finite non-negative
+        numbers (ones if none are given)."""
+        if self.sample_weights is None:
+            return np.ones((n_samples, n_channels))
+        w = np.asarray(self.sample_weights, dtype=float)
+        if w.ndim == 1:
+            w = np.repeat(w[:, None], n_channels, axis=1)
+        if w.shape != (n_samples, n_channels):
+            raise DataError(f"sample_weights has shape {w.shape}; expected ({n_samples} samples, {n_channels} "
+                            "channels) or one weight per sample.")
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise DataError("sample_weights must be finite and non-negative (0 removes a sample).")
+        return w
+
+    def weighting_record(self) -> dict[str, dict]:
+        """Each channel's weight, scale (its noise standard deviation where the weighting is by
+        noise) and their source, for RESULT.json's ``channel_weights``."""
+        compared = self._compared  # type: ignore[attr-defined]
+        out: dict[str, dict] = {}
+        for c, name in enumerate(self.channels):
+            entry = {"weight": float(np.asarray(self.weights)[c]), "scale": float(np.asarray(self.scales)[c]),
+                     "source": str(np.asarray(self.weighting)[c])}
+            masked = int(np.count_nonzero(~compared[:, c]))
+            if masked:
+                entry["masked_samples"] = masked
+            out[name] = entry
+        return out
 
     def noise_variances(self) -> np.ndarray:
         """Per-channel noise variance ``sigma_c**2`` estimated from the data themselves.
@@ -160,50 +232,51 @@ class LeastSquaresCost(AbstractCost):
         DataError
             If there are fewer than three samples.
         """
-        terms, jumps = self._pseudo_residual_terms()
-        kept = np.where(jumps, 0.0, terms).sum(axis=0)
-        counts = np.maximum((~jumps).sum(axis=0), 1)
-        return kept / counts
+        compared = self._compared  # type: ignore[attr-defined]
+        if compared.all():
+            terms, jumps = _pseudo_residual_terms(self.sample_times, self.data)
+            kept = np.where(jumps, 0.0, terms).sum(axis=0)
+            counts = np.maximum((~jumps).sum(axis=0), 1)
+            return kept / counts
+        # Masked samples: each channel's estimate from its own compared samples (a removed
+        # sample is bridged, as in the cost).
+        out = np.zeros(len(self.channels))
+        for c in range(len(self.channels)):
+            keep = compared[:, c]
+            terms, jumps = _pseudo_residual_terms(self.sample_times[keep], self.data[keep, c:c + 1])
+            out[c] = float(np.where(jumps, 0.0, terms).sum()) / max(int((~jumps).sum()), 1)
+        return out
+
+    def noise_resolved(self) -> np.ndarray:
+        """Per channel, whether :meth:`noise_variances` measures noise rather than the signal's
+        curvature: the lag-one correlation of the pseudo-residuals ``e_i`` is at most
+        :data:`RESOLVED_CORRELATION` (white noise: -2/3 on even samples; noise-free smooth data:
+        near +1, where the "noise" estimate is the signal's curvature and weighting by it would
+        be arbitrary).  Computed on each channel's compared samples."""
+        compared = self._compared  # type: ignore[attr-defined]
+        out = np.zeros(len(self.channels), dtype=bool)
+        for c in range(len(self.channels)):
+            keep = compared[:, c]
+            ts, y = self.sample_times[keep], self.data[keep, c]
+            if ts.size < 4:
+                continue
+            h = np.diff(ts)
+            before, after = h[:-1], h[1:]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                a, b = before / (before + after), after / (before + after)
+            e = (y[1:-1] - (b * y[:-2] + a * y[2:])) / np.sqrt(1.0 + a**2 + b**2)
+            e = e[np.isfinite(e)]
+            if e.size < 3 or not np.any(e != 0):
+                continue
+            e0, e1 = e[:-1], e[1:]
+            corr = float(np.sum(e0 * e1) / np.sqrt(np.sum(e0**2) * np.sum(e1**2)))
+            out[c] = corr <= RESOLVED_CORRELATION
+        return out
 
     def _pseudo_residual_terms(self) -> tuple[np.ndarray, np.ndarray]:
-        """The terms ``e_i**2 / (1 + a_i**2 + b_i**2)`` of :meth:`noise_variances`, shape
-        (n_samples - 2, n_channels), and which of them are jumps (see there)."""
-        ts, y = self.sample_times, self.data
-        if ts.size < 3:
-            raise DataError(f"estimating the measurement noise needs at least three samples, got {ts.size}; "
-                            "give more samples.")
-        h = np.diff(ts)
-        before, after = h[:-1], h[1:]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            a = (before / (before + after))[:, None]
-            b = (after / (before + after))[:, None]
-        # A repeated time (an event's left and right limits) has no spacing: its terms are jumps.
-        repeated = ~np.isfinite(a) | (before[:, None] == 0) | (after[:, None] == 0)
-        a, b = np.where(repeated, 0.5, a), np.where(repeated, 0.5, b)
-        e = y[1:-1] - (b * y[:-2] + a * y[2:])
-        terms = e**2 / (1.0 + a**2 + b**2)
-        robust = np.median(terms, axis=0) / CHI2_1_MEDIAN
-        # The local level: the median of the JUMP_NEIGHBOURS terms around each (a jump raises two
-        # of them), so that a stretch of large curvature is not taken for jumps.
-        half = JUMP_NEIGHBOURS // 2
-        padded = np.pad(terms, ((half, half), (0, 0)), mode="edge")
-        windows = np.lib.stride_tricks.sliding_window_view(padded, JUMP_NEIGHBOURS, axis=0)
-        local = np.median(windows, axis=-1) / CHI2_1_MEDIAN
-        outliers = (terms > JUMP_FACTOR * np.maximum(robust[None, :], local)) & ~repeated
-        # Jumps are isolated (a jump between two samples raises the two terms next to it): a longer
-        # run of outlying terms is a stretch of the signal, kept.  Quantized data (a channel whose
-        # values repeat: the quantizer's steps are the signal's sample-to-sample changes; more than
-        # half the terms may be exactly 0, so the median is 0 and every step would pass for a jump)
-        # have no jumps this estimate can tell from their noise: their plain mean is kept.
-        for c in range(terms.shape[1]):
-            if robust[c] == 0 or np.unique(y[:, c]).size < QUANTIZED_SHARE * y.shape[0]:
-                outliers[:, c] = False
-                continue
-            flagged = np.flatnonzero(outliers[:, c])
-            for run in np.split(flagged, np.flatnonzero(np.diff(flagged) > 1) + 1) if flagged.size else []:
-                if run.size > JUMP_RUN:
-                    outliers[run, c] = False
-        return terms, repeated | outliers
+        """:func:`_pseudo_residual_terms` of the samples compared in every channel."""
+        rows = self._compared.all(axis=1)  # type: ignore[attr-defined]
+        return _pseudo_residual_terms(self.sample_times[rows], self.data[rows])
 
     def jump_times(self) -> np.ndarray:
         """Times at which the data jump (events in the data): the midpoints between the two
@@ -214,11 +287,11 @@ class LeastSquaresCost(AbstractCost):
         if self.sample_times.size < 3:
             return np.zeros(0)
         _, jumps = self._pseudo_residual_terms()
-        inner = np.flatnonzero(jumps.any(axis=1)) + 1  # indices into sample_times
+        inner = np.flatnonzero(jumps.any(axis=1)) + 1  # indices into the rows compared in every channel
         if inner.size == 0:
             return np.zeros(0)
         runs = np.split(inner, np.flatnonzero(np.diff(inner) > 1) + 1)
-        ts = self.sample_times
+        ts = self.sample_times[self._compared.all(axis=1)]  # type: ignore[attr-defined]
         return np.array([0.5 * (ts[max(run[0], 1)] + ts[min(run[-1], ts.size - 2)]) if run.size > 1
                          else ts[run[0]] for run in runs])
 
@@ -235,14 +308,19 @@ class LeastSquaresCost(AbstractCost):
         """
         if self.sample_times.size < 3:
             return None
-        eta = trapezoidal_weights(self.sample_times)
         weights, scales = np.asarray(self.weights), np.asarray(self.scales)  # arrays after __post_init__
-        return 0.5 * float(eta.sum()) * float(np.sum(weights * self.noise_variances() / scales**2))
+        if self.sample_weights is None:
+            eta = trapezoidal_weights(self.sample_times)
+            return 0.5 * float(eta.sum()) * float(np.sum(weights * self.noise_variances() / scales**2))
+        compared = self._compared  # type: ignore[attr-defined]
+        span = (_channel_trapezoid(self.sample_times, compared) * np.asarray(self.sample_weights)).sum(axis=0)
+        return 0.5 * float(np.sum(span * weights * self.noise_variances() / scales**2))
 
     def window(self, t_end: float) -> LeastSquaresCost:
         """The same cost on the samples at ``t <= t_end`` only (a data window of the growing-window
         continuation, :class:`~fmi_adjoint.identify.strategies.GrowingWindows`): the trapezoidal
-        weights are those of the kept sample times, channels, weights and scales are kept.
+        weights are those of the kept sample times, channels, weights, scales and the kept
+        samples' weights are kept.
 
         Raises
         ------
@@ -253,12 +331,68 @@ class LeastSquaresCost(AbstractCost):
         if np.count_nonzero(keep) < 2:
             raise DataError(f"a data window ending at t = {t_end:g} s holds {np.count_nonzero(keep)} sample(s); "
                             "give a window that holds at least two samples.")
-        return dataclasses.replace(self, sample_times=self.sample_times[keep], data=self.data[keep])
+        sample_weights = None if self.sample_weights is None else np.asarray(self.sample_weights)[keep]
+        return dataclasses.replace(self, sample_times=self.sample_times[keep], data=self.data[keep],
+                                   sample_weights=sample_weights)
 
     def residuals(self, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         factors = self._factors  # type: ignore[attr-defined]
-        return (factors * (Y - self.data)).ravel(), factors
+        return (factors * (Y - self._filled)).ravel(), factors  # type: ignore[attr-defined]
 
     def evaluate(self, Y: np.ndarray, p: np.ndarray) -> CostValue:
         r, factors = self.residuals(Y)
         return CostValue(J=0.5 * float(r @ r), dJ_dY=factors * r.reshape(Y.shape))
+
+
+def _pseudo_residual_terms(ts: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The terms ``e_i**2 / (1 + a_i**2 + b_i**2)`` of
+    :meth:`LeastSquaresCost.noise_variances` of samples ``y`` (n_samples, n_channels) at
+    ``ts``, shape (n_samples - 2, n_channels), and which of them are jumps (see there)."""
+    if ts.size < 3:
+        raise DataError(f"estimating the measurement noise needs at least three samples, got {ts.size}; "
+                        "give more samples.")
+    h = np.diff(ts)
+    before, after = h[:-1], h[1:]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a = (before / (before + after))[:, None]
+        b = (after / (before + after))[:, None]
+    # A repeated time (an event's left and right limits) has no spacing: its terms are jumps.
+    repeated = ~np.isfinite(a) | (before[:, None] == 0) | (after[:, None] == 0)
+    a, b = np.where(repeated, 0.5, a), np.where(repeated, 0.5, b)
+    e = y[1:-1] - (b * y[:-2] + a * y[2:])
+    terms = e**2 / (1.0 + a**2 + b**2)
+    robust = np.median(terms, axis=0) / CHI2_1_MEDIAN
+    # The local level: the median of the JUMP_NEIGHBOURS terms around each (a jump raises two
+    # of them), so that a stretch of large curvature is not taken for jumps.
+    half = JUMP_NEIGHBOURS // 2
+    padded = np.pad(terms, ((half, half), (0, 0)), mode="edge")
+    windows = np.lib.stride_tricks.sliding_window_view(padded, JUMP_NEIGHBOURS, axis=0)
+    local = np.median(windows, axis=-1) / CHI2_1_MEDIAN
+    outliers = (terms > JUMP_FACTOR * np.maximum(robust[None, :], local)) & ~repeated
+    # Jumps are isolated (a jump between two samples raises the two terms next to it): a longer
+    # run of outlying terms is a stretch of the signal, kept.  Quantized data (a channel whose
+    # values repeat: the quantizer's steps are the signal's sample-to-sample changes; more than
+    # half the terms may be exactly 0, so the median is 0 and every step would pass for a jump)
+    # have no jumps this estimate can tell from their noise: their plain mean is kept.
+    for c in range(terms.shape[1]):
+        if robust[c] == 0 or np.unique(y[:, c]).size < QUANTIZED_SHARE * y.shape[0]:
+            outliers[:, c] = False
+            continue
+        flagged = np.flatnonzero(outliers[:, c])
+        for run in np.split(flagged, np.flatnonzero(np.diff(flagged) > 1) + 1) if flagged.size else []:
+            if run.size > JUMP_RUN:
+                outliers[run, c] = False
+    return terms, repeated | outliers
+
+
+def _channel_trapezoid(ts: np.ndarray, compared: np.ndarray) -> np.ndarray:
+    """Trapezoidal weights ``eta_ic`` of each channel's compared samples (``compared[:, c]``),
+    zero elsewhere: a removed sample is bridged by its channel's rule, so a zero sample weight
+    is exactly the sample left out (:class:`LeastSquaresCost`)."""
+    if compared.all():
+        return np.repeat(trapezoidal_weights(ts)[:, None], compared.shape[1], axis=1)
+    eta = np.zeros(compared.shape)
+    for c in range(compared.shape[1]):
+        keep = compared[:, c]
+        eta[keep, c] = trapezoidal_weights(ts[keep])
+    return eta

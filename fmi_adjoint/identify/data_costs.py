@@ -74,6 +74,11 @@ class CostOptions:
     modes: tuple[int, ...] = (1,)
     weights: dict[str, float] = dataclasses.field(default_factory=dict)
     scales: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: ``--noise OUT=SIGMA``: the noise standard deviation of a channel, in the output's unit.
+    noise: dict[str, float] = dataclasses.field(default_factory=dict)
+    #: The channel weighting of a time-domain cost with several channels (issue 26, part 5;
+    #: :func:`channel_scales`): :class:`NoiseWeighting` by default, None for unit weights.
+    weighting: NoiseWeighting | None = dataclasses.field(default_factory=lambda: NoiseWeighting())
 
     def describe(self) -> dict:
         """JSON-ready summary for result files."""
@@ -97,6 +102,39 @@ class CostOptions:
         if self.kind is not None:
             return self.kind
         return "amplitude" if self.cost == "orders" else "power"
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseWeighting:
+    """Weigh each channel of a time-domain cost by ``1/sigma_c**2``, ``sigma_c`` its noise
+    standard deviation (issue 26, part 5): the cost's scale of the channel is ``sigma_c``
+    (:class:`~fmi_adjoint.costs.LeastSquaresCost`), so every channel's residuals are of unit
+    variance and the standard errors of
+    :func:`~fmi_adjoint.identify.problem.gauss_newton_statistics` (one pooled residual
+    variance) are right for channels of mixed units and noise levels.
+
+    The rule, per channel, first match wins:
+
+    1. ``--weight`` or ``--scale`` given for the channel: those (default 1 for the other);
+    2. ``--noise OUT=SIGMA`` given: scale ``SIGMA`` (also for a single channel);
+    3. no ``--weight``/``--scale`` for any channel (with them the user weighs the channels, and
+       the others keep 1, as before) and a cost of at least ``min_channels`` channels:
+       ``sigma_c`` estimated from the data by
+       :meth:`~fmi_adjoint.costs.LeastSquaresCost.noise_variances` (the estimate of the noise
+       floor, per channel), provided every such channel's noise is resolved
+       (:meth:`~fmi_adjoint.costs.LeastSquaresCost.noise_resolved`: its pseudo-residuals are
+       correlated as white noise's, so the estimate is within 12 % of the noise); otherwise
+       (noise-free or coarsely sampled data, where the estimate is the signal's curvature) all
+       keep scale 1, recorded as ``"unit (noise not resolved)"``; a channel whose estimate is
+       0 keeps scale 1;
+    4. otherwise unit weight and scale.
+
+    A single channel keeps unit weight by default: its weight scales the cost by a constant,
+    which changes neither its minimum nor the standard errors (``s**2`` and ``J_r^T J_r`` scale
+    together), so single-channel results stay as they were.
+    """
+
+    min_channels: int = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,15 +318,10 @@ def build_cost(
     end = t_end if t_end is not None else float(measurement.times[-1])
     _check_end(file, measurement.times, t_end, options.window_limits if cost == "fourier" else None)
     if cost == "time":
-        for name in list(options.weights) + list(options.scales):
+        for name in list(options.weights) + list(options.scales) + list(options.noise):
             if name not in measurement.columns:
-                raise DataError(f"--weight/--scale {name!r}: no such data column in {file}.")
-        columns = measurement.columns
-        return LeastSquaresCost(
-            measurement.times, measurement.values, columns,
-            weights=np.array([options.weights.get(c, 1.0) for c in columns]),
-            scales=np.array([options.scales.get(c, 1.0) for c in columns]),
-        ), end
+                raise DataError(f"--weight/--scale/--noise {name!r}: no such data column in {file}.")
+        return time_domain_cost(options, measurement), end
     if cost == "pod":
         return PODCost(measurement.times, measurement.values, measurement.columns, modes=options.modes), end
     # Fourier coefficients of a measured time series.
@@ -304,6 +337,42 @@ def build_cost(
     return cost_obj, end
 
 
+def time_domain_cost(options: CostOptions, measurement: Measurement) -> LeastSquaresCost:
+    """The least-squares cost of a time series with its channel weighting
+    (:class:`NoiseWeighting`) and its gaps (NaN samples of a channel) given sample weight 0:
+    removed from that channel only (:class:`~fmi_adjoint.costs.LeastSquaresCost`)."""
+    columns = measurement.columns
+    values = np.asarray(measurement.values, dtype=float)
+    finite = np.isfinite(values)
+    sample_weights = None if finite.all() else finite.astype(float)
+    weights = np.array([options.weights.get(c, 1.0) for c in columns])
+    scales = np.array([options.scales.get(c, 1.0) for c in columns])
+    sources = ["--weight/--scale" if c in options.weights or c in options.scales else "unit" for c in columns]
+    for k, c in enumerate(columns):
+        if sources[k] == "unit" and c in options.noise:
+            scales[k], sources[k] = options.noise[c], "noise given"
+    plain = LeastSquaresCost(measurement.times, values, columns, weights=weights, scales=scales,
+                             sample_weights=sample_weights, weighting=tuple(sources))
+    estimate = [k for k, source in enumerate(sources) if source == "unit"]
+    weighting = options.weighting
+    chosen = bool(options.weights or options.scales)  # the user weighs the channels: no estimate
+    if (weighting is None or chosen or len(columns) < weighting.min_channels or not estimate
+            or measurement.times.size < 3):
+        return plain
+    resolved = plain.noise_resolved()
+    if not all(resolved[k] for k in estimate):
+        # Noise-free (or too coarsely sampled) data: the estimate is the signal's curvature, not
+        # its noise; unit weights for every estimated channel, and RESULT.json says why.
+        for k in estimate:
+            sources[k] = "unit (noise not resolved)"
+        return dataclasses.replace(plain, weighting=tuple(sources))
+    sigma = np.sqrt(plain.noise_variances())
+    for k in estimate:
+        if np.isfinite(sigma[k]) and sigma[k] > 0:
+            scales[k], sources[k] = sigma[k], "noise estimated"
+    return dataclasses.replace(plain, scales=scales, weighting=tuple(sources))
+
+
 def prepared_data(model: Target, data: DataFile, *, step: float) -> Prepared:
     """The time series of ``data`` after its preprocessing (mapping, window, time shift,
     units converted to the outputs', gaps dropped, detrending, resampling:
@@ -317,8 +386,43 @@ def prepared_data(model: Target, data: DataFile, *, step: float) -> Prepared:
 @functools.lru_cache(maxsize=8)
 def _prepared(model: Target, data: DataFile, step: float) -> Prepared:
     units = model.units if len(model.units) == len(model.output_names) else ("",) * len(model.output_names)
-    return prepare(data.read(), data.preprocessing, output_names=model.output_names, output_units=units,
+    measurement = data.read()
+    gaps = ~np.isfinite(measurement.values)
+    if data.format != "csv" and gaps.any() and data.preprocessing.detrend is None and not data.preprocessing.resample:
+        return _masked(model, data, measurement, gaps, units, step)
+    return prepare(measurement, data.preprocessing, output_names=model.output_names, output_units=units,
                    model=f"'{model.name}'", step=step, fmt=data.format)
+
+
+def _masked(model: Target, data: DataFile, measurement: Measurement, gaps: np.ndarray, units: tuple[str, ...],
+            step: float) -> Prepared:
+    """:func:`~fmi_adjoint.bench.preprocess.prepare` keeping the NaN gaps of each channel
+    (issue 26, part 4: masked with zero weight in that channel only, instead of dropping the
+    row in every channel): the gaps are filled for the preprocessing and put back after it, at
+    the same places (the mapping, window and shift select and reorder samples; the unit
+    conversion is per value).  Rows without a value in any compared channel are dropped.
+    Detrending and resampling need every value, so with them the rows are dropped
+    (:func:`~fmi_adjoint.bench.preprocess.prepare`)."""
+    filled = dataclasses.replace(measurement, values=np.where(gaps, 0.0, measurement.values))
+    indicator = dataclasses.replace(measurement, values=gaps.astype(float), units=())
+    prepared = prepare(filled, data.preprocessing, output_names=model.output_names, output_units=units,
+                       model=f"'{model.name}'", step=step, fmt=data.format)
+    located = prepare(indicator, data.preprocessing, output_names=model.output_names, output_units=("",) * len(units),
+                      model=f"'{model.name}'", step=step, fmt=data.format).measurement
+    out = prepared.measurement
+    where = data.name
+    mask = located.values > 0.5
+    empty = [out.columns[c] for c in range(len(out.columns)) if mask[:, c].all()]
+    if empty:
+        raise DataError(f"{where}: channel {excerpt(empty[0])} has no finite sample; record it or leave it out.")
+    keep = ~mask.all(axis=1)
+    if np.count_nonzero(keep) < 2:
+        raise DataError(f"{where}: fewer than two samples have a value; give more samples.")
+    record = dict(prepared.record)
+    record["masked_samples"] = {out.columns[c]: int(mask[:, c].sum()) for c in range(len(out.columns))
+                                if mask[:, c].any()}
+    values = np.where(mask, np.nan, out.values)[keep]
+    return Prepared(dataclasses.replace(out, times=out.times[keep], values=values), record, prepared.notices)
 
 
 def preprocessing_report(options: CostOptions, model: Target, files: Sequence[DataFile], *, step: float

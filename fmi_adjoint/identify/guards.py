@@ -43,6 +43,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ..costs import LeastSquaresCost
 from ..errors import DataError
 from ..text import excerpt
 from .optimize import IdentificationResult
@@ -180,7 +181,11 @@ def _pooled_units(target: GuardedTarget, costs: Sequence[tuple[str, object]], op
         if names is None:
             continue
         levels = _noise_levels(cost)
+        # Channels weighted by their noise level (issue 26, part 5) are not pooled.
+        weighting = cost.weighting if isinstance(cost, LeastSquaresCost) else None
         for k, name in enumerate(names):
+            if weighting is not None and weighting[k].startswith("noise"):
+                continue
             if name not in chosen and units.get(name):
                 channels.setdefault(name, []).append(levels[k])
     if len({units[name] for name in channels}) < 2:

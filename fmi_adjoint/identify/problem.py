@@ -15,8 +15,9 @@ from ..adjoint import sampled_outputs
 from ..adjoint.discrete import channel_indices
 from ..costs.base import AbstractCost
 from ..costs.least_squares import LeastSquaresCost
+from ..costs.sensors import GAIN_RANGE, MAX_DELAY_SHARE, SENSOR_PARAMETERS, SensorCost, sensor_parameter
 from ..errors import IdentificationError
-from ..integrate import Trajectory
+from ..integrate import Trajectory, time_grid
 from .experiment import Experiment
 from .parts import (
     GRADIENT_METHOD_CHOICES,
@@ -155,11 +156,21 @@ class IdentificationProblem:
 
     Not thread-safe (:attr:`thread_safe`): its compiled engines are not re-entrant.
 
+    Sensor models (issue 26, part 6): a name ``<channel>.delay``, ``<channel>.gain`` or
+    ``<channel>.bias`` that is not a model parameter identifies that sensor parameter of every
+    experiment measuring ``channel`` (:class:`~fmi_adjoint.costs.sensors.SensorCost`: start 0,
+    1, 0; default bounds: a delay within 10 % of the record, a gain within a factor 10, a free
+    bias).  Their costs must be least-squares costs; they are then compared on the step grid of
+    each experiment (:class:`~fmi_adjoint.costs.sensors.SensorCost`) and their gradient is the
+    cost's partial derivative, the model parameters' that of the adjoint with the transformed
+    output derivative (:meth:`part`).
+
     Parameters
     ----------
     experiments : sequence of Experiment
     names : sequence of str
-        Parameters to identify; each must exist in every experiment's model.
+        Parameters to identify; each must exist in every experiment's model, or be a sensor
+        parameter (above).
     bounds : mapping of str to (float, float), optional
         Overrides the bounds declared in the model.
     start : mapping of str to float, optional
@@ -185,22 +196,35 @@ class IdentificationProblem:
             raise IdentificationError("give at least one parameter to identify (--params).")
         if len(set(names)) != len(names):
             raise IdentificationError(f"parameters {list(names)} contain duplicates.")
+        first = experiments[0]
+        declared = {p.name: p for p in first.model.model.all_parameters}
+        measured = tuple(dict.fromkeys(c for exp in experiments for c in exp.cost.channels))
+        parsed = {n: sensor_parameter(n, measured) for n in names if n not in declared}
+        sensors = {n: v for n, v in parsed.items() if v is not None}
+        model_names = tuple(n for n in names if n not in sensors)
         for exp in experiments:
-            for name in names:
+            for name in model_names:
                 exp.model.parameter_index(name)
             channel_indices(exp.model, exp.cost)
         for name in bounds or {}:
             if name not in names:
                 raise IdentificationError(f"bounds given for '{name}', which is not identified; add it to --params.")
+        if sensors:
+            experiments = [_with_sensor_cost(exp) for exp in experiments]
         self.experiments = tuple(experiments)
         self.names = names
-        first = experiments[0]
-        declared = {p.name: p for p in first.model.model.all_parameters}
-        self.lower = np.array([(bounds or {}).get(n, declared[n].bounds)[0] for n in names], dtype=float)
-        self.upper = np.array([(bounds or {}).get(n, declared[n].bounds)[1] for n in names], dtype=float)
+        #: ``(channel, kind)`` of each identified sensor parameter by name (issue 26, part 6).
+        self.sensors: dict[str, tuple[str, str]] = sensors
+        self._model_names = model_names
+        defaults: dict[str, tuple[float, float]] = {n: _sensor_bounds(kind, self.experiments)
+                                                     for n, (_, kind) in sensors.items()}
+        defaults.update({n: declared[n].bounds for n in model_names})
+        self.lower = np.array([(bounds or {}).get(n, defaults[n])[0] for n in names], dtype=float)
+        self.upper = np.array([(bounds or {}).get(n, defaults[n])[1] for n in names], dtype=float)
         base = first.parameters((), np.array([]))
         self.start = np.array(
-            [(start or {}).get(n, base[first.model.parameter_index(n)]) for n in names], dtype=float
+            [(start or {}).get(n, SENSOR_PARAMETERS[sensors[n][1]] if n in sensors
+                               else base[first.model.parameter_index(n)]) for n in names], dtype=float
         )
         self.simulations = 0
         #: The gradient method :func:`~fmi_adjoint.identify.identify` uses with L-BFGS-B.
@@ -237,8 +261,72 @@ class IdentificationProblem:
         ``residuals`` ((r, None)), ``jacobian`` ((r, dr/dx)), ``fisher`` (its Fisher
         information for the noise levels ``noise_std``).  Every sum over experiments is formed
         from these parts in experiment order (:meth:`_parts`), wherever they were computed.
+
+        With sensor parameters (class docstring) the parts are computed here
+        (:meth:`_sensor_part`); ``continuous`` and ``fisher`` are refused.
         """
+        if self.sensors:
+            return self._sensor_part(index, np.asarray(x, dtype=float), part_kind(kind, noise_std))
         return part_kind(kind, noise_std).compute(self.experiments[index], self.names, np.asarray(x, dtype=float))
+
+    def _sensor_part(self, index: int, x: np.ndarray, kind: AbstractPart):
+        """:meth:`part` of a problem with sensor parameters.
+
+        ``J`` and the sensor parameters' gradient come from the sensor cost itself
+        (:meth:`~fmi_adjoint.costs.sensors.SensorCost.sensor_gradient`); the model parameters'
+        gradient from the engine's adjoint sweep of the same cost, whose ``dJ/dY`` is the
+        transformed output derivative (``g_c`` times the transposed interpolation of
+        ``dJ/dYhat``); the residual Jacobian from the output sensitivities on the grid mapped by
+        :meth:`~fmi_adjoint.costs.sensors.SensorCost.output_jacobian` and the columns
+        ``dr/dYhat * dYhat/dtheta`` of the sensor parameters.
+        """
+        exp = self.experiments[index]
+        cost = exp.cost
+        assert isinstance(cost, SensorCost)  # _with_sensor_cost wrapped every cost
+        positions = {n: k for k, n in enumerate(self.names)}
+        sensors = list(cost.sensors)
+        for name, (channel, what) in self.sensors.items():
+            if channel in cost.channels:
+                c = cost.channels.index(channel)
+                sensors[c] = sensors[c].replaced(what, x[positions[name]])
+        cost = cost.with_sensors(tuple(sensors))
+        run = dataclasses.replace(exp, cost=cost)
+        model_pos = [positions[n] for n in self._model_names]
+        started = time.perf_counter()
+        traj = run.simulate(run.parameters(self._model_names, x[model_pos]))
+        forward_seconds = time.perf_counter() - started
+        _, channels, Y = sampled_outputs(traj, cost)
+        name = kind.name
+        if name == "cost":
+            return cost.evaluate(Y, traj.p).J
+        idx = np.array([run.model.parameter_index(n) for n in self._model_names], dtype=int)
+        if name in ("adjoint", "forward"):
+            gradient = np.zeros(len(self.names))
+            J, partial = cost.sensor_gradient(Y, traj.p)
+            if idx.size:
+                model_gradient = (run.engine.adjoint_gradient(traj, cost) if name == "adjoint"
+                                  else run.engine.sensitivity_gradient(traj, cost, idx))
+                gradient[model_pos] = model_gradient.gradient[idx]
+            for pname, key in self.sensors.items():
+                gradient[positions[pname]] = partial.get(key, 0.0)
+            return J, gradient, forward_seconds
+        if name in ("residuals", "jacobian"):
+            r, factors = cost.residuals(Y)
+            if name == "residuals":
+                return r, None
+            Jr = np.zeros((r.size, len(self.names)))
+            if idx.size:
+                dY = run.engine.output_sensitivities(traj, cost.sample_times, channels, idx)
+                Jr[:, model_pos] = (factors[:, :, None] * cost.output_jacobian(dY)).reshape(-1, idx.size)
+            for pname, (channel, what) in self.sensors.items():
+                if channel in cost.channels:
+                    c = cost.channels.index(channel)
+                    column = np.zeros_like(factors)
+                    column[:, c] = factors[:, c] * cost.sensor_derivatives(Y, c)[what]
+                    Jr[:, positions[pname]] = column.ravel()
+            return r, Jr
+        raise IdentificationError(f"sensor parameters ({', '.join(self.sensors)}) do not support the part "
+                                  f"'{name}'; leave them out of --params for it.")
 
     def _parts(self, x: np.ndarray, kind: str | AbstractPart, noise_std: Mapping[str, float] | None = None) -> list:
         """:meth:`part` of every experiment, in experiment order (here: one after another;
@@ -256,8 +344,10 @@ class IdentificationProblem:
     def trajectories(self, x: np.ndarray) -> list[Trajectory]:
         """Forward runs of all experiments at identified values ``x``."""
         runs = []
+        x = np.asarray(x, dtype=float)
+        keep = [k for k, n in enumerate(self.names) if n not in self.sensors]  # the model's parameters
         for exp in self.experiments:
-            runs.append(exp.simulate(exp.parameters(self.names, x)))
+            runs.append(exp.simulate(exp.parameters(self._model_names, x[keep])))
             self.simulations += 1
         return runs
 
@@ -392,8 +482,13 @@ class IdentificationProblem:
         return costs_noise_floor(exp.cost for exp in self.experiments)
 
     def sampled_outputs(self, index: int, x: np.ndarray) -> np.ndarray:
-        """Outputs of experiment ``index`` at its sample times, at identified values ``x``."""
+        """Outputs of experiment ``index`` at its sample times, at identified values ``x`` (with
+        sensor parameters: the model's outputs on the step grid, the sensor cost's sample times)."""
         exp = self.experiments[index]
+        x = np.asarray(x, dtype=float)
+        if self.sensors:
+            keep = [k for k, n in enumerate(self.names) if n not in self.sensors]
+            return sampled_outputs(exp.simulate(exp.parameters(self._model_names, x[keep])), exp.cost)[2]
         return sampled_outputs(exp.simulate(exp.parameters(self.names, x)), exp.cost)[2]
 
     def solver_info(self) -> dict:
@@ -410,8 +505,13 @@ class IdentificationProblem:
         return None
 
     def parameter_units(self) -> dict[str, str]:
-        """The unit text of the first experiment's model's parameters by name."""
-        return {p.name: p.unit for p in self.experiments[0].model.model.all_parameters}
+        """The unit text of the first experiment's model's parameters by name, and of the sensor
+        parameters (a delay in s, a gain without unit, a bias in its output's unit)."""
+        units = {p.name: p.unit for p in self.experiments[0].model.model.all_parameters}
+        outputs = self.output_units()
+        for name, (channel, kind) in self.sensors.items():
+            units[name] = {"delay": "s", "gain": ""}.get(kind, outputs.get(channel, ""))
+        return units
 
     def output_units(self) -> dict[str, str]:
         """The unit text of the first experiment's model's outputs by name."""
@@ -433,11 +533,34 @@ def costs_noise_floor(costs) -> float | None:
     not a least-squares cost of a time series."""
     total = 0.0
     for cost in costs:
-        value = cost.noise_floor() if isinstance(cost, LeastSquaresCost) else None
+        value = cost.noise_floor() if isinstance(cost, LeastSquaresCost | SensorCost) else None
         if value is None:
             return None
         total += value
     return total
+
+
+def _with_sensor_cost(exp: Experiment) -> Experiment:
+    """``exp`` with its least-squares cost compared through ideal sensors on its step grid
+    (:class:`~fmi_adjoint.costs.sensors.SensorCost`); IdentificationError for another cost."""
+    if not isinstance(exp.cost, LeastSquaresCost):
+        raise IdentificationError(f"experiment '{exp.name}': sensor parameters (<channel>.delay, .gain, .bias) need a "
+                                  f"least-squares cost in the time domain, not {type(exp.cost).__name__}.")
+    settings = exp.model.model.simulation
+    t_end = exp.t_end if exp.t_end is not None else settings.t_end
+    step = exp.step if exp.step is not None else settings.step
+    return dataclasses.replace(exp, cost=SensorCost(exp.cost, time_grid(0.0, float(t_end), float(step))))
+
+
+def _sensor_bounds(kind: str, experiments: Sequence[Experiment]) -> tuple[float, float]:
+    """Default bounds of a sensor parameter (:mod:`~fmi_adjoint.costs.sensors`)."""
+    if kind == "delay":
+        span = max(float(np.ptp(exp.cost.inner.sample_times)) for exp in experiments
+                   if isinstance(exp.cost, SensorCost))
+        return -MAX_DELAY_SHARE * span, MAX_DELAY_SHARE * span
+    if kind == "gain":
+        return 1.0 / GAIN_RANGE, GAIN_RANGE
+    return -math.inf, math.inf
 
 
 def gauss_newton_statistics(r: np.ndarray, Jr: np.ndarray) -> dict:

@@ -18,12 +18,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..costs.least_squares import LeastSquaresCost
+from ..costs.sensors import SensorCost
 from ..errors import FmuError
 from ..files import atomic_output, read_regular
 from ..text import excerpt
+from .problem import AbstractIdentificationProblem
 
-__all__ = ["MAX_RESULT_BYTES", "RunContext", "identification_record", "read_result", "read_result_interface",
-           "read_result_parameters", "result_text", "write_result"]
+__all__ = ["MAX_RESULT_BYTES", "RunContext", "channel_weights", "identification_record", "read_result",
+           "read_result_interface", "read_result_parameters", "result_text", "write_result"]
 
 #: The largest RESULT.json that is read back.
 MAX_RESULT_BYTES = 16 * 1024 * 1024
@@ -77,6 +80,21 @@ class RunContext:
     data_preprocessing: Sequence[Mapping[str, Any]] = ()
 
 
+def channel_weights(problem: AbstractIdentificationProblem) -> list[dict]:
+    """Each experiment's channel weighting of a least-squares cost (issue 26, part 5): per
+    channel its weight, its scale (the noise standard deviation ``sigma`` where weighted by noise:
+    ``1/sigma**2``) and where they came from
+    (:meth:`~fmi_adjoint.costs.LeastSquaresCost.weighting_record`); empty for other costs."""
+    out = []
+    for experiment in problem.experiments:
+        cost = experiment.cost
+        if isinstance(cost, SensorCost):  # a sensor cost's data and weighting
+            cost = cost.inner
+        if isinstance(cost, LeastSquaresCost):
+            out.append({"experiment": str(experiment.name), "channels": cost.weighting_record()})
+    return out
+
+
 def identification_record(outcome, problem, context: RunContext, *, warnings: Sequence[str],
                           untrusted: bool) -> dict:
     """The RESULT.json record of an identification.
@@ -107,6 +125,9 @@ def identification_record(outcome, problem, context: RunContext, *, warnings: Se
     if context.data_preprocessing:
         record["data_preprocessing"] = [dict(entry) for entry in context.data_preprocessing]
     record["cost_function"] = context.cost_function
+    weights = channel_weights(problem)
+    if weights:
+        record["channel_weights"] = weights
     record["gradient_method"] = context.gradient_method
     record.update({k: v for k, v in problem.solver_info().items() if k != "engine"})
     if context.interface is not None:
