@@ -225,6 +225,12 @@ class PythonEngine(AbstractEngine):
 #: replays to name the dependent constraints (an error path; ~1e5 steps take seconds there).
 REPLAY_STEPS = 200_000
 
+#: Largest model (coordinates plus constraints) whose native failure the Python engine
+#: replays: the replay factors dense matrices of up to 3(n+m) rows (72 MB each at 1 000); a
+#: 5 000-coordinate lattice crashed inside OpenBLAS on it (issue 24).  Larger models get the C
+#: engine's message as it is, which names the step and the cause but not the constraints.
+REPLAY_MAX_SIZE = 1000
+
 #: Memory the native engine may use to store a trajectory for its sweeps (bytes); longer
 #: runs keep checkpoints and recompute segments (:class:`NativeEngine`).
 DEFAULT_MEMORY_BUDGET = 1 << 30
@@ -303,7 +309,8 @@ class NativeEngine(AbstractEngine):
         the constraint names and ends a Newton failure with HHT's remedies.  A singular
         initialization is replayed by the Python initialization (cheap, the same iterates),
         a singular step matrix by the Python engine when the run has at most
-        :data:`REPLAY_STEPS` steps, both of which name dependent constraints
+        :data:`REPLAY_STEPS` steps (either only for models of at most :data:`REPLAY_MAX_SIZE`
+        coordinates and constraints), both of which name dependent constraints
         (:mod:`fmi_adjoint.integrate.dependence`); other Newton failures get the scheme's
         own advice (:meth:`~fmi_adjoint.integrate.schemes.AbstractScheme.divergence_advice`).
 
@@ -314,8 +321,9 @@ class NativeEngine(AbstractEngine):
         text = str(exc)
         if " Remedies: " in text:
             text = f"{text.split(' Remedies: ')[0]} {solver.divergence_advice()}"
-        replayed = ("the initialization system is singular" in text
-                    or ("the iteration matrix is singular" in text and len(grid) - 1 <= REPLAY_STEPS))
+        replayed = (self.compiled.n + self.compiled.m <= REPLAY_MAX_SIZE
+                    and ("the initialization system is singular" in text
+                         or ("the iteration matrix is singular" in text and len(grid) - 1 <= REPLAY_STEPS)))
         if not replayed:
             return exc if text == str(exc) else ConvergenceError(text)
         p, grid = np.array(p, dtype=float), np.array(grid, dtype=float)

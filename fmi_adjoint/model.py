@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import ChainMap
 from collections.abc import Mapping
 from typing import Literal, TypeAlias
 
@@ -485,7 +486,8 @@ class _Context:
         return parse_expression(value, self.names(), where=where, specials={"der": self.der})
 
     def parameter_expression(self, value: Number, where: str, allow_time: bool = False) -> sp.Expr:
-        names = {**self.params, **({"t": self.t} if allow_time else {})}
+        # A view, not a copy: a model with a parameter per element parses one per element.
+        names = ChainMap({"t": self.t}, self.params) if allow_time else self.params
         return parse_expression(value, names, where=where)
 
     def table(self, times: tuple[float, ...], values: tuple[float, ...], where: str) -> sp.Expr:
@@ -653,9 +655,10 @@ def parse_items(model: Model) -> ParsedModel:
     rows: list[sp.Expr] = []
     names: list[str] = []
     groups: list[str] = []
+    q_set = set(q)
     for con in model.constraints:
         expr = parse_expression(con.expression, ctx.names(), where=f"model '{name}': constraint '{con.name}'")
-        if not expr.has(*q):
+        if not expr.free_symbols & q_set:  # not expr.has(*q): that walks the expression once per coordinate
             raise ModelError(f"model '{name}': constraint '{con.name}' does not depend on any coordinate.")
         rows.append(expr)
         names.append(con.name)

@@ -154,16 +154,17 @@ initial positions, two hinges in one joint), the reader names the entries and th
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import os
 import re
 import tomllib
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 
 from . import mbs
@@ -191,16 +192,25 @@ from .model import (
 )
 from .text import excerpt
 
-__all__ = ["MODEL_FILE_KEYS", "ModelSource", "load_model", "model_file_inputs", "parse_model"]
+__all__ = ["MODEL_FILE_KEYS", "ModelSource", "load_model", "model_file_inputs", "parse_model", "parse_system"]
+
+_T = TypeVar("_T")
 
 _MAX_BYTES = 4 * 1024 * 1024
 #: Most entries of a list-valued element property (dmf_spring stages, tvd branches, spline
 #: knots): a dmf_spring of 100 stages takes 16 s to build, of 1000 stages over 11 minutes.
 _MAX_LIST = 64
-#: Most entries per section: each coordinate, element, constraint and mass entry adds
-#: equations that are differentiated and compiled (a chain of 300 coordinates takes minutes).
-_MAX_ENTRIES = {"coordinates": 500, "forces": 2000, "constraints": 500, "prescribed": 500, "mass_matrix": 5000,
-                "outputs": 1000, "parameters": 5000, "inputs": 1000, "bodies": 500, "markers": 2000, "joints": 1000,
+#: Most entries per section, checked before any entry is read: each coordinate, body, element,
+#: constraint and mass entry adds equations that are derived, assembled and compiled.  The
+#: builder grows linearly in the number of component instances (issue 24); measured on this
+#: project's 2-core machine (benchmarks/large_models.py), the lattice of 10 x 10 x 9 point
+#: masses of fmi_adjoint.examples.families (900 bodies, 2 521 forces: 5 220 coordinates) builds
+#: cold in 53 s of CPU (33 s of it the C compilers), with a peak of 532 MB (the compiler; 422 MB
+#: simulating), and its 10 x 10 x 10 sibling (1 000 bodies, 2 801 forces, 1 100 markers: 5 800
+#: coordinates) is accepted.  A file at every limit at once is a few times larger, still
+#: bounded; the 500 coordinates of the earlier whole-system derivation no longer bind.
+_MAX_ENTRIES = {"coordinates": 5000, "forces": 6000, "constraints": 5000, "prescribed": 5000, "mass_matrix": 5000,
+                "outputs": 1000, "parameters": 5000, "inputs": 1000, "bodies": 1000, "markers": 4000, "joints": 2000,
                 "sensors": 1000}
 #: The sections of a multibody model (issue 23); a file with any of them, ``[model] gravity``
 #: or a multibody force type becomes an :class:`~fmi_adjoint.mbs.MultibodySystem`.
@@ -397,18 +407,38 @@ def parse_model(
     return _parse(text, source, directory, registry, allow_external_tables, tables, None, components)
 
 
-def _parse(text: str, source: str, directory: Path | None, registry: Registry | None, allow_external_tables: bool,
-           tables: Mapping[str, bytes] | None, read: dict[str, bytes] | None,
-           components: ComponentRegistry | None = None) -> Model:
-    """:func:`parse_model`; the table files read are added to ``read``."""
+def parse_system(text: str, source: str = "<model>", registry: Registry | None = None, *,
+                 components: ComponentRegistry | None = None) -> mbs.MultibodySystem:
+    """The :class:`~fmi_adjoint.mbs.MultibodySystem` of the text of a multibody model file,
+    before lowering (:func:`parse_model` lowers it to a Model): the same reader, limits and
+    messages.  Tables from files (``table_load``) are not read.
+
+    Raises
+    ------
+    ModelError
+        As :func:`parse_model`, and for a file that is not a multibody model.
+    """
+    reader = _Reader(_toml(text, source), text, source, Path("."), registry)
+    reader.tables = {}
+    reader.components = components
+    return reader.system()
+
+
+def _toml(text: str, source: str) -> dict:
     try:
-        doc = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ModelError(f"{source}: malformed TOML: {exc}. Fix the syntax at that line.") from None
     except ValueError:  # an integer of more than 4300 digits (Python's conversion limit)
         raise ModelError(f"{source}: a number has too many digits to be read; write it as a float, "
                          "e.g. 1.5e300.") from None
-    reader = _Reader(doc, text, source, directory or Path("."), registry, allow_external_tables)
+
+
+def _parse(text: str, source: str, directory: Path | None, registry: Registry | None, allow_external_tables: bool,
+           tables: Mapping[str, bytes] | None, read: dict[str, bytes] | None,
+           components: ComponentRegistry | None = None) -> Model:
+    """:func:`parse_model`; the table files read are added to ``read``."""
+    reader = _Reader(_toml(text, source), text, source, directory or Path("."), registry, allow_external_tables)
     reader.tables, reader.read_tables = tables, read
     reader.components = components
     model = reader.model()
@@ -443,6 +473,8 @@ class _Reader:
         #: Where the table files read from disk are recorded, if anywhere.
         self.read_tables: dict[str, bytes] | None = None
         self._headers: list[tuple[int, bool, tuple[str, ...]]] | None = None
+        self._array_headers: dict[str, list[int]] | None = None
+        self._header_numbers: list[int] | None = None
 
     # -- locating entries in the text for messages ---------------------------------
     #: What an element's error says (``assemble``, ``Model``, the force elements), mapped to
@@ -547,11 +579,21 @@ class _Reader:
                         open_quote = quote if open_quote is None else None
         return self._headers
 
+    def array_header_lines(self, section: str) -> list[int]:
+        """Line numbers of the ``[[section]]`` headers, in order (indexed once per file: every
+        entry's location is looked up, and a scan per look-up grew as N^2, issue 24)."""
+        if self._array_headers is None:
+            self._array_headers = {}
+            for number, array, name in self.headers():
+                if array and len(name) == 1:
+                    self._array_headers.setdefault(name[0], []).append(number)
+        return self._array_headers.get(section, [])
+
     def line_of(self, section: str, index: int | None = None, key: str | None = None) -> str:
         """Line of the ``index``-th ``[[section]]`` header, or of ``[section]`` (of its ``key``)."""
         headers = self.headers()
         if index is not None:
-            entries = [number for number, array, name in headers if array and name == (section,)]
+            entries = self.array_header_lines(section)
             if index < len(entries):
                 return f"line {entries[index]}"
             return self.key_line(section, 1, headers[0][0] - 1 if headers else len(self.lines)) or "unknown line"
@@ -630,6 +672,22 @@ class _Reader:
 
     # -- sections --------------------------------------------------------------------
     def model(self) -> Model:
+        head, items = self.located(self.entries)
+        if self.multibody(head):
+            return self.located(lambda: self.multibody_model(head, items))
+        return self.located(lambda: Model(**items))
+
+    def system(self) -> mbs.MultibodySystem:
+        """The file's multibody system before lowering (:func:`parse_system`)."""
+        head, items = self.located(self.entries)
+        if not self.multibody(head):
+            raise ModelError(f"{self.source}: not a multibody model (no bodies, markers, joints, sensors, gravity or "
+                             "multibody forces); load it with parse_model.")
+        return self.located(lambda: self.multibody_system(head, items))
+
+    def entries(self) -> tuple[dict, dict]:
+        """The ``[model]`` table and the plain items of the file, after the limits on the
+        number of entries per section (checked first, before any entry is read)."""
         unknown = sorted(set(self.doc) - _SECTIONS)
         if unknown:
             raise ModelError(f"{self.source}: unknown section(s) {unknown}. Sections: {', '.join(sorted(_SECTIONS))}.")
@@ -638,24 +696,26 @@ class _Reader:
             entries = self.doc.get(section, ())
             if isinstance(entries, (list, dict)) and len(entries) > limit:
                 raise ModelError(f"{self.where(section)}: {len(entries)} entries; the limit is {limit}, which bounds "
-                                 "the time to build the model. Split the model or reduce it.")
+                                 "the time and memory to build the model. Split the model or reduce it.")
+        items = dict(
+            name=self.text(head["name"], self.where("model", key="name")),
+            description=self.text(head.get("description", ""), self.where("model", key="description")),
+            source=self.text(head.get("source", ""), self.where("model", key="source")),
+            simulation=self.simulation(),
+            parameters=self.parameters(),
+            coordinates=self.coordinates(),
+            mass_matrix=self.mass_matrix(),
+            forces=self.forces(),
+            constraints=self.constraints(),
+            prescribed=self.prescribed(),
+            outputs=self.outputs(),
+        )
+        return head, items
+
+    def located(self, build: Callable[[], _T]) -> _T:
+        """``build()``, its ModelErrors located in the file (source and line) unless they are."""
         try:
-            items = dict(
-                name=self.text(head["name"], self.where("model", key="name")),
-                description=self.text(head.get("description", ""), self.where("model", key="description")),
-                source=self.text(head.get("source", ""), self.where("model", key="source")),
-                simulation=self.simulation(),
-                parameters=self.parameters(),
-                coordinates=self.coordinates(),
-                mass_matrix=self.mass_matrix(),
-                forces=self.forces(),
-                constraints=self.constraints(),
-                prescribed=self.prescribed(),
-                outputs=self.outputs(),
-            )
-            if self.multibody(head):
-                return self.multibody_model(head, items)
-            return Model(**items)  # type: ignore[arg-type]
+            return build()
         except ExpressionError:
             raise
         except ModelError as exc:
@@ -872,6 +932,16 @@ class _Reader:
 
     def multibody_model(self, head: dict, items: dict) -> Model:
         """The file's :class:`~fmi_adjoint.mbs.MultibodySystem`, lowered to a Model."""
+        system = self.multibody_system(head, items)
+        try:
+            return system.to_model()
+        except mbs.RedundantJointsError as exc:
+            raise self.redundant_joints_error(exc) from None
+        except ModelError as exc:  # ExpressionError included: components name themselves, not the file
+            raise self.component_error(exc) from None
+
+    def multibody_system(self, head: dict, items: dict) -> mbs.MultibodySystem:
+        """The file's :class:`~fmi_adjoint.mbs.MultibodySystem` (not lowered)."""
         gravity = None
         if "gravity" in head:
             gravity = self.values(head["gravity"], (3,), self.where("model", key="gravity"))
@@ -880,11 +950,8 @@ class _Reader:
         joints = tuple(self.mbs_joint(k, spec) for k, spec in enumerate(self.array("joints")))
         sensors = tuple(self.mbs_sensor(k, spec) for k, spec in enumerate(self.array("sensors")))
         try:
-            system = mbs.MultibodySystem(bodies=bodies, markers=markers, joints=joints, sensors=sensors,
-                                         gravity=gravity, **items)
-            return system.to_model()
-        except mbs.RedundantJointsError as exc:
-            raise self.redundant_joints_error(exc) from None
+            return mbs.MultibodySystem(bodies=bodies, markers=markers, joints=joints, sensors=sensors,
+                                       gravity=gravity, **items)
         except ModelError as exc:  # ExpressionError included: components name themselves, not the file
             raise self.component_error(exc) from None
 
@@ -930,8 +997,15 @@ class _Reader:
         if key is None or not line.startswith("line "):
             return line
         first = int(line.split()[1])
-        later = [number for number, _, _ in self.headers() if number > first]
-        return self.key_line(key, first + 1, later[0] - 1 if later else len(self.lines)) or line
+        numbers = self.header_numbers()
+        after = bisect.bisect_right(numbers, first)
+        return self.key_line(key, first + 1, numbers[after] - 1 if after < len(numbers) else len(self.lines)) or line
+
+    def header_numbers(self) -> list[int]:
+        """Line numbers of all table headers, ascending."""
+        if self._header_numbers is None:
+            self._header_numbers = [number for number, _, _ in self.headers()]
+        return self._header_numbers
 
     def entry_where(self, section: str, index: int, key: str | None = None) -> str:
         """``FILE (line N), joints[2] 'hinge' (revolute).key``."""

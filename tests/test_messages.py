@@ -217,6 +217,16 @@ def test_redundant_constraints_are_named(tmp_path, monkeypatch, capsys, engine):
     assert "Remove or relax one of" in line
 
 
+def test_large_models_are_not_replayed(tmp_path, monkeypatch, capsys):
+    """Above REPLAY_MAX_SIZE the C engine's message stands (the dense Python replay of a
+    5 000-coordinate model crashed inside OpenBLAS): singular, but no constraint names."""
+    import fmi_adjoint.engines  # noqa: PLC0415
+
+    monkeypatch.setattr(fmi_adjoint.engines, "REPLAY_MAX_SIZE", 2)
+    line = _simulate_error(tmp_path, monkeypatch, capsys, REDUNDANT, "native")
+    assert "initialization system is singular" in line and "constraint 'c12'" not in line
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_over_fixed_coordinates_are_named(tmp_path, monkeypatch, capsys, engine):
     line = _simulate_error(tmp_path, monkeypatch, capsys, OVER_FIXED, engine)

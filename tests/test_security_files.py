@@ -489,8 +489,8 @@ def test_output_name_ending_in_a_slash_is_refused(tmp_path, capsys):
 def test_model_sections_are_bounded(tmp_path, capsys):
     """Red-team follow-up: a 60 KB model of 300+ coordinates ran for minutes; sections have limits."""
     model = tmp_path / "big.toml"
-    text = MODEL.format(output="x") + "".join(f'\n[[coordinates]]\nname = "y{k}"\nmass = 1.0\n' for k in range(501))
+    text = MODEL.format(output="x") + "".join(f'\n[[coordinates]]\nname = "y{k}"\nmass = 1.0\n' for k in range(5001))
     model.write_text(text)
     code = main(["simulate", str(model), "--engine", "python"])
     err = capsys.readouterr().err
-    assert code == 2 and "coordinates: 502 entries; the limit is 500" in err, err
+    assert code == 2 and "coordinates: 5002 entries; the limit is 5000" in err, err

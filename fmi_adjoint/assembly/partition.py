@@ -193,9 +193,8 @@ class _Localizer:
         n, m = len(coordinates), len(multipliers)
         expressions = [*M, *Q, *C, *Y]
         params = sorted({self.parameter_of[s] for e in expressions for s in e.free_symbols if s in self.parameter_of})
-        floats = _data_floats(expressions)
-        n_p, n_d = len(params), len(floats)
-        local = local_symbols(n, m, n_p, n_d)
+        n_p = len(params)
+        local = local_symbols(n, m, n_p, 0)
         mapping: dict[sp.Basic, sp.Basic] = {}
         for k, i in enumerate(coordinates):
             mapping[parsed.q[i]] = local["q"][k]
@@ -205,11 +204,17 @@ class _Localizer:
             mapping[parsed.lam[j]] = local["lam"][k]
         for k, j in enumerate(params):
             mapping[parsed.p[j]] = local["p"][k]
-        for k, value in enumerate(floats):
-            mapping[value] = local["d"][k]
         mapping[parsed.t] = local["t"]
         shapes = [(M.rows, M.cols), (Q.rows, 1), (C.rows, 1), (Y.rows, 1)]
+        # The symbols first, then the numbers: the order of the data slots follows the shape of
+        # the *local* expressions, so two instances differing only in their model indices
+        # (``q_98`` against ``q_123`` sort differently) and their numbers are one type.
         localized = [matrix.xreplace(mapping) if matrix.rows else matrix for matrix in (M, Q, C, Y)]
+        floats = _data_floats([e for matrix in localized for e in matrix])
+        n_d = len(floats)
+        if floats:
+            data = dict(zip(floats, local_symbols(0, 0, 0, n_d)["d"]))
+            localized = [matrix.xreplace(data) if matrix.rows else matrix for matrix in localized]
         key = fingerprint("component", kind, repr((n, m, n_p, n_d, shapes)),
                           canonical_text(tuple(tuple(matrix) for matrix in localized)))
         if key not in self.by_key:
@@ -285,6 +290,7 @@ def partition(model: Model, parsed: ParsedModel | None = None) -> Partition | Wh
         return WholeSystem("its expressions call opaque functions")
     n = len(parsed.q)
     localizer = _Localizer(parsed)
+    coordinates = model.all_coordinates  # once: the property rebuilds the tuple from every element
 
     # Mass blocks: coordinates joined by an entry, or by the coordinates an entry depends on.
     parent = list(range(n))
@@ -324,7 +330,7 @@ def partition(model: Model, parsed: ParsedModel | None = None) -> Partition | Wh
         for i, j in inside:
             M[place[i], place[j]] = entries[(i, j)]
         massive.update(i for i, _ in inside)
-        names = ", ".join(model.all_coordinates[c].name for c in members)
+        names = ", ".join(coordinates[c].name for c in members)
         localizer.add("equations", f"mass of {names}", coords, (), (), M, sp.zeros(len(coords), 1), sp.zeros(0, 1),
                       sp.zeros(0, 1))
 
@@ -353,7 +359,7 @@ def partition(model: Model, parsed: ParsedModel | None = None) -> Partition | Wh
 
     loose = [i for i in range(n) if i not in massive and i not in constrained]
     if loose:
-        return WholeSystem(f"coordinate '{model.all_coordinates[loose[0]].name}' has no mass and no constraint "
+        return WholeSystem(f"coordinate '{coordinates[loose[0]].name}' has no mass and no constraint "
                            "(a massless node whose initialization rows come from its force balance)")
 
     # Outputs, one row each.

@@ -33,6 +33,7 @@ from pathlib import Path
 import sympy as sp
 
 from ..cache import BuildCache, fingerprint, source_fingerprint
+from ..calculus import Differentiator
 from ..equations import (GUESS_ARGS, INIT_ARGS, SECOND_INIT_ARGS, SECOND_STEP_ARGS, STATE_ARGS, GeneratedFunction,
                          canonical_text, jacobian)
 from ..errors import ModelError
@@ -159,9 +160,18 @@ def _guess_rows(part: Partition) -> tuple[tuple[GeneratedFunction, ...], dict]:
     dp = tuple(sp.Symbol(f"dp_{k}", real=True) for k in range(n_p))
     q0, v0 = sp.Matrix(parsed.q0), sp.Matrix(parsed.v0)
     q0_p, v0_p = jacobian(q0, parsed.p), jacobian(v0, parsed.p)
-    psi = -(sp.Matrix(wG[:n]).T * q0_p * sp.Matrix(dp))[0, 0] - (sp.Matrix(wG[n + m:2 * n + m]).T * v0_p
-                                                                 * sp.Matrix(dp))[0, 0] if n_p else sp.Integer(0)
-    Gp = jacobian(sp.Matrix([psi]), parsed.p).T if n_p else sp.zeros(0, 1)
+    # Gp_j = d psi / d p_j = -sum_(i,k) wG_i dp_k d(x0_p[i, k]) / d p_j over the non-zero
+    # entries of q0_p and v0_p: formed entry by entry, without the products of the 1 x n and
+    # n x n_p matrices (dense intermediates that made this the slowest part of a lattice's
+    # build, issue 24).
+    terms: list[list[sp.Expr]] = [[] for _ in range(n_p)]
+    position = {s: j for j, s in enumerate(parsed.p)}
+    calculus = Differentiator()
+    for block, offset in ((q0_p, 0), (v0_p, n + m)):
+        for (i, k), entry in block.todok().items():
+            for symbol_j, derivative in calculus.derivatives(entry, position).items():
+                terms[position[symbol_j]].append(-wG[offset + i] * derivative * dp[k])
+    Gp = sp.Matrix([sp.Add(*t) for t in terms]) if n_p else sp.zeros(0, 1)
     groups = {"t": parsed.t, "p": parsed.p, "wG": wG, "dp": dp}
     rows = (GeneratedFunction("init_guess", GUESS_ARGS, (("q0", q0, True), ("v0", v0, True))),
             GeneratedFunction("guess_jacobians", GUESS_ARGS, (("q0_p", q0_p, False), ("v0_p", v0_p, False))),

@@ -44,15 +44,15 @@ from typing import Literal
 from .. import mbs
 from ..errors import ModelError
 from ..model import Model, Output, Parameter, SimulationSettings
-from ..model_file import parse_model
+from ..model_file import _MAX_ENTRIES, parse_model
 
 __all__ = ["CHAIN_KINDS", "MAX_MASSES", "chain_model", "chain_toml", "spatial_chain"]
 
 #: The two chain variants (see the module docstring).
 CHAIN_KINDS: tuple[str, ...] = ("linear", "cubic")
 
-#: Largest chain generated: the model-file limit of 500 coordinates.
-MAX_MASSES = 500
+#: Largest chain generated: the model file's limit on coordinates (5 000; issue 24).
+MAX_MASSES = _MAX_ENTRIES["coordinates"]
 
 ChainKind = Literal["linear", "cubic"]
 

@@ -178,7 +178,10 @@ class BodyKinematics:
 
     def position(self, local: Sequence[sp.Expr]) -> sp.Matrix:
         """Global position ``u + A R`` of the body-fixed point ``R = local`` (Sec. 2.2.1.1)."""
-        return self.origin() + self.rotation() * sp.Matrix(list(local))
+        if self.kind in ("ground", "point"):  # A = I: no matrix product (lowering a lattice makes thousands)
+            origin = self.origin()
+            return sp.Matrix([origin[k] + local[k] for k in range(3)])
+        return self.origin() + rot.matmul(self.rotation(), sp.Matrix(list(local)))
 
     def angular_velocity(self) -> sp.Matrix:
         """Angular velocity (3x1) in global axes: ``(0, 0, der(phi))`` or ``2 E(e) e_dot``."""

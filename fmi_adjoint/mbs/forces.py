@@ -148,9 +148,30 @@ def _as_law(value: object, where: str) -> AbstractLocalElement:
 
 
 def _linear(s: sp.Expr, coordinates: Sequence[str]) -> bool:
-    """Whether ``s`` is linear in ``coordinates`` (constant ``ds/dq``): the chain rule's case."""
+    """Whether ``s`` is linear in ``coordinates`` (constant ``ds/dq``): the chain rule's case.
+
+    Decided on the tree, without differentiating (``sp.diff`` of a spring's length went through
+    sympy's assumptions and logarithms: 20 ms per spring, most of a lattice's lowering): a
+    sum is linear if its terms are, a product if at most one factor holds coordinates and it is
+    linear, a symbol is; any other node holding a coordinate (a power, a function) is taken as
+    nonlinear.  That can call an expression written unusually (``(2*x)**1``, which sympy
+    folds anyway) nonlinear: it then takes the auxiliary route, which is exact too.
+    """
     symbols = {symbol(name) for name in coordinates}
-    return all(not (sp.diff(s, q).free_symbols & symbols) for q in symbols)
+
+    def linear(node: sp.Basic) -> bool:
+        if not (node.free_symbols & symbols):
+            return True
+        if isinstance(node, sp.Symbol):
+            return True
+        if isinstance(node, sp.Add):
+            return all(linear(arg) for arg in node.args)
+        if isinstance(node, sp.Mul):
+            holding = [arg for arg in node.args if arg.free_symbols & symbols]
+            return len(holding) == 1 and linear(holding[0])
+        return False
+
+    return linear(s)
 
 
 def _uses_chain_rule(law: AbstractLocalElement) -> bool:
@@ -229,7 +250,7 @@ def apply_scalar_law(ctx: Lowering, name: str, law: AbstractLocalElement, s: sp.
         law_coords = (aux, ref)
     element = dataclasses.replace(law, name=name, coordinates=law_coords)
     ctx.add_force_element(element)
-    return -sp.diff(constraint, aux_symbol) * special("lam", aux)
+    return -Differentiator().derivative(constraint, aux_symbol) * special("lam", aux)
 
 
 def _initial_values(ctx: Lowering, names: Sequence[str], where: str, velocities: bool) -> dict[sp.Basic, sp.Expr]:
@@ -266,15 +287,14 @@ def initial_rate(ctx: Lowering, expr: sp.Expr, where: str) -> sp.Expr:
         moving: dict[sp.Basic, sp.Expr] = {symbol("t"): tau}
         for name in names:
             moving[symbol(name)] = values[symbol(name)] + tau * values[special("der", name)]
-        rate = sp.diff(expr.xreplace(moving), tau).xreplace({tau: sp.Integer(0)})
+        rate = Differentiator().derivative(expr.xreplace(moving), tau).xreplace({tau: sp.Integer(0)})
     if rate.has(sp.nan, sp.zoo, sp.oo, -sp.oo):
         return sp.Integer(0)  # singular where it starts (a spring of zero length): a guess like before
     return rate
 
 
 def _coordinates_of(ctx: Lowering, expr: sp.Expr) -> tuple[str, ...]:
-    known = set(ctx.coordinate_names)
-    return tuple(sorted(s.name for s in expr.free_symbols if isinstance(s, sp.Symbol) and s.name in known))
+    return tuple(sorted(s.name for s in expr.free_symbols if isinstance(s, sp.Symbol) and ctx.has_coordinate(s.name)))
 
 
 def gradient(expr: sp.Expr, coordinates: Sequence[str]) -> dict[str, sp.Expr]:
@@ -293,8 +313,8 @@ def gradient(expr: sp.Expr, coordinates: Sequence[str]) -> dict[str, sp.Expr]:
 
 def distance(r_i: sp.Matrix, r_j: sp.Matrix) -> sp.Expr:
     """``|r_j - r_i|``: the length of a point-to-point element (singular at zero length)."""
-    d = r_j - r_i
-    return sp.sqrt((d.T * d)[0, 0])
+    d = [r_j[k] - r_i[k] for k in range(3)]  # entry by entry: sympy's matrix product is slow for 3 numbers
+    return sp.sqrt(sp.Add(*(x * x for x in d)))
 
 
 def rotation_measure(R: sp.Matrix) -> sp.Matrix:

@@ -47,6 +47,7 @@ Drives (``drive = s(t, p)``): prismatic/cylindrical ``(A_i a).d - s = 0``; plana
 
 from __future__ import annotations
 
+import cmath
 import dataclasses
 import math
 from collections.abc import Sequence
@@ -60,6 +61,7 @@ from ..text import check_identifier
 from .bodies import SpatialRigidBody
 from .markers import MarkerFrame
 from .names import Number
+from .rotations import matmul
 
 if TYPE_CHECKING:
     from .system import Lowering
@@ -137,14 +139,53 @@ def _vanishes(expr: sp.Expr) -> bool:
         return True
     symbols = sorted(expr.free_symbols, key=lambda s: s.name)
     for offset in (0.3183098861837907, 0.5772156649015329):  # 1/pi, Euler's gamma: generic values
-        point = {s: sp.Float(offset + 0.1234567 * k) for k, s in enumerate(symbols)}
-        if abs(complex(expr.xreplace(point).evalf())) > 1e-9:
+        point = {s: offset + 0.1234567 * k for k, s in enumerate(symbols)}
+        if abs(_numeric(expr, point)) > 1e-9:
             return False
     return sp.expand(expr).is_zero is True
 
 
+_CMATH = {sp.sin: cmath.sin, sp.cos: cmath.cos, sp.tan: cmath.tan, sp.exp: cmath.exp, sp.log: cmath.log,
+          sp.asin: cmath.asin, sp.acos: cmath.acos, sp.atan: cmath.atan}
+
+
+def _numeric(expr: sp.Expr, point: dict[sp.Symbol, float]) -> complex:
+    """``expr`` at ``point`` in complex floating point, by a walk of the tree (sympy's own
+    substitution runs the assumptions system at every node: most of a joint's lowering)."""
+    memo: dict[sp.Basic, complex] = {}
+
+    def value(node: sp.Basic) -> complex:
+        known = memo.get(node)
+        if known is not None:
+            return known
+        if node.is_Number:
+            result = complex(node)
+        elif node.is_Symbol:
+            result = complex(point[node])
+        elif isinstance(node, sp.Add):
+            result = sum((value(arg) for arg in node.args), 0j)
+        elif isinstance(node, sp.Mul):
+            result = 1 + 0j
+            for arg in node.args:
+                result *= value(arg)
+        elif isinstance(node, sp.Pow):
+            base, exponent = value(node.base), value(node.exp)
+            result = base ** exponent if base != 0 or exponent.real > 0 else complex(sp.nan)
+        elif type(node) in _CMATH and len(node.args) == 1:
+            result = _CMATH[type(node)](value(node.args[0]))
+        else:  # anything else: sympy's own evaluation
+            result = complex(node.xreplace({s: sp.Float(v) for s, v in point.items()}).evalf())
+        memo[node] = result
+        return result
+
+    try:
+        return value(expr)
+    except (ZeroDivisionError, OverflowError, ValueError):
+        return complex(expr.xreplace({s: sp.Float(v) for s, v in point.items()}).evalf())
+
+
 def _dot(u: sp.Matrix, v: sp.Matrix) -> sp.Expr:
-    return (u.T * v)[0, 0]
+    return sp.Add(*(x * y for x, y in zip(u, v)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,17 +269,17 @@ class Joint:
                 for k, c in enumerate("xyz"):
                     rows[c] = mi.position[k] - mj.position[k]
             elif row == "axis1":
-                rows[row] = _dot(Ai * b1, Aj * a)
+                rows[row] = _dot(matmul(Ai, b1), matmul(Aj, a))
             elif row == "axis2":
-                rows[row] = _dot(Ai * b2, Aj * a)
+                rows[row] = _dot(matmul(Ai, b2), matmul(Aj, a))
             elif row == "twist":
-                rows[row] = _dot(Ai * b1, Aj * b2)
+                rows[row] = _dot(matmul(Ai, b1), matmul(Aj, b2))
             elif row == "slide1":
-                rows[row] = _dot(Ai * b1, d)
+                rows[row] = _dot(matmul(Ai, b1), d)
             elif row == "slide2":
-                rows[row] = _dot(Ai * b2, d)
+                rows[row] = _dot(matmul(Ai, b2), d)
             elif row == "normal":
-                rows[row] = _dot(Ai * a, d)
+                rows[row] = _dot(matmul(Ai, a), d)
             else:  # pragma: no cover - the types above list their rows
                 raise AssertionError(row)
         return rows
@@ -300,7 +341,8 @@ class Revolute(Joint):
     def _angle_terms(self, ctx: Lowering) -> tuple[sp.Expr, sp.Expr]:
         mi, mj = self.frames(ctx)
         a, b1, b2 = self.axes(ctx, mi, mj)
-        return _dot(mi.rotation * b2, mj.rotation * b1), _dot(mi.rotation * b1, mj.rotation * b1)
+        Ai, Aj = mi.rotation, mj.rotation
+        return _dot(matmul(Ai, b2), matmul(Aj, b1)), _dot(matmul(Ai, b1), matmul(Aj, b1))
 
     def _planar_sign(self, ctx: Lowering, mi: MarkerFrame, mj: MarkerFrame) -> int:
         """+1 or -1 for a planar pair with the axis +z or -z, else 0."""
@@ -353,7 +395,7 @@ class Prismatic(Joint):
     def coordinate(self, ctx: Lowering) -> sp.Expr:
         mi, mj = self.frames(ctx)
         a, _, _ = self.axes(ctx, mi, mj)
-        return _dot(mi.rotation * a, mj.position - mi.position)
+        return _dot(matmul(mi.rotation, a), mj.position - mi.position)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -398,7 +440,7 @@ class Universal(Joint):
         rows = super().row_expressions(ctx, mi, mj)
         a, _, _ = self.axes(ctx, mi, mj)
         c, _, _ = _axis_frame(ctx, self.axis_j, self.where("axis_j"))
-        rows["cross"] = _dot(mi.rotation * a, mj.rotation * c)
+        rows["cross"] = _dot(matmul(mi.rotation, a), matmul(mj.rotation, c))
         return rows
 
 

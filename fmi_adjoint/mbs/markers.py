@@ -98,7 +98,7 @@ class Marker:
             local=local,
             local_rotation=local_rotation,
             position=body.position(local),
-            rotation=body.rotation() * local_rotation,
+            rotation=body.rotation() if orientation is None else rot.matmul(body.rotation(), local_rotation),
             planar_angle=None if angle is None else body.angle() + angle,
         )
 
@@ -138,4 +138,4 @@ class MarkerFrame:
 
     def axis(self, local: Sequence[sp.Expr]) -> sp.Matrix:
         """A marker-fixed direction ``local`` (marker axes) in global axes."""
-        return self.rotation * sp.Matrix(list(local))
+        return rot.matmul(self.rotation, sp.Matrix(list(local)))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import ChainMap
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -100,6 +101,13 @@ class Lowering:
         self.t: sp.Symbol = symbol("t")
         self._parameters: list[Parameter] = list(system.parameters)
         self._parameter_set: set[str] = {p.name for p in system.parameters}
+        # Name symbols of every parameter expressions may use (declared, added, automatic ones of
+        # the elements), kept up to date as items are added: looking names up must not walk all
+        # elements per component (that made lowering grow as N^2, issue 24).
+        self._parameter_symbols: dict[str, sp.Symbol] = {p.name: symbol(p.name) for p in system.parameters}
+        self._coordinate_symbols: dict[str, sp.Symbol] = {}
+        self._fixed_constraint_names: set[str] = {c.name for c in system.constraints} \
+            | {f"drive_{m.coordinate}" for m in system.prescribed}
         self._coordinates: list[Coordinate] = []
         self._mass_entries: list[MassEntry] = []
         self._constraints: list[Constraint] = []
@@ -187,42 +195,42 @@ class Lowering:
             names += [name for name, _ in element.automatic_parameters()]
         return tuple(dict.fromkeys(names))
 
-    def _parameter_names(self) -> dict[str, sp.Expr]:
-        return {name: symbol(name) for name in self.parameter_names}
-
     def parameter_expression(self, value: Number, where: str, allow_time: bool = False) -> sp.Expr:
         """``value`` (number, expression string or built sympy expression) as an expression
         of parameters (and ``t`` if ``allow_time``) in name symbols; ModelError naming
         ``where`` for unknown names or bad syntax."""
-        names = self._parameter_names()
-        if allow_time:
-            names["t"] = self.t
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return parse_expression(value, {}, where=where)  # a number reads no names
+        names: Mapping[str, sp.Expr] = ChainMap({"t": self.t}, self._parameter_symbols) if allow_time \
+            else self._parameter_symbols
         return parse_expression(value, names, where=where)
 
     def expression(self, value: Number, where: str, outputs: bool = False) -> sp.Expr:
         """``value`` as an expression of parameters, inputs, ``t``, coordinates and
         ``der(x)``; with ``outputs=True`` also ``der2(x)`` and ``lam(constraint)`` (allowed in
         outputs only).  Coordinates are those added so far."""
-        names = self._parameter_names()
-        names["t"] = self.t
-        coords = set(self.coordinate_names)
-        names.update({c: symbol(c) for c in coords})
-        constraints = {c.name for c in self._constraints} | {c.name for c in self.system.constraints} \
-            | {f"drive_{m.coordinate}" for m in self.system.prescribed}
+        # Views of the names added so far, not copies: one expression must not cost O(model).
+        names = ChainMap({"t": self.t}, self._coordinate_symbols, self._parameter_symbols)
+        coords = self._coordinate_symbols.keys()
+        fixed = self._fixed_constraint_names
 
-        def handler(kind: str, known: set[str]):
+        def is_constraint(arg: str) -> bool:
+            return arg in self._constraint_index or arg in fixed
+
+        def handler(kind: str, known) -> object:
             def resolve(arg: str) -> sp.Expr:
-                if arg not in known:
+                if not known(arg):
+                    listing = coords if kind != "lam" else [*self._constraint_index, *fixed]
                     raise ModelError(f"{kind}({arg}): unknown name '{arg}'. Known: "
-                                     f"{excerpt(', '.join(sorted(known)), 200) or '(none)'}.")
+                                     f"{excerpt(', '.join(sorted(listing)), 200) or '(none)'}.")
                 return special(kind, arg)
             return resolve
 
-        specials = {"der": handler("der", coords)}
+        specials = {"der": handler("der", coords.__contains__)}
         if outputs:
-            specials["der2"] = handler("der2", coords)
-            specials["lam"] = handler("lam", constraints)
-        return parse_expression(value, names, where=where, specials=specials)
+            specials["der2"] = handler("der2", coords.__contains__)
+            specials["lam"] = handler("lam", is_constraint)
+        return parse_expression(value, names, where=where, specials=specials)  # type: ignore[arg-type]
 
     def nominal(self, expr: Number, where: str) -> float:
         """The value of an expression of parameters at their nominal values (inputs at their
@@ -300,7 +308,7 @@ class Lowering:
         """Time derivative ``sum_k de/dq_k der(q_k) + sum_k de/d der(q_k) der2(q_k) + de/dt``
         (parameters and inputs are constant in time)."""
         expr = self.built(expr, f"system '{self.system.name}': velocity_of")
-        coords = set(self.coordinate_names)
+        coords = self._coordinate_index
         holders: dict[sp.Basic, sp.Dummy] = {}
         rates: dict[sp.Dummy, sp.Expr] = {}
         for applied in expr.atoms(sp.core.function.AppliedUndef):
@@ -338,6 +346,7 @@ class Lowering:
             return
         self._parameters.append(parameter)
         self._parameter_set.add(parameter.name)
+        self._parameter_symbols.setdefault(parameter.name, symbol(parameter.name))
 
     def add_coordinate(self, coordinate: Coordinate) -> None:
         if coordinate.name in self._coordinate_index:
@@ -345,6 +354,12 @@ class Lowering:
                              "(a body's coordinates are named <body>_x, ...; rename the body or the coordinate).")
         self._coordinates.append(coordinate)
         self._coordinate_index[coordinate.name] = coordinate
+        self._coordinate_symbols[coordinate.name] = symbol(coordinate.name)
+
+    def has_coordinate(self, name: str) -> bool:
+        """Whether coordinate ``name`` has been added (a dictionary look-up, unlike
+        :attr:`coordinate_names`, which copies the names)."""
+        return name in self._coordinate_index
 
     def add_mass_entry(self, entry: MassEntry) -> None:
         self._mass_entries.append(entry)
@@ -364,6 +379,8 @@ class Lowering:
         if not isinstance(element, AbstractForceElement):
             raise ModelError(f"system '{self.system.name}': {element!r} is not a force element.")
         self._elements.append(element)
+        for name, _ in element.automatic_parameters():
+            self._parameter_symbols.setdefault(name, symbol(name))
 
     def add_generalized_force(self, coordinate: str, expr: sp.Expr) -> None:
         """Add ``expr`` (positions, velocities ``der(x)``, ``t``, parameters, inputs) to the

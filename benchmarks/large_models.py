@@ -1,0 +1,343 @@
+"""Build, step cost, Newton matrix and adjoint cost of non-banded models of 100 to 5 000 coordinates (issue 24).
+
+The models are the two families of :mod:`fmi_adjoint.examples.families`, each at about 100,
+1 000 and 5 000 coordinates (``--sizes``): the 3-D lattice of point masses and spring-dampers
+hanging from its top layer (``lattice``; sides chosen by
+:func:`~fmi_adjoint.examples.families.lattice_dimensions`) and random trees of spatial rigid
+bodies on spherical and revolute joints with spring-dampers and a few closed loops
+(``random_tree``, seed 0, eight coordinates per body).  Their Newton matrices stay wide after
+any band ordering: the models of the issue's "What must be shown".
+
+For every model one row:
+
+* ``n, m``: coordinates, constraints;
+* ``cold s``, ``cold cpu``: building the native engine (:class:`fmi_adjoint.engines.NativeEngine`)
+  from the model file's text with an empty build cache in a fresh process: parsing and lowering
+  the multibody system, the partition into component instances, the per-type derivation, the C
+  code and the C compiler (whose CPU time is included; an empty cache also compiles the sparse
+  solver once); ``lower cpu``: of that, parsing the file and lowering it to a Model; ``cc cpu``:
+  the C and C++ compilers;
+* ``warm s``, ``warm cpu``: the same again in another fresh process from the filled cache (the
+  interpreter's start and imports not included);
+* ``storage``: the storage of the Newton matrix chosen at generation (``dense``, ``band``,
+  ``sparse``: ``FA_KKT_KIND`` of the generated ``model.h``; ``band`` / ``dense`` from
+  ``FA_KKT_BANDED`` where the kind is not written), ``factor nnz``: stored entries of its
+  factors after one step (``NativeLibrary.matrix_sizes``, where the library has it);
+* ``C us/step``, ``C cpu us``: one forward run of the C engine (HHT, the model's step,
+  ``--steps`` steps, best of 2), wall and CPU time per step; ``Newton``: mean iterations per step;
+* ``adj/fwd``: the C engine's adjoint gradient of a least-squares cost of all outputs over
+  that run (all parameters) over the time of the forward run (target: at most 2);
+* ``peak MB``: the peak resident memory of the measuring process (``ru_maxrss``; the cold
+  build's, compiler included, in ``build MB``).
+
+Then the growth exponents of each family (least-squares slope of ``log`` time over ``log n``,
+and of the step's CPU time over the factors' non-zeros where known) against the targets of
+issue 24: a cold build of 1 000 coordinates in at most 15 s of CPU, linear in the number of
+component instances, and a step cost growing at most as ``nnz^1.2``.
+
+Each phase of each size runs in its own process with a private build cache and a time limit
+(``--budget`` seconds per size, shared by its cold build, warm build and runs); a size that does
+not finish in time is reported so and the larger sizes of that family are not tried.  The
+children import a copy of the package taken at the start, so that an edit of the working tree
+does not turn a warm build cold.  The machine's load is printed with the figures.
+
+Run: ``python benchmarks/large_models.py [--sizes 100,1000,5000] [--families lattice,random_tree]
+[--budget 900] [--steps 20]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+SIZES = (100, 1000, 5000)
+FAMILIES = ("lattice", "random_tree")
+BUDGET = 900.0
+STEPS = 20
+SEED = 0
+RESULT = "RESULT "
+#: Targets of issue 24.
+TARGET_COLD_1000 = 15.0
+TARGET_STEP_EXPONENT = 1.2
+TARGET_ADJOINT_RATIO = 2.0
+STORAGE_NAMES = {0: "dense", 1: "band", 2: "sparse"}
+
+
+# -- the child processes -------------------------------------------------------------------
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of the children it waited for (the C compilers)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def peak_mb(who: int = resource.RUSAGE_SELF) -> float:
+    """Peak resident memory (ru_maxrss: kB on Linux, bytes on macOS) in MB."""
+    peak = resource.getrusage(who).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def model_text(spec: dict) -> str:
+    from fmi_adjoint.examples.families import family_toml
+
+    return family_toml(spec["family"], spec["size"], SEED)
+
+
+def _cache(spec: dict):
+    from fmi_adjoint.cache import BuildCache
+
+    return BuildCache(Path(spec["cache"]))
+
+
+def child_build(spec: dict) -> dict:
+    from fmi_adjoint.engines import NativeEngine
+    from fmi_adjoint.model_file import parse_model
+
+    text = model_text(spec)
+    start, cpu = time.perf_counter(), cpu_seconds()
+    compilers = cpu - time.process_time()
+    model = parse_model(text, source=f"<{spec['family']}_{spec['size']}>")
+    lower = cpu_seconds() - cpu
+    engine = NativeEngine.build(model, cache=_cache(spec))
+    return {"seconds": time.perf_counter() - start, "cpu": cpu_seconds() - cpu, "lower_cpu": lower,
+            "compiler_cpu": cpu_seconds() - time.process_time() - compilers,
+            "n": engine.compiled.n, "m": engine.compiled.m,
+            "peak_mb": max(peak_mb(), peak_mb(resource.RUSAGE_CHILDREN))}
+
+
+def storage_of(model, cache) -> str:
+    """The Newton matrix's storage from the generated ``model.h`` (module docstring), printed
+    again from the filled cache (the build removes its sources)."""
+    from fmi_adjoint.compiled import Derivation
+    from fmi_adjoint.native.sources import model_c_sources
+
+    header = model_c_sources(Derivation(model), defaults=False, cache=cache).get("model.h", "")
+    defines: dict[str, str] = {}
+    for line in header.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "#define":
+            defines[parts[1]] = parts[2]
+    if "FA_KKT_KIND" in defines:
+        return STORAGE_NAMES.get(int(defines["FA_KKT_KIND"]), defines["FA_KKT_KIND"])
+    if "FA_KKT_BANDED" in defines:
+        return "band" if defines["FA_KKT_BANDED"] == "1" else "dense"
+    return "?"
+
+
+def best_of(repeats: int, func) -> tuple[float, float, object]:
+    """``(shortest wall time, CPU time of that call, value of the last call)``."""
+    best, value = (float("inf"), float("inf")), None
+    for _ in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        value = func()
+        best = min(best, (time.perf_counter() - wall, time.process_time() - cpu))
+    return best[0], best[1], value
+
+
+def child_measure(spec: dict) -> dict:
+    from fmi_adjoint.costs import LeastSquaresCost
+    from fmi_adjoint.engines import NativeEngine
+    from fmi_adjoint.integrate import HHT
+    from fmi_adjoint.model_file import parse_model
+
+    model = parse_model(model_text(spec), source=f"<{spec['family']}_{spec['size']}>")
+    engine = NativeEngine.build(model, cache=_cache(spec))
+    compiled = engine.compiled
+    settings = model.simulation
+    steps = spec["steps"]
+    run = {"t_end": steps * settings.step, "step": settings.step, "solver": HHT(alpha=settings.alpha)}
+    p = compiled.parameter_vector()
+    t_fwd, cpu_fwd, traj = best_of(2, lambda: engine.simulate(p, **run))
+    y = np.asarray(traj.outputs())
+    cost = LeastSquaresCost(np.asarray(traj.t), np.zeros_like(y), tuple(compiled.output_names))
+    t_adj, _, _ = best_of(1, lambda: engine.adjoint_gradient(traj, cost))
+    result = {"steps": traj.n_steps, "native": t_fwd / traj.n_steps, "native_cpu": cpu_fwd / traj.n_steps,
+              "newton": float(np.mean(traj.newton_iterations)), "adjoint_ratio": t_adj / t_fwd,
+              "peak_mb": peak_mb()}
+    sizes = getattr(engine.library, "matrix_sizes", None)
+    if callable(sizes):
+        result["factor_nnz"] = int(sizes(step=settings.step, n_steps=1, p=p).factor_entries)
+    result["storage"] = storage_of(model, _cache(spec))  # after the peak memory of the runs
+    return result
+
+
+def snapshot_sources(folder: Path) -> str:
+    """Copy the fmi_adjoint package into ``folder``; the folder for ``PYTHONPATH`` (module docstring)."""
+    import shutil
+
+    import fmi_adjoint
+
+    package = Path(fmi_adjoint.__file__).resolve().parent
+    shutil.copytree(package, folder / "fmi_adjoint", ignore=shutil.ignore_patterns("__pycache__"))
+    return str(folder)
+
+
+def run_child(spec: dict, timeout: float) -> dict:
+    """One phase in a fresh interpreter in its own process group, with a time limit; its JSON
+    result, ``{"error": ...}`` or ``{"timeout": seconds}``."""
+    import signal
+
+    env = dict(os.environ, FMI_ADJOINT_CACHE=spec["cache"])
+    if spec.get("sources"):
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (spec["sources"], os.environ.get("PYTHONPATH"))))
+    proc = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(spec)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=Path(__file__).resolve().parent,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=max(timeout, 1.0))
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # the child's own group: this script started it
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        return {"timeout": timeout}
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(RESULT):
+            return json.loads(line[len(RESULT):])
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return {"error": lines[-1] if lines else f"exit code {proc.returncode}"}
+
+
+# -- the table -----------------------------------------------------------------------------
+
+HEADER = (f"{'model':<18} {'n':>5} {'m':>5} {'cold s':>7} {'cold cpu':>8} {'lower cpu':>9} {'cc cpu':>6} "
+          f"{'warm s':>7} "
+          f"{'warm cpu':>8} {'storage':>7} {'factor nnz':>10} {'C us/step':>10} {'C cpu us':>9} {'Newton':>6} "
+          f"{'adj/fwd':>7} {'peak MB':>7} {'build MB':>8}")
+
+
+def row(name: str, cold: dict, warm: dict, measured: dict) -> str:
+    nnz = measured.get("factor_nnz")
+    return (f"{name:<18} {cold['n']:>5} {cold['m']:>5} {cold['seconds']:>7.1f} {cold['cpu']:>8.1f} "
+            f"{cold['lower_cpu']:>9.1f} {cold['compiler_cpu']:>6.1f} {warm['seconds']:>7.2f} {warm['cpu']:>8.2f} "
+            f"{measured['storage']:>7} "
+            f"{nnz if nnz is not None else '-':>10} {1e6 * measured['native']:>10.0f} "
+            f"{1e6 * measured['native_cpu']:>9.0f} {measured['newton']:>6.2f} {measured['adjoint_ratio']:>7.2f} "
+            f"{measured['peak_mb']:>7.0f} {cold['peak_mb']:>8.0f}")
+
+
+def exponent(xs: list[float], values: list[float]) -> float:
+    """Slope of log(value) over log(x), least squares."""
+    return float(np.polyfit(np.log(xs), np.log(values), 1)[0])
+
+
+def summary(family: str, results: dict[int, tuple[dict, dict, dict]]) -> list[str]:
+    lines = []
+    sizes = sorted(results)
+    if len(sizes) >= 2:
+        ns = [results[s][0]["n"] for s in sizes]
+        cold = exponent(ns, [results[s][0]["cpu"] for s in sizes])
+        warm = exponent(ns, [results[s][1]["cpu"] for s in sizes])
+        step = exponent(ns, [results[s][2]["native_cpu"] for s in sizes])
+        lines.append(f"{family}: growth over n = {ns[0]}..{ns[-1]} (CPU): cold build ~ n^{cold:.2f} (target: "
+                     f"linear), warm build ~ n^{warm:.2f}, C us/step ~ n^{step:.2f}")
+        with_nnz = [s for s in sizes if results[s][2].get("factor_nnz")]
+        if len(with_nnz) >= 2:
+            slope = exponent([results[s][2]["factor_nnz"] for s in with_nnz],
+                             [results[s][2]["native_cpu"] for s in with_nnz])
+            verdict = "meets" if slope <= TARGET_STEP_EXPONENT else "misses"
+            lines.append(f"{family}: C us/step ~ nnz^{slope:.2f} of the factors ({verdict} the target "
+                         f"nnz^{TARGET_STEP_EXPONENT})")
+    near = [s for s in sizes if 500 <= results[s][0]["n"] <= 2000]
+    for s in near:
+        cpu = results[s][0]["cpu"]
+        verdict = "meets" if cpu <= TARGET_COLD_1000 else "misses"
+        lines.append(f"{family}: cold build of {results[s][0]['n']} coordinates {cpu:.1f} s CPU ({verdict} the "
+                     f"target <= {TARGET_COLD_1000:g} s for 1 000)")
+    worst = [s for s in sizes if results[s][2]["adjoint_ratio"] > TARGET_ADJOINT_RATIO]
+    if sizes:
+        verdict = "misses" if worst else "meets"
+        ratios = ", ".join(f"{results[s][2]['adjoint_ratio']:.2f}" for s in sizes)
+        lines.append(f"{family}: adjoint gradient / forward run {ratios} ({verdict} the target <= "
+                     f"{TARGET_ADJOINT_RATIO:g} at every size)")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                        help="comma-separated sizes in coordinates, default %(default)s")
+    parser.add_argument("--families", default=",".join(FAMILIES), help="comma-separated, default %(default)s")
+    parser.add_argument("--budget", type=float, default=BUDGET,
+                        help="seconds per size for its cold build, warm build and runs (default %(default)g)")
+    parser.add_argument("--steps", type=int, default=STEPS, help="steps of a measured run (default %(default)d)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        spec = json.loads(args.child)
+        phase = {"build": child_build, "measure": child_measure}[spec["phase"]]
+        from fmi_adjoint.errors import FmiAdjointError
+
+        try:
+            result = phase(spec)
+        except FmiAdjointError as exc:  # the library's own message, on one line
+            result = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
+        print(RESULT + json.dumps(result), flush=True)
+        return 0
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        parser.error("--sizes: give whole numbers separated by commas, e.g. 100,1000")
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    if not sizes or min(sizes) < 16 or args.budget <= 0 or args.steps < 1:
+        parser.error("--sizes needs sizes >= 16; --budget and --steps must be positive")
+    if any(f not in FAMILIES for f in families):
+        parser.error(f"--families: choose from {', '.join(FAMILIES)}")
+    print(f"engine: fmi_adjoint.engines.NativeEngine (C), HHT at each model's step, {args.steps} steps per run; "
+          f"budget {args.budget:g} s per size; {os.cpu_count()} CPUs; load average at start "
+          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}; Python {sys.version.split()[0]}")
+    print(HEADER, flush=True)
+    status = 0
+    all_results: dict[str, dict[int, tuple[dict, dict, dict]]] = {}
+    with tempfile.TemporaryDirectory(prefix="fmi_adjoint_large_bench_") as tmp:
+        sources = snapshot_sources(Path(tmp) / "src")
+        for family in families:
+            results: dict[int, tuple[dict, dict, dict]] = {}
+            too_big = False
+            for size in sizes:
+                name = f"{family}_{size}"
+                if too_big:
+                    print(f"{name:<18} not tried (a smaller {family} did not finish within the budget)", flush=True)
+                    status = 1
+                    continue
+                spec = {"family": family, "size": size, "cache": str(Path(tmp) / name), "steps": args.steps,
+                        "sources": sources}
+                deadline = time.monotonic() + args.budget
+                phases: list[dict] = []
+                for phase in ("build", "build", "measure"):
+                    left = deadline - time.monotonic()
+                    result = run_child(spec | {"phase": phase}, left) if left > 0 else {"timeout": args.budget}
+                    phases.append(result)
+                    if "timeout" in result or "error" in result:
+                        break
+                last = phases[-1]
+                if "timeout" in last or "error" in last:
+                    undone = {1: "not built", 2: "warm build not done", 3: "runs not done"}[len(phases)]
+                    what = last.get("error") or f"{undone} within the budget ({args.budget:g} s)"
+                    print(f"{name:<18} {what}", flush=True)
+                    too_big = "timeout" in last
+                    status = 1
+                    continue
+                results[size] = (phases[0], phases[1], phases[2])
+                print(row(name, *results[size]), flush=True)
+            all_results[family] = results
+    for family, results in all_results.items():
+        for line in summary(family, results):
+            print(line)
+    print(f"load average at the end {', '.join(f'{x:.1f}' for x in os.getloadavg())} (wall-clock times on a "
+          "shared machine are upper bounds)")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
