@@ -9,15 +9,18 @@ C++ is needed only for models whose Newton or initialization matrix is stored sp
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import contextvars
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .errors import CompilerError
 
-__all__ = ["c_compiler", "compile_shared", "compiler_message", "cxx_compiler", "run_tool"]
+__all__ = ["c_compiler", "compile_shared", "compiler_jobs", "compiler_message", "cxx_compiler", "parallel_jobs",
+           "run_tool"]
 
 
 def c_compiler() -> str | None:
@@ -64,6 +67,34 @@ def _run(command: list[str], what: str, compiler: str) -> None:
                             "temporary folder (TMPDIR) and the compiler installation.")
 
 
+#: Compiler processes run at once, set by :func:`compiler_jobs` (``--jobs``); None: the CPU count.
+_JOBS: contextvars.ContextVar[int | None] = contextvars.ContextVar("fmi_adjoint_compiler_jobs", default=None)
+
+
+@contextlib.contextmanager
+def compiler_jobs(jobs: int | None) -> Iterator[None]:
+    """Run at most ``jobs`` compiler processes at once inside the block (``--jobs``; None: the
+    CPU count).
+
+    Raises
+    ------
+    CompilerError
+        ``jobs`` below 1.
+    """
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise CompilerError(f"--jobs {jobs!r}: give a whole number of at least 1 (default: the CPU count).")
+    token = _JOBS.set(jobs)
+    try:
+        yield
+    finally:
+        _JOBS.reset(token)
+
+
+def parallel_jobs() -> int:
+    """Compiler processes to run at once: :func:`compiler_jobs`' value, else the CPU count."""
+    return _JOBS.get() or os.cpu_count() or 1
+
+
 def compile_shared(sources: Sequence[Path], library: Path, *, flags: Sequence[str] = (), optimize: str = "-O2",
                    what: str = "the generated C code", compiler: str | None = None,
                    archives: Sequence[Path] = (), linker: str | None = None,
@@ -92,7 +123,7 @@ def compile_shared(sources: Sequence[Path], library: Path, *, flags: Sequence[st
     common = [compiler, "-std=c99", optimize, "-fPIC", *flags]
     objects = [library.parent / f"{library.stem}.{k}.{Path(source).stem}.o" for k, source in enumerate(sources)]
     try:
-        workers = max(1, min(len(sources), os.cpu_count() or 1))
+        workers = max(1, min(len(sources), parallel_jobs()))
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
             jobs = [pool.submit(_run, [*common, "-c", "-o", str(obj), str(src)], what, compiler)
                     for src, obj in zip(sources, objects)]

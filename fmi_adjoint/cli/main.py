@@ -16,6 +16,7 @@ from ..errors import FmiAdjointError, ModelError, OutputFileError
 from ..examples import EXAMPLES_DIR, example_names
 from ..files import check_not_input, check_writable, same_file
 from ..text import excerpt
+from ..toolchain import compiler_jobs
 from ..forces import element_type
 from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem
 from ..bench.preprocess import Preprocessing
@@ -86,8 +87,16 @@ def _common_model_options(parser: argparse.ArgumentParser, fmu: bool = False) ->
     parser.add_argument("--set", action="append", metavar="NAME=VALUE", help="parameter value (repeatable)")
     parser.add_argument("--step", type=float, help="integrator step h [s] (default: the model's)")
     _scheme_options(parser)
+    _jobs_option(parser)
     parser.add_argument("--t-end", type=float, help="end time [s] (default: model's, or the last sample)")
     _table_option(parser)
+
+
+def _jobs_option(parser) -> None:
+    """--jobs: compiler processes at once when the command builds a model (issue 24)."""
+    parser.add_argument("--jobs", type=int, metavar="N",
+                        help="C compiler processes to run at once while building the model (default: the CPU "
+                        "count; a build compiles one file per component type and function)")
 
 
 def _scheme_options(parser) -> None:
@@ -247,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--set", action="append", metavar="NAME=VALUE", help="parameter start value (repeatable)")
     export.add_argument("--step", type=float, help="internal integrator step [s] (default: the model's)")
     _scheme_options(export)
+    _jobs_option(export)
     _table_option(export)
     export.add_argument("-o", "--output", required=True, metavar="OUT.fmu")
 
@@ -998,7 +1008,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
-        return _COMMANDS[args.command](args)
+        with compiler_jobs(getattr(args, "jobs", None)):  # only the commands that build have --jobs
+            return _COMMANDS[args.command](args)
     except FmiAdjointError as exc:
         return _error(str(exc))
     except KeyboardInterrupt as exc:
