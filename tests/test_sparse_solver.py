@@ -450,3 +450,35 @@ def test_fmu_of_a_sparse_model_rebuilds_from_its_sources(tmp_path, version):
     b = fmpy.simulate_fmu(str(rebuilt), stop_time=100 * step, output_interval=step)
     for name in a.dtype.names:
         assert np.array_equal(a[name], b[name]), name
+
+
+@pytest.mark.slow
+def test_fmu_of_a_1000_coordinate_lattice_is_standalone_and_bit_identical(tmp_path):
+    """Issue 24: an exported FMU of a model of about 1 000 coordinates (the lattice family,
+    sparse by the automatic choice) needs neither Eigen nor libstdc++ where it runs (its
+    dynamic section names neither) and equals the in-process engine bit for bit."""
+    import fmpy
+
+    from fmi_adjoint.examples.families import family_toml
+    from fmi_adjoint.export.fmu_export import export_fmu
+
+    assert storage_override() is None, f"unset {STORAGE_VARIABLE} to test the automatic choice"
+    source = tmp_path / "lattice.toml"
+    source.write_text(family_toml("lattice", 1000, 0), encoding="utf-8")
+    fmu = export_fmu(source, tmp_path / "lattice.fmu", fmi_version=2)
+    eng = NativeEngine.build(load_model(source))
+    assert 900 <= eng.compiled.n <= 1100 and is_sparse(eng)
+    step = eng.compiled.model.simulation.step
+    steps = 5
+    result = fmpy.simulate_fmu(str(fmu), stop_time=steps * step, output_interval=step)
+    _, y = eng.library.simulate(t_end=steps * step, step=step, solver=_default_scheme(eng))
+    for k, name in enumerate(eng.compiled.output_names):
+        assert np.array_equal(result[name], y[:, k]), name
+    if shutil.which("readelf") is None:
+        pytest.skip("readelf is not installed")
+    with zipfile.ZipFile(fmu) as archive:
+        binary = next(n for n in archive.namelist() if n.startswith("binaries/"))
+        archive.extract(binary, tmp_path / "x")
+    dynamic = subprocess.run(["readelf", "-d", str(tmp_path / "x" / binary)], capture_output=True, text=True).stdout
+    needed = [line for line in dynamic.splitlines() if "NEEDED" in line]
+    assert needed and not any("stdc++" in line or "eigen" in line.lower() for line in needed), needed
