@@ -130,6 +130,7 @@ def test_the_design_memory_estimate_bounds_the_measured_peak(tmp_path):
         spec = DesignSpec(input="F", params=("c2", "d2"), knots=8, bounds=(-10.0, 10.0), noise={"x2": 1e-4},
                           t_end=5.0)
         DesignProblem.build(spec, model)  # the build, cached: not part of the design's arrays
+        import scipy.optimize  # imported on use by run_design: a module, not the design's arrays
         rows = int(5.0 / model.simulation.step) + 2
         tracemalloc.start()
         run_design(DesignProblem.build(spec, model), max_iterations=1, polish=False)
