@@ -17,8 +17,11 @@ detrending and resampling (issue 26, parts 2-4), each explicit and recorded.
    of a long record is an experiment of its own (several windows of one file: several
    experiments).  ``time_shift`` records the whole shift (``S + T0``).
 5. **Units**: each channel converted to its output's unit (:mod:`~fmi_adjoint.bench.units`).
-6. **Gaps**: samples with NaN in any compared channel are dropped: they carry no weight in
-   the residual (the trapezoidal weights of the remaining samples bridge the gap).
+6. **Gaps**: here, samples with NaN in any compared channel are dropped (counted in
+   ``masked_samples``); the cost's data (:mod:`fmi_adjoint.identify.data_costs`) then puts the
+   NaN back and masks them per channel with zero sample weights, so a gap in one channel keeps
+   the other channels' samples (rows are dropped only where every channel is NaN, or with
+   ``--detrend`` or ``--resample``, which need whole rows).
 7. **Detrend** (``--detrend offset|linear``): each channel's mean, or least-squares line,
    removed — only on request, as it changes what is compared (the model output is not
    detrended: use it for channels whose offset is a sensor's, not the model's).
