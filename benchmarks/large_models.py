@@ -57,20 +57,19 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from _children import RESULT, best_of, build_cache, cpu_seconds, exponent, run_child, snapshot_sources
 
 SIZES = (100, 1000, 5000)
 FAMILIES = ("lattice", "random_tree")
 BUDGET = 900.0
 STEPS = 20
 SEED = 0
-RESULT = "RESULT "
 #: Targets of issue 24.
 TARGET_COLD_1000 = 15.0
 TARGET_STEP_EXPONENT = 1.2
@@ -82,12 +81,6 @@ STORAGE_NAMES = {0: "dense", 1: "band", 2: "sparse"}
 
 
 # -- the child processes -------------------------------------------------------------------
-
-def cpu_seconds() -> float:
-    """CPU time of this process and of the children it waited for (the C compilers)."""
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + children.ru_utime + children.ru_stime
-
 
 def peak_mb(who: int = resource.RUSAGE_SELF) -> float:
     """Peak resident memory (ru_maxrss: kB on Linux, bytes on macOS) in MB."""
@@ -106,12 +99,6 @@ def model_path(spec: dict) -> Path:
     return path
 
 
-def _cache(spec: dict):
-    from fmi_adjoint.cache import BuildCache
-
-    return BuildCache(Path(spec["cache"]))
-
-
 def child_build(spec: dict) -> dict:
     from fmi_adjoint.engines import NativeEngine
     from fmi_adjoint.warm import prepare_model
@@ -120,9 +107,9 @@ def child_build(spec: dict) -> dict:
     start, cpu = time.perf_counter(), cpu_seconds()
     compilers = cpu - time.process_time()
     # As the command line: a cold start parses and lowers, a warm one does no symbolic work.
-    model = prepare_model(path, cache=_cache(spec))
+    model = prepare_model(path, cache=build_cache(spec))
     lower = cpu_seconds() - cpu
-    engine = NativeEngine.build(model, cache=_cache(spec))
+    engine = NativeEngine.build(model, cache=build_cache(spec))
     return {"seconds": time.perf_counter() - start, "cpu": cpu_seconds() - cpu, "lower_cpu": lower,
             "compiler_cpu": cpu_seconds() - time.process_time() - compilers,
             "n": engine.compiled.n, "m": engine.compiled.m,
@@ -148,16 +135,6 @@ def storage_of(model, cache) -> str:
     return "?"
 
 
-def best_of(repeats: int, func) -> tuple[float, float, object]:
-    """``(shortest wall time, CPU time of that call, value of the last call)``."""
-    best, value = (float("inf"), float("inf")), None
-    for _ in range(repeats):
-        wall, cpu = time.perf_counter(), time.process_time()
-        value = func()
-        best = min(best, (time.perf_counter() - wall, time.process_time() - cpu))
-    return best[0], best[1], value
-
-
 def child_measure(spec: dict) -> dict:
     from fmi_adjoint.costs import LeastSquaresCost
     from fmi_adjoint.engines import NativeEngine
@@ -166,7 +143,7 @@ def child_measure(spec: dict) -> dict:
     from fmi_adjoint.sparsity import STORAGE_VARIABLE
 
     model = load_model(model_path(spec))
-    engine = NativeEngine.build(model, cache=_cache(spec))
+    engine = NativeEngine.build(model, cache=build_cache(spec))
     compiled = engine.compiled
     settings = model.simulation
     steps = spec["steps"]
@@ -180,56 +157,18 @@ def child_measure(spec: dict) -> dict:
               "newton": float(np.mean(traj.newton_iterations)), "adjoint_ratio": t_adj / t_fwd,
               "peak_mb": peak_mb()}
     result["factor_nnz"] = int(engine.library.matrix_sizes(step=settings.step, n_steps=1, p=p).factor_entries)
-    result["storage"] = storage_of(model, _cache(spec))  # after the peak memory of the runs
+    result["storage"] = storage_of(model, build_cache(spec))  # after the peak memory of the runs
     if result["storage"] != "dense" and compiled.n + compiled.m <= spec["dense_up_to"]:
         # The same run with the Newton and initialization matrices forced dense (a build of its
         # own: the storage is part of the cache key), for the speed-up of the sparse path.
         os.environ[STORAGE_VARIABLE] = "dense"
         try:
-            dense = NativeEngine.build(model, cache=_cache(spec))
+            dense = NativeEngine.build(model, cache=build_cache(spec))
             t_dense, cpu_dense, _ = best_of(1, lambda: dense.simulate(p, **run))
         finally:
             del os.environ[STORAGE_VARIABLE]
         result["dense_cpu"] = cpu_dense / traj.n_steps
     return result
-
-
-def snapshot_sources(folder: Path) -> str:
-    """Copy the fmi_adjoint package into ``folder``; the folder for ``PYTHONPATH`` (module docstring)."""
-    import shutil
-
-    import fmi_adjoint
-
-    package = Path(fmi_adjoint.__file__).resolve().parent
-    shutil.copytree(package, folder / "fmi_adjoint", ignore=shutil.ignore_patterns("__pycache__"))
-    return str(folder)
-
-
-def run_child(spec: dict, timeout: float) -> dict:
-    """One phase in a fresh interpreter in its own process group, with a time limit; its JSON
-    result, ``{"error": ...}`` or ``{"timeout": seconds}``."""
-    import signal
-
-    env = dict(os.environ, FMI_ADJOINT_CACHE=spec["cache"])
-    if spec.get("sources"):
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (spec["sources"], os.environ.get("PYTHONPATH"))))
-    proc = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(spec)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=Path(__file__).resolve().parent,
-                            start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=max(timeout, 1.0))
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # the child's own group: this script started it
-        except ProcessLookupError:
-            pass
-        proc.communicate()
-        return {"timeout": timeout}
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT):
-            return json.loads(line[len(RESULT):])
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    return {"error": lines[-1] if lines else f"exit code {proc.returncode}"}
 
 
 # -- the table -----------------------------------------------------------------------------
@@ -256,11 +195,6 @@ def _dense(measured: dict) -> str:
     if dense is None:
         return f"{'-':>12} {'-':>8}"
     return f"{1e6 * dense:>12.0f} {dense / measured['native_cpu']:>7.1f}x"
-
-
-def exponent(xs: list[float], values: list[float]) -> float:
-    """Slope of log(value) over log(x), least squares."""
-    return float(np.polyfit(np.log(xs), np.log(values), 1)[0])
 
 
 def summary(family: str, results: dict[int, tuple[dict, dict, dict]]) -> list[str]:
@@ -364,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
                 phases: list[dict] = []
                 for phase in ("build", "build", "measure"):
                     left = deadline - time.monotonic()
-                    result = run_child(spec | {"phase": phase}, left) if left > 0 else {"timeout": args.budget}
+                    result = (run_child(__file__, spec | {"phase": phase}, left) if left > 0
+                              else {"timeout": args.budget})
                     phases.append(result)
                     if "timeout" in result or "error" in result:
                         break

@@ -66,15 +66,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from _children import RESULT, best_of, build_cache, cpu_seconds, exponent, run_child, snapshot_sources
 
 
 SIZES = (4, 16, 64, 100, 256, 400)  # 100: the size of the cold-build target, measured, not fitted
@@ -88,7 +87,6 @@ TARGET_COLD_100 = 10.0
 TARGET_WARM = 0.5
 TARGET_STEP_EXPONENT = 1.1
 CPP_400_US = 5300.0
-RESULT = "RESULT "
 #: Build phases reported by --profile: label -> (module path suffix, function name).
 PHASES: tuple[tuple[str, str, str], ...] = (
     ("lowering (MultibodySystem.to_model)", "mbs/system.py", "to_model"),
@@ -129,25 +127,13 @@ def load(name: str, spec: dict):
         path = engine_on_mounts_path()
         if path is None:
             raise FileNotFoundError(f"{ENGINE_ON_MOUNTS}.toml is not bundled")
-        model = prepare_model(path, cache=_cache(spec))
+        model = prepare_model(path, cache=build_cache(spec))
     else:
-        model = prepare_model(chain_system(int(name.split("_")[1])), cache=_cache(spec))
+        model = prepare_model(chain_system(int(name.split("_")[1])), cache=build_cache(spec))
     return model, time.perf_counter() - start
 
 
 # -- the child processes -------------------------------------------------------------------
-
-def _cache(spec: dict):
-    from fmi_adjoint.cache import BuildCache
-
-    return BuildCache(Path(spec["cache"]))
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process and of the children it waited for (the C compilers)."""
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + children.ru_utime + children.ru_stime
-
 
 def child_build(spec: dict) -> dict:
     from fmi_adjoint.engines import NativeEngine
@@ -156,19 +142,9 @@ def child_build(spec: dict) -> dict:
 
     start, cpu = time.perf_counter(), cpu_seconds()
     model, lower = load(spec["model"], spec)
-    engine = NativeEngine.build(model, cache=_cache(spec))
+    engine = NativeEngine.build(model, cache=build_cache(spec))
     return {"seconds": time.perf_counter() - start, "cpu": cpu_seconds() - cpu, "lower": lower,
             "n": engine.compiled.n, "m": engine.compiled.m, "fingerprint": source_fingerprint()}
-
-
-def best_of(repeats: int, func) -> tuple[float, float, object]:
-    """``(shortest wall time, CPU time of that call, value of the last call)`` of ``repeats`` calls."""
-    best, value = (float("inf"), float("inf")), None
-    for _ in range(repeats):
-        wall, cpu = time.perf_counter(), time.process_time()
-        value = func()
-        best = min(best, (time.perf_counter() - wall, time.process_time() - cpu))
-    return best[0], best[1], value
 
 
 def child_measure(spec: dict) -> dict:
@@ -179,13 +155,13 @@ def child_measure(spec: dict) -> dict:
     settings = model.simulation
     steps = spec["steps"]
     run = {"t_end": steps * settings.step, "step": settings.step, "solver": HHT(alpha=settings.alpha)}
-    native = NativeEngine.build(model, cache=_cache(spec))
+    native = NativeEngine.build(model, cache=build_cache(spec))
     p = native.compiled.parameter_vector()
     t_native, cpu_native, traj = best_of(2, lambda: native.simulate(p, **run))
     result = {"steps": traj.n_steps, "native": t_native / traj.n_steps, "native_cpu": cpu_native / traj.n_steps,
               "newton": float(np.mean(traj.newton_iterations))}
     if spec["python"]:
-        python = PythonEngine.build(model, cache=_cache(spec))
+        python = PythonEngine.build(model, cache=build_cache(spec))
         # Best of 2: the first run also loads the numpy functions (compile_model(lazy=True)).
         t_python, cpu_python, traj_py = best_of(2, lambda: python.simulate(p, **run))
         result["python"] = t_python / traj_py.n_steps
@@ -228,56 +204,6 @@ def child_profile(spec: dict) -> dict:
     return {"total": total, "phases": phases, "own": own, "finished": finished}
 
 
-def snapshot_sources(folder: Path) -> str:
-    """Copy the fmi_adjoint package into ``folder`` and return the folder for ``PYTHONPATH``.
-
-    The build-cache keys hash fmi-adjoint's own sources (:func:`fmi_adjoint.cache.source_fingerprint`),
-    so an edit of them during a run (a working tree being edited) would turn a warm build into
-    a cold one; the children import this copy instead, the code as it was at the start."""
-    import shutil
-
-    import fmi_adjoint
-
-    package = Path(fmi_adjoint.__file__).resolve().parent
-    shutil.copytree(package, folder / "fmi_adjoint", ignore=shutil.ignore_patterns("__pycache__"))
-    return str(folder)
-
-
-def run_child(spec: dict, timeout: float) -> dict:
-    """Run one phase in a fresh interpreter with a time limit; its JSON result, or
-    ``{"error": ...}`` / ``{"timeout": seconds}``.  The child runs in its own process group so
-    that the compiler processes it started end with it when the time is up."""
-    env = dict(os.environ, FMI_ADJOINT_CACHE=spec["cache"])
-    if spec.get("sources"):
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (spec["sources"], os.environ.get("PYTHONPATH"))))
-    proc = subprocess.Popen([sys.executable, __file__, "--child", json.dumps(spec)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=Path(__file__).resolve().parent,
-                            start_new_session=True)
-    try:
-        stdout, stderr = proc.communicate(timeout=max(timeout, 1.0))
-    except subprocess.TimeoutExpired:
-        stdout = ""
-        if spec["phase"] == "profile":  # the profiling child reports what it has on SIGTERM
-            proc.send_signal(signal.SIGTERM)
-            try:
-                stdout, _ = proc.communicate(timeout=120)
-            except subprocess.TimeoutExpired:
-                pass
-        if proc.poll() is None or spec["phase"] == "profile":
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # the child's own group: this script started it
-            except ProcessLookupError:
-                pass
-            proc.communicate()
-        results = [line for line in stdout.splitlines() if line.startswith(RESULT)]
-        return json.loads(results[-1][len(RESULT):]) if results else {"timeout": timeout}
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT):
-            return json.loads(line[len(RESULT):])
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    return {"error": lines[-1] if lines else f"exit code {proc.returncode}"}
-
-
 # -- the table -----------------------------------------------------------------------------
 
 HEADER = (f"{'model':<18} {'n':>5} {'m':>5} {'lower s':>8} {'cold s':>8} {'cold cpu':>9} {'warm s':>7} "
@@ -293,11 +219,6 @@ def row(name: str, cold: dict, warm: dict, measured: dict) -> str:
     return (f"{name:<18} {cold['n']:>5} {cold['m']:>5} {cold['lower']:>8.2f} {cold['seconds']:>8.2f} "
             f"{cold['cpu']:>9.2f} {warm['seconds']:>7.2f} {warm['cpu']:>9.2f} {1e6 * measured['native']:>10.1f} "
             f"{1e6 * measured['native_cpu']:>9.1f} {python} {measured['newton']:>7.2f} {measured['steps']:>6}")
-
-
-def exponent(sizes: list[int], values: list[float]) -> float:
-    """Slope of log(value) over log(n), least squares."""
-    return float(np.polyfit(np.log(sizes), np.log(values), 1)[0])
 
 
 def summary(chains: dict[int, tuple[dict, dict, dict]]) -> list[str]:
@@ -364,7 +285,7 @@ def profile(sizes: list[int], budget: float) -> int:
         for n in sizes:
             name = f"chain_{n}"
             spec = {"model": name, "cache": str(Path(tmp) / name), "phase": "profile", "sources": sources}
-            result = run_child(spec, budget)
+            result = run_child(__file__, spec, budget, report_on_sigterm=True)
             if "timeout" in result or "error" in result:
                 print(f"{name}: " + ("not built within the budget" if "timeout" in result else result["error"]))
                 status = 1
@@ -430,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             results: list[dict] = []
             for phase in ("build", "build", "measure"):
                 left = deadline - time.monotonic()
-                result = run_child(spec | {"phase": phase}, left) if left > 0 else {"timeout": args.budget}
+                result = run_child(__file__, spec | {"phase": phase}, left) if left > 0 else {"timeout": args.budget}
                 results.append(result)
                 if "timeout" in result or "error" in result:
                     break
