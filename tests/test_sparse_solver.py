@@ -376,8 +376,6 @@ def test_state_restore_refactors_the_sparse_matrix_bit_for_bit():
 
 @pytest.mark.slow
 def test_fmu_of_a_sparse_model_runs_standalone(tmp_path):
-    import fmpy
-
     from fmi_adjoint.export.fmu_export import export_fmu
 
     with forced_storage(MatrixStorage.SPARSE):
@@ -393,24 +391,40 @@ def test_fmu_of_a_sparse_model_runs_standalone(tmp_path):
     with open_fmu(fmu) as opened:
         settings = opened.native
         assert settings is not None and settings["matrix_storage"] == "sparse"
-    eng = engine("triple_pendulum", MatrixStorage.SPARSE)
+    _assert_fmu_equals_engine(fmu, engine("triple_pendulum", MatrixStorage.SPARSE), 100)
+    binary = _extracted_binary(fmu, tmp_path / "x")
+    _assert_standalone(binary)
+    symbols = subprocess.run(["readelf", "--dyn-syms", "-W", str(binary)], capture_output=True, text=True).stdout
+    assert "fa_sparse" not in symbols and "Eigen" not in symbols
+
+
+def _assert_fmu_equals_engine(fmu, eng: NativeEngine, steps: int) -> None:
+    """``steps`` steps of the FMU in fmpy equal the in-process C engine's, bit for bit."""
+    import fmpy
+
     step = eng.compiled.model.simulation.step
-    steps = 100
     result = fmpy.simulate_fmu(str(fmu), stop_time=steps * step, output_interval=step)
     _, y = eng.library.simulate(t_end=steps * step, step=step, solver=_default_scheme(eng))
     for k, name in enumerate(eng.compiled.output_names):
         assert np.array_equal(result[name], y[:, k]), name
-    binary = next(n for n in names if n.startswith("binaries/"))
-    extracted = tmp_path / "x"
-    with zipfile.ZipFile(fmu) as archive:
-        archive.extract(binary, extracted)
+
+
+def _extracted_binary(fmu, folder):
+    """The FMU's binary, extracted into ``folder`` (skips the test without readelf)."""
     if shutil.which("readelf") is None:
         pytest.skip("readelf is not installed")
-    dynamic = subprocess.run(["readelf", "-d", str(extracted / binary)], capture_output=True, text=True).stdout
-    assert "libstdc++" not in dynamic and "eigen" not in dynamic.lower()
-    symbols = subprocess.run(["readelf", "--dyn-syms", "-W", str(extracted / binary)], capture_output=True,
-                             text=True).stdout
-    assert "fa_sparse" not in symbols and "Eigen" not in symbols
+    with zipfile.ZipFile(fmu) as archive:
+        name = next(n for n in archive.namelist() if n.startswith("binaries/"))
+        archive.extract(name, folder)
+    return folder / name
+
+
+def _assert_standalone(binary) -> None:
+    """The binary's dynamic section needs neither libstdc++ nor Eigen (it lists some library:
+    an empty listing would pass vacuously)."""
+    dynamic = subprocess.run(["readelf", "-d", str(binary)], capture_output=True, text=True).stdout
+    needed = [line for line in dynamic.splitlines() if "(NEEDED)" in line]
+    assert needed and not any("stdc++" in line or "eigen" in line.lower() for line in needed), needed
 
 
 def _default_scheme(eng):
@@ -457,7 +471,6 @@ def test_fmu_of_a_1000_coordinate_lattice_is_standalone_and_bit_identical(tmp_pa
     """Issue 24: an exported FMU of a model of about 1 000 coordinates (the lattice family,
     sparse by the automatic choice) needs neither Eigen nor libstdc++ where it runs (its
     dynamic section names neither) and equals the in-process engine bit for bit."""
-    import fmpy
 
     from fmi_adjoint.examples.families import family_toml
     from fmi_adjoint.export.fmu_export import export_fmu
@@ -468,17 +481,5 @@ def test_fmu_of_a_1000_coordinate_lattice_is_standalone_and_bit_identical(tmp_pa
     fmu = export_fmu(source, tmp_path / "lattice.fmu", fmi_version=2)
     eng = NativeEngine.build(load_model(source))
     assert 900 <= eng.compiled.n <= 1100 and is_sparse(eng)
-    step = eng.compiled.model.simulation.step
-    steps = 5
-    result = fmpy.simulate_fmu(str(fmu), stop_time=steps * step, output_interval=step)
-    _, y = eng.library.simulate(t_end=steps * step, step=step, solver=_default_scheme(eng))
-    for k, name in enumerate(eng.compiled.output_names):
-        assert np.array_equal(result[name], y[:, k]), name
-    if shutil.which("readelf") is None:
-        pytest.skip("readelf is not installed")
-    with zipfile.ZipFile(fmu) as archive:
-        binary = next(n for n in archive.namelist() if n.startswith("binaries/"))
-        archive.extract(binary, tmp_path / "x")
-    dynamic = subprocess.run(["readelf", "-d", str(tmp_path / "x" / binary)], capture_output=True, text=True).stdout
-    needed = [line for line in dynamic.splitlines() if "NEEDED" in line]
-    assert needed and not any("stdc++" in line or "eigen" in line.lower() for line in needed), needed
+    _assert_fmu_equals_engine(fmu, eng, 5)
+    _assert_standalone(_extracted_binary(fmu, tmp_path / "x"))
