@@ -8,7 +8,7 @@ import io
 
 from fmi_adjoint.cli.main import main
 
-__all__ = ["cli"]
+__all__ = ["cli", "error_line"]
 
 
 def cli(argv) -> tuple[int, str, str]:
@@ -19,3 +19,10 @@ def cli(argv) -> tuple[int, str, str]:
         code = main([str(a) for a in argv])
     assert "Traceback" not in err.getvalue()
     return code, out.getvalue(), err.getvalue()
+
+
+def error_line(err: str) -> str:
+    """The one error line of a refusal (exactly one ``fmi-adjoint: error:`` line on stderr)."""
+    lines = [line for line in err.splitlines() if line.startswith("fmi-adjoint: error:")]
+    assert len(lines) == 1, err
+    return lines[0]

@@ -31,6 +31,7 @@ from fmi_adjoint.data import Measurement, read_csv
 from fmi_adjoint.errors import DataError
 from fmi_adjoint.examples import example_path
 
+from captured_cli import cli, error_line
 from tolerances import EXACT, NOISE_FREE_RECOVERY, SAME_DATA_OTHER_FORMAT
 
 asammdf = pytest.importorskip("asammdf")
@@ -230,19 +231,6 @@ def sdof_measured(tmp_path_factory):
     return read_csv(work / "sim.csv")
 
 
-def run(argv, capsys):
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    assert "Traceback" not in captured.err
-    return code, captured.out, captured.err
-
-
-def error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.startswith("fmi-adjoint: error:")]
-    assert len(lines) == 1, err
-    return lines[0]
-
-
 def test_two_windows_of_one_file_are_two_experiments_from_t0(sdof_measured, tmp_path):
     path = write_hdf5(tmp_path / "long.h5", sdof_measured.times, {"pos": (sdof_measured.column("x"), "m")})
     specs = [f"{path}@window=2:8", f"{path}@window=10:16,c=2"]
@@ -258,23 +246,22 @@ def test_two_windows_of_one_file_are_two_experiments_from_t0(sdof_measured, tmp_
     assert dict(problem.experiments[1].values) == {"c": 2.0}
 
 
-def test_data_on_the_bench_clock_are_refused_and_shifted_on_request(sdof_measured, tmp_path, capsys):
+def test_data_on_the_bench_clock_are_refused_and_shifted_on_request(sdof_measured, tmp_path):
     path = write_mdf(tmp_path / "clock.mf4", sdof_measured.times + 1234.5, {"x": (sdof_measured.column("x"), "m")})
-    code, _, err = run(["identify", "sdof", "--data", path, "--params", "c,d"], capsys)
+    code, _, err = cli(["identify", "sdof", "--data", path, "--params", "c,d"])
     assert code == 2 and "far from the start" in error_line(err) and "1234.5" in error_line(err)
     for shift in ("start", "1234.5"):
         out = tmp_path / f"shift_{shift}.json"
-        code, _, err = run(["identify", "sdof", "--data", path, "--params", "c,d", "--time-shift", shift, "-o", out],
-                           capsys)
+        code, _, err = cli(["identify", "sdof", "--data", path, "--params", "c,d", "--time-shift", shift, "-o", out])
         payload = json.loads(out.read_text(encoding="utf-8"))
         assert code == 0 and payload["success"] is True
         assert payload["data_preprocessing"][0]["time_shift"] == 1234.5
         assert abs(payload["parameters"]["c"] - 2.0) <= NOISE_FREE_RECOVERY * 2.0
 
 
-def test_data_beyond_an_explicit_t_end_are_refused(sdof_measured, tmp_path, capsys):
+def test_data_beyond_an_explicit_t_end_are_refused(sdof_measured, tmp_path):
     path = write_mat5(tmp_path / "long.mat", sdof_measured.times, {"x": (sdof_measured.column("x"), "m")})
-    code, _, err = run(["gradient", "sdof", "--data", path, "--params", "c", "--t-end", "5"], capsys)
+    code, _, err = cli(["gradient", "sdof", "--data", path, "--params", "c", "--t-end", "5"])
     assert code == 2 and "ends before the last sample" in error_line(err) and "--t-end" in error_line(err)
 
 
@@ -357,20 +344,20 @@ BAD_INPUT = {
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUT))
-def test_bad_bench_input_is_one_clear_error(case, tmp_path, capsys):
+def test_bad_bench_input_is_one_clear_error(case, tmp_path):
     write, extra, phrases = BAD_INPUT[case]
     path = write(tmp_path)
-    code, _, err = run(["gradient", "sdof", "--data", path, "--params", "c", *extra], capsys)
+    code, _, err = cli(["gradient", "sdof", "--data", path, "--params", "c", *extra])
     line = error_line(err)
     assert code == 2 and str(path) in line
     for phrase in phrases:
         assert phrase in line, (phrase, line)
 
 
-def test_a_missing_optional_library_is_one_error_naming_the_extra(tmp_path, monkeypatch, capsys):
+def test_a_missing_optional_library_is_one_error_naming_the_extra(tmp_path, monkeypatch):
     path = WRITERS["mdf4"](tmp_path)
     monkeypatch.setitem(sys.modules, "asammdf", None)  # import asammdf raises ImportError
-    code, _, err = run(["gradient", "sdof", "--data", path, "--params", "c", "--map", "x=acc"], capsys)
+    code, _, err = cli(["gradient", "sdof", "--data", path, "--params", "c", "--map", "x=acc"])
     assert code == 2 and "pip install fmi-adjoint[bench]" in error_line(err) and "asammdf" in error_line(err)
 
 
@@ -398,10 +385,10 @@ def test_a_channel_beyond_the_sample_limit_is_refused_before_it_is_read(kind, tm
     (["--data", "{mdf}", "--params", "c", "--map", "x"], ["expected OUTPUT=CHANNEL"]),
     (["--fmu", "none.fmu", "--data", "{mdf}", "--params", "c", "--map", "x=AccZ"], ["apply to model files"]),
 ])
-def test_bench_options_are_checked_at_the_front_door(argv, phrases, tmp_path, capsys):
+def test_bench_options_are_checked_at_the_front_door(argv, phrases, tmp_path):
     mdf = write_mdf(tmp_path / "run.mf4", TIMES, {"AccZ": (np.zeros(TIMES.size), "m")})
     args = [a.replace("{mdf}", str(mdf)) for a in argv]
-    code, _, err = run(["gradient", *([] if "--fmu" in args else ["sdof"]), *args], capsys)
+    code, _, err = cli(["gradient", *([] if "--fmu" in args else ["sdof"]), *args])
     assert code == 2
     for phrase in phrases:
         assert phrase in error_line(err), (phrase, err)

@@ -20,6 +20,7 @@ from fmi_adjoint.errors import DataError
 from fmi_adjoint.examples import example_path
 from fmi_adjoint.identify.guards import Notice, check_data_start
 
+from captured_cli import error_line
 from tolerances import EXACT, NOISE_LEVEL_OF_500_SAMPLES, WITHIN_STD_ERRORS
 
 #: Phrases of the guards' notes and warnings: none may appear in a normal fit.
@@ -34,13 +35,6 @@ def run(argv, capsys):
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
     return code, captured.out, captured.err
-
-
-def error_line(err: str) -> str:
-    """The one error line of a refusal."""
-    lines = [line for line in err.splitlines() if line.startswith("fmi-adjoint: error:")]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def guard_texts(texts) -> list[str]:
