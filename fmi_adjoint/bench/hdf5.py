@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data import Measurement
+from ..data import Measurement, name_list
 from ..errors import DataError
 from ..text import excerpt
 from .contract import (
@@ -72,13 +72,13 @@ def read_hdf5(path: Path, channels: Sequence[str] | None, *, matlab: bool, prese
             raise DataError(f"{where}: no channel besides 'time'; store each measured channel as a numeric vector.")
         groups = {name.rpartition("/")[0] for name in names}
         if len(groups) > 1:
-            raise DataError(f"{where}: the channels come from several groups ({', '.join(sorted(groups))}); "
+            raise DataError(f"{where}: the channels come from several groups ({name_list(sorted(groups), 5)}); "
                             "compare channels of one group (one time vector) per experiment.")
         group = groups.pop()
         time_path = f"{group}/time" if group else "time"
         if time_path not in handle or not isinstance(handle[time_path], h5py.Dataset):
-            raise DataError(f"{where}: no dataset {time_path!r}, the time vector of the channels; store the time "
-                            "as a numeric vector named 'time' next to them.")
+            raise DataError(f"{where}: no dataset {excerpt(time_path)}, the time vector of the channels; store "
+                            "the time as a numeric vector named 'time' next to them.")
         for name in (time_path, *names):
             if isinstance(handle[name], h5py.Dataset):
                 check_samples(int(np.prod(handle[name].shape)), where, name)
