@@ -27,6 +27,7 @@ from .calculus import Differentiator
 from .errors import ModelError
 from .expressions import CONSTANTS, FUNCTIONS, parse_expression
 from .forces.base import AbstractForceElement
+from .structured import MatrixTerm, ParsedQuadratic, ParsedTerm, QuadraticConstraints, StructuredItem
 from .text import check_free_text, check_identifier, excerpt
 
 __all__ = [
@@ -287,6 +288,10 @@ class Model:
     signals : tuple of InputSignal
         Inputs driven by knot values (optimal input design); their knot parameters follow
         all other parameters in :attr:`all_parameters`.
+    matrix_terms : tuple of MatrixTerm or QuadraticConstraints
+        Structured terms (:mod:`fmi_adjoint.structured`): constant or parameter-scaled sparse
+        mass, stiffness, damping and load matrices, and quadratic constraints, kept as data.
+        Their constraint rows follow the constraints and drives.
     """
 
     name: str
@@ -301,6 +306,7 @@ class Model:
     description: str = ""
     source: str = ""
     signals: tuple[InputSignal, ...] = ()
+    matrix_terms: tuple[StructuredItem, ...] = ()
 
     def __post_init__(self) -> None:
         # The name becomes the FMU's modelIdentifier (a C identifier and a file name).
@@ -308,12 +314,15 @@ class Model:
         check_free_text(self.description, f"model '{self.name}': description")
         check_free_text(self.source, f"model '{self.name}': source")
         for field in ("coordinates", "parameters", "forces", "constraints", "prescribed", "outputs", "mass_matrix",
-                      "signals"):
+                      "signals", "matrix_terms"):
             object.__setattr__(self, field, tuple(getattr(self, field)))
         if not self.coordinates:
             raise ModelError(f"model '{self.name}': it has no coordinates; define at least one.")
         if not self.outputs:
             raise ModelError(f"model '{self.name}': it has no outputs; define at least one.")
+        for item in self.matrix_terms:
+            if not isinstance(item, (MatrixTerm, QuadraticConstraints)):
+                raise ModelError(f"model '{self.name}': {item!r} is not a MatrixTerm or QuadraticConstraints.")
         for element in self.forces:
             if not isinstance(element, AbstractForceElement):
                 raise ModelError(f"model '{self.name}': {element!r} is not a force element.")
@@ -330,7 +339,9 @@ class Model:
                 seen[name] = what
         for what, names in (
             ("force element", [f.name for f in self.forces]),
-            ("constraint", [c.name for c in self.constraints] + [f"drive_{m.coordinate}" for m in self.prescribed]),
+            ("constraint", [c.name for c in self.constraints] + [f"drive_{m.coordinate}" for m in self.prescribed]
+             + [r for item in self.matrix_terms if isinstance(item, QuadraticConstraints) for r in item.row_names()]),
+            ("matrix term", [item.name for item in self.matrix_terms]),
             ("output", [o.name for o in self.outputs]),
         ):
             duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -566,6 +577,10 @@ class ParsedModel:
     constraint_groups : tuple of str
         The component each row belongs to (``Constraint.group``; a drive is its own), for the
         component assembly.
+    structured : tuple of ParsedTerm or ParsedQuadratic
+        The structured terms (:mod:`fmi_adjoint.structured`), kept as data; the rows of the
+        quadratic constraints follow ``constraints`` (``lam`` and ``constraint_names`` cover
+        both).
     outputs : tuple of sympy.Expr
     q0, v0 : tuple of sympy.Expr
         Initial positions and velocities (expressions of parameters).
@@ -589,6 +604,7 @@ class ParsedModel:
     v0: tuple[sp.Expr, ...]
     tables: tuple[tuple[sp.Function, tuple[float, ...], tuple[float, ...]], ...]
     table_sources: tuple[str, ...]
+    structured: tuple[ParsedTerm | ParsedQuadratic, ...] = ()
 
 
 def parse_items(model: Model) -> ParsedModel:
@@ -671,7 +687,25 @@ def parse_items(model: Model) -> ParsedModel:
         rows.append(q[index[motion.coordinate]] - s)
         names.append(f"drive_{motion.coordinate}")
         groups.append(f"drive_{motion.coordinate}")
-    lam = tuple(sp.Symbol(f"lam_{k}", real=True) for k in range(len(rows)))
+
+    # Structured terms: data, with their coordinates' indices and parsed factors.
+    structured: list[ParsedTerm | ParsedQuadratic] = []
+    row_names = list(names)
+    for item in model.matrix_terms:
+        kind = "matrix term" if isinstance(item, MatrixTerm) else "quadratic constraints"
+        where = f"model '{name}': {kind} '{item.name}'"
+        for coordinate in item.coordinates:
+            if coordinate not in index:
+                raise ModelError(f"{where}: unknown coordinate '{coordinate}'. Coordinates: {', '.join(index)}.")
+        local = tuple(index[c] for c in item.coordinates)
+        if isinstance(item, MatrixTerm):
+            structured.append(ParsedTerm(item, local, ctx.parameter_expression(item.factor, f"{where}: factor")))
+        else:
+            first = len(row_names)
+            row_names += item.row_names()
+            structured.append(ParsedQuadratic(item, local, tuple(range(first, len(row_names)))))
+    lam = tuple(sp.Symbol(f"lam_{k}", real=True) for k in range(len(row_names)))
+    names = row_names
 
     # Outputs.
     lam_by_name = dict(zip(names, lam))
@@ -679,7 +713,12 @@ def parse_items(model: Model) -> ParsedModel:
     def reaction(name: str) -> sp.Expr:
         # -(C_q^T lambda)_x, formed only for the coordinates an output asks about.
         symbol = q[index[name]]
-        return -sp.Add(*(row.diff(symbol) * mu for row, mu in zip(rows, lam) if row.has(symbol)))
+        terms = [row.diff(symbol) * mu for row, mu in zip(rows, lam) if row.has(symbol)]
+        for parsed in structured:  # the quadratic rows' derivatives, from their matrices
+            if isinstance(parsed, ParsedQuadratic) and index[name] in parsed.coordinates:
+                qs = [q[i] for i in parsed.coordinates]
+                terms += [row.diff(symbol) * lam[r] for row, r in zip(parsed.item.rows(qs), parsed.multipliers)]
+        return -sp.Add(*terms)
 
     def special(table: Mapping[str, sp.Expr], what: str):
         def handler(arg: str) -> sp.Expr:
@@ -715,6 +754,7 @@ def parse_items(model: Model) -> ParsedModel:
         model=model, t=t, q=q, v=v, a=a, lam=lam, p=p, masses=masses, mass_entries=tuple(entries),
         forces=tuple(forces), constraints=tuple(rows), constraint_names=tuple(names), constraint_groups=tuple(groups),
         outputs=outputs, q0=q0, v0=v0, tables=tuple(ctx.tables), table_sources=tuple(ctx.table_sources),
+        structured=tuple(structured),
     )
 
 
@@ -743,6 +783,21 @@ def assemble(model: Model, *, velocity_terms: bool = True) -> SymbolicModel:
         for part in parts:
             for k, force in part.items():
                 Q[k] += force
+    C = list(parsed.constraints)
+    for term in parsed.structured:  # written out entry by entry: the reference of the structured kernels
+        coords = term.coordinates
+        if isinstance(term, ParsedQuadratic):
+            C += term.item.rows([parsed.q[i] for i in coords])
+            continue
+        matrix = term.item.matrix
+        if term.item.role.target == "Ma":
+            scale = term.item.role.sign * term.factor
+            for r, c, value in zip(matrix.rows, matrix.cols, matrix.values):
+                M[coords[int(r)], coords[int(c)]] += scale * sp.Float(float(value))
+            continue
+        x = {"q": parsed.q, "v": parsed.v}.get(term.item.role.argument or "", ())
+        for r, _, value in term.item.expressions([x[i] for i in coords] if x else [], term.factor):
+            Q[coords[r]] -= value
     if velocity_terms:
         Q += quadratic_velocity_terms(M, parsed.q, parsed.v)
     coordinates = model.all_coordinates
@@ -756,7 +811,7 @@ def assemble(model: Model, *, velocity_terms: bool = True) -> SymbolicModel:
         p=parsed.p,
         M=M,
         Q=Q,
-        C=sp.Matrix(parsed.constraints) if parsed.constraints else sp.zeros(0, 1),
+        C=sp.Matrix(C) if C else sp.zeros(0, 1),
         Y=sp.Matrix(parsed.outputs),
         q0=sp.Matrix(parsed.q0),
         v0=sp.Matrix(parsed.v0),

@@ -32,6 +32,8 @@ RANK = {
     "toolchain": 2,
     "files": 2,
     "forces": 3,
+    # structured (issue 24, part 2): constant or parameter-scaled sparse matrices, quadratic constraints
+    "structured": 3,
     "scale": 3,
     "data": 3,
     # bench (issue 26): readers of test-bench files, units, preprocessing into a cost's data

@@ -107,7 +107,12 @@ class KernelRow:
 
 @dataclasses.dataclass(frozen=True)
 class TypeKernels:
-    """The printed rows of one component type (what the build cache keeps per type)."""
+    """The printed rows of one component type (what the build cache keeps per type).
+
+    A structured type (:mod:`.structured_kernels`) also has ``structure``, its local pattern
+    (the numpy functions are written from it, its rows' ``numpy`` are empty), and
+    ``c_preamble``, the static arrays its C rows read.
+    """
 
     key: str
     kind: str
@@ -117,6 +122,8 @@ class TypeKernels:
     n_p: int
     n_d: int
     rows: tuple[KernelRow, ...]
+    structure: dict | None = None
+    c_preamble: str = ""
 
     def row(self, name: str) -> KernelRow:
         for row in self.rows:
@@ -126,7 +133,8 @@ class TypeKernels:
 
     def to_json(self) -> dict:
         return {"format": 2, "key": self.key, "kind": self.kind, "n": self.n, "m": self.m, "n_y": self.n_y,
-                "n_p": self.n_p, "n_d": self.n_d, "rows": [row.to_json() for row in self.rows]}
+                "n_p": self.n_p, "n_d": self.n_d, "rows": [row.to_json() for row in self.rows],
+                "structure": self.structure, "c_preamble": self.c_preamble}
 
     @classmethod
     def from_json(cls, data: dict) -> TypeKernels:
@@ -134,7 +142,9 @@ class TypeKernels:
             raise ValueError("unknown format")
         return cls(key=str(data["key"]), kind=str(data["kind"]), n=int(data["n"]), m=int(data["m"]),
                    n_y=int(data["n_y"]), n_p=int(data["n_p"]), n_d=int(data["n_d"]),
-                   rows=tuple(KernelRow.from_json(r) for r in data["rows"]))
+                   rows=tuple(KernelRow.from_json(r) for r in data["rows"]),
+                   structure=dict(data["structure"]) if data.get("structure") is not None else None,
+                   c_preamble=str(data.get("c_preamble", "")))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

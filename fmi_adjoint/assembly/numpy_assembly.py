@@ -23,6 +23,7 @@ import scipy.sparse as sps
 from ..codegen import load_function
 from .kernels import TypeKernels
 from .partition import Instance
+from .structured_kernels import kernel_functions
 from .plan import AXES, GLOBAL_FUNCTIONS, GROUP_KIND, GlobalFunction, PlanSizes, index_array, row_weights
 
 __all__ = ["AssembledModel", "AssemblyPayload"]
@@ -76,7 +77,7 @@ class _Group:
         self.zweight = np.array([row_weights("zrow", i, sizes) for i in instances], dtype=float
                                 ).reshape(self.count, -1)
         self.data = np.array([i.data for i in instances], dtype=float).reshape(self.count, kernels.n_d)
-        self.functions = {row.name: load_function(row.name, row.numpy, {}, {}) for row in kernels.rows if row.numpy}
+        self.functions = kernel_functions(kernels)
         self.rows = {row.name: row for row in kernels.rows}
         self._scatter: dict[str, sps.csr_array] = {}
 

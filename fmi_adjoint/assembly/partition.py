@@ -43,6 +43,8 @@ from ..cache import fingerprint
 from ..equations import canonical_text
 from ..forces.numeric import AbstractNumericElement
 from ..model import Model, ParsedModel, parse_items
+from ..structured import ParsedQuadratic, ParsedTerm
+from .structured_types import StructuredType
 
 __all__ = ["KINDS", "ComponentType", "Instance", "Partition", "WholeSystem", "partition"]
 
@@ -123,12 +125,14 @@ class Partition:
     parsed : ParsedModel
         The model's parsed items (global symbols): the initial guesses ``q0``, ``v0`` are
         generated from it as one small function of the parameters.
-    types : tuple of ComponentType
+    types : tuple of ComponentType or StructuredType
+        Types derived from expressions, and structured terms (:mod:`.structured_types`),
+        whose kernels are written from their patterns.
     instances : tuple of Instance
     """
 
     parsed: ParsedModel
-    types: tuple[ComponentType, ...]
+    types: tuple[ComponentType | StructuredType, ...]
     instances: tuple[Instance, ...]
 
     @property
@@ -139,14 +143,15 @@ class Partition:
     def size(self) -> int:
         """Expression nodes of all instances (each type's local expressions, once per instance):
         what a whole-system derivation would differentiate."""
-        per_type = [sum(sum(1 for _ in sp.preorder_traversal(e)) for matrix in (t.M, t.Q, t.C, t.Y) for e in matrix)
+        per_type = [t.nodes if isinstance(t, StructuredType) else
+                    sum(sum(1 for _ in sp.preorder_traversal(e)) for matrix in (t.M, t.Q, t.C, t.Y) for e in matrix)
                     for t in self.types]
         return sum(per_type[i.type] for i in self.instances)
 
     @property
     def mass_depends_on_q(self) -> bool:
         return any(any(entry.free_symbols & set(local_symbols(t.n, t.m, t.n_p, t.n_d)["q"]) for entry in t.M)
-                   for t in self.types if t.kind == "equations")
+                   for t in self.types if isinstance(t, ComponentType) and t.kind == "equations")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +180,7 @@ class _Localizer:
             self.coordinate_of[q] = self.coordinate_of[v] = self.coordinate_of[a] = i
         self.multiplier_of = {s: k for k, s in enumerate(parsed.lam)}
         self.parameter_of = {s: k for k, s in enumerate(parsed.p)}
-        self.types: list[ComponentType] = []
+        self.types: list[ComponentType | StructuredType] = []
         self.by_key: dict[str, int] = {}
         self.instances: list[Instance] = []
 
@@ -224,6 +229,35 @@ class _Localizer:
         self.instances.append(Instance(
             type=self.by_key[key], coordinates=tuple(coordinates), multipliers=tuple(multipliers),
             outputs=tuple(outputs), parameters=tuple(params), data=tuple(float(f) for f in floats), what=what))
+
+
+    def add_structured(self, what: str, ct: StructuredType, coordinates: Sequence[int], multipliers: Sequence[int],
+                       parameters: Sequence[int], data: Sequence[float]) -> None:
+        """Add one instance of a structured type (its numbers are its data slots)."""
+        if ct.key not in self.by_key:
+            self.by_key[ct.key] = len(self.types)
+            self.types.append(ct)
+        self.instances.append(Instance(type=self.by_key[ct.key], coordinates=tuple(coordinates),
+                                       multipliers=tuple(multipliers), outputs=(), parameters=tuple(parameters),
+                                       data=tuple(float(x) for x in data), what=what))
+
+    def add_term(self, term: ParsedTerm) -> None:
+        """A matrix term: its pattern and factor are the type, its values the data."""
+        params = sorted({self.parameter_of[s] for s in term.factor.free_symbols if s in self.parameter_of})
+        local = local_symbols(0, 0, len(params), 0)["p"]
+        factor = term.factor.xreplace({self.parsed.p[j]: local[k] for k, j in enumerate(params)})
+        matrix = term.item.matrix
+        ct = StructuredType.term(term.item.role, len(term.coordinates), matrix.rows, matrix.cols, factor, len(params))
+        self.add_structured(f"{term.item.role.name} matrix '{term.item.name}'", ct, term.coordinates, (), params,
+                            matrix.values.tolist())
+
+    def add_quadratic(self, term: ParsedQuadratic) -> None:
+        """Quadratic constraints: their patterns are the type; c0, J0 and H the data."""
+        item = term.item
+        J, H = item.jacobian, item.hessian_matrix
+        ct = StructuredType.quadratic(len(term.coordinates), item.m, J.rows, J.cols, H.rows, H.cols)
+        self.add_structured(f"quadratic constraints '{item.name}'", ct, term.coordinates, term.multipliers, (),
+                            [*item.c0, *J.values, *H.values])
 
 
 def _data_floats(expressions: Sequence[sp.Expr]) -> list[sp.Float]:
@@ -356,6 +390,16 @@ def partition(model: Model, parsed: ParsedModel | None = None) -> Partition | Wh
         constrained.update(coords)
         localizer.add("equations", f"constraints of {group}", coords, rows, (), sp.zeros(len(coords), len(coords)),
                       sp.zeros(len(coords), 1), C, sp.zeros(0, 1))
+
+    # Structured terms: one instance each, their numbers as data.
+    for term in parsed.structured:
+        if isinstance(term, ParsedTerm):
+            localizer.add_term(term)
+            if term.item.role.target == "Ma":
+                massive.update(term.coordinates[int(r)] for r in term.item.matrix.rows)
+        else:
+            localizer.add_quadratic(term)
+            constrained.update(term.coordinates)
 
     loose = [i for i in range(n) if i not in massive and i not in constrained]
     if loose:

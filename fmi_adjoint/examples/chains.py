@@ -39,6 +39,7 @@ Parameters (shared by all elements, so the parameter Jacobians are a few dense c
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Literal
 
 from .. import mbs
@@ -46,7 +47,7 @@ from ..errors import ModelError
 from ..model import Model, Output, Parameter, SimulationSettings
 from ..model_file import _MAX_ENTRIES, parse_model
 
-__all__ = ["CHAIN_KINDS", "MAX_MASSES", "chain_model", "chain_toml", "spatial_chain"]
+__all__ = ["CHAIN_KINDS", "MAX_MASSES", "chain_model", "chain_toml", "matrix_chain_model", "spatial_chain"]
 
 #: The two chain variants (see the module docstring).
 CHAIN_KINDS: tuple[str, ...] = ("linear", "cubic")
@@ -149,6 +150,34 @@ def chain_model(n_masses: int, kind: ChainKind) -> Model:
         If ``n_masses`` or ``kind`` is out of range.
     """
     return parse_model(chain_toml(n_masses, kind), source=f"<chain_{kind}_{n_masses}>")
+
+
+def matrix_chain_model(n_masses: int) -> Model:
+    """The linear chain of :func:`chain_model` with its mass, stiffness and damping as matrix
+    terms (:mod:`fmi_adjoint.structured`): ``M = m I``, ``K = k T``, ``D = d T`` with the
+    fixed-free tridiagonal ``T`` of the module docstring, the excitation and outputs as there.
+    The same equations; the matrices are data instead of ``n`` spring elements
+    (``benchmarks/structured_terms.py`` compares the builds, the tests the runs).
+    """
+    import numpy as np
+    from scipy import sparse
+
+    from ..structured import DAMPING, MASS, STIFFNESS, MatrixTerm
+
+    n = _check(n_masses, "linear")
+    elements = chain_model(n, "linear")
+    names = tuple(c.name for c in elements.coordinates)
+    diagonal = np.full(n, 2.0)
+    diagonal[-1] = 1.0
+    tridiagonal = sparse.diags([-np.ones(n - 1), diagonal, -np.ones(n - 1)], [-1, 0, 1], format="csr")
+    terms = (MatrixTerm("mass", MASS, names, sparse.identity(n, format="csr"), "m"),
+             MatrixTerm("stiffness", STIFFNESS, names, tridiagonal, "k"),
+             MatrixTerm("damping", DAMPING, names, tridiagonal, "d"))
+    coordinates = tuple(dataclasses.replace(c, mass=0.0) for c in elements.coordinates)
+    return dataclasses.replace(elements, name=f"chain_matrices_{n}", coordinates=coordinates,
+                               forces=tuple(f for f in elements.forces if f.name == "excitation"),
+                               matrix_terms=terms, description=f"{n} masses in a line, mass, stiffness and damping "
+                               "as matrix terms, harmonic force on the last mass")
 
 
 def spatial_chain(n: int, step: float = 1e-3) -> mbs.MultibodySystem:

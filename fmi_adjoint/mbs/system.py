@@ -47,6 +47,7 @@ from ..model import (
     PrescribedMotion,
     SimulationSettings,
 )
+from ..structured import StructuredItem
 from ..text import check_free_text, check_identifier, excerpt
 from .bodies import GROUND, GROUND_KINEMATICS, Body, BodyKinematics, PlanarRigidBody, PointMass, SpatialRigidBody
 from .elements import GeneralizedForces
@@ -110,6 +111,7 @@ class Lowering:
             | {f"drive_{m.coordinate}" for m in system.prescribed}
         self._coordinates: list[Coordinate] = []
         self._mass_entries: list[MassEntry] = []
+        self._matrix_terms: list[StructuredItem] = []
         self._constraints: list[Constraint] = []
         self._elements: list[AbstractForceElement] = []
         #: Generalized forces by the component that added them (its ``where()`` text), then coordinate.
@@ -364,6 +366,15 @@ class Lowering:
     def add_mass_entry(self, entry: MassEntry) -> None:
         self._mass_entries.append(entry)
 
+    def add_matrix_term(self, item: StructuredItem) -> None:
+        """Add a structured term (:mod:`fmi_adjoint.structured`: a constant or parameter-scaled
+        sparse matrix, or quadratic constraints) over coordinates already added: kept as data,
+        assembled without symbolic work (issue 24, part 2)."""
+        for coordinate in item.coordinates:
+            if coordinate not in self._coordinate_index:
+                raise ModelError(f"{self.owner}: matrix term '{item.name}' acts on unknown coordinate '{coordinate}'.")
+        self._matrix_terms.append(item)
+
     def add_constraint(self, name: str, expr: Number) -> None:
         """Add the constraint ``expr = 0`` named ``name`` for the component being lowered
         (:attr:`owner`); a name another component already uses is refused, naming both."""
@@ -446,6 +457,7 @@ class Lowering:
             description=system.description,
             source=system.source,
             signals=tuple(system.signals),
+            matrix_terms=tuple(self._matrix_terms) + tuple(system.matrix_terms),
         )
 
 
@@ -465,7 +477,7 @@ class MultibodySystem:
     sensors : tuple of components with ``lower(ctx)`` (outputs)
     gravity : 3 numbers or parameter expressions (global axes), or None
     coordinates, constraints, mass_matrix, prescribed, outputs, signals, simulation,
-    description, source : today's scalar Model items, passed through
+    description, source, matrix_terms : today's scalar Model items, passed through
     """
 
     name: str
@@ -485,13 +497,14 @@ class MultibodySystem:
     simulation: SimulationSettings = SimulationSettings()
     description: str = ""
     source: str = ""
+    matrix_terms: tuple[StructuredItem, ...] = ()
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "model")
         check_free_text(self.description, f"system '{self.name}': description")
         check_free_text(self.source, f"system '{self.name}': source")
         for field in ("parameters", "bodies", "markers", "joints", "forces", "sensors", "coordinates", "constraints",
-                      "mass_matrix", "prescribed", "outputs", "signals"):
+                      "mass_matrix", "prescribed", "outputs", "signals", "matrix_terms"):
             value = getattr(self, field)
             if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
                 value = (value,)

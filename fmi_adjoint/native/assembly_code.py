@@ -107,7 +107,7 @@ def _type_file(prefix: str, kernels: TypeKernels, instances: list[Instance], siz
              f"#define {prefix.upper()}_COUNT {count}"]
     rows = {row.name: row for row in kernels.rows}
     used_kinds = sorted(({GROUP_KIND[g] for row in kernels.rows for g in row.args if g != "t"}
-                         | {axis for row in kernels.rows for name, _, _ in row.outputs for axis in AXES[name]})
+                         | {axis for row in kernels.rows for name, _, _ in row.outputs for axis in AXES.get(name, ())})
                         - {"data"})
     widths = {}
     for kind in _KINDS:
@@ -119,7 +119,7 @@ def _type_file(prefix: str, kernels: TypeKernels, instances: list[Instance], siz
     data = [x for instance in instances for x in instance.data]
     lines.append(f"static const double {prefix}_data[{max(len(data), 1)}] = "
                  f"{{{', '.join(repr(float(x)) for x in data) or '0.0'}}};")
-    lines.append("")
+    lines += [kernels.c_preamble, ""]
     for row in kernels.rows:
         lines += [row.c_signature(), "{", row.c, "}", ""]
     for fn in functions:
@@ -151,7 +151,7 @@ def _add_loop(prefix: str, fn: GlobalFunction, row: KernelRow, kernels: TypeKern
     local_sizes = {"coord": kernels.n, "lam": kernels.m, "out": kernels.n_y, "param": kernels.n_p,
                    "data": kernels.n_d, "z": 3 * kernels.n + 3 * kernels.m, "zrow": 3 * kernels.n + 3 * kernels.m}
     for g in row.args:
-        if g != "t":
+        if g != "t" and GROUP_KIND[g] != "data":
             lines.append(f"    double l_{g}[{max(local_sizes[GROUP_KIND[g]], 1)}];")
     for name, shape, pattern in row.outputs:
         size = len(pattern) if len(shape) == 2 else shape[0]
@@ -162,13 +162,13 @@ def _add_loop(prefix: str, fn: GlobalFunction, row: KernelRow, kernels: TypeKern
             continue
         kind = GROUP_KIND[g]
         width = local_sizes[kind]
+        if kind == "data":  # read in place: a structured type's data are its matrices
+            lines.append(f"        const double *l_{g} = {prefix}_data + i * {kernels.n_d};")
+            continue
         if width == 0:
             continue
-        if kind == "data":
-            value = f"{prefix}_data[i * {kernels.n_d} + j]"
-        else:
-            index = f"{prefix}_{kind}[i * {widths[kind]} + j]"
-            value = f"{index} >= 0 ? {g}[{index}] : 0.0"
+        index = f"{prefix}_{kind}[i * {widths[kind]} + j]"
+        value = f"{index} >= 0 ? {g}[{index}] : 0.0"
         lines.append(f"        for (int j = 0; j < {width}; ++j) l_{g}[j] = {value};")
     call_args = ["t" if g == "t" else f"l_{g}" for g in row.args] + [f"o_{name}" for name, _, _ in row.outputs]
     lines.append(f"        FA_KERNEL({row.name})({', '.join(call_args)});")

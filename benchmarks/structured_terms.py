@@ -1,0 +1,197 @@
+"""Structured model terms against the same equations as elements: build, warm start, step, adjoint (issue 24).
+
+Two forms of the same linear chain (:mod:`fmi_adjoint.examples.chains`: ``n`` masses, fixed-free
+tridiagonal stiffness and damping, a harmonic force on the last mass):
+
+* ``elements``: :func:`~fmi_adjoint.examples.chains.chain_model` (``kind = "linear"``), ``n``
+  coordinate masses and ``n`` linear spring-damper elements, each an expression derived by the
+  component assembly (one type per kind of spring, an instance per spring);
+* ``matrices``: :func:`~fmi_adjoint.examples.chains.matrix_chain_model`, the mass, stiffness and
+  damping as three matrix terms (:mod:`fmi_adjoint.structured`): data, no expression per entry.
+
+And ``modal``: one dense matrix block as a flexible body reduced to ``n`` modes brings (a
+symmetric positive definite mass and stiffness matrix of ``n^2`` entries each, random with a
+fixed seed, modal damping, a load), at ``n`` = 50, 100 and 200: the build cost of ``n^2``
+non-zeros.
+
+For every model one row: ``n``; ``nnz``: non-zeros of its matrix terms (``-`` for elements);
+``cold cpu``: building the native engine in a fresh process with an empty build cache (the
+model built in Python, partition, kernels, C code, C compiler: CPU seconds including the
+compilers); ``warm cpu``: the same from the filled cache in another process; ``C us/step``:
+CPU time per step of a forward run (``--steps`` steps of the model's own step, best of 2);
+``adj/fwd``: the adjoint gradient of a least-squares cost of all outputs (all parameters)
+over the forward run's time.  Then, per size, how many times cheaper the matrices are than the
+elements (cold build, step).  Each phase runs in its own process (``_children.py``) with a time
+limit; the children import a copy of the package taken at the start.
+
+Run: ``python benchmarks/structured_terms.py [--sizes 256,1000,5000] [--modes 50,100,200]
+[--steps 200] [--budget 600]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _children import RESULT, best_of, build_cache, cpu_seconds, exponent, run_child, snapshot_sources
+
+SIZES = (256, 1000, 5000)
+MODES = (50, 100, 200)
+STEPS = 200
+BUDGET = 600.0
+
+
+def modal_block(n: int):
+    """A flexible body's reduced matrices (module docstring): dense SPD ``M`` and ``K`` with
+    eigenfrequencies of 10 to 500 Hz, modal damping ``D = 2 zeta M^(1/2) (M^-1/2 K M^-1/2)^(1/2)
+    M^(1/2)`` scaled by the parameter ``zeta``, a constant load on the first coordinate, the
+    stiffness scaled by ``E``."""
+    from fmi_adjoint.model import Coordinate, Model, Output, Parameter, SimulationSettings
+    from fmi_adjoint.structured import DAMPING, LOAD, MASS, STIFFNESS, MatrixTerm
+
+    rng = np.random.default_rng(24)
+    Q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    mass = Q @ np.diag(rng.uniform(0.5, 2.0, n)) @ Q.T
+    root = Q @ np.diag(np.sqrt(np.diag(Q.T @ mass @ Q))) @ Q.T  # M^(1/2): M and Q share eigenvectors
+    omega = 2 * np.pi * np.linspace(10.0, 500.0, n)
+    V, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    stiffness = root @ V @ np.diag(omega**2) @ V.T @ root
+    damping = 2.0 * root @ V @ np.diag(omega) @ V.T @ root
+    names = tuple(f"eta{k}" for k in range(n))
+    load = np.zeros((n, 1))
+    load[0, 0] = 1.0
+    terms = (MatrixTerm("mass", MASS, names, mass), MatrixTerm("stiffness", STIFFNESS, names, stiffness, "E"),
+             MatrixTerm("damping", DAMPING, names, damping, "zeta*sqrt(E)"),
+             MatrixTerm("load", LOAD, names, load, "F0"))
+    return Model(f"modal_{n}", tuple(Coordinate(c, mass=0.0) for c in names),
+                 (Parameter("E", 1.0), Parameter("zeta", 0.02), Parameter("F0", 10.0)),
+                 outputs=(Output("eta0", "eta0"), Output("eta_last", names[-1])), matrix_terms=terms,
+                 simulation=SimulationSettings(t_end=0.1, step=1e-4))
+
+
+def model_of(spec: dict):
+    from fmi_adjoint.examples.chains import chain_model, matrix_chain_model
+
+    size = spec["size"]
+    return {"elements": lambda: chain_model(size, "linear"), "matrices": lambda: matrix_chain_model(size),
+            "modal": lambda: modal_block(size)}[spec["form"]]()
+
+
+def child_build(spec: dict) -> dict:
+    from fmi_adjoint.engines import NativeEngine
+
+    model = model_of(spec)
+    start, cpu = time.perf_counter(), cpu_seconds()
+    engine = NativeEngine.build(model, cache=build_cache(spec))
+    nnz = sum(term.matrix.nnz for term in model.matrix_terms)
+    return {"seconds": time.perf_counter() - start, "cpu": cpu_seconds() - cpu, "n": engine.compiled.n, "nnz": nnz}
+
+
+def child_measure(spec: dict) -> dict:
+    from fmi_adjoint.costs import LeastSquaresCost
+    from fmi_adjoint.engines import NativeEngine
+
+    model = model_of(spec)
+    engine = NativeEngine.build(model, cache=build_cache(spec))
+    compiled = engine.compiled
+    step = model.simulation.step
+    p = compiled.parameter_vector()
+    t_fwd, cpu_fwd, traj = best_of(2, lambda: engine.simulate(p, t_end=spec["steps"] * step, step=step))
+    y = np.asarray(traj.outputs())
+    cost = LeastSquaresCost(np.asarray(traj.t), np.zeros_like(y), tuple(compiled.output_names))
+    t_adj, _, _ = best_of(1, lambda: engine.adjoint_gradient(traj, cost))
+    return {"cpu_step": cpu_fwd / traj.n_steps, "adjoint_ratio": t_adj / t_fwd,
+            "newton": float(np.mean(traj.newton_iterations))}
+
+
+def measure(form: str, size: int, tmp: Path, sources: str, steps: int, budget: float) -> dict | str:
+    """Cold build, warm build and runs of one model in fresh processes (module docstring)."""
+    spec = {"form": form, "size": size, "cache": str(tmp / f"{form}_{size}"), "steps": steps, "sources": sources}
+    deadline = time.monotonic() + budget
+    phases = []
+    for phase in ("build", "build", "measure"):
+        left = deadline - time.monotonic()
+        result = run_child(__file__, spec | {"phase": phase}, left) if left > 0 else {"timeout": budget}
+        if "timeout" in result or "error" in result:
+            return result.get("error") or f"not done within the budget ({budget:g} s)"
+        phases.append(result)
+    cold, warm, runs = phases
+    return {"n": cold["n"], "nnz": cold["nnz"], "cold": cold["cpu"], "warm": warm["cpu"], **runs}
+
+
+HEADER = (f"{'model':<16} {'n':>5} {'nnz':>7} {'cold cpu':>8} {'warm cpu':>8} {'C us/step':>9} {'Newton':>6} "
+          f"{'adj/fwd':>7}")
+
+
+def row(name: str, r: dict) -> str:
+    nnz = r["nnz"] or "-"
+    return (f"{name:<16} {r['n']:>5} {nnz:>7} {r['cold']:>8.2f} {r['warm']:>8.2f} {1e6 * r['cpu_step']:>9.1f} "
+            f"{r['newton']:>6.2f} {r['adjoint_ratio']:>7.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="chain lengths, default %(default)s")
+    parser.add_argument("--modes", default=",".join(map(str, MODES)), help="modal block sizes, default %(default)s")
+    parser.add_argument("--steps", type=int, default=STEPS, help="steps of a measured run (default %(default)d)")
+    parser.add_argument("--budget", type=float, default=BUDGET, help="seconds per model (default %(default)g)")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        spec = json.loads(args.child)
+        from fmi_adjoint.errors import FmiAdjointError
+
+        try:
+            result = {"build": child_build, "measure": child_measure}[spec["phase"]](spec)
+        except FmiAdjointError as exc:
+            result = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
+        print(RESULT + json.dumps(result), flush=True)
+        return 0
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+        modes = [int(s) for s in args.modes.split(",") if s.strip()]
+    except ValueError:
+        parser.error("--sizes and --modes: whole numbers separated by commas")
+    print(f"engine: fmi_adjoint.engines.NativeEngine (C), HHT, {args.steps} steps per run; {os.cpu_count()} CPUs; "
+          f"load average at start {', '.join(f'{x:.1f}' for x in os.getloadavg())}; Python {sys.version.split()[0]}")
+    print(HEADER, flush=True)
+    status = 0
+    results: dict[tuple[str, int], dict] = {}
+    with tempfile.TemporaryDirectory(prefix="fmi_adjoint_structured_bench_") as tmp:
+        sources = snapshot_sources(Path(tmp) / "src")
+        runs = [(form, size) for size in sizes for form in ("elements", "matrices")] + [("modal", n) for n in modes]
+        for form, size in runs:
+            name = f"{form}_{size}"
+            result = measure(form, size, Path(tmp), sources, args.steps, args.budget)
+            if isinstance(result, str):
+                print(f"{name:<16} {result}", flush=True)
+                status = 1
+                continue
+            results[(form, size)] = result
+            print(row(name, result), flush=True)
+    for size in sizes:
+        if ("elements", size) in results and ("matrices", size) in results:
+            e, m = results[("elements", size)], results[("matrices", size)]
+            print(f"chain of {size}: matrices vs elements: cold build {e['cold'] / m['cold']:.1f}x cheaper, "
+                  f"warm {e['warm'] / m['warm']:.1f}x, step {e['cpu_step'] / m['cpu_step']:.2f}x")
+    for form, values in (("matrices", sizes), ("modal", modes)):
+        done = [v for v in values if (form, v) in results]
+        if len(done) >= 2:
+            nnz = [results[(form, v)]["nnz"] for v in done]
+            cold = exponent(nnz, [results[(form, v)]["cold"] for v in done])
+            step = exponent(nnz, [results[(form, v)]["cpu_step"] for v in done])
+            print(f"{form}: growth over nnz = {nnz[0]}..{nnz[-1]}: cold build ~ nnz^{cold:.2f}, "
+                  f"C us/step ~ nnz^{step:.2f}")
+    print(f"load average at the end {', '.join(f'{x:.1f}' for x in os.getloadavg())} (a shared machine: the "
+          "CPU times are upper bounds)")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
