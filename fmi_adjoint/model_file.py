@@ -64,6 +64,23 @@ The format (all sections but ``model``, ``coordinates`` and ``outputs`` optional
     expression = "der2(x1)"          # der(x): velocity, der2(x): acceleration,
     unit = "m/s^2"                   # lam(c): multiplier, reaction(x): constraint force
 
+    [[matrix_terms]]                 # structured terms (fmi_adjoint.structured, issue 24):
+    name = "beam_stiffness"          # factor(p) * A, kept as data, never entry by entry
+    role = "stiffness"               # "mass" | "stiffness" | "damping" | "load"
+    coordinates = ["u1", "u2", "u3"] # rows and columns of A, in order
+    factor = "E/210e9"               # expression of parameters or number (default 1)
+    matrix = { rows = [0, 1, 1, 2], cols = [0, 0, 1, 2], values = [2, -1, 2, 1], symmetric = true }
+                                     # 0-based triplets (one triangle if symmetric; an inline
+                                     # table is one line in TOML), or { file = "k.mtx" }:
+                                     # Matrix Market, next to the model file
+
+    [[quadratic_constraints]]        # C_r = c0_r + J0_r q + 1/2 q^T H_r q (seed 003, eq. (13))
+    name = "rod"                     # rows rod_0, rod_1, ...: lam(rod_0)
+    coordinates = ["x", "y"]
+    c0 = [-1.0]
+    jacobian = { rows = [], cols = [], values = [] }           # J0 (m x k), a matrix table
+    hessians = { rows = [0, 0], i = [0, 1], j = [0, 1], values = [2.0, 2.0] }   # H_r[i, j]
+
 Multibody models (issue 23, :mod:`fmi_adjoint.mbs`): a file with ``[model] gravity``, any of
 the sections below or a multibody force type is read into a
 :class:`~fmi_adjoint.mbs.MultibodySystem` and lowered with ``to_model()``; the sections above
@@ -143,6 +160,15 @@ axes are numbers (or expressions of numbers such as ``"pi/2"``), in radians::
     gravity = true                   # marker_acceleration: the specific force A^T (a - g)
     components = ["x", "z"]          # optional subset
 
+Matrix Market files (``{ file = "k.mtx" }``; coordinate or array format, real or integer,
+general, symmetric or skew-symmetric) are read with :func:`scipy.io.mmread` under the rules of
+``table_load`` files: inside the model file's folder unless external tables are allowed, a
+regular file of at most 256 MiB (checked before reading), its declared size checked against
+the term's coordinates and :data:`~fmi_adjoint.structured.MAX_ENTRIES` before its body is
+read; they travel with the model (:class:`ModelSource`), key warm starts and are carried into
+exported FMUs (``resources/``).  The matrix terms come first in ``Model.matrix_terms``, then
+the quadratic constraints, each in file order.
+
 The documentation site's reference (docs/reference/model-file.md) lists every key with its
 meaning, generated from :data:`MODEL_FILE_KEYS`, the table the reader checks keys against.
 
@@ -156,19 +182,20 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import hashlib
+import io
 import math
 import os
 import re
 import tomllib
-import hashlib
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 
-from . import mbs
-from .data import parse_csv, read_csv_bytes
+from . import data, mbs
+from .data import parse_csv
 from .errors import DataError, ExpressionError, ModelError
 from .expressions import parse_expression
 from .files import decode_text, read_regular
@@ -190,9 +217,11 @@ from .model import (
     PrescribedMotion,
     SimulationSettings,
 )
+from .structured import MAX_ENTRIES, ROLES, MatrixTerm, QuadraticConstraints, SparseMatrix, StructuredItem
 from .text import excerpt
 
-__all__ = ["MODEL_FILE_KEYS", "ModelSource", "load_model", "model_file_inputs", "parse_model", "parse_system"]
+__all__ = ["MODEL_FILE_KEYS", "ModelSource", "data_files", "load_model", "model_file_inputs", "parse_model",
+           "parse_system", "read_data_file"]
 
 _T = TypeVar("_T")
 
@@ -208,10 +237,17 @@ _MAX_LIST = 64
 #: cold in 53 s of CPU (33 s of it the C compilers), with a peak of 532 MB (the compiler; 422 MB
 #: simulating), and its 10 x 10 x 10 sibling (1 000 bodies, 2 801 forces, 1 100 markers: 5 800
 #: coordinates) is accepted.  A file at every limit at once is a few times larger, still
-#: bounded; the 500 coordinates of the earlier whole-system derivation no longer bind.
+#: bounded; the 500 coordinates of the earlier whole-system derivation no longer bind.  A
+#: matrix term or a set of quadratic constraints is one instance of a structured type, its size
+#: bounded by :data:`~fmi_adjoint.structured.MAX_ENTRIES`: 1 000 of each (mass, stiffness and
+#: damping of some 300 reduced flexible bodies).
 _MAX_ENTRIES = {"coordinates": 5000, "forces": 6000, "constraints": 5000, "prescribed": 5000, "mass_matrix": 5000,
                 "outputs": 1000, "parameters": 5000, "inputs": 1000, "bodies": 1000, "markers": 4000, "joints": 2000,
-                "sensors": 1000}
+                "sensors": 1000, "matrix_terms": 1000, "quadratic_constraints": 1000}
+#: Largest Matrix Market file a matrix term reads, checked before reading:
+#: :data:`~fmi_adjoint.structured.MAX_ENTRIES` (4 million) entries of up to 64 characters a
+#: line (``i j value`` at full precision takes about 45).
+_MAX_MATRIX_BYTES = 256 * 1024 * 1024
 #: The sections of a multibody model (issue 23); a file with any of them, ``[model] gravity``
 #: or a multibody force type becomes an :class:`~fmi_adjoint.mbs.MultibodySystem`.
 _MBS_SECTIONS = ("bodies", "markers", "joints", "sensors")
@@ -264,15 +300,21 @@ MODEL_FILE_KEYS: Mapping[str, Mapping[str, frozenset[str]]] = {
         "joint_coordinate": frozenset({"name", "type", "joint", "derivative"}),
         "joint_reaction": frozenset({"name", "type", "joint", "marker", "frame", "components"}),
     },
-    # inline tables: a body's rotation and a marker's orientation (one of three forms), a bushing's laws
+    "matrix_terms": {"": frozenset({"name", "role", "coordinates", "factor", "matrix"})},
+    "quadratic_constraints": {"": frozenset({"name", "coordinates", "c0", "jacobian", "hessians"})},
+    # inline tables: a body's rotation and a marker's orientation (one of three forms), a bushing's laws,
+    # a structured term's matrix (triplets or a Matrix Market file), quadratic constraints' Hessians
     "rotation": {"axis_angle": frozenset({"axis", "angle"}), "cardan": frozenset({"cardan"}),
                  "matrix": frozenset({"matrix"})},
     "laws": {"": frozenset(BUSHING_DIRECTIONS)},
+    "matrix": {"triplets": frozenset({"rows", "cols", "values", "shape", "symmetric"}),
+               "file": frozenset({"file"})},
+    "hessians": {"": frozenset({"rows", "i", "j", "values"})},
 }
 #: The multibody force types of ``[[forces]]`` (reserved in the element registry).
 _MBS_FORCES = tuple(MODEL_FILE_KEYS["forces"])
 #: The inline tables of :data:`MODEL_FILE_KEYS`; the other entries are the file's sections.
-_INLINE_TABLES = frozenset({"rotation", "laws"})
+_INLINE_TABLES = frozenset({"rotation", "laws", "matrix", "hessians"})
 _SECTIONS = frozenset(MODEL_FILE_KEYS) - _INLINE_TABLES
 
 
@@ -299,8 +341,9 @@ def load_model(path: str | os.PathLike, registry: Registry | None = None, *,
 
 
 def model_file_inputs(path: str | os.PathLike) -> list[tuple[str, Path]]:
-    """The files a model file reads: itself and its ``table_load`` files, as ``(role, path)``
-    pairs (for :func:`~fmi_adjoint.files.check_not_input`: an output must not overwrite them).
+    """The files a model file reads: itself, its ``table_load`` files (role ``"table file"``)
+    and its Matrix Market files (``"matrix file"``), as ``(role, path)`` pairs (for
+    :func:`~fmi_adjoint.files.check_not_input`: an output must not overwrite them).
 
     Best effort on purpose: a file that cannot be read or parsed here is reported by
     :func:`load_model`, which runs next; this only keeps an output from naming an input.
@@ -311,12 +354,46 @@ def model_file_inputs(path: str | os.PathLike) -> list[tuple[str, Path]]:
         doc = tomllib.loads(_model_text(path))
     except (ModelError, ValueError):  # TOMLDecodeError is a ValueError
         return files
+    return files + [(role, path.parent / name) for role, name in data_files(doc)]
+
+
+def data_files(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The data files the parsed TOML ``doc`` of a model file names, as ``(role, name as
+    written)``: ``"table file"`` for a ``table_load``'s ``file``, ``"matrix file"`` for a
+    ``[[matrix_terms]]`` ``matrix`` or ``[[quadratic_constraints]]`` ``jacobian`` given as
+    ``{ file = ... }``.  Best effort: entries that are not well formed (a name that is not a
+    string or holds NUL) are left out; the reader reports them.  The one list of what a model
+    file reads: :func:`model_file_inputs`, the warm-start key (:mod:`fmi_adjoint.warm`) and the
+    FMU export (:func:`~fmi_adjoint.export.export_fmu`) take it from here.
+    """
+    found: list[tuple[str, object]] = []
     forces = doc.get("forces", [])
     for force in forces if isinstance(forces, list) else []:
-        if isinstance(force, dict) and force.get("type") == "table_load" and isinstance(force.get("file"), str) \
-                and "\0" not in force["file"]:
-            files.append(("table file", path.parent / force["file"]))
-    return files
+        if isinstance(force, dict) and force.get("type") == "table_load":
+            found.append(("table file", force.get("file")))
+    for section, key in (("matrix_terms", "matrix"), ("quadratic_constraints", "jacobian")):
+        entries = doc.get(section, [])
+        for entry in entries if isinstance(entries, list) else []:
+            value = entry.get(key) if isinstance(entry, dict) else None
+            if isinstance(value, dict) and "file" in value:
+                found.append(("matrix file", value["file"]))
+    return [(role, name) for role, name in found if isinstance(name, str) and "\0" not in name]
+
+
+def read_data_file(role: str, path: Path) -> bytes:
+    """The bytes of a data file of :func:`data_files`: a regular file within its limit (512 MiB
+    for a table, 256 MiB for a Matrix Market file), checked before reading.
+
+    Raises
+    ------
+    DataError
+        A table file that is missing, not a regular file or too large.
+    ModelError
+        Likewise a matrix file.
+    """
+    if role == "table file":
+        return data.read_csv_bytes(path)
+    return read_regular(path, _MAX_MATRIX_BYTES, "a Matrix Market file (.mtx)", ModelError)
 
 
 def _model_text(path: Path) -> str:
@@ -345,7 +422,8 @@ class ModelSource:
     directory : str
         The file's folder (table file names are relative to it).
     tables : tuple of (str, bytes)
-        Table file name as written in the model file, and its bytes.
+        Each data file's name as written in the model file (``table_load`` tables and Matrix
+        Market files, :func:`data_files`), and its bytes.
     """
 
     text: str
@@ -488,6 +566,8 @@ class _Reader:
         (re.compile(r"\boutput '([^']*)'"), "outputs", "name"),
         (re.compile(r"\bmass_matrix\[(\d+)\]"), "mass_matrix", None),
         (re.compile(r"\bcoordinate '([^']*)'"), "coordinates", "name"),
+        (re.compile(r"\bmatrix term '([^']*)'"), "matrix_terms", "name"),
+        (re.compile(r"\bquadratic constraints '([^']*)'"), "quadratic_constraints", "name"),
         (re.compile(r"\bparameter '([^']*)'"), "parameters", None),
         (re.compile(r"\binput '([^']*)'"), "inputs", None),
     )
@@ -674,8 +754,11 @@ class _Reader:
     def model(self) -> Model:
         head, items = self.located(self.entries)
         if self.multibody(head):
-            return self.located(lambda: self.multibody_model(head, items))
-        return self.located(lambda: Model(**items))
+            model = self.located(lambda: self.multibody_model(head, items))
+        else:
+            model = self.located(lambda: Model(**items))
+        self.check_structured_coordinates(model)
+        return model
 
     def system(self) -> mbs.MultibodySystem:
         """The file's multibody system before lowering (:func:`parse_system`)."""
@@ -709,6 +792,7 @@ class _Reader:
             constraints=self.constraints(),
             prescribed=self.prescribed(),
             outputs=self.outputs(),
+            matrix_terms=self.structured(),
         )
         return head, items
 
@@ -853,27 +937,8 @@ class _Reader:
             raise ModelError(f"{where}: a table_load needs 'file' (CSV with a 'time' column) and 'column'.")
         name = self.text(fields.pop("file"), f"{where}.file")
         column = self.text(fields.pop("column"), f"{where}.column")
-        if "\0" in name:
-            raise ModelError(f"{where}.file: {excerpt(name)} holds a NUL character; give a file name.")
-        file = self.directory / name
-        if self.tables is not None:
-            if name not in self.tables:
-                raise ModelError(f"{where}.file: {excerpt(name)} is not among the tables sent with the model; "
-                                 "build the model source with ModelSource.from_path.")
-            raw = self.tables[name]
-        if self.tables is None and not self.allow_external_tables:
-            folder = self.directory.resolve()
-            if not file.resolve().is_relative_to(folder):
-                raise ModelError(
-                    f"{where}.file: {excerpt(name)} lies outside the model file's folder {str(folder)!r}; "
-                    "put the table next to the model file, or pass --allow-external-tables if you trust "
-                    "this model file."
-                )
         try:
-            if self.tables is None:
-                raw = read_csv_bytes(file)
-            if self.read_tables is not None:
-                self.read_tables[name] = raw
+            file, raw = self.data_file(name, f"{where}.file", "table file", "the table")
             table = parse_csv(raw, str(file))
             values = table.column(column)
         except DataError as exc:
@@ -881,6 +946,254 @@ class _Reader:
         fields["times"] = tuple(table.times)
         fields["values"] = tuple(values)
         return fields
+
+    def data_file(self, name: str, where: str, role: str, what: str) -> tuple[Path, bytes]:
+        """The path and bytes of the data file ``name`` (:func:`data_files`; ``where`` locates
+        its key, ``what`` names it in messages): from :attr:`tables` if given, else read from
+        disk (:func:`read_data_file`), inside the model file's folder unless external tables
+        are allowed.  Recorded in :attr:`read_tables`."""
+        if "\0" in name:
+            raise ModelError(f"{where}: {excerpt(name)} holds a NUL character; give a file name.")
+        file = self.directory / name
+        if self.tables is not None:
+            if name not in self.tables:
+                raise ModelError(f"{where}: {excerpt(name)} is not among the tables sent with the model; "
+                                 "build the model source with ModelSource.from_path.")
+            raw = self.tables[name]
+        else:
+            if not self.allow_external_tables:
+                folder = self.directory.resolve()
+                if not file.resolve().is_relative_to(folder):
+                    raise ModelError(
+                        f"{where}: {excerpt(name)} lies outside the model file's folder {str(folder)!r}; "
+                        f"put {what} next to the model file, or pass --allow-external-tables if you trust "
+                        "this model file."
+                    )
+            raw = read_data_file(role, file)
+        if self.read_tables is not None:
+            self.read_tables[name] = raw
+        return file, raw
+
+    # -- structured terms (issue 24, part 2; fmi_adjoint.structured) ---------------------------
+    def structured(self) -> tuple[StructuredItem, ...]:
+        """``[[matrix_terms]]`` then ``[[quadratic_constraints]]``, each in file order; a name
+        used twice among them is refused naming both entries."""
+        terms = [self.matrix_term(k, spec) for k, spec in enumerate(self.array("matrix_terms"))]
+        quadratic = [self.quadratic(k, spec) for k, spec in enumerate(self.array("quadratic_constraints"))]
+        seen: dict[str, tuple[str, int]] = {}
+        named = [("matrix_terms", k, t.name) for k, t in enumerate(terms)] + \
+            [("quadratic_constraints", k, q.name) for k, q in enumerate(quadratic)]
+        for section, k, name in named:
+            if name in seen:
+                first = seen[name]
+                raise ModelError(f"{self.entry_where(section, k, 'name')}: the name '{name}' is also that of "
+                                 f"{self.entry_label(*first)} ({self.line_of(*first)}); give each structured term "
+                                 "a name of its own.")
+            seen[name] = (section, k)
+        return (*terms, *quadratic)
+
+    def matrix_term(self, index: int, spec: Any) -> MatrixTerm:
+        """A ``[[matrix_terms]]`` entry: ``factor * A`` of a role (:class:`~fmi_adjoint.structured.MatrixTerm`)."""
+        where = self.entry_where("matrix_terms", index)
+        spec = self.table(spec, where, MODEL_FILE_KEYS["matrix_terms"][""], {"name", "role", "coordinates", "matrix"})
+
+        def at(key: str) -> str:
+            return self.entry_where("matrix_terms", index, key)
+
+        role = spec["role"]
+        if not isinstance(role, str) or role not in ROLES:
+            raise ModelError(f"{at('role')}: {excerpt(role)} is not a role; write role = one of "
+                             f"{', '.join(chr(34) + r + chr(34) for r in ROLES)}.")
+        coordinates = self.coordinate_names(spec["coordinates"], at("coordinates"))
+        k = len(coordinates)
+        if ROLES[role].argument is None:
+            shape, needed = (k, 1), f"{k} x 1 (a load: one row per coordinate, one column)"
+        else:
+            shape, needed = (k, k), f"{k} x {k} (one row and one column per coordinate)"
+        fields: dict[str, Any] = {"name": self.text(spec["name"], at("name")), "role": ROLES[role],
+                                  "coordinates": coordinates,
+                                  "matrix": self.matrix(spec["matrix"], at("matrix"), shape, needed)}
+        if "factor" in spec:
+            fields["factor"] = self.expr(spec["factor"], at("factor"))
+        return cast(MatrixTerm, self.component("matrix_terms", index, MatrixTerm, **fields))
+
+    def quadratic(self, index: int, spec: Any) -> QuadraticConstraints:
+        """A ``[[quadratic_constraints]]`` entry: rows ``c0_r + J0_r q + 1/2 q^T H_r q`` (seed 003,
+        eq. (13); :class:`~fmi_adjoint.structured.QuadraticConstraints`).  ``jacobian`` defaults
+        to zero, ``hessians`` to none (linear rows)."""
+        where = self.entry_where("quadratic_constraints", index)
+        spec = self.table(spec, where, MODEL_FILE_KEYS["quadratic_constraints"][""], {"name", "coordinates", "c0"})
+
+        def at(key: str) -> str:
+            return self.entry_where("quadratic_constraints", index, key)
+
+        coordinates = self.coordinate_names(spec["coordinates"], at("coordinates"))
+        c0_spec = spec["c0"]
+        if not isinstance(c0_spec, list) or not c0_spec:
+            raise ModelError(f"{at('c0')}: expected a list of numbers, one constant per constraint row, e.g. [-1.0]; "
+                             f"got {excerpt(c0_spec, 60)}.")
+        c0 = self.numbers(c0_spec, at("c0"))
+        m, k = len(c0), len(coordinates)
+        shape = (m, k)
+        if "jacobian" in spec:
+            jacobian = self.matrix(spec["jacobian"], at("jacobian"), shape,
+                                   f"{m} x {k} (one row per entry of c0, one column per coordinate)")
+        else:
+            jacobian = SparseMatrix.of(([], [], []), f"{where}: J0", shape)
+        hessians: list[tuple[int, int, int, float]] = []
+        if "hessians" in spec:
+            hessians = self.hessian_entries(spec["hessians"], at("hessians"), m, k)
+        return cast(QuadraticConstraints, self.component(
+            "quadratic_constraints", index, QuadraticConstraints, name=self.text(spec["name"], at("name")),
+            coordinates=coordinates, c0=c0, jacobian=jacobian, hessians=hessians))
+
+    def coordinate_names(self, value: Any, where: str) -> tuple[str, ...]:
+        if not isinstance(value, list) or not value or not all(isinstance(x, str) for x in value):
+            raise ModelError(f"{where}: expected a list of coordinate names such as [\"u1\", \"u2\"], got "
+                             f"{excerpt(value, 60)}.")
+        return tuple(value)
+
+    def numbers(self, value: Any, where: str) -> list[float]:
+        """A list of finite numbers (TOML integers or floats)."""
+        if not isinstance(value, list):
+            raise ModelError(f"{where}: expected a list of numbers, got {excerpt(value, 60)}.")
+        for n, x in enumerate(value):
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                raise ModelError(f"{where}[{n}]: {excerpt(x)} is not a number; give numbers.")
+            if isinstance(x, float) and not math.isfinite(x):
+                raise ModelError(f"{where}[{n}]: {x} is not finite; give finite numbers.")
+        try:
+            return [float(x) for x in value]
+        except OverflowError:  # an integer beyond the floats
+            raise ModelError(f"{where}: a number is too large for a float; give finite numbers.") from None
+
+    def indices(self, value: Any, where: str, bound: int, what: str) -> list[int]:
+        """A list of 0-based indices below ``bound`` (``what`` says what they count)."""
+        if not isinstance(value, list):
+            raise ModelError(f"{where}: expected a list of 0-based indices, got {excerpt(value, 60)}.")
+        for n, x in enumerate(value):
+            if isinstance(x, bool) or not isinstance(x, int):
+                raise ModelError(f"{where}[{n}]: {excerpt(x)} is not an index; give 0-based integers.")
+            if not 0 <= x < bound:
+                raise ModelError(f"{where}[{n}] = {x} lies outside 0 .. {bound - 1} ({bound} {what}); indices are "
+                                 "0-based.")
+        return list(value)
+
+    def matrix(self, value: Any, where: str, shape: tuple[int, int], needed: str) -> SparseMatrix:
+        """A matrix inline table (``MODEL_FILE_KEYS["matrix"]``) of ``shape`` (``needed`` says
+        why, for messages): 0-based triplets, ``symmetric = true`` giving one triangle, or
+        ``{ file = ... }`` (:meth:`matrix_market`)."""
+        forms = MODEL_FILE_KEYS["matrix"]
+        if not isinstance(value, dict):
+            raise ModelError(f"{where}: a matrix is an inline table {{ rows = [..], cols = [..], values = [..] }} "
+                             f"(0-based triplets) or {{ file = \"k.mtx\" }} (Matrix Market); got {excerpt(value, 60)}.")
+        if "file" in value:
+            unknown = sorted(set(value) - forms["file"])
+            if unknown:
+                raise ModelError(f"{where}: unknown key(s) {unknown} next to 'file' (a Matrix Market file declares "
+                                 "its shape and symmetry itself). Allowed: file.")
+            name = self.text(value["file"], f"{where}.file")
+            try:
+                file, raw = self.data_file(name, f"{where}.file", "matrix file", "the matrix file")
+            except ModelError as exc:
+                raise ModelError(str(exc) if self.source in str(exc) else f"{where}.file: {exc}") from None
+            return self.matrix_market(raw, file, f"{where}.file", shape, needed)
+        value = self.table(value, where, forms["triplets"], {"rows", "cols", "values"})
+        if "shape" in value:
+            given = value["shape"]
+            if not (isinstance(given, list) and len(given) == 2 and all(
+                    isinstance(x, int) and not isinstance(x, bool) for x in given)) or tuple(given) != shape:
+                raise ModelError(f"{where}.shape: {excerpt(given, 40)}, but the matrix here is {needed}; fix the "
+                                 "shape or the coordinates.")
+        rows = self.indices(value["rows"], f"{where}.rows", shape[0], "rows")
+        cols = self.indices(value["cols"], f"{where}.cols", shape[1], "columns")
+        values = self.numbers(value["values"], f"{where}.values")
+        if not len(rows) == len(cols) == len(values):
+            raise ModelError(f"{where}: rows, cols and values have {len(rows)}, {len(cols)} and {len(values)} entries; "
+                             "give one row, one column and one value per entry.")
+        if self.flag(value.get("symmetric", False), f"{where}.symmetric"):
+            if shape[0] != shape[1]:
+                raise ModelError(f"{where}.symmetric: the matrix here is {needed}, not square; remove symmetric.")
+            lower = any(r > c for r, c in zip(rows, cols))
+            upper = any(r < c for r, c in zip(rows, cols))
+            if lower and upper:
+                raise ModelError(f"{where}: symmetric = true takes the entries of one triangle (with the diagonal), "
+                                 "which are mirrored; these lie in both. Give one triangle or remove symmetric.")
+            mirror = [n for n, (r, c) in enumerate(zip(rows, cols)) if r != c]
+            rows, cols = rows + [cols[n] for n in mirror], cols + [rows[n] for n in mirror]
+            values = values + [values[n] for n in mirror]
+        try:
+            return SparseMatrix.of((rows, cols, values), where, shape)
+        except ModelError as exc:
+            raise ModelError(str(exc) if self.source in str(exc) else f"{where}: {exc}") from None
+
+    def matrix_market(self, raw: bytes, file: Path, where: str, shape: tuple[int, int], needed: str) -> SparseMatrix:
+        """A Matrix Market file's matrix, read with :func:`scipy.io.mmread` (coordinate or
+        array format; real or integer; general, symmetric or skew-symmetric).  The header is
+        read first: its field, symmetry, shape and the entries it declares (against
+        :data:`~fmi_adjoint.structured.MAX_ENTRIES`) are checked before the body is read."""
+        import scipy.io
+
+        name = file.name
+        fix = "write it with scipy.io.mmwrite (or a finite-element code's Matrix Market export)"
+        try:
+            rows, cols, entries, form, field, symmetry = scipy.io.mminfo(io.BytesIO(raw))
+        except (ValueError, TypeError, IndexError, OverflowError, RuntimeError) as exc:
+            raise ModelError(f"{where}: {excerpt(name)} is not a Matrix Market file ({excerpt(str(exc), 120)[1:-1]}); "
+                             f"{fix}.") from None
+        if field == "pattern":
+            raise ModelError(f"{where}: {excerpt(name)} holds a pattern only (no values); a matrix term needs real "
+                             "values: write the file with field 'real'.")
+        if field not in ("real", "integer", "double"):
+            raise ModelError(f"{where}: {excerpt(name)} holds {field} values; a matrix term takes real numbers: write "
+                             "the file with field 'real'.")
+        if symmetry not in ("general", "symmetric", "skew-symmetric"):
+            raise ModelError(f"{where}: {excerpt(name)} declares symmetry '{symmetry}'; give a real matrix that is "
+                             "general, symmetric or skew-symmetric.")
+        if (rows, cols) != shape:
+            raise ModelError(f"{where}: {excerpt(name)} declares a {rows} x {cols} matrix, but the matrix here is "
+                             f"{needed}; fix the file or the coordinates.")
+        stored = rows * cols if form == "array" else entries * (1 if symmetry == "general" else 2)
+        if stored > MAX_ENTRIES:
+            raise ModelError(f"{where}: {excerpt(name)} declares {stored} entries, more than the limit of "
+                             f"{MAX_ENTRIES}; reduce the model (fewer modes or a coarser mesh).")
+        try:
+            matrix = scipy.io.mmread(io.BytesIO(raw))
+        except (ValueError, TypeError, IndexError, OverflowError, RuntimeError) as exc:
+            raise ModelError(f"{where}: {excerpt(name)} cannot be read as Matrix Market "
+                             f"({excerpt(str(exc), 120)[1:-1]}); {fix}.") from None
+        try:
+            return SparseMatrix.of(matrix, f"{where}: {excerpt(name)}", shape)
+        except ModelError as exc:
+            raise ModelError(str(exc)) from None
+
+    def hessian_entries(self, value: Any, where: str, m: int, k: int) -> list[tuple[int, int, int, float]]:
+        """``hessians = { rows, i, j, values }``: entries ``H_r[i, j]`` (0-based)."""
+        spec = self.table(value, where, MODEL_FILE_KEYS["hessians"][""], MODEL_FILE_KEYS["hessians"][""])
+        r = self.indices(spec["rows"], f"{where}.rows", m, "constraint rows, one per entry of c0")
+        i = self.indices(spec["i"], f"{where}.i", k, "coordinates")
+        j = self.indices(spec["j"], f"{where}.j", k, "coordinates")
+        x = self.numbers(spec["values"], f"{where}.values")
+        if not len(r) == len(i) == len(j) == len(x):
+            raise ModelError(f"{where}: rows, i, j and values have {len(r)}, {len(i)}, {len(j)} and {len(x)} entries; "
+                             "give one of each per entry.")
+        return list(zip(r, i, j, x))
+
+    def check_structured_coordinates(self, model: Model) -> None:
+        """Every coordinate a structured term names is one of the model (a multibody model's
+        coordinates are known only after lowering)."""
+        if not model.matrix_terms:
+            return
+        known = [c.name for c in model.all_coordinates]
+        names = set(known)
+        entries = {spec.get("name"): (section, k) for section in ("matrix_terms", "quadratic_constraints")
+                   for k, spec in enumerate(self.array(section)) if isinstance(spec, dict)}
+        for item in model.matrix_terms:
+            unknown = [c for c in item.coordinates if c not in names]
+            if unknown and item.name in entries:
+                section, k = entries[item.name]
+                raise ModelError(f"{self.entry_where(section, k, 'coordinates')}: '{unknown[0]}' is not a coordinate "
+                                 f"of the model; name one of {excerpt(', '.join(known), 200)[1:-1]}.")
 
     def constraints(self) -> tuple[Constraint, ...]:
         result = []

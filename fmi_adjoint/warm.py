@@ -15,9 +15,10 @@ lowering or parsing:
   every frozen dataclass, force-law instances included, down to numbers, strings and sympy
   trees; a value of any other type has no canonical text, and the system is then simply
   lowered, every time), the source files of the classes in it that are not fmi-adjoint's;
-* a model file: its path and text, ``allow_external_tables`` and its ``table_load`` files
-  (name, resolved path, bytes), read once: a cold start parses those very bytes, and a table
-  outside the model's folder is not read unless allowed (:func:`model_file_key`);
+* a model file: its path and text, ``allow_external_tables`` and its data files, the
+  ``table_load`` tables and the Matrix Market files of structured terms (name, resolved path,
+  bytes), read once: a cold start parses those very bytes, and a file outside the model's
+  folder is not read unless allowed (:func:`model_file_key`);
 * a :class:`~fmi_adjoint.model_file.ModelSource` (a model file as parallel workers receive
   it): its text and tables (``digest()``);
 
@@ -50,6 +51,7 @@ import inspect
 import json
 import math
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -238,12 +240,16 @@ def system_key(system: object) -> str | None:
 #: Largest model file read for a key (4 MiB, :func:`~fmi_adjoint.model_file.load_model`'s
 #: limit; a larger one gets no key, and the cold path refuses it).
 MODEL_FILE_LIMIT = 4 * 1024 * 1024
+#: A ``file`` key written out (bare, quoted or dotted: ``matrix.file =``), as a matrix read
+#: from a Matrix Market file is given; escapes are caught by the backslash test.
+_FILE_KEY = re.compile(r"""(?:^|[\s{,.])["']?file["']?\s*=""", re.M)
 
 
 @dataclasses.dataclass(frozen=True)
 class _FileSnapshot:
-    """A model file's text and ``table_load`` files (name as written: bytes) as read once:
-    the key is taken from these bytes and the model parsed from them, never re-read."""
+    """A model file's text and data files (``table_load`` tables and Matrix Market files;
+    name as written: bytes) as read once: the key is taken from these bytes and the model
+    parsed from them, never re-read."""
 
     key: str
     text: str
@@ -252,41 +258,44 @@ class _FileSnapshot:
 
 def _file_snapshot(path: Path, allow_external_tables: bool) -> _FileSnapshot | None:
     """The model file's snapshot and ``warm`` key; None when :func:`load_model` would refuse
-    or fail (not a regular UTF-8 file within the limit, invalid TOML, a table outside the
-    folder without ``allow_external_tables``, an unreadable table): the cold path reports it.
+    or fail (not a regular UTF-8 file within the limit, invalid TOML, a data file outside the
+    folder without ``allow_external_tables``, an unreadable data file): the cold path reports
+    it.
 
-    Tables are found as :func:`~fmi_adjoint.model_file.model_file_inputs` finds them, in the
-    same bytes; the TOML is parsed only if the text could name one (``table_load`` written
-    out, or a backslash: an escape could spell it), and a table outside the model's folder is
-    not read unless allowed (a model file must not make the tool read other files).
+    Data files are found by :func:`~fmi_adjoint.model_file.data_files`, the list
+    :func:`~fmi_adjoint.model_file.model_file_inputs` and the reader use, and read with the
+    reader's limits (:func:`~fmi_adjoint.model_file.read_data_file`); the TOML is parsed only
+    if the text could name one (``table_load`` or a ``file`` key written out, or a backslash:
+    an escape could spell them), and a file outside the model's folder is not read unless
+    allowed (a model file must not make the tool read other files).
     """
     import tomllib
 
-    from .data import read_csv_bytes
     from .files import decode_text, read_regular
+    from .model_file import data_files, read_data_file
 
     try:
         text = decode_text(read_regular(path, MODEL_FILE_LIMIT, "a TOML model file", ModelError))
     except (ModelError, UnicodeDecodeError):
         return None
     tables: dict[str, bytes] = {}
-    if "table_load" in text or "\\" in text:
+    if "table_load" in text or "\\" in text or _FILE_KEY.search(text):
         try:
-            forces = tomllib.loads(text).get("forces", [])
+            doc = tomllib.loads(text)
         except ValueError:
             return None
         folder = path.parent.resolve()
-        for force in forces if isinstance(forces, list) else []:
-            if not (isinstance(force, dict) and force.get("type") == "table_load"):
-                continue
-            name = force.get("file")
-            if not isinstance(name, str) or "\0" in name:
+        forces = doc.get("forces", [])
+        for force in forces if isinstance(forces, list) else []:  # the reader refuses these: cold path
+            if isinstance(force, dict) and force.get("type") == "table_load" and not (
+                    isinstance(force.get("file"), str) and "\0" not in force["file"]):
                 return None
+        for role, name in data_files(doc):
             file = path.parent / name
             if not allow_external_tables and not file.resolve().is_relative_to(folder):
                 return None
             try:
-                tables[name] = read_csv_bytes(file)
+                tables[name] = read_data_file(role, file)
             except (FmiAdjointError, OSError):
                 return None
     parts: list[str | bytes] = ["warm file", str(WARM_FORMAT), source_fingerprint(), *_versions(), registries_text(),
@@ -298,7 +307,7 @@ def _file_snapshot(path: Path, allow_external_tables: bool) -> _FileSnapshot | N
 
 def model_file_key(path: Path, *, allow_external_tables: bool = False) -> str | None:
     """The ``warm`` key of a model file: its path (as given and resolved) and text,
-    ``allow_external_tables``, its ``table_load`` files (name, resolved path, bytes) and the
+    ``allow_external_tables``, its data files (name, resolved path, bytes) and the
     rest as for :func:`system_key`; None if :func:`load_model` would refuse or fail
     (:func:`_file_snapshot`)."""
     snapshot = _file_snapshot(Path(path), allow_external_tables)

@@ -38,6 +38,8 @@ RANK = {
     "data": 3,
     # bench (issue 26): readers of test-bench files, units, preprocessing into a cost's data
     "bench": 4,
+    # flexible (issue 25): finite-element models, beam elements, importers, Craig-Bampton reduction
+    "flexible": 4,
     "model": 4,
     "codegen": 4,
     # equations: the derivatives of a model's (or a component type's) equations, the function table

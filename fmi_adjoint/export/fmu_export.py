@@ -10,7 +10,9 @@ The FMU runs the C engine (``native/runtime/fa_engine.c``, HHT or generalized-al
                                 (fa_sparse.cpp/.h), the Eigen headers it includes (Eigen/...)
                                 and Eigen's licence (LICENSE-MPL-2.0.txt)
     binaries/linux64/ or binaries/x86_64-linux/<modelIdentifier>.so
-    resources/model.toml        the model file; resources/export.json the export settings
+    resources/model.toml        the model file; resources/export.json the export settings;
+                                the files it reads (Matrix Market files of structured terms,
+                                table_load CSVs), at the names the model file gives them
 
 Value references: ``0`` time (FMI 3 only), ``1 + k`` parameter or input ``k`` (model
 order), ``1 + n_p + j`` output ``j``.  Parameters are tunable between communication
@@ -27,6 +29,7 @@ import os
 import re
 import shutil
 import tempfile
+import tomllib
 import uuid
 import zipfile
 from pathlib import Path
@@ -39,7 +42,7 @@ from ..errors import FmiAdjointError, ModelError
 from ..files import atomic_output, check_writable
 from ..integrate.schemes import AbstractScheme, scheme_from_record, scheme_from_settings
 from ..model import Model
-from ..model_file import load_model
+from ..model_file import ModelSource, data_files
 from ..text import c_string_literal
 from ..toolchain import compile_shared
 from ..native import ENGINE_RUNTIME, find_c_compiler, model_c_sources, write_sources
@@ -332,6 +335,31 @@ def _cached_binary(src: Path, c_sources: list[str], solver: SparseSolver | None 
                           "cache folder (FMI_ADJOINT_CACHE) or run 'fmi-adjoint cache clear'.") from None
 
 
+def _carry_data_files(read: ModelSource, resources: Path) -> None:
+    """Write the files the model file reads (the Matrix Market files of its structured terms,
+    the CSV files of its ``table_load`` elements) into ``resources/`` at the names the model
+    file gives them, so that the import's trust check
+    (:attr:`~fmi_adjoint.fmu.archive.FmuArchive.native`), which rebuilds
+    ``resources/model.toml``, finds them as the export did.  Their values are
+    compiled into the binary: the FMU runs without them.  A file named outside the model's
+    folder (``--allow-external-tables``) cannot be placed so and is not carried: such an
+    FMU runs, but is not trusted for exact gradients."""
+    try:
+        doc = tomllib.loads(read.text)
+    except ValueError:  # parsed already by ModelSource.from_path; not reached
+        return
+    tables = dict(read.tables)
+    for role, name in data_files(doc):
+        normal = os.path.normpath(name)
+        if name not in tables or os.path.isabs(normal) or normal.split(os.sep)[0] == "..":
+            continue
+        if normal in ("model.toml", "export.json"):
+            raise ExportError(f"the {role} {name!r} would replace resources/{normal} of the FMU; rename it.")
+        target = resources / normal
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(tables[name])
+
+
 def export_fmu(
     source: str | os.PathLike,
     output: str | os.PathLike,
@@ -347,7 +375,8 @@ def export_fmu(
     Parameters
     ----------
     source : path
-        TOML model file (it is embedded in ``resources/``).
+        TOML model file (it is embedded in ``resources/``, with the Matrix Market files of its
+        structured terms: :func:`_carry_data_files`).
     output : path
         The ``.fmu`` to write; it appears only when everything succeeded.
     fmi_version : {2, 3}
@@ -375,7 +404,9 @@ def export_fmu(
     source = Path(source)
     output = Path(output)
     check_writable(output)
-    model = load_model(source, allow_external_tables=allow_external_tables).with_values(values or {})
+    # Read once: the Matrix Market files carried into resources/ are the bytes the model was built from.
+    read = ModelSource.from_path(source, allow_external_tables=allow_external_tables)
+    model = read.load().with_values(values or {})
     settings = model.simulation
     step = settings.step if step is None else float(step)
     solver = scheme_from_settings(settings) if solver is None else solver
@@ -401,6 +432,7 @@ def export_fmu(
             (src / "buildDescription.xml").write_bytes(build_description(identifier, c_sources))
         resources = root / "resources"
         resources.mkdir()
+        _carry_data_files(read, resources)
         shutil.copy(source, resources / "model.toml")
         # binary_sha256: an importer trusts the embedded model only for this very binary,
         # and only if the model rebuilds to it (fmi_adjoint.fmu.archive.FmuArchive.native).
