@@ -28,6 +28,8 @@ For every model one row:
   ``--steps`` steps, best of 2), wall and CPU time per step; ``Newton``: mean iterations per step;
 * ``adj/fwd``: the C engine's adjoint gradient of a least-squares cost of all outputs over
   that run (all parameters) over the time of the forward run (target: at most 2);
+  ``adj vs FD``: the largest relative difference between that gradient and central
+  differences (relative step 1e-5) for the mass, stiffness and damping (target: 1e-6);
 * ``peak MB``: the peak resident memory of the measuring process (``ru_maxrss``; the cold
   build's, compiler included, in ``build MB``);
 * ``dense cpu us``, ``vs dense``: where the Newton matrix is not dense and ``n + m`` is at most
@@ -78,6 +80,10 @@ TARGET_DENSE_SPEEDUP = 10.0
 #: Largest n + m whose run is measured again with dense matrices (``--dense-up-to``).
 DENSE_UP_TO = 2500
 STORAGE_NAMES = {0: "dense", 1: "band", 2: "sparse"}
+#: The parameters of both families whose gradient is checked against central differences.
+FD_PARAMETERS = ("m", "k", "d")
+FD_STEP = 1e-5
+TARGET_FD_ERROR = 1e-6
 
 
 # -- the child processes -------------------------------------------------------------------
@@ -135,6 +141,25 @@ def storage_of(model, cache) -> str:
     return "?"
 
 
+def fd_error(engine, run: dict, p: np.ndarray, cost, gradient: np.ndarray) -> float:
+    """Largest relative difference between the adjoint gradient and central differences
+    (relative step :data:`FD_STEP`) over the bounded parameters (mass, stiffness, damping): the
+    issue's "adjoint = central differences (1e-6) on the large models"."""
+    compiled = engine.compiled
+    worst = 0.0
+    for name in FD_PARAMETERS:
+        k = compiled.parameter_index(name)
+        h = FD_STEP * abs(p[k])
+        values = []
+        for sign in (1.0, -1.0):
+            shifted = p.copy()
+            shifted[k] += sign * h
+            values.append(cost.evaluate(np.asarray(engine.simulate(shifted, **run).outputs()), shifted).J)
+        fd = (values[0] - values[1]) / (2.0 * h)
+        worst = max(worst, abs(gradient[k] - fd) / abs(fd))
+    return worst
+
+
 def child_measure(spec: dict) -> dict:
     from fmi_adjoint.costs import LeastSquaresCost
     from fmi_adjoint.engines import NativeEngine
@@ -152,10 +177,10 @@ def child_measure(spec: dict) -> dict:
     t_fwd, cpu_fwd, traj = best_of(2, lambda: engine.simulate(p, **run))
     y = np.asarray(traj.outputs())
     cost = LeastSquaresCost(np.asarray(traj.t), np.zeros_like(y), tuple(compiled.output_names))
-    t_adj, _, _ = best_of(1, lambda: engine.adjoint_gradient(traj, cost))
+    t_adj, _, adjoint = best_of(1, lambda: engine.adjoint_gradient(traj, cost))
     result = {"steps": traj.n_steps, "native": t_fwd / traj.n_steps, "native_cpu": cpu_fwd / traj.n_steps,
               "newton": float(np.mean(traj.newton_iterations)), "adjoint_ratio": t_adj / t_fwd,
-              "peak_mb": peak_mb()}
+              "peak_mb": peak_mb(), "fd_error": fd_error(engine, run, p, cost, adjoint.gradient)}
     result["factor_nnz"] = int(engine.library.matrix_sizes(step=settings.step, n_steps=1, p=p).factor_entries)
     result["storage"] = storage_of(model, build_cache(spec))  # after the peak memory of the runs
     if result["storage"] != "dense" and compiled.n + compiled.m <= spec["dense_up_to"]:
@@ -176,7 +201,7 @@ def child_measure(spec: dict) -> dict:
 HEADER = (f"{'model':<18} {'n':>5} {'m':>5} {'cold s':>7} {'cold cpu':>8} {'lower cpu':>9} {'cc cpu':>6} "
           f"{'warm s':>7} "
           f"{'warm cpu':>8} {'storage':>7} {'factor nnz':>10} {'C us/step':>10} {'C cpu us':>9} {'Newton':>6} "
-          f"{'adj/fwd':>7} {'peak MB':>7} {'build MB':>8} {'dense cpu us':>12} {'vs dense':>8}")
+          f"{'adj/fwd':>7} {'adj vs FD':>9} {'peak MB':>7} {'build MB':>8} {'dense cpu us':>12} {'vs dense':>8}")
 
 
 def row(name: str, cold: dict, warm: dict, measured: dict) -> str:
@@ -186,6 +211,7 @@ def row(name: str, cold: dict, warm: dict, measured: dict) -> str:
             f"{measured['storage']:>7} "
             f"{nnz if nnz is not None else '-':>10} {1e6 * measured['native']:>10.0f} "
             f"{1e6 * measured['native_cpu']:>9.0f} {measured['newton']:>6.2f} {measured['adjoint_ratio']:>7.2f} "
+            f"{measured['fd_error']:>9.1e} "
             f"{measured['peak_mb']:>7.0f} {cold['peak_mb']:>8.0f} {_dense(measured)}")
 
 
@@ -234,6 +260,11 @@ def summary(family: str, results: dict[int, tuple[dict, dict, dict]]) -> list[st
                      f"path would be (dense {1e6 * results[ref][2]['dense_cpu']:.0f} us/step measured at "
                      f"{results[ref][0]['n']} coordinates, scaled by ((n+m) ratio)^3; {verdict} the target >= "
                      f"{TARGET_DENSE_SPEEDUP:g}x)")
+    if sizes:
+        errors = [results[s][2]["fd_error"] for s in sizes]
+        verdict = "meets" if max(errors) <= TARGET_FD_ERROR else "misses"
+        lines.append(f"{family}: adjoint gradient against central differences (m, k, d): largest relative "
+                     f"difference {max(errors):.1e} ({verdict} the target <= {TARGET_FD_ERROR:g})")
     worst = [s for s in sizes if results[s][2]["adjoint_ratio"] > TARGET_ADJOINT_RATIO]
     if sizes:
         verdict = "misses" if worst else "meets"

@@ -22,6 +22,7 @@ import pytest
 
 from fmi_adjoint import write_csv
 from fmi_adjoint.errors import IdentificationError
+from fmi_adjoint.identify.guards import bound_notices, cost_notices
 from fmi_adjoint.identify.multistart import result_warnings, run_starts
 from fmi_adjoint.toolchain import c_compiler
 from captured_cli import cli
@@ -89,11 +90,14 @@ def test_fmu_warnings_advise_start_values_not_starts(identified):
 
 
 def test_model_file_warnings_still_advise_starts():
-    outcome = run_starts(TwoMinima(shift=5.0), STARTS[:1], "least_squares", progress=None)
-    texts = result_warnings(outcome.best, noise_floor=0.01)
+    problem = TwoMinima(shift=5.0)
+    outcome = run_starts(problem, STARTS[:1], "least_squares", progress=None)
+    texts = [n.text for n in (*bound_notices(problem, outcome.best), *cost_notices(outcome.best, 0.01))]
     assert len(texts) == 2 and all("try --starts" in t for t in texts)
-    fmu_texts = outcome.warnings(0.01, starts_available=False)
+    fmu_texts = [n.text for n in (*bound_notices(problem, outcome.best, starts_available=False),
+                                  *cost_notices(outcome.best, 0.01, starts_available=False))]
     assert len(fmu_texts) == 2 and not any("--starts" in t for t in fmu_texts)
+    assert result_warnings(outcome.best) == outcome.warnings() == []
 
 
 def test_one_failing_start_gives_its_own_message():

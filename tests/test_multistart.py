@@ -13,6 +13,7 @@ import pytest
 from fmi_adjoint.errors import CheckpointError, ConvergenceError, IdentificationError
 from fmi_adjoint.identify import Evaluation
 from fmi_adjoint.identify.checkpoint import CheckpointLog
+from fmi_adjoint.identify.guards import bound_notices, cost_notices
 from fmi_adjoint.identify.multistart import (
     CLUSTER_RTOL,
     open_checkpoint,
@@ -212,14 +213,16 @@ def test_sobol_starts_need_finite_bounds():
 
 
 def test_warnings_name_a_bound_and_a_cost_far_above_the_noise_floor():
+    """The guards of a fit (fmi_adjoint.identify.guards) on the best result of the starts."""
     outcome = run_starts(TwoMinima(shift=5.0), STARTS[:1], "least_squares", progress=None)
     result = outcome.best  # x1 wants 0.5 - 5 = -4.5, below its bound -1
     assert result.active_bounds == ("x1",)
-    texts = result_warnings(result, noise_floor=0.01)
-    assert any("x1 ended on a bound" in t for t in texts)
-    assert any("times the noise floor" in t for t in texts)
-    assert result_warnings(result, noise_floor=result.cost) == texts[:1]
-    assert result_warnings(result, noise_floor=None) == texts[:1]
+    bounds = [n.text for n in bound_notices(TwoMinima(shift=5.0), result)]
+    assert len(bounds) == 1 and "x1 ended on a bound" in bounds[0] and "its lower bound -1" in bounds[0], bounds
+    far = cost_notices(result, 0.01)
+    assert len(far) == 1 and "times the noise floor" in far[0].text and "try --starts" in far[0].text
+    assert cost_notices(result, result.cost) == () and cost_notices(result, None) == ()
+    assert result_warnings(result) == []  # neither is a warning of the fit itself any more
 
 
 def test_checkpoint_log_holds_every_evaluation_of_every_start(tmp_path):

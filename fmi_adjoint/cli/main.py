@@ -21,7 +21,8 @@ from ..forces import element_type
 from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem
 from ..bench.preprocess import Preprocessing
 from ..identify.data_costs import Target, preprocessing_report
-from ..identify.guards import data_notices, movement_notices
+from ..identify.guards import (bound_notices, cost_notices, data_notices, lag_notices, movement_notices,
+                               noise_resolved, sensitivity_notices)
 from ..identify.spec import ProblemSpec
 from ..identify.strategies import STRATEGY_NAMES
 from ..integrate import HHT, AbstractScheme, GeneralizedAlpha
@@ -88,7 +89,8 @@ def _common_model_options(parser: argparse.ArgumentParser, fmu: bool = False) ->
     parser.add_argument("--step", type=float, help="integrator step h [s] (default: the model's)")
     _scheme_options(parser)
     _jobs_option(parser)
-    parser.add_argument("--t-end", type=float, help="end time [s] (default: model's, or the last sample)")
+    parser.add_argument("--t-end", type=float, help="end time [s] (default: the model's; with data, the last sample, "
+                        "which must not lie past the model's end time)")
     _table_option(parser)
 
 
@@ -451,7 +453,7 @@ def _problem(args, bounds=None) -> _Setup:
         step=problem.experiments[0].step or problem.experiments[0].model.model.simulation.step)
     setup.add_notices(bench_notices)
     setup.add_notices(data_notices(Target.of_model(problem.experiments[0].model), _data_costs(args, problem),
-                                   t_end=args.t_end, options=options))
+                                   options=options))
     executor = _executor(args, _parallel_tasks(args, problem))
     if executor is not None:
         from ..identify.parallel import DistributedProblem
@@ -534,8 +536,7 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
     held = held_inputs_note(archive, args.inputs, experiments[0].inputs.columns if experiments[0].inputs else ())
     if held is not None:
         setup.notes.append(held)  # printed with the result (bad input ends with its one error line)
-    setup.add_notices(data_notices(fmu_target(archive), _data_costs(args, setup.problem), t_end=args.t_end,
-                                   options=options))
+    setup.add_notices(data_notices(fmu_target(archive), _data_costs(args, setup.problem), options=options))
     return setup
 
 
@@ -651,6 +652,10 @@ def cmd_identify(args) -> int:
         if strategy_name == "experiments" and len(problem.experiments) < 2:
             raise ModelError(f"{option} fits each experiment alone first and needs two or more --data files; "
                              "remove it or add --data.")
+        # The guard of issue 26, part 8: parameters the compared outputs do not see, said before the fit.
+        unseen = sensitivity_notices(problem)
+        for notice in unseen:
+            print(f"fmi-adjoint: warning: {notice.text}", file=sys.stderr)
         plan = SampledStrategies(strategy_named(strategy_name))
         starts = plan.starts(sobol_starts(problem, args.starts, args.seed, args.scaling), problem)
         replay: list = []
@@ -673,9 +678,17 @@ def cmd_identify(args) -> int:
         result = outcome.best
         best = outcome.starts[outcome.best_start]
         # An FMU problem runs one start: its warnings advise other start values, not --starts.
-        warnings = outcome.warnings(_noise_floor(problem), starts_available=setup.choice is None)
+        starts_available = setup.choice is None
+        # The guards of the fit (issue 26, part 8): a parameter on a bound, a cost far above the
+        # noise floor, a channel best matched with a time lag.
+        bounds = bound_notices(problem, result, starts_available=starts_available)
+        fitted = (*bounds, *cost_notices(result, _noise_floor(problem), noise_resolved=noise_resolved(problem),
+                                         starts_available=starts_available),
+                  *lag_notices(problem, result))
         unmoved = movement_notices(problem, result)  # the guard of issue 32: a fit that did not move
-        warnings = [*setup.warnings, *warnings, *(notice.text for notice in unmoved)]
+        warnings = [*setup.warnings, *(n.text for n in bounds),
+                    *outcome.warnings(),
+                    *(n.text for n in fitted[len(bounds):]), *(n.text for n in unmoved)]
         warnings += stage_notices(best.stages)  # a stage that lost the continuation (strategies.run_stages)
         fmu_guards = _fmu_result_guards(setup, result)  # FMU only: a cost not smooth there, held inputs
         warnings += [text for text, _ in fmu_guards]
@@ -694,8 +707,9 @@ def cmd_identify(args) -> int:
             interface=setup.choice.interface if setup.choice is not None else None, checkpoint=ckpt,
             data_preprocessing=setup.data_preprocessing)
         untrusted = (((result.unidentifiable or any(n.untrusted for n in unmoved)) and not args.allow_unidentifiable)
-                     or any(flag for _, flag in fmu_guards))
-        payload = identification_record(outcome, problem, context, warnings=[*setup.notes, *warnings],
+                     or any(flag for _, flag in fmu_guards) or any(n.untrusted for n in fitted))
+        payload = identification_record(outcome, problem, context,
+                                        warnings=[*setup.notes, *(n.text for n in unseen), *warnings],
                                         untrusted=untrusted)
         text = result_text(payload)
         table = parameter_table(result.names, result.initial, result.parameters, result.std_errors,

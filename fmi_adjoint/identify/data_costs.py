@@ -45,7 +45,7 @@ from ..data import Measurement, name_list, parse_csv, read_csv_bytes, sniff_deli
 from ..errors import DataError
 from ..integrate import time_grid
 from ..text import excerpt
-from .guards import Notice, check_data_start
+from .guards import Notice, check_data_end, check_data_start
 
 __all__ = ["COSTS", "KINDS", "WINDOWS", "CostOptions", "DataFile", "Target", "build_cost", "prepared_data",
            "preprocessing_report", "step_grid"]
@@ -295,7 +295,8 @@ def _check_end(file: str, times: np.ndarray, t_end: float | None, window: tuple[
     if t_end < last - 1e-9 * max(abs(last), abs(float(times[-1] - times[0])), 1e-300):
         what = "the end of the --window-limits" if window is not None else "the last sample"
         raise DataError(f"--t-end {t_end:g} s ends before {what} of {file} at {last:g} s; give --t-end {last:g} or "
-                        "more (or leave it out: the run then ends at the last sample), or trim the data.")
+                        "more, or trim the data (without --t-end the run ends at the last sample, which must not lie "
+                        "past the model's end time).")
 
 
 def build_cost(
@@ -303,8 +304,9 @@ def build_cost(
 ) -> tuple[AbstractCost, float]:
     """The cost of one ``--data`` file and the end time of its simulation.
 
-    ``t_end`` is the ``--t-end`` option (None: the last sample of a time series, or the
-    model's end time for spectra).
+    ``t_end`` is the ``--t-end`` option (None: the last sample of a time series, which must
+    not lie past the model's end time (:func:`~fmi_adjoint.identify.guards.check_data_end`), or
+    the model's end time for spectra).
     """
     if isinstance(data, str):
         data = DataFile.from_path(data)
@@ -314,7 +316,9 @@ def build_cost(
         return _spectral_cost(options, model, data, t_end=t_end, step=step)
     measurement = prepared_data(model, data, step=step).measurement
     _check_columns(measurement, model, file)
-    check_data_start(file, measurement.times, model_t_end=model.t_end if model.t_end_declared else None, t_end=t_end)
+    model_t_end = model.t_end if model.t_end_declared else None
+    check_data_start(file, measurement.times, model_t_end=model_t_end, t_end=t_end)
+    check_data_end(file, measurement.times, target=model.name, model_t_end=model_t_end, t_end=t_end)
     end = t_end if t_end is not None else float(measurement.times[-1])
     _check_end(file, measurement.times, t_end, options.window_limits if cost == "fourier" else None)
     if cost == "time":

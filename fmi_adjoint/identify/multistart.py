@@ -92,7 +92,7 @@ from .strategies import (
     run_stages,
 )
 
-__all__ = ["CLUSTER_RTOL", "NOISE_FACTOR", "AbstractStartPlan", "AllExperiments", "Cluster", "ExperimentContinuation",
+__all__ = ["CLUSTER_RTOL", "AbstractStartPlan", "AllExperiments", "Cluster", "ExperimentContinuation",
            "MultiStartResult", "SampledStrategies", "Start", "StartResult", "Stopped", "run_starts",
            "sobol_starts", "result_warnings", "open_checkpoint", "open_untrusted", "checkpoint_header", "check_replay",
            "NOT_IN_CHECKPOINT", "files_digest"]
@@ -116,9 +116,6 @@ _SHOWN_ITEMS = 5  # items of a list read from a file shown in a message
 _SHOWN_CHARS = 80  # characters of a value read from a file shown in a message
 #: The evaluation kinds :class:`_Recorded` writes.
 _EVALUATION_KIND = re.compile(r"evaluate:[a-z_]{1,40}:[-+.0-9a-zA-Z]{1,40}|residuals:(True|False)")
-#: A best cost more than this multiple of the data's noise floor is flagged: a fit that
-#: leaves ten times the noise energy in the residuals has not found the model's behaviour.
-NOISE_FACTOR = 10.0
 
 
 class Stopped(KeyboardInterrupt):
@@ -265,10 +262,9 @@ class MultiStartResult:
     seed: int
     seconds: float
 
-    def warnings(self, noise_floor: float | None, *, starts_available: bool = True) -> list[str]:
-        """:func:`result_warnings` of the best result, and whether only one start reached it
-        (``starts_available``: whether the problem takes ``--starts``, see there)."""
-        texts = result_warnings(self.best, noise_floor, starts_available=starts_available)
+    def warnings(self) -> list[str]:
+        """:func:`result_warnings` of the best result, and whether only one start reached it."""
+        texts = result_warnings(self.best)
         if len(self.starts) > 1 and self.global_minimum_starts == 1:
             texts.append(f"only 1 of {len(self.starts)} starts reached the best cost: the global minimum may not be "
                          "found yet; run more --starts.")
@@ -292,28 +288,17 @@ class MultiStartResult:
         }
 
 
-def result_warnings(result: IdentificationResult, noise_floor: float | None, *,
-                    starts_available: bool = True) -> list[str]:
-    """Warnings on a (best) fit: a parameter on a bound, a cost far above the noise floor.
-
-    Each names a remedy that works for the problem: a wrong basin is left by more
-    ``--starts`` where the problem takes them (model files), else (``starts_available``
-    False: an FMU problem runs one start) by other start values (``--set``).
-    """
-    other_start = "try --starts" if starts_available else "try other start values with --set NAME=VALUE"
+def result_warnings(result: IdentificationResult) -> list[str]:
+    """Warnings on a (best) fit that the fit itself reports: parameters the outputs do not
+    determine.  A parameter on a bound and a cost far above the noise floor are guards of the
+    identification (:func:`fmi_adjoint.identify.guards.bound_notices`,
+    :func:`~fmi_adjoint.identify.guards.cost_notices`)."""
     warnings = []
-    if result.active_bounds:
-        warnings.append(f"{', '.join(result.active_bounds)} ended on a bound: the minimum may lie outside the "
-                        f"bounds (widen them with --bounds) or the fit is in a wrong basin ({other_start}).")
     if result.unidentifiable:
         warnings.append(f"{', '.join(result.unidentifiable)}: the outputs do not determine "
                         f"{'it' if len(result.unidentifiable) == 1 else 'them'} (zero or near-singular Fisher "
                         "information): fix such a parameter with --set NAME=VALUE and drop it from --params, or "
                         "measure an output that depends on it (--allow-unidentifiable accepts the fit as it is).")
-    if noise_floor is not None and result.cost > NOISE_FACTOR * noise_floor:
-        warnings.append(f"the final cost {result.cost:.4g} is {result.cost / max(noise_floor, 1e-300):.3g} times "
-                        f"the noise floor {noise_floor:.4g} estimated from the data: the fit does not explain the "
-                        f"data (a wrong local minimum: {other_start}; or a model that lacks the behaviour).")
     return warnings
 
 
