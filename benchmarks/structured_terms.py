@@ -12,7 +12,8 @@ tridiagonal stiffness and damping, a harmonic force on the last mass):
 And ``modal``: one dense matrix block as a flexible body reduced to ``n`` modes brings (a
 symmetric positive definite mass and stiffness matrix of ``n^2`` entries each, random with a
 fixed seed, modal damping, a load), at ``n`` = 50, 100 and 200: the build cost of ``n^2``
-non-zeros.
+non-zeros; and ``entries``, the same block at ``n`` = 20 and 50 written entry by entry as
+before structured terms (``mass_matrix`` entries and one expression load per coordinate).
 
 For every model one row: ``n``; ``nnz``: non-zeros of its matrix terms (``-`` for elements);
 ``cold cpu``: building the native engine in a fresh process with an empty build cache (the
@@ -43,8 +44,46 @@ from _children import RESULT, best_of, build_cache, cpu_seconds, exponent, run_c
 
 SIZES = (256, 1000, 5000)
 MODES = (50, 100, 200)
+#: Sizes of the modal block also built entry by entry (``--entries``).
+ENTRIES = (20, 50)
 STEPS = 200
 BUDGET = 600.0
+
+
+def modal_matrices(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The mass, stiffness and damping matrices of :func:`modal_block` (seeded)."""
+    rng = np.random.default_rng(24)
+    Q, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    masses = rng.uniform(0.5, 2.0, n)
+    mass = Q @ np.diag(masses) @ Q.T
+    root = Q @ np.diag(np.sqrt(masses)) @ Q.T  # M^(1/2)
+    omega = 2 * np.pi * np.linspace(10.0, 500.0, n)
+    V, _ = np.linalg.qr(rng.normal(size=(n, n)))
+    return mass, root @ V @ np.diag(omega**2) @ V.T @ root, 2.0 * root @ V @ np.diag(omega) @ V.T @ root
+
+
+def modal_entries(n: int):
+    """:func:`modal_block` written entry by entry, as a model had to be before structured terms:
+    the mass matrix as ``mass_matrix`` entries, ``-E K q - zeta sqrt(E) D v + F0 e_0`` as one
+    expression load per coordinate (``n`` terms each)."""
+    from fmi_adjoint.forces.library.loads import ExpressionLoad
+    from fmi_adjoint.model import Coordinate, MassEntry, Model, Output, Parameter, SimulationSettings
+
+    mass, stiffness, damping = modal_matrices(n)
+    names = tuple(f"eta{k}" for k in range(n))
+    entries = tuple(MassEntry(names[i], names[j], repr(float(mass[i, j]))) for i in range(n) for j in range(i, n))
+
+    def row(matrix: np.ndarray, i: int, state) -> str:
+        return " + ".join(f"({float(matrix[i, j])!r})*{state(names[j])}" for j in range(n))
+
+    loads = tuple(ExpressionLoad(name=f"load{i}", coordinate=names[i], expression=(
+        f"-E*({row(stiffness, i, str)}) - zeta*sqrt(E)*({row(damping, i, lambda c: f'der({c})')})"
+        + (" + F0" if i == 0 else ""))) for i in range(n))
+    return Model(f"modal_entries_{n}", tuple(Coordinate(c, mass=repr(float(mass[k, k])))
+                                            for k, c in enumerate(names)),
+                 (Parameter("E", 1.0), Parameter("zeta", 0.02), Parameter("F0", 10.0)), forces=loads,
+                 outputs=(Output("eta0", "eta0"), Output("eta_last", names[-1])), mass_matrix=entries,
+                 simulation=SimulationSettings(t_end=0.1, step=1e-4))
 
 
 def modal_block(n: int):
@@ -55,14 +94,7 @@ def modal_block(n: int):
     from fmi_adjoint.model import Coordinate, Model, Output, Parameter, SimulationSettings
     from fmi_adjoint.structured import DAMPING, LOAD, MASS, STIFFNESS, MatrixTerm
 
-    rng = np.random.default_rng(24)
-    Q, _ = np.linalg.qr(rng.normal(size=(n, n)))
-    mass = Q @ np.diag(rng.uniform(0.5, 2.0, n)) @ Q.T
-    root = Q @ np.diag(np.sqrt(np.diag(Q.T @ mass @ Q))) @ Q.T  # M^(1/2): M and Q share eigenvectors
-    omega = 2 * np.pi * np.linspace(10.0, 500.0, n)
-    V, _ = np.linalg.qr(rng.normal(size=(n, n)))
-    stiffness = root @ V @ np.diag(omega**2) @ V.T @ root
-    damping = 2.0 * root @ V @ np.diag(omega) @ V.T @ root
+    mass, stiffness, damping = modal_matrices(n)
     names = tuple(f"eta{k}" for k in range(n))
     load = np.zeros((n, 1))
     load[0, 0] = 1.0
@@ -80,7 +112,7 @@ def model_of(spec: dict):
 
     size = spec["size"]
     return {"elements": lambda: chain_model(size, "linear"), "matrices": lambda: matrix_chain_model(size),
-            "modal": lambda: modal_block(size)}[spec["form"]]()
+            "modal": lambda: modal_block(size), "entries": lambda: modal_entries(size)}[spec["form"]]()
 
 
 def child_build(spec: dict) -> dict:
@@ -139,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="chain lengths, default %(default)s")
     parser.add_argument("--modes", default=",".join(map(str, MODES)), help="modal block sizes, default %(default)s")
+    parser.add_argument("--entries", default=",".join(map(str, ENTRIES)),
+                        help="modal block sizes also built entry by entry, default %(default)s")
     parser.add_argument("--steps", type=int, default=STEPS, help="steps of a measured run (default %(default)d)")
     parser.add_argument("--budget", type=float, default=BUDGET, help="seconds per model (default %(default)g)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -156,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
         modes = [int(s) for s in args.modes.split(",") if s.strip()]
+        entries = [int(s) for s in args.entries.split(",") if s.strip()]
     except ValueError:
         parser.error("--sizes and --modes: whole numbers separated by commas")
     print(f"engine: fmi_adjoint.engines.NativeEngine (C), HHT, {args.steps} steps per run; {os.cpu_count()} CPUs; "
@@ -166,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="fmi_adjoint_structured_bench_") as tmp:
         sources = snapshot_sources(Path(tmp) / "src")
         runs = [(form, size) for size in sizes for form in ("elements", "matrices")] + [("modal", n) for n in modes]
+        runs += [("entries", n) for n in entries]
         for form, size in runs:
             name = f"{form}_{size}"
             result = measure(form, size, Path(tmp), sources, args.steps, args.budget)
@@ -180,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
             e, m = results[("elements", size)], results[("matrices", size)]
             print(f"chain of {size}: matrices vs elements: cold build {e['cold'] / m['cold']:.1f}x cheaper, "
                   f"warm {e['warm'] / m['warm']:.1f}x, step {e['cpu_step'] / m['cpu_step']:.2f}x")
+    for n in entries:
+        if ("entries", n) in results and ("modal", n) in results:
+            e, m = results[("entries", n)], results[("modal", n)]
+            print(f"modal block of {n}: matrices vs entries as expressions: cold build {e['cold'] / m['cold']:.1f}x "
+                  f"cheaper, step {e['cpu_step'] / m['cpu_step']:.2f}x")
     for form, values in (("matrices", sizes), ("modal", modes)):
         done = [v for v in values if (form, v) in results]
         if len(done) >= 2:
