@@ -257,3 +257,32 @@ SAME_DATA_OTHER_FORMAT = 1e-10
 #: ~6e-5, while the pooled residual variance of mixed channels was measured 2.0-2.2 times too
 #: large on the test's two-channel oscillator (weighted: ratios 0.99 and 1.01).
 MONTE_CARLO_STD_ERRORS = 0.2
+
+# -- flexible bodies (issue 25) ---------------------------------------------------------------------
+
+#: Natural frequencies of the built-in beam elements against the continuum closed forms on the
+#: meshes of tests/test_flexible_fe.py, relative: the discretization error of consistent-mass
+#: elements (Hermite bending O(h^4), linear axial and torsion O(h^2)), not round-off.  Measured:
+#: cantilever bending, 32 elements, modes 1-4: 8e-9, 3.2e-7, 2.5e-6, 9.6e-6; free-free, 32
+#: elements, modes 1-3: 3.3e-7, 2.5e-6, 9.6e-6; axial and torsion, 200 elements, modes 1-2:
+#: 2.6e-6, 2.3e-5; Timoshenko against Euler-Bernoulli at L/h = 333: 7.2e-6.  A wrong term of an
+#: element matrix shows at 1e-2 and above.
+BEAM_DISCRETIZATION = 1e-4
+
+#: The same with lumped (HRZ, diagonal) mass, whose bending frequencies converge O(h^2) from
+#: below: measured -1.3e-4 and -4.9e-4 (cantilever modes 1-2, 64 elements), -1.2e-4 at most
+#: with the 128 elements of the test.
+LUMPED_MASS_DISCRETIZATION = 1e-3
+
+#: A rigid-body mode's frequency relative to the first elastic one: the square root of the
+#: eigen-solver's round-off, not a physical frequency.  Measured 2.3e-6 (free-free beam of 32
+#: elements), 5.6e-7 (its Craig-Bampton model); a spurious mechanism would be O(1).
+RIGID_BODY_FREQUENCY = 1e-4
+
+#: Natural frequencies of one model computed two ways (a rotated mesh, an imported copy, a
+#: Craig-Bampton basis that keeps every mode), relative: eigen-solver round-off, eps times the
+#: spread lambda_max / lambda of the beams' spectra (1e6 and more).  Measured: rotated mesh
+#: 1.2e-12, Craig-Bampton with all 108 modes against the full model 1.1e-11, the sparse (Lanczos)
+#: against the dense eigen-solution 1.5e-11, modal damping ratios recovered 5.8e-14; truncating
+#: the basis to 32 modes errs by 4.6e-5.
+EIGEN_ROUNDOFF = 1e-9
