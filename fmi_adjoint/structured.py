@@ -188,15 +188,16 @@ class MatrixTerm:
     matrix : SparseMatrix
         ``k x k`` for ``k`` coordinates (``k x 1`` for a load); anything :meth:`SparseMatrix.of`
         takes.
-    factor : str or float
-        An expression of parameters (no coordinates, no ``t``); ``1`` by default.
+    factor : str, float or sympy.Expr
+        An expression of parameters (no coordinates, no ``t``; a sympy expression in name
+        symbols when a component builds it); ``1`` by default.
     """
 
     name: str
     role: TermRole
     coordinates: tuple[str, ...]
     matrix: SparseMatrix
-    factor: str | float | int = 1.0
+    factor: str | float | int | sp.Expr = 1.0
 
     def __post_init__(self) -> None:
         check_identifier(self.name, "matrix term")
@@ -211,6 +212,8 @@ class MatrixTerm:
         object.__setattr__(self, "matrix", SparseMatrix.of(self.matrix, f"matrix term '{self.name}'", shape))
         if isinstance(self.factor, str):
             check_free_text(self.factor, f"matrix term '{self.name}': factor")
+        elif isinstance(self.factor, sp.Expr):  # built by a component in name symbols; checked when parsed
+            pass
         elif not isinstance(self.factor, (int, float)) or isinstance(self.factor, bool) or not math.isfinite(
                 self.factor):
             raise ModelError(f"matrix term '{self.name}': factor {self.factor!r} is not a finite number or an "

@@ -34,8 +34,8 @@ import numpy as np
 import pytest
 from test_cli import gradient_json, run
 from test_native_engine import SAME_ALGORITHM
+from gradient_checks import assert_adjoint_equals_forward_and_central_differences
 from tolerances import (
-    ADJOINT_VS_FORWARD,
     EXACT,
     GRADIENT_VS_FD,
     INDEX3_ROUNDOFF,
@@ -270,13 +270,7 @@ def test_adjoint_equals_forward_sensitivities_and_central_differences(engine, sc
     data = Sampler.from_grid(truth.t, times).sample(truth.outputs()[:, [compiled.output_index(c) for c in channels]])
     cost = LeastSquaresCost(times, data, channels, scales=np.sqrt(np.mean(data**2, axis=0)))
     experiment = Experiment(compiled, cost, values={"u": 0.2}, t_end=0.5, solver=solver, engine=engine)
-    problem = IdentificationProblem([experiment], GRADIENT_PARAMS)
-    x = problem.start.copy()
-    adjoint, forward = problem.evaluate(x, "adjoint"), problem.evaluate(x, "forward")
-    assert np.all(adjoint.gradient != 0)
-    assert np.all(np.abs(adjoint.gradient - forward.gradient) <= ADJOINT_VS_FORWARD * np.abs(forward.gradient))
-    fd = problem.finite_differences(x, rel=1e-3, order=4)
-    assert np.all(np.abs(adjoint.gradient - fd) <= GRADIENT_VS_FD * np.abs(fd)), (adjoint.gradient, fd)
+    assert_adjoint_equals_forward_and_central_differences(IdentificationProblem([experiment], GRADIENT_PARAMS))
 
 
 def test_both_integrators_converge_to_the_same_motion(engine):

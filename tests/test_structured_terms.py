@@ -36,7 +36,8 @@ from fmi_adjoint.native import build_native, native_second_order
 from fmi_adjoint.structured import DAMPING, MASS, STIFFNESS, MatrixTerm, QuadraticConstraints
 from structured_models import DEMO_PARAMETERS, structured_demo, structured_sdof
 from test_assembly import Pair, _whole_second_order, assert_first_order_equal, assert_same
-from tolerances import (ADJOINT_VS_FORWARD, CLOSED_FORM, ENGINES_AGREE, EXACT, GRADIENT_VS_FD, INDEX3_ROUNDOFF)
+from gradient_checks import assert_adjoint_equals_forward_and_central_differences
+from tolerances import CLOSED_FORM, ENGINES_AGREE, EXACT, INDEX3_ROUNDOFF
 
 
 @pytest.fixture(scope="module")
@@ -146,13 +147,8 @@ def test_adjoint_equals_forward_sensitivities_and_central_differences(demo_engin
     (alpha rho, beta k) and a load (F0^2 / 2); the outputs include an acceleration and a
     multiplier."""
     engine = demo_engines[0] if kind == "native" else demo_engines[1]
-    problem = _problem(engine, {"m": 2.3, "k": 44.0, "rho": 1.7, "alpha": 0.4, "beta": 0.02, "F0": 2.5})
-    x = problem.start.copy()
-    adjoint, forward = problem.evaluate(x, "adjoint"), problem.evaluate(x, "forward")
-    assert np.all(adjoint.gradient != 0.0)
-    assert np.all(np.abs(adjoint.gradient - forward.gradient) <= ADJOINT_VS_FORWARD * np.abs(forward.gradient))
-    fd = problem.finite_differences(x, rel=1e-3, order=4)
-    assert np.all(np.abs(adjoint.gradient - fd) <= GRADIENT_VS_FD * np.abs(fd)), (adjoint.gradient, fd)
+    assert_adjoint_equals_forward_and_central_differences(
+        _problem(engine, {"m": 2.3, "k": 44.0, "rho": 1.7, "alpha": 0.4, "beta": 0.02, "F0": 2.5}))
 
 
 @pytest.fixture(scope="module")

@@ -286,3 +286,17 @@ RIGID_BODY_FREQUENCY = 1e-4
 #: against the dense eigen-solution 1.5e-11, modal damping ratios recovered 5.8e-14; truncating
 #: the basis to 32 modes errs by 4.6e-5.
 EIGEN_ROUNDOFF = 1e-9
+
+#: A flexible body in flexible natural coordinates (issue 25) against its FE model, relative:
+#: the first bending frequency of a Craig-Bampton-reduced beam (tip interface, four modes)
+#: simulated by HHT (h = 1e-4, alpha = 0) against the full FE model's, clamped alike -- the
+#: time discretization (period error (omega h)^2 / 12 = 2e-5) and the reduction -- and the mean
+#: deflection against the FE model's static one; measured -1.1e-4 and 1.5e-4.  A wrong term of
+#: the mass projection (eq. (11)) or of the nodal rotary inertia shows at 1e-2.
+FNCF_VS_FE = 5e-4
+
+#: A stiff flexible body (stiffness factor 1e6) against the rigid body of the same masses
+#: swinging on a hinge for 0.3 s, relative to its length: its elastic deflection (about 1e-9)
+#: and the two formulations' round-off; measured 2.5e-9.  An error of the rigid part of the
+#: natural coordinates (mass matrix, gravity, orthonormality) shows at 1e-4 and above.
+STIFF_FLEXIBLE_VS_RIGID = 2e-8

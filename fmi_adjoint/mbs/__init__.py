@@ -37,6 +37,7 @@ from .bodies import (
     SpatialRigidBody,
 )
 from .elements import GeneralizedForces
+from .flexible import FlexibleBody, NodeMarker
 from .forces import Bushing, JointForce, SpringDamper, scalar_law
 from .joints import (
     Cylindrical,
@@ -89,6 +90,7 @@ __all__ = [
     "ComponentRegistry",
     "Cylindrical",
     "Fixed",
+    "FlexibleBody",
     "Force",
     "GeneralizedForces",
     "Ground",
@@ -96,6 +98,7 @@ __all__ = [
     "Lowering",
     "Marker",
     "MarkerFrame",
+    "NodeMarker",
     "MultibodySystem",
     "Planar",
     "PlanarRigidBody",
