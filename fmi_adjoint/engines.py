@@ -11,11 +11,13 @@ Two engines implement it and must agree to round-off:
 Both are built through the build cache (:mod:`fmi_adjoint.cache`), so a model is derived
 and compiled once per machine; a model from :func:`fmi_adjoint.warm.prepare_model` then starts
 without symbolic work (no lowering, parsing or sympy: issue 24, part 6).  The front door of
-each operation (argument checks, the time grid, the cost's ``dJ/dY``) is shared here; an
-engine supplies only the kernels.
+each operation (argument checks, the time grid, the cost's ``dJ/dY``) is shared here and is the
+only place that checks inputs (issue 29): it hands the kernels a frozen
+:class:`~fmi_adjoint.integrate.inputs.RunInputs` (parameters, scheme, grid) and a trajectory of
+the engine's model, which they trust; an engine supplies only the kernels.
 
 Adding an engine: subclass :class:`AbstractEngine`, implement (1) :meth:`~AbstractEngine.build`,
-(2) ``_integrate`` (the forward run on a checked grid from parameters ``p``), (3)
+(2) ``_integrate`` (the forward run of checked ``RunInputs``), (3)
 ``_adjoint_sweep`` (gradient from ``dJ/dY`` on the step grid) and (4)
 ``_sensitivities`` (``dY/dp`` at the needed steps); then parametrize
 ``tests/test_engines.py`` over it.
@@ -40,6 +42,7 @@ from .costs.sampling import Sampler
 from .choices import look_up
 from .errors import CompilerError, ConvergenceError, ModelError, NoCCodeError
 from .integrate import InitialState, Trajectory
+from .integrate.inputs import RunInputs
 from .integrate.schemes import AbstractScheme
 from .integrate.trajectory import Checkpoints
 from .integrate.hht import _integrate, prepare_run
@@ -87,30 +90,34 @@ class AbstractEngine(abc.ABC):
         ConvergenceError
             Newton failed in the initialization or a step (time and remedy named).
         """
-        p, solver, grid = prepare_run(self.compiled, p, t_end=t_end, step=step, solver=solver, t0=t0)
-        return self._integrate(p, solver, grid)
+        return self._integrate(prepare_run(self.compiled, p, t_end=t_end, step=step, solver=solver, t0=t0))
 
     @abc.abstractmethod
-    def _integrate(self, p: np.ndarray, solver: AbstractScheme, grid: np.ndarray) -> Trajectory: ...
+    def _integrate(self, run: RunInputs) -> Trajectory: ...
 
     # -- gradients --------------------------------------------------------------------------
     def adjoint_gradient(self, traj: Trajectory, cost: AbstractCost) -> GradientResult:
         """Exact gradient of the discrete cost by the discrete adjoint (one backward sweep)."""
-        self._check_trajectory(traj)
+        run = self._check_trajectory(traj)
         J, ybar, gradient = adjoint_seed(traj, cost)
-        return GradientResult(J=J, gradient=self._adjoint_sweep(traj, ybar, gradient), method="adjoint")
+        return GradientResult(J=J, gradient=self._adjoint_sweep(traj, run, ybar, gradient), method="adjoint")
 
     @abc.abstractmethod
-    def _adjoint_sweep(self, traj: Trajectory, ybar: np.ndarray, gradient: np.ndarray) -> np.ndarray: ...
+    def _adjoint_sweep(self, traj: Trajectory, run: RunInputs, ybar: np.ndarray,
+                       gradient: np.ndarray) -> np.ndarray: ...
 
     def output_sensitivities(self, traj: Trajectory, sample_times: np.ndarray, channels: np.ndarray,
                              params: np.ndarray | None = None) -> np.ndarray:
         """``dY/dp`` of the outputs ``channels`` at ``sample_times``, shape
         ``(n_samples, n_channels, n_params)`` (forward sensitivities of the scheme)."""
         params = self._parameter_indices(params)
-        self._check_trajectory(traj)
-        return self._sensitivities(traj, np.asarray(sample_times, dtype=float), np.asarray(channels, dtype=int),
-                                   params)
+        run = self._check_trajectory(traj)
+        sample_times = np.asarray(sample_times, dtype=float)
+        channels = np.asarray(channels, dtype=int)
+        if channels.ndim != 1 or (channels.size and not 0 <= channels.min() <= channels.max() < self.compiled.n_y):
+            raise ModelError(f"output channels {channels.tolist()} must be indices in [0, {self.compiled.n_y}); use "
+                             "CompiledModel.output_index(name).")
+        return self._sensitivities(traj, run, sample_times, channels, params)
 
     def _parameter_indices(self, params: np.ndarray | None) -> np.ndarray:
         """Distinct indices into the parameter vector (ModelError otherwise)."""
@@ -124,27 +131,30 @@ class AbstractEngine(abc.ABC):
                              "CompiledModel.parameter_index(name).")
         return params.astype(int)
 
-    def _check_trajectory(self, traj: Trajectory) -> None:
-        """A trajectory of this engine's model only (the sweeps index its arrays by the model's sizes)."""
+    def _check_trajectory(self, traj: Trajectory) -> RunInputs:
+        """The front door of the sweeps: a trajectory of this engine's model only (the sweeps
+        index its arrays by the model's sizes; the trajectory checked its own shapes), and its
+        run's checked inputs, which the kernels trust."""
         model = self.compiled
         if (traj.model.n, traj.model.m, traj.model.n_p, traj.model.n_y) != (model.n, model.m, model.n_p, model.n_y) \
                 or traj.model.parameter_names != model.parameter_names:
             raise ModelError(f"the trajectory is of model '{traj.model.model.name}', not of this engine's model "
                              f"'{model.model.name}'; simulate with this engine first.")
+        return RunInputs.checked(traj.p, traj.scheme, traj.t, parameter_names=model.parameter_names,
+                                 model_name=model.model.name)
 
     @abc.abstractmethod
-    def _sensitivities(self, traj: Trajectory, sample_times: np.ndarray, channels: np.ndarray,
+    def _sensitivities(self, traj: Trajectory, run: RunInputs, sample_times: np.ndarray, channels: np.ndarray,
                        params: np.ndarray) -> np.ndarray: ...
 
     def state_sensitivities(self, traj: Trajectory, params: np.ndarray | None = None) -> np.ndarray:
         """``d(q, v, a, lambda)/dp`` at every step, shape ``(N+1, 3n+m, len(params))`` (the
         forward sensitivities of the scheme; optimal input design needs all of them)."""
         params = self._parameter_indices(params)
-        self._check_trajectory(traj)
-        return self._state_sensitivities(traj, params)
+        return self._state_sensitivities(traj, self._check_trajectory(traj), params)
 
     @abc.abstractmethod
-    def _state_sensitivities(self, traj: Trajectory, params: np.ndarray) -> np.ndarray: ...
+    def _state_sensitivities(self, traj: Trajectory, run: RunInputs, params: np.ndarray) -> np.ndarray: ...
 
     def adjoint_trajectory(self, traj: Trajectory, ybar: np.ndarray,
                            xbar: np.ndarray | None = None) -> AdjointTrajectory:
@@ -152,7 +162,7 @@ class AbstractEngine(abc.ABC):
         (``ybar``, shape ``(N+1, n_y, C)``) and ``dJ/d(q, v, a, lambda)`` (``xbar``, shape
         ``(N+1, 3n+m, C)``, optional) on the step grid.  Returns the adjoint variables of
         every step (:class:`~fmi_adjoint.adjoint.discrete.AdjointTrajectory`)."""
-        self._check_trajectory(traj)
+        run = self._check_trajectory(traj)
         model = self.compiled
         rows = traj.n_steps + 1
         ybar = np.asarray(ybar, dtype=float)
@@ -163,10 +173,10 @@ class AbstractEngine(abc.ABC):
             if xbar.shape != (rows, 3 * model.n + model.m, ybar.shape[2]):
                 raise ModelError(f"dJ/dx has shape {xbar.shape}; the run needs "
                                  f"({rows}, {3 * model.n + model.m}, {ybar.shape[2]}).")
-        return self._adjoint_trajectory(traj, ybar, xbar)
+        return self._adjoint_trajectory(traj, run, ybar, xbar)
 
     @abc.abstractmethod
-    def _adjoint_trajectory(self, traj: Trajectory, ybar: np.ndarray,
+    def _adjoint_trajectory(self, traj: Trajectory, run: RunInputs, ybar: np.ndarray,
                             xbar: np.ndarray | None) -> AdjointTrajectory: ...
 
     def sensitivity_gradient(self, traj: Trajectory, cost: AbstractCost,
@@ -194,21 +204,21 @@ class PythonEngine(AbstractEngine):
     def build(cls, model: Model, *, cache: BuildCache | None = None) -> PythonEngine:
         return cls(compile_model(model, cache=cache))
 
-    def _integrate(self, p: np.ndarray, solver: AbstractScheme, grid: np.ndarray) -> Trajectory:
+    def _integrate(self, run: RunInputs) -> Trajectory:
         # Overflow in a diverging step is detected from the values, not reported as warnings.
         with np.errstate(all="ignore"):
-            init = initial_state(self.compiled, p, grid[0])
-            return _integrate(self.compiled, p, solver, grid, init)
+            init = initial_state(self.compiled, run.p, run.grid[0])
+            return _integrate(self.compiled, run.p, run.scheme, run.grid, init)
 
-    def _adjoint_sweep(self, traj: Trajectory, ybar: np.ndarray, gradient: np.ndarray) -> np.ndarray:
+    def _adjoint_sweep(self, traj: Trajectory, run: RunInputs, ybar: np.ndarray, gradient: np.ndarray) -> np.ndarray:
         traj.require_states("the Python engine's adjoint sweep")
         return adjoint_sweep(traj, ybar, gradient)
 
-    def _sensitivities(self, traj, sample_times, channels, params) -> np.ndarray:
+    def _sensitivities(self, traj, run, sample_times, channels, params) -> np.ndarray:
         traj.require_states("the Python engine's sensitivities")
         return output_sensitivities(traj, sample_times, channels, params)
 
-    def _state_sensitivities(self, traj: Trajectory, params: np.ndarray) -> np.ndarray:
+    def _state_sensitivities(self, traj: Trajectory, run: RunInputs, params: np.ndarray) -> np.ndarray:
         traj.require_states("the Python engine's sensitivities")
         model = self.compiled
         out = np.zeros((traj.n_steps + 1, 3 * model.n + model.m, len(params)))
@@ -216,7 +226,8 @@ class PythonEngine(AbstractEngine):
             out[i] = np.concatenate((S.q, S.v, S.a, S.lam))
         return out
 
-    def _adjoint_trajectory(self, traj: Trajectory, ybar: np.ndarray, xbar: np.ndarray | None) -> AdjointTrajectory:
+    def _adjoint_trajectory(self, traj: Trajectory, run: RunInputs, ybar: np.ndarray,
+                            xbar: np.ndarray | None) -> AdjointTrajectory:
         traj.require_states("the Python engine's adjoint sweep")
         return adjoint_trajectory(traj, ybar, xbar)
 
@@ -295,14 +306,13 @@ class NativeEngine(AbstractEngine):
     def _row_bytes(self) -> int:
         return 8 * (3 * self.compiled.n + self.compiled.m)
 
-    def _integrate(self, p: np.ndarray, solver: AbstractScheme, grid: np.ndarray) -> Trajectory:
+    def _integrate(self, run: RunInputs) -> Trajectory:
         try:
-            return self._native_integrate(p, solver, grid)
+            return self._native_integrate(run)
         except ConvergenceError as exc:
-            raise self._explained(exc, p, solver, grid) from None
+            raise self._explained(exc, run) from None
 
-    def _explained(self, exc: ConvergenceError, p: np.ndarray, solver: AbstractScheme,
-                   grid: np.ndarray) -> ConvergenceError:
+    def _explained(self, exc: ConvergenceError, run: RunInputs) -> ConvergenceError:
         """The C engine's failure in the Python engine's words.
 
         The C runtime (which exported FMUs carry as well) reports a singular matrix without
@@ -320,34 +330,33 @@ class NativeEngine(AbstractEngine):
         """
         text = str(exc)
         if " Remedies: " in text:
-            text = f"{text.split(' Remedies: ')[0]} {solver.divergence_advice()}"
+            text = f"{text.split(' Remedies: ')[0]} {run.scheme.divergence_advice()}"
         replayed = (self.compiled.n + self.compiled.m <= REPLAY_MAX_SIZE
                     and ("the initialization system is singular" in text
-                         or ("the iteration matrix is singular" in text and len(grid) - 1 <= REPLAY_STEPS)))
+                         or ("the iteration matrix is singular" in text and run.n_steps <= REPLAY_STEPS)))
         if not replayed:
             return exc if text == str(exc) else ConvergenceError(text)
-        p, grid = np.array(p, dtype=float), np.array(grid, dtype=float)
 
         def explain() -> str:
             try:
                 if "the initialization system is singular" in text:
                     with np.errstate(all="ignore"):
-                        initial_state(self.compiled, p, grid[0])
+                        initial_state(self.compiled, run.p, run.grid[0])
                 else:
-                    PythonEngine(self.compiled)._integrate(p, solver, grid)
+                    PythonEngine(self.compiled)._integrate(run)
             except ConvergenceError as named:
                 return str(named)
             return text
 
         return _DeferredMessage(text, explain)
 
-    def _native_integrate(self, p: np.ndarray, solver: AbstractScheme, grid: np.ndarray) -> Trajectory:
+    def _native_integrate(self, run: RunInputs) -> Trajectory:
+        """The C engine's run: states (or checkpoints above the memory budget) and the
+        outputs of every step from the C code, so that a cost needs no numpy functions."""
         model = self.compiled
-        N = len(grid) - 1
-        checkpoints = None
-        if (N + 1) * self._row_bytes() <= self.memory_budget:
-            run = self.library.run(grid, p, solver)
-        else:
+        N = run.n_steps
+        every = 0
+        if (N + 1) * self._row_bytes() > self.memory_budget:
             # Half the budget for one recomputed segment, half for the checkpoints.
             every = max(1, min(N, self.memory_budget // (2 * self._row_bytes())))
             if (N // every + 1) * 8 * self.library.state_size > self.memory_budget // 2:
@@ -355,13 +364,16 @@ class NativeEngine(AbstractEngine):
                     f"{N} steps of model '{model.model.name}' do not fit the native engine's memory budget of "
                     f"{self.memory_budget} bytes even with checkpoints; give a larger memory_budget or a "
                     "larger step.")
-            outputs, states, run = self.library.run_checkpointed(grid, p, solver, every)
-            checkpoints = Checkpoints(every=every, states=states, outputs=outputs)
+        result = self.library.forward(run, every=every)
+        checkpoints = None
+        if result.checkpoints is not None:
+            checkpoints = Checkpoints(every=every, states=result.checkpoints, outputs=result.y)
         return Trajectory(
-            model=model, p=p.copy(), scheme=solver, t=grid,
-            q=run.q, v=run.v, a=run.a, lam=run.lam,
-            init=InitialState(z=run.z0, n=model.n, m=model.m, iterations=run.init_iterations),
-            newton_iterations=run.iterations, factorizations=run.factorizations, checkpoints=checkpoints,
+            model=model, p=run.p, scheme=run.scheme, t=run.grid,
+            q=result.q, v=result.v, a=result.a, lam=result.lam,
+            init=InitialState(z=result.z0, n=model.n, m=model.m, iterations=result.init_iterations),
+            newton_iterations=result.iterations, factorizations=result.factorizations, checkpoints=checkpoints,
+            stored_outputs=result.y,
         )
 
     def _segments(self, traj: Trajectory) -> list[tuple[int, int]]:
@@ -379,62 +391,55 @@ class NativeEngine(AbstractEngine):
         state = traj.checkpoints.states[lo // traj.checkpoints.every]
         return self.library.recompute(traj.t, lo, hi, state)
 
-    def _adjoint_sweep(self, traj: Trajectory, ybar: np.ndarray, gradient: np.ndarray) -> np.ndarray:
+    # The arrays below are sized here from the model and handed to the library, which trusts them.
+    def _adjoint_sweep(self, traj: Trajectory, run: RunInputs, ybar: np.ndarray, gradient: np.ndarray) -> np.ndarray:
         model = self.compiled
         gradient = np.array(gradient, dtype=float)
         carry = np.zeros(1 + 4 * model.n)  # h_{i+1}, mu1, mu2, mu3, mu5 of the step after the segment
         w0 = np.zeros(3 * model.n + model.m)
-        grid = np.ascontiguousarray(traj.t)
-        p = np.ascontiguousarray(traj.p)
         for lo, hi in reversed(self._segments(traj)):
-            self.library.adjoint_segment(grid, lo, hi, traj.scheme, p, self._states(traj, lo, hi), ybar[lo:hi + 1],
-                                         carry, w0, gradient)
-        self.library.adjoint_initial(traj.init.z, float(grid[0]), p, w0, gradient)
+            self.library.adjoint_segment(run, lo, hi, self._states(traj, lo, hi), ybar[lo:hi + 1], carry, w0, gradient)
+        self.library.adjoint_initial(run, traj.init.z, w0, gradient)
         return gradient
 
-    def _state_sensitivities(self, traj: Trajectory, params: np.ndarray) -> np.ndarray:
+    def _state_sensitivities(self, traj: Trajectory, run: RunInputs, params: np.ndarray) -> np.ndarray:
         model = self.compiled
         out = np.zeros((traj.n_steps + 1, 3 * model.n + model.m, len(params)))
         needed = np.zeros(traj.n_steps + 1, dtype=np.uint8)
         carry = self.library.sensitivity_carry(len(params))
-        grid = np.ascontiguousarray(traj.t)
-        p = np.ascontiguousarray(traj.p)
         for lo, hi in self._segments(traj):
-            self.library.sensitivities_segment(grid, lo, hi, traj.scheme, p, self._states(traj, lo, hi),
-                                               traj.init.z, params, needed, carry, states_out=out[lo:hi + 1])
+            self.library.sensitivities_segment(run, lo, hi, self._states(traj, lo, hi), traj.init.z, params, needed,
+                                               carry, states_out=out[lo:hi + 1])
         return out
 
-    def _adjoint_trajectory(self, traj: Trajectory, ybar: np.ndarray, xbar: np.ndarray | None) -> AdjointTrajectory:
+    def _adjoint_trajectory(self, traj: Trajectory, run: RunInputs, ybar: np.ndarray,
+                            xbar: np.ndarray | None) -> AdjointTrajectory:
         model = self.compiled
         n, m, columns = model.n, model.m, ybar.shape[2]
         rows = traj.n_steps + 1
         mu = np.zeros((columns, rows, n + m))
         w0 = np.zeros((columns, 3 * n + m))
         gradient = np.zeros((columns, model.n_p))
-        grid = np.ascontiguousarray(traj.t)
-        p = np.ascontiguousarray(traj.p)
         segments = self._segments(traj)
         for c in range(columns):
             carry = np.zeros(1 + 4 * n)
             yb = np.ascontiguousarray(ybar[:, :, c])
             xb = None if xbar is None else np.ascontiguousarray(xbar[:, :, c])
             for lo, hi in reversed(segments):
-                self.library.adjoint_segment(grid, lo, hi, traj.scheme, p, self._states(traj, lo, hi), yb[lo:hi + 1],
-                                             carry, w0[c], gradient[c], xbar=None if xb is None else xb[lo:hi + 1],
+                self.library.adjoint_segment(run, lo, hi, self._states(traj, lo, hi), yb[lo:hi + 1], carry, w0[c],
+                                             gradient[c], xbar=None if xb is None else xb[lo:hi + 1],
                                              mu_out=mu[c, lo:hi + 1])
         return AdjointTrajectory(mu3=np.moveaxis(mu[:, :, :n], 0, 2), mu4=np.moveaxis(mu[:, :, n:], 0, 2),
                                  w0=w0.T.copy(), gradient=gradient.T.copy())
 
-    def _sensitivities(self, traj, sample_times, channels, params) -> np.ndarray:
+    def _sensitivities(self, traj, run, sample_times, channels, params) -> np.ndarray:
         sampler = Sampler.from_grid(traj.t, sample_times)
         needed = np.zeros(traj.n_steps + 1, dtype=np.uint8)
         needed[sampler.k] = 1
         needed[sampler.k + 1] = 1
         carry = self.library.sensitivity_carry(len(params))
-        grid = np.ascontiguousarray(traj.t)
-        p = np.ascontiguousarray(traj.p)
-        parts = [self.library.sensitivities_segment(grid, lo, hi, traj.scheme, p, self._states(traj, lo, hi),
-                                                    traj.init.z, params, needed, carry)
+        parts = [self.library.sensitivities_segment(run, lo, hi, self._states(traj, lo, hi), traj.init.z, params,
+                                                    needed, carry)
                  for lo, hi in self._segments(traj)]
         dY = np.concatenate(parts)
         # Rows of dY are the needed steps in order: re-index the interpolation to them.

@@ -39,23 +39,23 @@ def model_path(spec: str) -> Path:
     )
 
 
-def resolve_model(spec: str, values: dict[str, float] | None = None, *,
-                  allow_external_tables: bool = False) -> CompiledModel:
+def resolve_model(spec: str, *, allow_external_tables: bool = False) -> CompiledModel:
     """Compile MODEL (numpy functions only): a TOML file path or the name of a bundled example.
 
     ``allow_external_tables``: ``--allow-external-tables`` (see :func:`load_model`).
     """
-    return resolve_engine(spec, values, engine="python", allow_external_tables=allow_external_tables).compiled
+    return resolve_engine(spec, engine="python", allow_external_tables=allow_external_tables).compiled
 
 
-def resolve_engine(spec: str, values: dict[str, float] | None = None, *, engine: str = "auto",
-                   allow_external_tables: bool = False) -> AbstractEngine:
+def resolve_engine(spec: str, *, engine: str = "auto", allow_external_tables: bool = False) -> AbstractEngine:
     """Build MODEL's engine through the build cache (``--engine``; see
-    :func:`~fmi_adjoint.identify.spec.build_engine`); the fallback note goes to stderr."""
+    :func:`~fmi_adjoint.identify.spec.build_engine`); the fallback note goes to stderr.  The
+    parameter values travel to the engine's runs, not into the model
+    (:class:`~fmi_adjoint.integrate.inputs.ParameterValues`)."""
     source = model_path(spec)
     model = prepare_model(source, allow_external_tables=allow_external_tables)
     try:
-        built, note = build_engine(model.with_values(values or {}), engine)
+        built, note = build_engine(model, engine)
     except ModelError as exc:
         raise model_error_in(str(source), exc) from None
     if note:
@@ -202,7 +202,7 @@ def problem_spec(
     common = preprocessing or Preprocessing()
     outputs: tuple[str, ...] | None = None
     for spec in data_specs:
-        file, values = experiment_settings(spec, settings, names)
+        file, values = experiment_settings(spec, {}, names)  # the experiment's own settings; --set is the spec's
         window = data_window(spec)
         if outputs is None and detect_format(file).name != "csv":  # the channels of a binary file to read
             outputs = tuple(output.name for output in source.load().outputs)
@@ -210,7 +210,7 @@ def problem_spec(
         name = Path(file).stem if window is None else f"{Path(file).stem}@{window[0]:g}:{window[1]:g}"
         experiments.append(ExperimentSpec(data, tuple(values.items()), name))
     return ProblemSpec.create(source, experiments, names, cost=cost, bounds=bounds, t_end=t_end, step=step,
-                              solver=solver, engine=engine)
+                              solver=solver, engine=engine, values=settings)
 
 
 def load_problem(spec: ProblemSpec) -> tuple[ProblemSpec, IdentificationProblem]:

@@ -23,9 +23,10 @@ from ..bench.preprocess import Preprocessing
 from ..identify.data_costs import Target, preprocessing_report
 from ..identify.guards import (bound_notices, cost_notices, data_notices, lag_notices, movement_notices,
                                noise_resolved, sensitivity_notices)
-from ..identify.spec import ProblemSpec
+from ..identify.spec import ProblemSpec, model_error_in
 from ..identify.strategies import STRATEGY_NAMES
 from ..integrate import HHT, AbstractScheme, GeneralizedAlpha
+from ..integrate.inputs import ParameterValues
 from ..integrate.schemes import INTEGRATORS, NEWTON_METHODS, scheme_from_settings
 from .cache_command import add_cache_parser, cmd_cache
 from .cost_options import (
@@ -351,14 +352,17 @@ def cmd_examples(args) -> int:
 def cmd_simulate(args) -> int:
     _check_solver_options(args)
     _check_outputs({"-o": args.output}, model_inputs(args.model))
-    engine = resolve_engine(args.model, parse_assignments(args.set), engine=args.engine,
-                            allow_external_tables=args.allow_external_tables)
+    engine = resolve_engine(args.model, engine=args.engine, allow_external_tables=args.allow_external_tables)
     model = engine.compiled
+    try:
+        p = ParameterValues.of(parse_assignments(args.set)).vector(model)
+    except ModelError as exc:
+        raise model_error_in(str(model_path(args.model)), exc) from None
     settings = model.model.simulation
     check_time_span(settings.t_end if args.t_end is None else args.t_end,
                     settings.step if args.step is None else args.step)
     check_csv_columns(model.output_names)  # before simulating: the CSV could not be read back
-    traj = engine.simulate(t_end=args.t_end, step=args.step, solver=_solver(args, settings))
+    traj = engine.simulate(p, t_end=args.t_end, step=args.step, solver=_solver(args, settings))
     times, outputs = traj.t, traj.outputs()
     bad = np.argwhere(~np.isfinite(outputs))
     if bad.size:
@@ -514,7 +518,8 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
         archive.close()
         raise
     try:
-        problem, choice = fmu_problem(archive, experiments, names, bounds=bounds, gradient=args.gradient,
+        start = ParameterValues.of(parse_assignments(args.set))
+        problem, choice = fmu_problem(archive, experiments, names, start=start, bounds=bounds, gradient=args.gradient,
                                       interface=args.interface, tolerances=_tolerances(args), workers=args.workers,
                                       executor=executor, **_fmu_process_settings(args))
     except BaseException:

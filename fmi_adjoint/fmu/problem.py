@@ -38,6 +38,7 @@ from ..costs import LeastSquaresCost
 from ..errors import FmuError, IdentificationError
 from ..identify import Evaluation, Experiment, IdentificationProblem
 from ..identify.problem import AbstractIdentificationProblem, costs_noise_floor, gauss_newton_statistics
+from ..integrate.inputs import ParameterValues
 from ..scale import AbstractExecutor
 from .archive import FmuArchive
 from .choice import choose_gradient, choose_interface
@@ -59,7 +60,7 @@ def fmu_problem(
     names: Sequence[str],
     *,
     bounds: Mapping[str, tuple[float, float]] | None = None,
-    start: Mapping[str, float] | None = None,
+    start: ParameterValues | Mapping[str, float] | None = None,
     gradient: str = "auto",
     interface: str = "auto",
     tolerances: Tolerances | None = None,
@@ -74,6 +75,9 @@ def fmu_problem(
     ----------
     archive : FmuArchive
         From :func:`~fmi_adjoint.fmu.archive.open_fmu`; the caller closes it.
+    start : ParameterValues or mapping of str to float, optional
+        Start values of the identified parameters (``--set``: :mod:`fmi_adjoint.integrate.inputs`);
+        a name not given starts from the first experiment's value, else the FMU's start value.
     gradient : {"auto", "adjoint", "sensitivity", "fd"}
     interface : {"auto", "me", "cs"}
         ``--interface``; the choice is recorded in the returned :class:`GradientChoice`.
@@ -134,14 +138,17 @@ def _native_problem(archive, experiments, names, bounds, start) -> Identificatio
     settings = archive.native
     # The embedded model's C engine: the FMU's own engine, in-process with its adjoint (the
     # archive was trusted only after rebuilding its binary, so a compiler is present).
-    engine = NativeEngine.build(load_model(archive.model_file).with_values(settings.get("values") or {}))
+    engine = NativeEngine.build(load_model(archive.model_file))
     model = engine.compiled
     declared = {p.name for p in model.model.all_parameters}
-    fmu_values = {v.name: v.start for v in archive.variables.values()
-                  if v.causality == "parameter" and v.name in declared and v.start is not None}
+    # One route for the values (issue 29): the export's, then the FMU's start values, then each
+    # experiment's, passed along as values (the model keeps its declared ones).
+    values = ParameterValues.of(settings.get("values")).updated(
+        {v.name: v.start for v in archive.variables.values()
+         if v.causality == "parameter" and v.name in declared and v.start is not None})
     solver = export_scheme(settings)
     step = float(settings.get("step", model.model.simulation.step))
-    runs = [Experiment(model, exp.cost, values={**fmu_values, **exp.values}, t_end=exp.t_end, step=step,
+    runs = [Experiment(model, exp.cost, values=values.updated(exp.values).as_dict(), t_end=exp.t_end, step=step,
                        solver=solver, name=exp.name, engine=engine) for exp in experiments]
     return IdentificationProblem(runs, names, bounds=bounds, start=start)
 
@@ -180,9 +187,10 @@ class FmuProblem:
                               dtype=float)
         self.upper = np.array([(bounds or {}).get(n, (d[1], d[2]))[1] for n, d in zip(self.names, declared)],
                               dtype=float)
-        # Start: explicit start values, else the first experiment's settings (--set), else the FMU's.
+        # Start: the start values (--set), else the first experiment's settings, else the FMU's.
+        given = ParameterValues.of(start).as_dict()
         shared = self.experiments[0].values if self.experiments else {}
-        self.start = np.array([(start or {}).get(n, shared.get(n, d[0] if d[0] is not None else 0.0))
+        self.start = np.array([given.get(n, shared.get(n, d[0] if d[0] is not None else 0.0))
                                for n, d in zip(self.names, declared)], dtype=float)
         # Difference scale: the nominal value, else |start|, else FMI's default nominal 1.
         self.nominal = np.array([abs(d[3]) if d[3] else (abs(d[0]) if d[0] else 1.0) for d in declared])

@@ -12,6 +12,7 @@ from ..costs.base import AbstractCost
 from ..engines import AbstractEngine, AutomaticEngine, choose_engine
 from ..errors import IdentificationError
 from ..integrate import AbstractScheme, Trajectory
+from ..integrate.inputs import ParameterValues
 from ..integrate.schemes import scheme_from_settings
 
 __all__ = ["Experiment"]
@@ -26,8 +27,10 @@ class Experiment:
     model : CompiledModel
     cost : AbstractCost
     values : mapping of str to float
-        Parameter values specific to this experiment (excitation amplitude, initial
-        state, ...); identified parameters override them.
+        Parameter values of this experiment (the problem's ``--set`` values with its own
+        settings, excitation amplitude, initial state, ...; a
+        :class:`~fmi_adjoint.integrate.inputs.ParameterValues` is accepted); identified
+        parameters override them.
     t_end, step : float, optional
         Defaults: the model's simulation settings.
     solver : AbstractScheme, optional
@@ -53,6 +56,7 @@ class Experiment:
     engine_note: str | None = dataclasses.field(default=None, init=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "values", ParameterValues.of(self.values).as_dict())
         if self.engine is None:
             built = choose_engine(self.model.model, AutomaticEngine(), compiled=self.model)
             object.__setattr__(self, "engine", built.engine)
@@ -62,7 +66,7 @@ class Experiment:
 
     def parameters(self, identified: Sequence[str], x: np.ndarray) -> np.ndarray:
         """Full parameter vector of this experiment with the identified values ``x``."""
-        p = self.model.parameter_vector(dict(self.values))
+        p = ParameterValues.of(self.values).vector(self.model)
         for name, value in zip(identified, x):
             p[self.model.parameter_index(name)] = value
         return p

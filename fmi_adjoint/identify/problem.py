@@ -18,6 +18,7 @@ from ..costs.least_squares import LeastSquaresCost
 from ..costs.sensors import GAIN_RANGE, MAX_DELAY_SHARE, SENSOR_PARAMETERS, SensorCost, sensor_parameter
 from ..errors import IdentificationError
 from ..integrate import Trajectory, time_grid
+from ..integrate.inputs import ParameterValues
 from .experiment import Experiment
 from .parts import (
     GRADIENT_METHOD_CHOICES,
@@ -173,8 +174,10 @@ class IdentificationProblem:
         parameter (above).
     bounds : mapping of str to (float, float), optional
         Overrides the bounds declared in the model.
-    start : mapping of str to float, optional
-        Start values (default: the first experiment's values).
+    start : ParameterValues or mapping of str to float, optional
+        Start values: the problem's values (:attr:`~fmi_adjoint.identify.spec.ProblemSpec.values`,
+        ``--set``); a name not in it starts from the first experiment's value (its declared
+        value unless that experiment sets it).
     """
 
     #: Its evaluations may not run in several threads at once (compiled engines are not
@@ -187,7 +190,7 @@ class IdentificationProblem:
         names: Sequence[str],
         *,
         bounds: Mapping[str, tuple[float, float]] | None = None,
-        start: Mapping[str, float] | None = None,
+        start: ParameterValues | Mapping[str, float] | None = None,
     ):
         if not experiments:
             raise IdentificationError("give at least one experiment.")
@@ -222,8 +225,9 @@ class IdentificationProblem:
         self.lower = np.array([(bounds or {}).get(n, defaults[n])[0] for n in names], dtype=float)
         self.upper = np.array([(bounds or {}).get(n, defaults[n])[1] for n in names], dtype=float)
         base = first.parameters((), np.array([]))
+        given = ParameterValues.of(start).as_dict()
         self.start = np.array(
-            [(start or {}).get(n, SENSOR_PARAMETERS[sensors[n][1]] if n in sensors
+            [given.get(n, SENSOR_PARAMETERS[sensors[n][1]] if n in sensors
                                else base[first.model.parameter_index(n)]) for n in names], dtype=float
         )
         self.simulations = 0

@@ -22,6 +22,7 @@ from ..engines import ENGINE_CHOICES, AbstractEngine, AbstractEngineChoice, choo
 from ..errors import ExpressionError, ModelError
 from ..integrate import AbstractScheme
 from ..integrate.hht import MAX_STEPS
+from ..integrate.inputs import ParameterValues
 from ..model import Model
 from ..model_file import ModelSource
 from ..warm import prepare_model
@@ -64,8 +65,9 @@ def build_engine(model: Model, engine: str | AbstractEngineChoice = "auto") -> t
 
 @dataclasses.dataclass(frozen=True)
 class ExperimentSpec:
-    """One experiment: its data file and its parameter values (``--set`` and the settings
-    after ``@`` of ``--data FILE@NAME=VALUE``)."""
+    """One experiment: its data file and its own parameter values (the settings after ``@``
+    of ``--data FILE@NAME=VALUE``; the problem's ``--set`` values are
+    :attr:`ProblemSpec.values`, under these)."""
 
     data: DataFile
     values: tuple[tuple[str, float], ...] = ()
@@ -93,6 +95,11 @@ class ProblemSpec:
         An ``--engine`` name is looked up once, here (:func:`~fmi_adjoint.engines.engine_choice`).
         Resolved to ``native`` or ``python`` by :meth:`resolved` in the parent, so that
         every worker runs the engine the parent chose.
+    values : ParameterValues
+        The problem's parameter values (``--set``): every experiment's (its own settings
+        replace them) and the start of the identified parameters (where not given: their
+        declared values, as an identified name is not an experiment's own setting).  One value
+        from the command line to the engines (docs/explanation/parameter-journey.md).
     """
 
     model: ModelSource
@@ -104,19 +111,22 @@ class ProblemSpec:
     step: float | None = None
     solver: AbstractScheme | None = None
     engine: AbstractEngineChoice = ENGINE_CHOICES["auto"]
+    values: ParameterValues = ParameterValues()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "engine", engine_choice(self.engine))
+        object.__setattr__(self, "values", ParameterValues.of(self.values))
 
     @classmethod
     def create(cls, model: ModelSource, experiments: Sequence[ExperimentSpec], names: Sequence[str], *,
                cost: CostOptions | None = None, bounds: Mapping[str, tuple[float, float]] | None = None,
                t_end: float | None = None, step: float | None = None, solver: AbstractScheme | None = None,
-               engine: str | AbstractEngineChoice = "auto") -> ProblemSpec:
+               engine: str | AbstractEngineChoice = "auto",
+               values: ParameterValues | Mapping[str, float] | None = None) -> ProblemSpec:
         """A spec from plain Python values."""
         return cls(model, tuple(experiments), tuple(names), cost or CostOptions(),
                    tuple((n, float(lo), float(hi)) for n, (lo, hi) in (bounds or {}).items()),
-                   t_end, step, solver, engine_choice(engine))
+                   t_end, step, solver, engine_choice(engine), ParameterValues.of(values))
 
     def digest(self) -> str:
         """SHA-256 naming the problem: workers keep built problems under it, and a
@@ -127,8 +137,13 @@ class ProblemSpec:
             h.update(exp.data.digest().encode() + repr((exp.values, exp.name)).encode())
         solver = None if self.solver is None else sorted(self.solver.record().items())
         rest = (self.names, self.cost, self.bounds, self.t_end, self.step, solver, self.engine.name)
-        h.update(repr(rest).encode())
+        h.update(repr(rest).encode() + self._values_part())
         return h.hexdigest()
+
+    def _values_part(self) -> bytes:
+        """The problem's values in a digest (nothing without values: the digests of specs
+        whose values travel inside the experiments stay as they were)."""
+        return repr(self.values.items).encode() if self.values.items else b""
 
     def content_digest(self) -> str:
         """SHA-256 of what the result depends on, without file paths: model text, table and
@@ -140,7 +155,8 @@ class ProblemSpec:
         for exp in self.experiments:
             h.update(exp.data.content_digest() + repr(exp.values).encode())
         solver = None if self.solver is None else sorted(self.solver.record().items())
-        h.update(repr((self.names, self.cost, self.bounds, self.t_end, self.step, solver, self.engine.name)).encode())
+        h.update(repr((self.names, self.cost, self.bounds, self.t_end, self.step, solver, self.engine.name)).encode()
+                 + self._values_part())
         return h.hexdigest()
 
     def resolved(self) -> tuple[ProblemSpec, IdentificationProblem, str | None]:
@@ -159,14 +175,15 @@ class ProblemSpec:
         bounds = {name: (lo, hi) for name, lo, hi in self.bounds}
         return IdentificationProblem(experiment_list(engine, self.experiments, cost=self.cost, t_end=self.t_end,
                                                      step=self.step, solver=self.solver,
-                                                     parameters=len(self.names)),
-                                     self.names, bounds=bounds)
+                                                     parameters=len(self.names), values=self.values),
+                                     self.names, bounds=bounds, start=self.values)
 
 
 def experiment_list(engine: AbstractEngine, specs: Sequence[ExperimentSpec], *, cost: CostOptions,
                     t_end: float | None, step: float | None, solver: AbstractScheme | None,
-                    parameters: int = 1) -> list[Experiment]:
-    """One :class:`Experiment` per spec, sharing ``engine``.
+                    parameters: int = 1, values: ParameterValues | None = None) -> list[Experiment]:
+    """One :class:`Experiment` per spec, sharing ``engine``; its parameter values are
+    ``values`` (the problem's) with the spec's own replacing them.
 
     Without ``t_end`` each experiment is simulated up to its last sample (spectra: the
     model's end time).  Their memory (:func:`identification_memory` with ``parameters``
@@ -182,12 +199,12 @@ def experiment_list(engine: AbstractEngine, specs: Sequence[ExperimentSpec], *, 
     check_time_span(t_end, h)
     experiments = []
     for spec in specs:
-        values = dict(spec.values)
-        for name in values:
+        own = ParameterValues.of(values).updated(dict(spec.values)).as_dict()
+        for name in own:
             model.parameter_index(name)
         experiment_cost, end = build_cost(cost, Target.of_model(model), spec.data, t_end=t_end, step=h)
         check_time_span(end, h, t_end_option="--t-end (or the last sample time)")
-        experiments.append(Experiment(model, experiment_cost, values=values, t_end=end, step=step, solver=solver,
+        experiments.append(Experiment(model, experiment_cost, values=own, t_end=end, step=step, solver=solver,
                                       name=spec.name, engine=engine))
     identification_memory(engine, experiments, parameters).check()
     return experiments

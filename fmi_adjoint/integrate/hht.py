@@ -41,6 +41,7 @@ from ..compiled import CompiledModel
 from ..errors import ConvergenceError, ModelError
 from .dependence import describe_dependence
 from .initialization import constraint_labels, initial_state
+from .inputs import RunInputs
 from .schemes import (HHT, NEWTON_ITERATION_LIMIT, NEWTON_MAX_ITERATIONS, NEWTON_REUSE_CONTRACTION, NEWTON_RTOL,
                       AbstractScheme, scheme_from_settings)
 from .trajectory import Trajectory
@@ -108,39 +109,35 @@ def simulate(
     ConvergenceError
         If Newton fails in a step (the message names the time, the step and the residual).
     """
-    p, solver, grid = prepare_run(model, p, t_end=t_end, step=step, solver=solver, t0=t0)
+    run = prepare_run(model, p, t_end=t_end, step=step, solver=solver, t0=t0)
     # Overflow in a diverging step is detected from the values, not reported as warnings.
     with np.errstate(all="ignore"):
-        init = initial_state(model, p, grid[0])
-        return _integrate(model, p, solver, grid, init)
+        init = initial_state(model, run.p, run.grid[0])
+        return _integrate(model, run.p, run.scheme, run.grid, init)
 
 
 def prepare_run(model: CompiledModel, p: np.ndarray | None, *, t_end: float | None = None,
                 step: float | None = None, solver: AbstractScheme | None = None,
-                t0: float = 0.0) -> tuple[np.ndarray, AbstractScheme, np.ndarray]:
-    """The front door of every engine's forward run: ``(p, solver, grid)`` checked.
+                t0: float = 0.0) -> RunInputs:
+    """The front door of every engine's forward run: the checked :class:`RunInputs`
+    (defaults from the model's simulation settings where an argument is ``None``).
 
-    Refuses a parameter vector of the wrong shape or with non-finite values, and a run
-    past the end of a time table (the engines would otherwise hold its end value).
+    Refuses a parameter vector of the wrong shape or with non-finite values, an object that
+    is not an integration scheme, a bad time span, and a run past the end of a time table
+    (the engines would otherwise hold its end value).
     """
     settings = model.model.simulation
-    p = model.defaults.copy() if p is None else np.array(p, dtype=float)
-    if p.shape != (model.n_p,):
-        raise ModelError(f"parameter vector has shape {p.shape}; model '{model.model.name}' needs ({model.n_p},).")
-    if not np.all(np.isfinite(p)):
-        bad = [model.parameter_names[k] for k in np.flatnonzero(~np.isfinite(p))]
-        raise ModelError(f"parameter(s) {bad} are not finite; give finite values.")
     solver = solver or scheme_from_settings(settings)
-    if not isinstance(solver, AbstractScheme):
-        raise ModelError(f"solver = {solver!r} is not an integration scheme; give HHT(...) or GeneralizedAlpha(...).")
     grid = time_grid(t0, settings.t_end if t_end is None else t_end, settings.step if step is None else step)
+    run = RunInputs.checked(model.defaults if p is None else p, solver, grid, parameter_names=model.parameter_names,
+                            model_name=model.model.name)
     for where, first, last in model.table_spans:
         if grid[0] < first or grid[-1] > last:
             raise ModelError(
                 f"{where}: the table covers [{first:g}, {last:g}] s but the simulation runs over "
                 f"[{grid[0]:g}, {grid[-1]:g}] s; extend the table or shorten the simulation (--t-end)."
             )
-    return p, solver, grid
+    return run
 
 
 def _integrate(model: CompiledModel, p: np.ndarray, solver: AbstractScheme, grid: np.ndarray, init) -> Trajectory:

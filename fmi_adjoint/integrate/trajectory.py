@@ -71,6 +71,14 @@ class Trajectory:
         Set when the run kept checkpoints instead of its states (a run longer than the
         engine's memory budget): ``q, v, a, lam`` are then empty and the engine that made
         it recomputes segments during its sweeps.
+    stored_outputs : numpy.ndarray or None, shape (N+1, n_y)
+        The outputs at every step as the engine that made the run computed them (the native
+        engine: its C code, so that a cost needs no numpy functions); ``None``: computed from
+        the states on demand (:meth:`outputs`).
+
+    The shapes are checked on construction (``q, v, a`` of ``N+1`` rows, or none with
+    checkpoints, ``lam`` likewise, ``init.z`` of ``3n+3m`` values): the engines' sweeps and the
+    C code they call trust a trajectory of their model (:meth:`fmi_adjoint.engines.AbstractEngine.adjoint_gradient`).
     """
 
     model: CompiledModel
@@ -85,10 +93,27 @@ class Trajectory:
     newton_iterations: np.ndarray
     factorizations: int = 0
     checkpoints: Checkpoints | None = None
+    stored_outputs: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name in ("p", "t", "q", "v", "a", "lam", "newton_iterations"):
             object.__setattr__(self, name, _freeze(getattr(self, name)))
+        if self.stored_outputs is not None:
+            object.__setattr__(self, "stored_outputs", _freeze(self.stored_outputs))
+        model = self.model
+        points = len(self.t) if self.t.ndim == 1 else -1
+        rows = 0 if self.checkpoints is not None else points
+        expected = {"t": (points,), "p": (model.n_p,), "q": (rows, model.n), "v": (rows, model.n),
+                    "a": (rows, model.n), "lam": (rows, model.m), "newton_iterations": (points - 1,)}
+        shapes = {name: getattr(self, name).shape for name in expected}
+        shapes["init.z"], expected["init.z"] = np.shape(self.init.z), (3 * model.n + 3 * model.m,)
+        if self.stored_outputs is not None:
+            shapes["stored_outputs"], expected["stored_outputs"] = self.stored_outputs.shape, (points, model.n_y)
+        wrong = [f"{name} {shapes[name]} (needs {shape})" for name, shape in expected.items() if shapes[name] != shape]
+        if points < 2 or wrong:
+            raise ModelError(f"a trajectory of model '{model.model.name}' has inconsistent shapes: "
+                             f"{', '.join(wrong) or f'{points} step times'}; make trajectories with an engine's "
+                             "simulate.")
 
     @property
     def n_steps(self) -> int:
@@ -101,6 +126,8 @@ class Trajectory:
         An output expression may overflow where the states are finite (``exp(1000 x)``);
         the values are then inf or NaN, without a warning: callers check (the command line
         refuses to write them)."""
+        if self.stored_outputs is not None:
+            return self.stored_outputs
         if self.checkpoints is not None:
             return self.checkpoints.outputs
         with np.errstate(all="ignore"):

@@ -23,7 +23,8 @@ import numpy as np
 
 from ..cache import BuildCache, compiler_fingerprint, fingerprint
 from ..compiled import (SECOND_INIT_ARGS, SECOND_STEP_ARGS, Derivation, SecondOrder, group_sizes, model_key)
-from ..errors import CompilerError, ConvergenceError, FmiAdjointError
+from ..errors import CompilerError, ConvergenceError, FmiAdjointError, ModelError
+from ..integrate.inputs import RunInputs, checked_parameters, checked_scheme
 from ..integrate.schemes import AbstractScheme
 from ..model import Model
 from ..sparsity import storage_override
@@ -89,12 +90,16 @@ class MatrixSizes(NamedTuple):
 
 
 class NativeRun(NamedTuple):
-    """What ``fa_run`` returns: the trajectory, the consistent initial ``z``, Newton iterations."""
+    """What ``fa_run`` returns: the states (empty for a checkpointed run), the outputs of
+    every step, the checkpoint states (``None`` for a stored run), the consistent initial
+    ``z``, the Newton iterations of each step and of the initialization, the factorizations."""
 
     q: np.ndarray
     v: np.ndarray
     a: np.ndarray
     lam: np.ndarray
+    y: np.ndarray
+    checkpoints: np.ndarray | None
     z0: np.ndarray
     iterations: np.ndarray
     init_iterations: int
@@ -112,16 +117,26 @@ def _optional_pointer(array: np.ndarray | None):
 
 def _scheme_args(solver: AbstractScheme) -> tuple:
     """``(scheme code, its parameter)`` as the C functions take them (``fa_scheme_coefficients``)."""
-    if not isinstance(solver, AbstractScheme):
-        raise FmiAdjointError(f"native engine: {solver!r} is not an integration scheme (HHT or GeneralizedAlpha).")
     return ctypes.c_int(solver.code), ctypes.c_double(solver.parameter)
+
+
+def _rows(array: np.ndarray) -> np.ndarray:
+    """A float64 C-contiguous view (a copy only where the layout needs one: the Python
+    engine's ``a`` and ``lam`` are column slices of one array)."""
+    return np.ascontiguousarray(array, dtype=float)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class NativeLibrary:
     """A loaded native engine of one model; the functions of ``fa_driver.c``.
 
-    Arrays are checked for shape and made contiguous here; the C code trusts them.
+    Nothing is validated here (issue 29: one place validates engine inputs).  The engine
+    front door (:class:`fmi_adjoint.engines.NativeEngine`) hands a checked
+    :class:`~fmi_adjoint.integrate.inputs.RunInputs` (parameters, scheme, grid) and arrays it
+    sized from this library's ``n, m, n_p, n_y`` and a trajectory whose shapes its
+    constructor checked; the C code trusts them in turn.  The methods for callers with raw
+    values (:meth:`simulate`, :meth:`run`, :meth:`run_checkpointed`, :meth:`matrix_sizes`:
+    tests and benchmarks) make that value first, with the same check (:meth:`inputs`).
     """
 
     model: Model
@@ -133,13 +148,18 @@ class NativeLibrary:
     n_y: int
     state_size: int
 
-    def _parameters(self, p: np.ndarray | None) -> np.ndarray:
+    # -- raw values in: the front door's check, then the trusted calls -------------------------
+    def _parameters(self, p: np.ndarray | None, *, finite: bool = True) -> np.ndarray:
         if p is None:
             return np.array([par.value for par in self.model.all_parameters], dtype=float)
-        p = np.ascontiguousarray(p, dtype=float)
-        if p.shape != (self.n_p,):
-            raise FmiAdjointError(f"parameter vector has shape {p.shape}; the model needs ({self.n_p},).")
-        return p
+        return checked_parameters(p, tuple(par.name for par in self.model.all_parameters), self.model.name,
+                                  finite=finite)
+
+    def inputs(self, grid: np.ndarray, p: np.ndarray | None, solver: AbstractScheme) -> RunInputs:
+        """The checked :class:`RunInputs` of raw values (``p`` None: the model's values)."""
+        return RunInputs.checked(self._parameters(p), solver, grid,
+                                 parameter_names=tuple(par.name for par in self.model.all_parameters),
+                                 model_name=self.model.name)
 
     def simulate(self, p: np.ndarray | None = None, *, t_end: float, step: float, solver: AbstractScheme,
                  t0: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
@@ -147,83 +167,38 @@ class NativeLibrary:
 
         ``t_end - t0`` must be a whole number of steps (the FMU's communication grid).  The
         solver's scheme, constant and ``rtol`` are used; like an FMU, the run takes the default
-        ``max_iterations`` and full Newton.
+        ``max_iterations`` and full Newton, and the C engine reports non-finite parameter
+        values (as a ConvergenceError).
         """
         n_steps = int(round((t_end - t0) / step))
         if n_steps < 1 or abs(n_steps * step - (t_end - t0)) > 1e-9 * step * n_steps:
-            raise FmiAdjointError(f"t_end - t0 = {t_end - t0} is not a whole number of steps h = {step}.")
+            raise ModelError(f"t_end - t0 = {t_end - t0} is not a whole number of steps h = {step}; give a "
+                             "t_end on the communication grid.")
+        solver = checked_scheme(solver)
         y = np.zeros((n_steps + 1, self.n_y))
         message = ctypes.create_string_buffer(512)
-        params = _pointer(self._parameters(p))
         status = self.library.fa_simulate(
             ctypes.c_double(t0), ctypes.c_double(step), *_scheme_args(solver), ctypes.c_double(solver.rtol),
-            ctypes.c_long(n_steps), params, _pointer(y), message, ctypes.c_int(512),
+            ctypes.c_long(n_steps), _pointer(self._parameters(p, finite=False)), _pointer(y), message,
+            ctypes.c_int(512),
         )
         if status != 0:
             raise ConvergenceError(message.value.decode(errors="replace") or "the C engine failed")
         return t0 + step * np.arange(n_steps + 1, dtype=float), y
 
-    def run(self, grid: np.ndarray, p: np.ndarray, solver: AbstractScheme) -> NativeRun:
-        """Forward run on ``grid``: ``(q, v, a, lam, z0, step iterations, initialization iterations)``
-        (see ``fa_run``)."""
-        grid = np.ascontiguousarray(grid, dtype=float)
-        N = len(grid) - 1
-        Q, V, A = (np.zeros((N + 1, self.n)) for _ in range(3))
-        L = np.zeros((N + 1, self.m))
-        z0 = np.zeros(3 * self.n + 3 * self.m)
-        iterations = np.zeros(max(N, 1), dtype=np.int32)
-        init_iterations = ctypes.c_int(0)
-        factorizations = ctypes.c_long(0)
-        message = ctypes.create_string_buffer(1024)
-        status = self.library.fa_run(
-            _pointer(grid), ctypes.c_long(N), *_scheme_args(solver), ctypes.c_double(solver.rtol),
-            ctypes.c_int(solver.max_iterations), ctypes.c_int(int(solver.reuse_jacobian)),
-            _pointer(self._parameters(p)),
-            ctypes.c_long(0), _pointer(Q), _pointer(V), _pointer(A), _pointer(L), None, None, _pointer(z0),
-            iterations.ctypes.data_as(_int_p), ctypes.byref(init_iterations), ctypes.byref(factorizations), message,
-            ctypes.c_int(1024),
-        )
-        if status != 0:
-            raise ConvergenceError(message.value.decode(errors="replace") or "the C engine failed")
-        return NativeRun(Q, V, A, L, z0, iterations[:N], init_iterations.value, factorizations.value)
+    def run(self, grid: np.ndarray, p: np.ndarray | None, solver: AbstractScheme) -> NativeRun:
+        """:meth:`forward` of raw values, storing the states of every step."""
+        return self.forward(self.inputs(grid, p, solver))
 
-    def _call(self, function: str, *args, what: str) -> None:
-        message = ctypes.create_string_buffer(1024)
-        status = getattr(self.library, function)(*args, message, ctypes.c_int(1024))
-        if status != 0:
-            raise ConvergenceError(message.value.decode(errors="replace") or f"the {what} failed")
-
-    def run_checkpointed(self, grid: np.ndarray, p: np.ndarray, solver: AbstractScheme,
+    def run_checkpointed(self, grid: np.ndarray, p: np.ndarray | None, solver: AbstractScheme,
                          every: int) -> tuple[np.ndarray, np.ndarray, NativeRun]:
-        """Forward run keeping the outputs and a checkpoint every ``every`` steps:
-        ``(outputs, checkpoint states, run without states)`` (``fa_run`` with ``every >= 1``)."""
-        grid = np.ascontiguousarray(grid, dtype=float)
-        N = len(grid) - 1
-        Y = np.zeros((N + 1, self.n_y))
-        states = np.zeros((N // every + 1, self.state_size))
-        z0 = np.zeros(3 * self.n + 3 * self.m)
-        iterations = np.zeros(max(N, 1), dtype=np.int32)
-        init_iterations = ctypes.c_int(0)
-        factorizations = ctypes.c_long(0)
-        self._call("fa_run", _pointer(grid), ctypes.c_long(N), *_scheme_args(solver),
-                   ctypes.c_double(solver.rtol), ctypes.c_int(solver.max_iterations),
-                   ctypes.c_int(int(solver.reuse_jacobian)),
-                   _pointer(self._parameters(p)), ctypes.c_long(every), None, None, None, None, _pointer(Y),
-                   _pointer(states), _pointer(z0), iterations.ctypes.data_as(_int_p), ctypes.byref(init_iterations),
-                   ctypes.byref(factorizations), what="C engine")
-        empty = (np.zeros((0, self.n)), np.zeros((0, self.n)), np.zeros((0, self.n)), np.zeros((0, self.m)))
-        return Y, states, NativeRun(*empty, z0, iterations[:N], init_iterations.value, factorizations.value)
-
-    def recompute(self, grid: np.ndarray, i0: int, i1: int, state: np.ndarray) -> tuple[np.ndarray, ...]:
-        """``(q, v, a, lam)`` of the steps ``i0..i1`` recomputed from the checkpoint ``state``
-        of step ``i0`` (bit for bit the stored run's)."""
-        rows = i1 - i0 + 1
-        Q, V, A = (np.zeros((rows, self.n)) for _ in range(3))
-        L = np.zeros((rows, self.m))
-        self._call("fa_recompute", _pointer(np.ascontiguousarray(grid, dtype=float)), ctypes.c_long(i0),
-                   ctypes.c_long(i1), _pointer(np.ascontiguousarray(state, dtype=float)), _pointer(Q), _pointer(V),
-                   _pointer(A), _pointer(L), what="recomputation of a segment")
-        return Q, V, A, L
+        """:meth:`forward` of raw values with a checkpoint every ``every`` steps:
+        ``(outputs, checkpoint states, the run)``."""
+        if not (int(every) == every >= 1):
+            raise ModelError(f"every = {every!r} must be a whole number of steps >= 1.")
+        run = self.forward(self.inputs(grid, p, solver), every=int(every))
+        assert run.checkpoints is not None
+        return run.y, run.checkpoints, run
 
     def matrix_sizes(self, *, step: float, n_steps: int = 1, p: np.ndarray | None = None,
                      initialization: bool = False) -> MatrixSizes:
@@ -235,86 +210,88 @@ class NativeLibrary:
                    _pointer(self._parameters(p)), ctypes.c_int(int(initialization)), sizes, what="C engine")
         return MatrixSizes(int(sizes[0]), int(sizes[1]))
 
-    def _check(self, what: str, array: np.ndarray, shape: tuple[int, ...]) -> None:
-        """The C code trusts its arrays: refuse a wrong shape or layout here."""
-        if array.shape != shape or array.dtype != np.float64 or not array.flags.c_contiguous:
-            raise FmiAdjointError(f"native engine: {what} has shape {array.shape} ({array.dtype}); the model "
-                                  f"needs a contiguous float64 array of shape {shape}.")
+    # -- checked values in: trusted ----------------------------------------------------------------
+    def _call(self, function: str, *args, what: str) -> None:
+        message = ctypes.create_string_buffer(1024)
+        status = getattr(self.library, function)(*args, message, ctypes.c_int(1024))
+        if status != 0:
+            raise ConvergenceError(message.value.decode(errors="replace") or f"the {what} failed")
 
-    def _check_segment(self, grid, i_lo, i_hi, p, states) -> None:
-        if not 0 <= i_lo <= i_hi < len(grid):
-            raise FmiAdjointError(f"native engine: steps {i_lo}..{i_hi} are outside the grid of {len(grid)} points.")
-        rows = i_hi - i_lo + 1
-        self._check("p", p, (self.n_p,))
-        for name, array, width in zip(("q", "v", "a", "lam"), states, (self.n, self.n, self.n, self.m)):
-            self._check(name, array, (rows, width))
+    def forward(self, run: RunInputs, *, every: int = 0) -> NativeRun:
+        """Forward run (``fa_run``): with ``every = 0`` the states of every step, with
+        ``every >= 1`` a checkpoint of the engine state every ``every`` steps instead; the
+        outputs of every step always (computed by the C code)."""
+        N = run.n_steps
+        rows = N + 1 if every == 0 else 0
+        Q, V, A = (np.zeros((rows, self.n)) for _ in range(3))
+        L = np.zeros((rows, self.m))
+        Y = np.zeros((N + 1, self.n_y))
+        states = np.zeros((N // every + 1, self.state_size)) if every else None
+        z0 = np.zeros(3 * self.n + 3 * self.m)
+        iterations = np.zeros(max(N, 1), dtype=np.int32)
+        init_iterations = ctypes.c_int(0)
+        factorizations = ctypes.c_long(0)
+        stored = every == 0
+        solver = run.scheme
+        self._call("fa_run", _pointer(run.grid), ctypes.c_long(N), *_scheme_args(solver),
+                   ctypes.c_double(solver.rtol), ctypes.c_int(solver.max_iterations),
+                   ctypes.c_int(int(solver.reuse_jacobian)), _pointer(run.p), ctypes.c_long(every),
+                   *((_pointer(x) if stored else None) for x in (Q, V, A, L)), _pointer(Y), _optional_pointer(states),
+                   _pointer(z0), iterations.ctypes.data_as(_int_p), ctypes.byref(init_iterations),
+                   ctypes.byref(factorizations), what="C engine")
+        return NativeRun(Q, V, A, L, Y, states, z0, iterations[:N], init_iterations.value, factorizations.value)
 
-    def adjoint_segment(self, grid: np.ndarray, i_lo: int, i_hi: int, solver: AbstractScheme, p: np.ndarray,
-                        states: tuple[np.ndarray, ...], ybar: np.ndarray, carry: np.ndarray, w0: np.ndarray,
-                        gradient: np.ndarray, xbar: np.ndarray | None = None,
-                        mu_out: np.ndarray | None = None) -> None:
-        """Adjoint sweep over the steps ``i_hi..i_lo`` (``fa_adjoint_segment``); ``states``
-        and ``ybar`` hold those rows; ``carry``, ``w0`` and ``gradient`` are updated in place.
-        Optional: ``xbar``, explicit ``dJ/d(q, v, a, lambda)`` of those rows (added to the
-        output terms), and ``mu_out``, filled with ``(mu3, mu4)`` of every row."""
-        q, v, a, lam = (np.ascontiguousarray(x, dtype=float) for x in states)
-        ybar = np.ascontiguousarray(ybar, dtype=float)
-        rows = i_hi - i_lo + 1
-        self._check_segment(grid, i_lo, i_hi, p, (q, v, a, lam))
-        self._check("dJ/dY", ybar, (rows, self.n_y))
-        self._check("carry", carry, (1 + 4 * self.n,))
-        self._check("w0", w0, (3 * self.n + self.m,))
-        self._check("gradient", gradient, (self.n_p,))
-        if xbar is not None:
-            xbar = np.ascontiguousarray(xbar, dtype=float)
-            self._check("dJ/dx", xbar, (rows, 3 * self.n + self.m))
-        if mu_out is not None:
-            self._check("mu_out", mu_out, (rows, self.n + self.m))
-        self._call("fa_adjoint_segment", _pointer(grid), ctypes.c_long(i_lo), ctypes.c_long(i_hi),
-                   *_scheme_args(solver), _pointer(p), _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
-                   _pointer(ybar), _optional_pointer(xbar), _pointer(carry), _pointer(w0),
-                   _pointer(gradient), _optional_pointer(mu_out), what="adjoint sweep")
+    def recompute(self, grid: np.ndarray, i0: int, i1: int, state: np.ndarray) -> tuple[np.ndarray, ...]:
+        """``(q, v, a, lam)`` of the steps ``i0..i1`` recomputed from the checkpoint ``state``
+        of step ``i0`` (bit for bit the stored run's).  The C code checks the state (FMUs
+        restore states too)."""
+        rows = i1 - i0 + 1
+        Q, V, A = (np.zeros((rows, self.n)) for _ in range(3))
+        L = np.zeros((rows, self.m))
+        self._call("fa_recompute", _pointer(_rows(grid)), ctypes.c_long(i0),
+                   ctypes.c_long(i1), _pointer(_rows(state)), _pointer(Q), _pointer(V),
+                   _pointer(A), _pointer(L), what="recomputation of a segment")
+        return Q, V, A, L
 
-    def adjoint_initial(self, z0: np.ndarray, t0: float, p: np.ndarray, w0: np.ndarray, gradient: np.ndarray) -> None:
+    def adjoint_segment(self, run: RunInputs, i_lo: int, i_hi: int, states: tuple[np.ndarray, ...],
+                        ybar: np.ndarray, carry: np.ndarray, w0: np.ndarray, gradient: np.ndarray,
+                        xbar: np.ndarray | None = None, mu_out: np.ndarray | None = None) -> None:
+        """Adjoint sweep over the steps ``i_hi..i_lo`` of ``run`` (``fa_adjoint_segment``);
+        ``states`` (``q, v, a, lam``) and ``ybar`` (``dJ/dY``, ``n_y`` per row) hold those
+        rows; ``carry`` (``1 + 4n``), ``w0`` (``3n + m``) and ``gradient`` (``n_p``) are
+        updated in place.  Optional: ``xbar``, explicit ``dJ/d(q, v, a, lambda)`` of those
+        rows (added to the output terms), and ``mu_out``, filled with ``(mu3, mu4)`` of every
+        row."""
+        q, v, a, lam = (_rows(x) for x in states)
+        self._call("fa_adjoint_segment", _pointer(run.grid), ctypes.c_long(i_lo), ctypes.c_long(i_hi),
+                   *_scheme_args(run.scheme), _pointer(run.p), _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
+                   _pointer(_rows(ybar)), _optional_pointer(None if xbar is None else _rows(xbar)), _pointer(carry),
+                   _pointer(w0), _pointer(gradient), _optional_pointer(mu_out), what="adjoint sweep")
+
+    def adjoint_initial(self, run: RunInputs, z0: np.ndarray, w0: np.ndarray, gradient: np.ndarray) -> None:
         """The initial state's term of the gradient (``fa_adjoint_initial``), in place."""
-        z0 = np.ascontiguousarray(z0, dtype=float)
-        for name, array, shape in (("z0", z0, (3 * self.n + 3 * self.m,)), ("p", p, (self.n_p,)),
-                                   ("w0", w0, (3 * self.n + self.m,)), ("gradient", gradient, (self.n_p,))):
-            self._check(name, array, shape)
-        self._call("fa_adjoint_initial", _pointer(z0), ctypes.c_double(t0),
-                   _pointer(p), _pointer(w0), _pointer(gradient), what="adjoint sweep")
+        self._call("fa_adjoint_initial", _pointer(_rows(z0)), ctypes.c_double(run.grid[0]),
+                   _pointer(run.p), _pointer(w0), _pointer(gradient), what="adjoint sweep")
 
     def sensitivity_carry(self, n_params: int) -> np.ndarray:
         """A zero carry for ``fa_sensitivities_segment`` with ``n_params`` columns."""
         return np.zeros(int(self.library.fa_sensitivity_carry_size(ctypes.c_int(n_params))))
 
-    def sensitivities_segment(self, grid: np.ndarray, i_lo: int, i_hi: int, solver: AbstractScheme, p: np.ndarray,
-                              states: tuple[np.ndarray, ...], z0: np.ndarray, params: np.ndarray,
-                              needed: np.ndarray, carry: np.ndarray,
+    def sensitivities_segment(self, run: RunInputs, i_lo: int, i_hi: int, states: tuple[np.ndarray, ...],
+                              z0: np.ndarray, params: np.ndarray, needed: np.ndarray, carry: np.ndarray,
                               states_out: np.ndarray | None = None) -> np.ndarray:
         """``dY/dp[:, params]`` at the needed steps of ``i_lo..i_hi`` (``fa_sensitivities_segment``),
-        shape ``(needed[i_lo:i_hi+1].sum(), n_y, len(params))``; ``carry`` is updated in place.
-        ``states_out`` (optional, ``(rows, 3n+m, len(params))``) receives the state
-        sensitivities ``(dq, dv, da, dlambda)/dp`` of every row."""
-        q, v, a, lam = (np.ascontiguousarray(x, dtype=float) for x in states)
-        z0 = np.ascontiguousarray(z0, dtype=float)
+        shape ``(needed[i_lo:i_hi+1].sum(), n_y, len(params))``; ``params``: distinct indices
+        (the front door's :meth:`~fmi_adjoint.engines.AbstractEngine.output_sensitivities`
+        checks them), ``needed``: a uint8 mask of the grid, ``carry`` (:meth:`sensitivity_carry`)
+        is updated in place.  ``states_out`` (optional, ``(rows, 3n+m, len(params))``)
+        receives the state sensitivities ``(dq, dv, da, dlambda)/dp`` of every row."""
+        q, v, a, lam = (_rows(x) for x in states)
         params = np.ascontiguousarray(params, dtype=np.int32)
-        self._check_segment(grid, i_lo, i_hi, p, (q, v, a, lam))
-        self._check("z0", z0, (3 * self.n + 3 * self.m,))
-        self._check("carry", carry, (int(self.library.fa_sensitivity_carry_size(ctypes.c_int(len(params)))),))
-        if needed.shape != (len(grid),) or needed.dtype != np.uint8:
-            raise FmiAdjointError(f"native engine: the step mask has shape {needed.shape} ({needed.dtype}); "
-                                  f"the grid needs uint8 of shape ({len(grid)},).")
-        in_range = not len(params) or 0 <= params.min() <= params.max() < self.n_p
-        if len(set(params.tolist())) != len(params) or not in_range:
-            raise FmiAdjointError(f"native engine: parameter indices {params.tolist()} must be distinct, in "
-                                  f"[0, {self.n_p}).")
         dY = np.zeros((int(needed[i_lo:i_hi + 1].sum()), self.n_y, len(params)))
-        if states_out is not None:
-            self._check("states_out", states_out, (i_hi - i_lo + 1, 3 * self.n + self.m, len(params)))
-        self._call("fa_sensitivities_segment", _pointer(grid), ctypes.c_long(i_lo), ctypes.c_long(i_hi),
-                   *_scheme_args(solver), _pointer(p), _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
-                   _pointer(z0), ctypes.c_int(len(params)),
+        self._call("fa_sensitivities_segment", _pointer(run.grid), ctypes.c_long(i_lo), ctypes.c_long(i_hi),
+                   *_scheme_args(run.scheme), _pointer(run.p), _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
+                   _pointer(_rows(z0)), ctypes.c_int(len(params)),
                    params.ctypes.data_as(_int_p), needed.ctypes.data_as(ctypes.POINTER(ctypes.c_ubyte)),
                    _pointer(carry), _pointer(dY), _optional_pointer(states_out), what="sensitivity sweep")
         return dY

@@ -14,7 +14,10 @@
  *               their state across, so memory does not limit the run length.
  * Both sweeps only read the trajectory; every Jacobian is generated code (model.h), the
  * Newton matrix is the forward run's (fa_kkt_factor), solved transposed for the adjoint.
- * Not part of FMUs.  Arrays are row-major; no globals.
+ * Not part of FMUs.  Arrays are row-major; no globals.  The arguments are trusted: the engine's
+ * front door (fmi_adjoint.engines, fmi_adjoint.integrate.inputs.RunInputs) checked them, and
+ * fmi_adjoint.native.NativeLibrary sized the arrays; only what the FMUs share (fa_engine.c:
+ * settings, restored states) checks its input here.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -75,23 +78,25 @@ int fa_simulate(double t0, double step, int scheme, double parameter, double rto
     return status;
 }
 
-/* Forward run on grid[0..n_steps] (the last step may be uneven).  With every = 0 it stores
- * q, v, a, lambda at every step (Q, V, A: (n_steps+1) x FA_N; L: (n_steps+1) x FA_M); with
- * every >= 1 it stores only the outputs (Y: (n_steps+1) x FA_NY) and the engine's complete
- * state every `every` steps (checkpoints: one fa_engine_state_size() block per step 0,
- * every, 2 every, ... <= n_steps), for sweeps that recompute segments instead of reading a
- * stored trajectory.  Always: the consistent initial z (FA_NZ), the Newton iterations of
- * each step and of the initialization, the factorizations.  0, or -1 with a message. */
+/* Forward run on grid[0..n_steps] (the last step may be uneven).  Always: the outputs at
+ * every step (Y: (n_steps+1) x FA_NY, fa_outputs of the step's state, so that a cost needs no
+ * other backend), the consistent initial z (FA_NZ), the Newton iterations of each step and of
+ * the initialization, the factorizations.  With every = 0 it also stores q, v, a, lambda at
+ * every step (Q, V, A: (n_steps+1) x FA_N; L: (n_steps+1) x FA_M); with every >= 1 instead the
+ * engine's complete state every `every` steps (checkpoints: one fa_engine_state_size() block
+ * per step 0, every, 2 every, ... <= n_steps), for sweeps that recompute segments instead of
+ * reading a stored trajectory.  The arguments are trusted: the engine's front door
+ * (fmi_adjoint.integrate.RunInputs) checked them.  0, or -1 with a message. */
 int fa_run(const double *grid, long n_steps, int scheme, double parameter, double rtol, int max_iterations, int reuse_jacobian,
            const double *p, long every, double *Q, double *V, double *A, double *L, double *Y, double *checkpoints,
            double *z0, int *iterations, int *init_iterations, long *factorizations, char *message, int message_size)
 {
     fa_engine *e = fa_engine_new();
     double *x = (double *)malloc(sizeof(double) * (3 * FA_N + ONE(FA_M)));
-    if (!e || !x || every < 0) {
+    if (!e || !x) {
         fa_engine_free(e);
         free(x);
-        copy_message(message, message_size, every < 0 ? "fa_run: every must be >= 0" : "out of memory for the C engine");
+        copy_message(message, message_size, "out of memory for the C engine");
         return -1;
     }
     const size_t size = fa_engine_state_size();
@@ -115,13 +120,12 @@ int fa_run(const double *grid, long n_steps, int scheme, double parameter, doubl
             if (status != 0) break;
             iterations[i - 1] = fa_engine_last_iterations(e);
         }
-        if (every == 0) {
-            fa_engine_current(e, Q + i * FA_N, V + i * FA_N, A + i * FA_N, L + i * FA_M);
-        } else {
-            if (i % every == 0) fa_engine_get_state(e, checkpoints + (size_t)(i / every) * size);
-            fa_engine_current(e, x, x + FA_N, x + 2 * FA_N, x + 3 * FA_N);
-            fa_outputs(x, x + FA_N, x + 2 * FA_N, x + 3 * FA_N, grid[i], p, Y + i * FA_NY);
-        }
+        /* The state of step i: into the stored rows, or into x (checkpointed runs). */
+        double *q = every == 0 ? Q + i * FA_N : x, *v = every == 0 ? V + i * FA_N : x + FA_N;
+        double *a = every == 0 ? A + i * FA_N : x + 2 * FA_N, *lam = every == 0 ? L + i * FA_M : x + 3 * FA_N;
+        if (every > 0 && i % every == 0) fa_engine_get_state(e, checkpoints + (size_t)(i / every) * size);
+        fa_engine_current(e, q, v, a, lam);
+        fa_outputs(q, v, a, lam, grid[i], p, Y + i * FA_NY);
     }
     *factorizations = fa_engine_factorizations(e);
     if (status != 0) copy_message(message, message_size, fa_engine_message(e));
@@ -394,16 +398,9 @@ int fa_sensitivities_segment(const double *grid, long i_lo, long i_hi, int schem
     double *x = b4 + cols * m, *rhs = x + cols * NK;
     int status = 0;
     long row = 0;
+    /* params: distinct indices in [0, FA_NP), checked by the engine's front door. */
     for (int k = 0; k < FA_NP; ++k) column[k] = -1;
-    for (int c = 0; c < P; ++c) {
-        /* Distinct parameter indices (checked by the engine; refused here too). */
-        if (params[c] < 0 || params[c] >= FA_NP || column[params[c]] >= 0) {
-            free(mem); free(column); sweep_free(&w);
-            copy_message(message, message_size, "sensitivities: parameter indices must be distinct and in range");
-            return -1;
-        }
-        column[params[c]] = c;
-    }
+    for (int c = 0; c < P; ++c) column[params[c]] = c;
 
     if (i_lo == 0) {
         /* S_0 = dx_0/dp = -(G_z^{-1} G_p)[selection]. */
