@@ -42,8 +42,8 @@ from ..errors import ConvergenceError, ModelError
 from .dependence import describe_dependence
 from .initialization import constraint_labels, initial_state
 from .inputs import RunInputs
-from .schemes import (HHT, NEWTON_ITERATION_LIMIT, NEWTON_MAX_ITERATIONS, NEWTON_REUSE_CONTRACTION, NEWTON_RTOL,
-                      AbstractScheme, scheme_from_settings)
+from .schemes import (HHT, NEWTON_ITERATION_LIMIT, NEWTON_MAX_ITERATIONS, NEWTON_REUSE_CONTRACTION, NEWTON_ROUNDOFF,
+                      NEWTON_RTOL, AbstractScheme, scheme_from_settings)
 from .trajectory import Trajectory
 
 __all__ = ["HHT", "MAX_STEPS", "NEWTON_ITERATION_LIMIT", "NEWTON_MAX_ITERATIONS", "NEWTON_REUSE_CONTRACTION",
@@ -202,7 +202,11 @@ def _integrate(model: CompiledModel, p: np.ndarray, solver: AbstractScheme, grid
                 if iteration == 1:
                     force_scale = max(force_scale, float(terms.max()))
                     position_scale = max(position_scale, float(np.abs(q_new).max()))
-                converged = bool(np.all(np.abs(rhs[:n]) <= rtol * (terms + force_scale)))
+                # Round-off floor (NEWTON_ROUNDOFF): the forces that cancel in a row at rest,
+                # the elastic ones |K| (|q| + position scale) and the constraint forces
+                # |C_q|^T |lambda|, from the current or the last assembled K and C_q.
+                stiff = np.abs(K) @ (np.abs(q_new) + position_scale) + np.abs(Cq).T @ np.abs(z[n:])
+                converged = bool(np.all(np.abs(rhs[:n]) <= rtol * (terms + force_scale) + NEWTON_ROUNDOFF * stiff))
                 if m:
                     c_terms = np.abs(Cq) @ (np.abs(q_new) + position_scale)
                     converged = converged and bool(np.all(np.abs(C) <= rtol * c_terms))

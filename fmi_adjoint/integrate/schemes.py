@@ -67,7 +67,7 @@ from typing import ClassVar
 from ..errors import ModelError
 
 __all__ = ["AbstractScheme", "GeneralizedAlpha", "HHT", "INTEGRATORS", "NEWTON_ITERATION_LIMIT", "NEWTON_METHODS",
-           "NEWTON_MAX_ITERATIONS", "NEWTON_REUSE_CONTRACTION", "NEWTON_RTOL", "SchemeCoefficients",
+           "NEWTON_MAX_ITERATIONS", "NEWTON_REUSE_CONTRACTION", "NEWTON_ROUNDOFF", "NEWTON_RTOL", "SchemeCoefficients",
            "scheme_from_record", "scheme_from_settings", "with_newton"]
 
 #: Newton defaults of a step (see :class:`AbstractScheme`); the C engine reads them from ``model.h``.
@@ -77,6 +77,13 @@ NEWTON_MAX_ITERATIONS = 25
 NEWTON_ITERATION_LIMIT = 1000
 #: Modified Newton refactors when an update is larger than this fraction of the previous one.
 NEWTON_REUSE_CONTRACTION = 0.25
+#: The round-off floor of the Newton force test, in units of the forces that cancel in each
+#: row, ``|K| (|q| + position scale) + |C_q|^T |lambda|`` (elastic and constraint forces): a
+#: model at exact static equilibrium has no inertia and a net force that is a cancelled sum,
+#: so the term-scaled test alone asks for less than round-off and never passes (a lattice
+#: hanging at rest, issue 24); eight machine epsilons of those forces are round-off, never a
+#: physical residual (1e-10 of them is the relative test's own scale).
+NEWTON_ROUNDOFF = 8.0 * 2.0**-52
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ..cprint import C_MATH_CONSTANTS
 from ..integrate.initialization import INIT_MAX_ITERATIONS, INIT_TOLERANCE
-from ..integrate.schemes import (NEWTON_ITERATION_LIMIT, NEWTON_MAX_ITERATIONS, NEWTON_REUSE_CONTRACTION, NEWTON_RTOL,
-                                 scheme_from_settings)
+from ..integrate.schemes import (NEWTON_ITERATION_LIMIT, NEWTON_MAX_ITERATIONS, NEWTON_REUSE_CONTRACTION,
+                                 NEWTON_ROUNDOFF, NEWTON_RTOL, scheme_from_settings)
 from ..model import Model
 from ..sparsity import MatrixLayout, MatrixStorage, plan_layout, storage_override
 from ..text import c_string_literal
@@ -104,6 +104,7 @@ def model_header_and_common(model: Model, n: int, m: int, n_y: int, patterns: di
         f"#define FA_NEWTON_MAX_ITERATIONS {NEWTON_MAX_ITERATIONS}",
         f"#define FA_NEWTON_ITERATION_LIMIT {NEWTON_ITERATION_LIMIT}",
         f"#define FA_NEWTON_REUSE_CONTRACTION {NEWTON_REUSE_CONTRACTION!r}",
+        f"#define FA_NEWTON_ROUNDOFF {NEWTON_ROUNDOFF!r}",
         f"#define FA_INIT_TOLERANCE {INIT_TOLERANCE!r}",
         f"#define FA_INIT_MAX_ITERATIONS {INIT_MAX_ITERATIONS}",
         # Storage of the Newton and initialization matrices: FA_*_KIND is

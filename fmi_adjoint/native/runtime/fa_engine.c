@@ -446,9 +446,18 @@ int fa_engine_step_to(fa_engine *e, double t_prev, double t)
             }
         }
         for (int k = 0; k < FA_M; ++k) { e->rhs[FA_N + k] = -e->C[k] / bh2; c_terms[k] = 0.0; }
+        /* The round-off floor (FA_NEWTON_ROUNDOFF, hht.py): the forces that cancel in a row at
+         * rest, the elastic ones |K| (|q| + position scale) and the constraint forces
+         * |C_q|^T |lambda|, from the current or the last assembled K and C_q. */
+        double stiff[FA_N];
+        for (int i = 0; i < FA_N; ++i) stiff[i] = 0.0;
+        for (int k = 0; k < FA_NNZ_K; ++k)
+            stiff[fa_K_row[k]] += fabs(j->K[k]) * (fabs(e->qn[fa_K_col[k]]) + e->position_scale);
+        for (int k = 0; k < FA_NNZ_Cq; ++k) stiff[fa_Cq_col[k]] += fabs(j->Cq[k]) * fabs(z[FA_N + fa_Cq_row[k]]);
         int converged = 1;
         for (int i = 0; i < FA_N; ++i)
-            if (!(fabs(e->rhs[i]) <= e->settings.rtol * (terms[i] + e->force_scale))) converged = 0;
+            if (!(fabs(e->rhs[i]) <= e->settings.rtol * (terms[i] + e->force_scale) + FA_NEWTON_ROUNDOFF * stiff[i]))
+                converged = 0;
         for (int k = 0; k < FA_NNZ_Cq; ++k)
             c_terms[fa_Cq_row[k]] += fabs(j->Cq[k]) * (fabs(e->qn[fa_Cq_col[k]]) + e->position_scale);
         for (int k = 0; k < FA_M; ++k)
