@@ -37,6 +37,7 @@ from .bodies import (
     SpatialRigidBody,
 )
 from .elements import GeneralizedForces
+from .ffrf import FloatingFrameBody
 from .flexible import FlexibleBody, NodeMarker
 from .forces import Bushing, JointForce, SpringDamper, scalar_law
 from .joints import (
@@ -91,6 +92,7 @@ __all__ = [
     "Cylindrical",
     "Fixed",
     "FlexibleBody",
+    "FloatingFrameBody",
     "Force",
     "GeneralizedForces",
     "Ground",

@@ -56,6 +56,7 @@ Where the paper is silent or restrictive, said here:
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 from collections.abc import Sequence
@@ -78,7 +79,7 @@ from .names import Number, der
 if TYPE_CHECKING:
     from .system import Lowering
 
-__all__ = ["FlexibleBody", "FncfBasis", "NodeMarker", "NaturalKinematics"]
+__all__ = ["FlexibleBody", "FncfBasis", "NaturalKinematics", "NodalBody", "NodeMarker"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,8 +242,9 @@ def fncf_basis(fe: FEModel, reference: int, interface: Sequence[int], modes: Abs
 
 
 @dataclasses.dataclass(frozen=True)
-class FlexibleBody(Body):
-    """A flexible body in flexible natural coordinates (module docstring).
+class NodalBody(Body):
+    """A body with FE nodes that markers sit on (:class:`NodeMarker`): :class:`FlexibleBody`
+    and :class:`~fmi_adjoint.mbs.ffrf.FloatingFrameBody`, which take the same attributes.
 
     Attributes
     ----------
@@ -287,9 +289,21 @@ class FlexibleBody(Body):
 
     @functools.cached_property
     def basis(self) -> FncfBasis:
-        """The reduction and constant matrices (computed once; the reduction is cached)."""
+        """The reduction clamped at the reference node and its constant matrices (computed
+        once; the reduction is cached)."""
         assert self.fe is not None
         return fncf_basis(self.fe, self.reference_node, self.interface_nodes, self.modes, self.damping, self.where())
+
+    @abc.abstractmethod
+    def node_frame(self, ctx: Lowering, node: int, local_rotation: sp.Matrix,
+                   marker: str) -> tuple[sp.Matrix, sp.Matrix]:
+        """Global position (3x1) and rotation (3x3) of ``node`` and the marker ``marker`` on it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FlexibleBody(NodalBody):
+    """A flexible body in flexible natural coordinates (module docstring); its attributes are
+    :class:`NodalBody`'s."""
 
     def kinematics(self) -> BodyKinematics:
         n = self.basis.modes
@@ -333,7 +347,8 @@ class FlexibleBody(Body):
         ctx.add_matrix_term(_orthonormality(f"{self.name}_frame", pi))
         ctx.add_matrix_term(_kronecker(f"{self.name}_gamma", n, pi, gamma, delta))
 
-    def node_frame(self, ctx: Lowering, node: int, local_rotation: sp.Matrix, marker: str) -> tuple:
+    def node_frame(self, ctx: Lowering, node: int, local_rotation: sp.Matrix,
+                   marker: str) -> tuple[sp.Matrix, sp.Matrix]:
         """Global position (eq. (9)) and rotation (eq. (10)) of ``node`` and its marker."""
         basis = self.basis
         k = basis.node(node, f"marker '{marker}'")
@@ -392,16 +407,17 @@ def _kronecker(name: str, n: int, pi: Sequence[str], gamma: Sequence[str],
 
 @dataclasses.dataclass(frozen=True)
 class NodeMarker(Marker):
-    """A marker on a node of a :class:`FlexibleBody` (its position and rotation follow the
-    node's deformation, eqs. (9)-(10)); ``orientation`` as for any marker."""
+    """A marker on a node of a :class:`NodalBody` (its position and rotation follow the
+    node's deformation: eqs. (9)-(10) for FNCF, the floating frame's for FFRF);
+    ``orientation`` as for any marker."""
 
     node: int = 0
 
     def frame(self, ctx: Lowering, body: BodyKinematics) -> MarkerFrame:
         component = ctx.body_component(self.body, self.where("body"))
-        if not isinstance(component, FlexibleBody):
-            raise ModelError(f"{self.where('body')}: body '{self.body}' is not a FlexibleBody; a NodeMarker sits on "
-                             "a node of a flexible body (use Marker on rigid bodies).")
+        if not isinstance(component, NodalBody):
+            raise ModelError(f"{self.where('body')}: body '{self.body}' is not a flexible body (FlexibleBody or "
+                             "FloatingFrameBody); a NodeMarker sits on a node of one (use Marker on rigid bodies).")
         if any(sp.sympify(x).is_zero is not True for x in self.position):
             raise ModelError(f"{self.where('position')}: a node marker sits at its node; leave position at 0.")
         local_rotation = sp.eye(3)

@@ -1,0 +1,295 @@
+"""Flexible bodies in the floating frame of reference formulation (FFRF; Shabana, *Dynamics of
+Multibody Systems*, Ch. 5; Nishi et al., seed 004).
+
+A :class:`FloatingFrameBody` is the same reduced finite-element model as a
+:class:`~fmi_adjoint.mbs.FlexibleBody` (the Craig-Bampton basis clamped at the reference node,
+:func:`~fmi_adjoint.mbs.flexible.fncf_basis`), described by
+
+    q = [R  e  eta]
+
+* ``R`` (3): the global position of the frame's origin, the *reference node* (``<body>_x, _y, _z``);
+* ``e`` (4): the Euler parameters of the frame's rotation ``A(e)`` (:mod:`.rotations`, eq. (2.20)),
+  with the normalization constraint ``e . e - 1 = 0`` named ``<body>_normalization`` (as
+  :class:`~fmi_adjoint.mbs.SpatialRigidBody`);
+* ``eta`` (``n``): the modal coordinates of the deformation modes ``Psi`` (``<body>_eta<k>``).
+
+A node ``p`` at ``x_p`` in the frame, displaced by ``Psi_p eta``, is at
+``r_p = R + A (x_p + Psi_p eta)`` (Shabana eq. (5.6) with the modal reduction of Sec. 5.4);
+its rotation is ``A (I + [phi_p eta]x)`` (``phi_p`` the rotation rows of the modes, linearized
+in the deformation like FNCF's eq. (10)).  In body axes the velocity of every FE DOF is
+
+    V = B_R A^T R_dot + B_w(eta) w' + Psi eta_dot,       w' = 2 G(e) e_dot   (eq. (2.26))
+
+(``B_R``: a unit translation of every node; ``B_w``: ``-[x_p + Psi_p eta]x`` on a node's
+translations and ``I`` on its rotations), so the kinetic energy ``1/2 V^T M^FE V`` gives the mass
+matrix from the *inertia invariants* (Shabana Sec. 5.5, written for the whole FE mass matrix):
+
+    m I = B_R^T M B_R,   C(eta) = B_R^T M B_w(eta),   J(eta) = B_w^T M B_w,
+    D = B_R^T M Psi,     F(eta) = B_w^T M Psi,        M_ee = Psi^T M Psi,
+
+``C`` and ``F`` linear and ``J`` quadratic in ``eta`` (with lumped masses ``C = -[S]x``,
+``S = S0 + S1 eta = sum m_p (x_p + Psi_p eta)``, ``D = S1`` and ``J`` the inertia tensor of the
+deformed body about the frame's origin), and
+
+    M(q) = [[ m I,     2 A C G,      A D     ],
+            [  .,     4 G^T J G,   2 G^T F   ],
+            [  .,         .,        M_ee     ]]        (Shabana eq. (5.15))
+
+The constant blocks ``m I`` and ``M_ee`` are structured MASS terms; the configuration-dependent
+ones are mass-matrix entries whose numbers are data and whose expressions are in ``e`` and
+``eta``; :func:`fmi_adjoint.model.quadratic_velocity_terms` derives the quadratic velocity terms
+from them (Lagrange's equations, as for :class:`~fmi_adjoint.mbs.SpatialRigidBody`; the part
+along ``e`` is taken by the normalization's multiplier).  Stiffness ``Psi^T K Psi`` and the
+reduced damping act on ``eta`` (structured STIFFNESS and DAMPING terms scaled by the factors,
+as in FNCF).  The weight ``M^FE B_R A^T g`` gives the generalized forces ``m g`` (``R``),
+``2 G^T C^T A^T g`` (``e``: the moment of the first moment ``S(eta)``) and ``D^T A^T g``
+(``eta``; with lumped masses ``S1^T A^T g``).
+
+Left out (said where it matters): the rotary inertia of the nodes enters through
+``w' + phi_p eta_dot`` (the node rotation rate to first order in the deformation); the rotation
+of a node's inertia tensor by the deformation itself (second order in ``eta``, which FNCF's
+linear node rotation of eq. (10) keeps through its Euler tensor) is not.  At small deformation
+the two formulations agree (tests/test_ffrf.py measures how closely).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sps
+import sympy as sp
+
+from ..errors import ModelError
+from ..flexible import FEModel
+from ..model import Coordinate, MassEntry
+from ..structured import DAMPING, MASS, STIFFNESS, MatrixTerm, SparseMatrix
+from . import rotations as rot
+from .bodies import AxisAngle, BodyKinematics, Cardan, RotationMatrix
+from .flexible import FncfBasis, NodalBody, rot_skew
+
+if TYPE_CHECKING:
+    from .system import Lowering
+
+__all__ = ["FloatingFrameBody", "FloatingFrameInvariants", "floating_frame_invariants"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FloatingFrameInvariants:
+    """The inertia invariants of a reduced body (module docstring), numbers.
+
+    Attributes
+    ----------
+    mass : float
+        ``m``, from ``B_R^T M B_R = m I``.
+    C0, C1 : numpy.ndarray (3, 3), (n, 3, 3)
+        ``C(eta) = C0 + sum_k eta_k C1[k]``.
+    J0, J1, J2 : numpy.ndarray (3, 3), (n, 3, 3), (n, n, 3, 3)
+        ``J(eta) = J0 + sum_k eta_k J1[k] + sum_kl eta_k eta_l J2[k, l]``.
+    D : numpy.ndarray (3, n)
+    F0, F1 : numpy.ndarray (3, n), (n, 3, n)
+        ``F(eta) = F0 + sum_k eta_k F1[k]``.
+    modal_mass : numpy.ndarray (n, n)
+        ``Psi^T M Psi``.
+    """
+
+    mass: float
+    C0: np.ndarray
+    C1: np.ndarray
+    J0: np.ndarray
+    J1: np.ndarray
+    J2: np.ndarray
+    D: np.ndarray
+    F0: np.ndarray
+    F1: np.ndarray
+    modal_mass: np.ndarray
+
+
+def floating_frame_invariants(fe: FEModel, basis: FncfBasis, where: str) -> FloatingFrameInvariants:
+    """The inertia invariants of ``fe`` in the deformation basis ``basis`` (module docstring)."""
+    ids = basis.node_ids
+    n = basis.modes
+    dofs = np.asarray(fe.dofs, dtype=int)
+    size = fe.size
+    rows = np.array([int(np.flatnonzero(ids == node)[0]) for node in dofs[:, 0]])
+    comp = dofs[:, 1]
+    translational = comp < 3
+    B_R = np.zeros((size, 3))
+    B_R[np.flatnonzero(translational), comp[translational]] = 1.0
+    psi = np.where(translational[:, None], basis.translations[rows, comp % 3, :], basis.rotations[rows, comp % 3, :])
+
+    def cross_rows(vectors: np.ndarray) -> np.ndarray:
+        """``-[u_p]x`` on the translational rows (``u_p`` per node, (nodes, 3))."""
+        out = np.zeros((size, 3))
+        for i in np.flatnonzero(translational):
+            out[i] = -np.asarray(rot_skew(vectors[rows[i]]))[comp[i]]
+        return out
+
+    Bw0 = cross_rows(basis.positions)
+    Bw0[np.flatnonzero(~translational), comp[~translational] - 3] = 1.0
+    Bw1 = [cross_rows(basis.translations[:, :, k]) for k in range(n)]
+    M = sps.csr_matrix(fe.mass)
+    MB_R, MBw0, MBw1, MPsi = M @ B_R, M @ Bw0, [M @ b for b in Bw1], M @ psi
+    mass3 = B_R.T @ MB_R
+    mass = float(np.trace(mass3) / 3)
+    if not mass > 0 or np.abs(mass3 - mass * np.eye(3)).max() > 1e-9 * mass:
+        raise ModelError(f"{where}: the FE mass matrix does not move the body's mass rigidly (B_R^T M B_R = "
+                         f"{mass3.tolist()} is not m I with m > 0); give a mass matrix in which a rigid translation "
+                         "carries the total mass in every direction.")
+    J2 = np.array([[Bw1[k].T @ MBw1[m] for m in range(n)] for k in range(n)]).reshape(n, n, 3, 3)
+    return FloatingFrameInvariants(
+        mass=mass, C0=B_R.T @ MBw0, C1=np.array([B_R.T @ b for b in MBw1]).reshape(n, 3, 3),
+        J0=Bw0.T @ MBw0, J1=np.array([Bw1[k].T @ MBw0 + Bw0.T @ MBw1[k] for k in range(n)]).reshape(n, 3, 3),
+        J2=J2, D=B_R.T @ MPsi, F0=Bw0.T @ MPsi, F1=np.array([b.T @ MPsi for b in Bw1]).reshape(n, 3, n),
+        modal_mass=(psi.T @ MPsi + (psi.T @ MPsi).T) / 2)
+
+
+def _number(x: float, scale: float) -> sp.Expr | None:
+    """``x`` as data, or None where it is round-off of ``scale`` (a zero of the exact invariant)."""
+    return None if abs(x) <= 1e-14 * scale else sp.Float(float(x), 17)
+
+
+def _linear(c0: np.ndarray, c1: np.ndarray, eta: tuple[sp.Symbol, ...], shape: tuple[int, int]) -> sp.Matrix:
+    """``c0 + sum_k eta_k c1[k]`` as a sympy matrix of data times coordinates."""
+    scale = max(np.abs(c0).max(initial=0.0), np.abs(c1).max(initial=0.0), 1e-300)
+
+    def entry(r: int, s: int) -> sp.Expr:
+        terms = [_number(c0[r, s], scale)] + [
+            None if (f := _number(c1[k, r, s], scale)) is None else f * eta[k] for k in range(len(eta))]
+        return sp.Add(*(t for t in terms if t is not None))
+
+    return sp.Matrix(*shape, lambda r, s: entry(r, s))
+
+
+def _inertia(inv: FloatingFrameInvariants, eta: tuple[sp.Symbol, ...]) -> sp.Matrix:
+    """``J(eta)``, quadratic in ``eta``, symmetric."""
+    n = len(eta)
+    scale = max(np.abs(inv.J0).max(), np.abs(inv.J1).max(initial=0.0), np.abs(inv.J2).max(initial=0.0))
+
+    def entry(r: int, s: int) -> sp.Expr:
+        terms = [_number((inv.J0[r, s] + inv.J0[s, r]) / 2, scale)]
+        terms += [None if (f := _number((inv.J1[k, r, s] + inv.J1[k, s, r]) / 2, scale)) is None else f * eta[k]
+                  for k in range(n)]
+        for k in range(n):
+            for m in range(k, n):
+                value = (inv.J2[k, m, r, s] + inv.J2[k, m, s, r] + inv.J2[m, k, r, s] + inv.J2[m, k, s, r]) / 2
+                if k == m:
+                    value /= 2
+                f = _number(value, scale)
+                terms.append(None if f is None else f * eta[k] * eta[m])
+        return sp.Add(*(t for t in terms if t is not None))
+
+    values = {(r, s): entry(r, s) for r in range(3) for s in range(r, 3)}
+    return sp.Matrix(3, 3, lambda r, s: values[(min(r, s), max(r, s))])
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatingFrameBody(NodalBody):
+    """A flexible body in the floating frame of reference formulation (module docstring).
+
+    The attributes are those of every :class:`~fmi_adjoint.mbs.flexible.NodalBody` (the same
+    FE model, reference node, interface nodes, modes, damping and factors as
+    :class:`~fmi_adjoint.mbs.FlexibleBody`), so that one body can be written in either
+    formulation by changing the class; ``mass_factor`` scales all inertia invariants and the
+    weight.
+    """
+
+    @functools.cached_property
+    def invariants(self) -> FloatingFrameInvariants:
+        """The inertia invariants (module docstring)."""
+        assert self.fe is not None
+        return floating_frame_invariants(self.fe, self.basis, self.where("fe"))
+
+    def kinematics(self) -> BodyKinematics:
+        suffixes = ("x", "y", "z", "e0", "e1", "e2", "e3", *(f"eta{k}" for k in range(self.basis.modes)))
+        return BodyKinematics(self.name, "spatial", False, tuple(f"{self.name}_{s}" for s in suffixes))
+
+    def lower(self, ctx: Lowering) -> None:
+        basis, inv = self.basis, self.invariants
+        n = basis.modes
+        kin = self.kinematics()
+        names = kin.coordinates
+        R, enames, etanames = names[:3], names[3:7], names[7:]
+        e = kin.euler_parameters()
+        eta = tuple(kin.q(f"eta{k}") for k in range(n))
+        e_start: tuple[float, ...] = (1.0, 0.0, 0.0, 0.0)
+        if isinstance(self.rotation, (AxisAngle, Cardan, RotationMatrix)):
+            e_start = self.rotation.euler(self.where("rotation"))
+        position = [ctx.parameter_expression(x, self.where("position")) for x in self.position]
+        mass_factor = ctx.parameter_expression(self.mass_factor, self.where("mass_factor"))
+        for k, name in enumerate(R):
+            ctx.add_coordinate(Coordinate(name, "translational", mass=0.0, initial_position=position[k]))
+        for k, name in enumerate(enames):
+            ctx.add_coordinate(Coordinate(name, "rotational", mass=0.0, initial_position=float(e_start[k])))
+        for name in etanames:
+            ctx.add_coordinate(Coordinate(name, mass=0.0))
+        # Constant blocks: m I over R and Psi^T M Psi over eta (structured MASS terms).
+        ctx.add_matrix_term(MatrixTerm(f"{self.name}_translation_mass", MASS, R,
+                                       SparseMatrix.of(inv.mass * np.eye(3), self.where("mass")), mass_factor))
+        ctx.add_matrix_term(MatrixTerm(f"{self.name}_modal_mass", MASS, etanames,
+                                       SparseMatrix.of(inv.modal_mass, self.where("mass")), mass_factor))
+        # Configuration-dependent blocks (Shabana eq. (5.15)), entries with data coefficients.
+        A, G = rot.A(e), rot.G(e)
+        C = _linear(inv.C0, inv.C1, eta, (3, 3))
+        F = _linear(inv.F0, inv.F1, eta, (3, n))
+        D = _linear(inv.D, np.zeros((0, 3, n)), (), (3, n))
+        blocks = (
+            (R, enames, 2 * rot.matmul(A, rot.matmul(C, G))),
+            (R, etanames, rot.matmul(A, D)),
+            (enames, etanames, 2 * rot.matmul(G.T, F)),
+        )
+        for rows, cols, block in blocks:
+            for i, row in enumerate(rows):
+                for j, col in enumerate(cols):
+                    if block[i, j] != 0:
+                        ctx.add_mass_entry(MassEntry(row, col, mass_factor * block[i, j]))
+        for (i, j), entry in rot.rotational_mass(e, _inertia(inv, eta)).items():
+            ctx.add_mass_entry(MassEntry(enames[i], enames[j], mass_factor * entry))
+        ctx.add_constraint(f"{self.name}_normalization", sum(x**2 for x in e) - 1)
+        # Weight: m g on R, 2 G^T C^T A^T g on e, D^T A^T g on eta (module docstring).
+        g = ctx.gravity
+        if any(x.is_zero is not True for x in g):
+            local_g = rot.matmul(A.T, g)
+            for k, name in enumerate(R):
+                if g[k].is_zero is not True:
+                    ctx.add_generalized_force(name, mass_factor * inv.mass * g[k])
+            for name, value in zip(enames, 2 * rot.matmul(G.T, rot.matmul(C.T, local_g))):
+                ctx.add_generalized_force(name, mass_factor * value)
+            for name, value in zip(etanames, rot.matmul(D.T, local_g)):
+                if value != 0:
+                    ctx.add_generalized_force(name, mass_factor * value)
+        # Stiffness and damping over eta, as FNCF.
+        ctx.add_matrix_term(MatrixTerm(f"{self.name}_stiffness", STIFFNESS, etanames,
+                                       SparseMatrix.of(basis.stiffness, self.where("stiffness")),
+                                       ctx.parameter_expression(self.stiffness_factor, self.where("stiffness_factor"))))
+        damping_factor = ctx.parameter_expression(self.damping_factor, self.where("damping_factor"))
+        for k, (value, matrix) in enumerate(basis.damping):
+            if np.any(matrix):
+                ctx.add_matrix_term(MatrixTerm(f"{self.name}_damping_{k}", DAMPING, etanames,
+                                               SparseMatrix.of(matrix, self.where("damping")), damping_factor * value))
+
+    def node_frame(self, ctx: Lowering, node: int, local_rotation: sp.Matrix, marker: str) -> tuple:
+        """Global position ``R + A (x_p + Psi_p eta)`` and rotation ``A (I + [phi_p eta]x)`` of ``node``
+        (module docstring) and its marker."""
+        basis = self.basis
+        k = basis.node(node, f"marker '{marker}'")
+        kin = self.kinematics()
+        eta = [kin.q(f"eta{m}") for m in range(basis.modes)]
+        scale = max(np.abs(basis.translations).max(initial=0.0), np.abs(basis.positions).max(initial=0.0), 1e-300)
+
+        def affine(c0: np.ndarray, c1: np.ndarray, s: float) -> sp.Matrix:
+            out = []
+            for r in range(len(c0)):
+                terms = [_number(c0[r], s)] + [None if (f := _number(c1[r, m], s)) is None else f * eta[m]
+                                               for m in range(len(eta))]
+                out.append(sp.Add(*(t for t in terms if t is not None)))
+            return sp.Matrix(out)
+
+        A = kin.rotation()
+        u = affine(basis.positions[k], basis.translations[k], scale)
+        theta = affine(np.zeros(3), basis.rotations[k], max(np.abs(basis.rotations).max(initial=0.0), 1e-300))
+        position = kin.origin() + rot.matmul(A, u)
+        rotation = rot.matmul(A, sp.eye(3) + rot.skew(list(theta)))
+        return position, rot.matmul(rotation, local_rotation)
