@@ -100,7 +100,7 @@ def main(argv: list[str]) -> int:
         print(f"bench: unknown benchmark(s) {unknown}; choose from {', '.join(known)}.", file=sys.stderr)
         return 2
     chosen = [name.removesuffix(".py") for name in argv] or list(known)
-    bodies = sections(PAGE.read_text(encoding="utf-8")) if PAGE.exists() else {}
+    measured: dict[str, str] = {}
     failed = []
     for name in chosen:
         print(f"== benchmarks/{name}.py", flush=True)
@@ -111,10 +111,12 @@ def main(argv: list[str]) -> int:
                   "is left as it was.", file=sys.stderr)
             continue
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        bodies[name] = (f"Printed by `./run bench` on {stamp} ({machine()}):\n\n"
-                        f"```text\n{output.rstrip()}\n```")
-        write(render(bodies))  # after each script: a long run keeps what it has measured
-    write(render(bodies))
+        measured[name] = (f"Printed by `./run bench` on {stamp} ({machine()}):\n\n"
+                          f"```text\n{output.rstrip()}\n```")
+        # The page as it is now (another `./run bench` may have written its sections since),
+        # with this run's sections: a long run keeps what it has measured.
+        current = sections(PAGE.read_text(encoding="utf-8")) if PAGE.exists() else {}
+        write(render({**current, **measured}))
     return 1 if failed else 0
 
 

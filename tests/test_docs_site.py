@@ -186,6 +186,29 @@ def test_bench_writes_each_scripts_output_into_its_section(bench_writer, tmp_pat
     assert bench_writer.main(["nonexistent"]) == 2
 
 
+def test_two_bench_runs_at_once_keep_each_others_sections(bench_writer, tmp_path, monkeypatch):
+    """``./run bench a`` and ``./run bench b`` at the same time: each writes its own section
+    into the page as it is when it writes, not as it was when it started."""
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "docs" / "reference").mkdir(parents=True)
+    page = tmp_path / "docs" / "reference" / "benchmarks.md"
+    monkeypatch.setattr(bench_writer, "ROOT", tmp_path)
+    monkeypatch.setattr(bench_writer, "PAGE", page)
+    for name in ("slow", "other"):
+        (tmp_path / "benchmarks" / f"{name}.py").write_text(f'print("{name} figures")\n')
+    page.write_text(bench_writer.render({}))
+
+    def run(path):  # while "slow" runs, the other run writes its section
+        page.write_text(bench_writer.render({"other": "written meanwhile"}))
+        return 0, "slow figures"
+
+    monkeypatch.setattr(bench_writer, "run", run)
+    assert bench_writer.main(["slow"]) == 0
+    sections = bench_writer.sections(page.read_text())
+    assert sections["other"] == "written meanwhile"
+    assert "slow figures" in sections["slow"]
+
+
 # -- the site ------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
