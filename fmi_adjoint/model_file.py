@@ -109,11 +109,29 @@ axes are numbers (or expressions of numbers such as ``"pi/2"``), in radians::
     fixed_velocity = false
     planar = true                    # point_mass only: x, y only
 
+    [[bodies]]                       # a flexible body (issue 25; fmi_adjoint.mbs.FlexibleBody): an FE
+    name = "beam"                    # model reduced by Craig-Bampton, flexible natural coordinates
+    type = "flexible"
+    beam = { length = 1.0, elements = 10, E = 2.1e11, G = 8.1e10, A = 6e-4, Iy = 2e-8, Iz = 4.5e-8,
+             J = 4.7e-8, rho = 7850.0, theory = "euler_bernoulli", mass = "lumped" }   # (one line)
+                                     # built-in beam elements along body x (direction, orientation,
+                                     # shear_factor: timoshenko), nodes 1 .. elements + 1; or
+                                     # fe = { nodes = "nodes.csv", mass = "m.mtx",
+                                     #        stiffness = "k.mtx", dofs = "dofs.csv" }
+                                     # (Matrix Market; dofs optional: six per node in node order)
+    reference_node = 1               # the frame's origin node (default 1)
+    interface_nodes = [11]           # static constraint modes: exact where joints attach
+    modes = 4                        # normal modes, or { frequency_limit = 500.0 } (Hz); default 10
+    damping = { rayleigh = [0.0, 1e-5] }   # or { modal = [0.01, 0.02] }; default none
+    position = [0, 0, 0]             # of the reference node; rotation as for spatial bodies
+    stiffness_factor = "EIs"         # mass_factor, stiffness_factor, damping_factor: expressions
+
     [[markers]]                      # body-fixed frames; "ground" is the ground
     name = "tip"
     body = "top"
     position = [0, 0, "-h"]          # body axes
     orientation = { axis = [0, 1, 0], angle = 1.5707963267948966 }   # or a planar angle: 0.2
+    node = 11                        # flexible bodies only: the marker sits on (follows) that node
 
     [[joints]]
     name = "pivot"
@@ -166,7 +184,9 @@ general, symmetric or skew-symmetric) are read with :func:`scipy.io.mmread` unde
 regular file of at most 256 MiB (checked before reading), its declared size checked against
 the term's coordinates and :data:`~fmi_adjoint.structured.MAX_ENTRIES` before its body is
 read; they travel with the model (:class:`ModelSource`), key warm starts and are carried into
-exported FMUs (``resources/``).  The matrix terms come first in ``Model.matrix_terms``, then
+exported FMUs (``resources/``).  So are a flexible body's ``fe`` files (node list, matrices,
+DOF map), read by :func:`fmi_adjoint.flexible.read_matrix_market` from a private copy of the
+bytes read under these rules.  The matrix terms come first in ``Model.matrix_terms``, then
 the quadratic constraints, each in file order.
 
 The documentation site's reference (docs/reference/model-file.md) lists every key with its
@@ -248,6 +268,17 @@ _MAX_ENTRIES = {"coordinates": 5000, "forces": 6000, "constraints": 5000, "presc
 #: :data:`~fmi_adjoint.structured.MAX_ENTRIES` (4 million) entries of up to 64 characters a
 #: line (``i j value`` at full precision takes about 45).
 _MAX_MATRIX_BYTES = 256 * 1024 * 1024
+#: The files of a flexible body's ``fe = {...}`` (issue 25) and their roles in :func:`data_files`;
+#: each is read under the rules of Matrix Market files (at most :data:`_MAX_MATRIX_BYTES`).
+_FE_FILES = {"nodes": "node file", "mass": "matrix file", "stiffness": "matrix file", "dofs": "DOF map"}
+#: Most beam elements of a ``beam = {...}`` FE model: 6 DOFs a node, so 60 006 DOFs, reduced by
+#: sparse shift-invert Lanczos (fmi_adjoint.flexible.fe.DENSE_LIMIT); the body's size in the
+#: equations depends on its modes only.
+_MAX_BEAM_ELEMENTS = 10_000
+#: Most deformation modes of a flexible body (normal modes and six static modes per interface
+#: node but the reference): its coordinates are 12 + 10 n (sigma, pi, gamma = delta (x) pi,
+#: delta), so 200 modes give 2 012 coordinates and 1 806 quadratic constraint rows.
+_MAX_FLEXIBLE_MODES = 200
 #: The sections of a multibody model (issue 23); a file with any of them, ``[model] gravity``
 #: or a multibody force type becomes an :class:`~fmi_adjoint.mbs.MultibodySystem`.
 _MBS_SECTIONS = ("bodies", "markers", "joints", "sensors")
@@ -255,6 +286,8 @@ _PARAMETER_KEYS = frozenset({"value", "unit", "bounds", "description"})
 _BODY_KEYS = frozenset({"name", "type", "mass", "position", "velocity", "fixed_position", "fixed_velocity"})
 _JOINT_KEYS = frozenset({"name", "type", "markers", "axis", "drive"})
 _VECTOR_SENSOR = frozenset({"name", "type", "marker", "frame", "components"})
+_BEAM_KEYS = frozenset({"length", "elements", "direction", "orientation", "E", "G", "A", "Iy", "Iz", "J", "rho",
+                        "theory", "mass"})
 #: Every key the reader accepts: ``{section or inline table: {entry type: keys}}``, the type
 #: ``""`` where entries have no type.  The reader refuses any other key through this table, and
 #: docs/reference/model-file.md documents each key of it (checked by tests/test_docs_site.py).
@@ -284,8 +317,10 @@ MODEL_FILE_KEYS: Mapping[str, Mapping[str, frozenset[str]]] = {
         "point_mass": _BODY_KEYS | {"planar"},
         "planar": _BODY_KEYS | {"inertia", "angle", "angular_velocity"},
         "spatial": _BODY_KEYS | {"inertia", "rotation", "angular_velocity", "angular_velocity_frame"},
+        "flexible": frozenset({"name", "type", "reference_node", "interface_nodes", "modes", "damping", "position",
+                               "rotation", "mass_factor", "stiffness_factor", "damping_factor", "beam", "fe"}),
     },
-    "markers": {"": frozenset({"name", "body", "position", "orientation"})},
+    "markers": {"": frozenset({"name", "body", "position", "orientation", "node"})},
     "joints": {kind: _JOINT_KEYS | ({"axis_j"} if kind == "universal" else set())
                for kind in ("revolute", "prismatic", "cylindrical", "spherical", "universal", "planar", "fixed")},
     "sensors": {
@@ -310,11 +345,16 @@ MODEL_FILE_KEYS: Mapping[str, Mapping[str, frozenset[str]]] = {
     "matrix": {"triplets": frozenset({"rows", "cols", "values", "shape", "symmetric"}),
                "file": frozenset({"file"})},
     "hessians": {"": frozenset({"rows", "i", "j", "values"})},
+    # a flexible body's FE model (built-in beams or imported matrices), modes and damping (issue 25)
+    "beam": {"euler_bernoulli": _BEAM_KEYS, "timoshenko": _BEAM_KEYS | {"shear_factor"}},
+    "fe": {"": frozenset({"nodes", "mass", "stiffness", "dofs"})},
+    "modes": {"frequency_limit": frozenset({"frequency_limit"})},
+    "damping": {"rayleigh": frozenset({"rayleigh"}), "modal": frozenset({"modal"})},
 }
 #: The multibody force types of ``[[forces]]`` (reserved in the element registry).
 _MBS_FORCES = tuple(MODEL_FILE_KEYS["forces"])
 #: The inline tables of :data:`MODEL_FILE_KEYS`; the other entries are the file's sections.
-_INLINE_TABLES = frozenset({"rotation", "laws", "matrix", "hessians"})
+_INLINE_TABLES = frozenset({"rotation", "laws", "matrix", "hessians", "beam", "fe", "modes", "damping"})
 _SECTIONS = frozenset(MODEL_FILE_KEYS) - _INLINE_TABLES
 
 
@@ -361,7 +401,8 @@ def data_files(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The data files the parsed TOML ``doc`` of a model file names, as ``(role, name as
     written)``: ``"table file"`` for a ``table_load``'s ``file``, ``"matrix file"`` for a
     ``[[matrix_terms]]`` ``matrix`` or ``[[quadratic_constraints]]`` ``jacobian`` given as
-    ``{ file = ... }``.  Best effort: entries that are not well formed (a name that is not a
+    ``{ file = ... }``, and a flexible body's ``fe`` files: ``"node file"``, ``"matrix file"``
+    (``mass``, ``stiffness``) and ``"DOF map"``.  Best effort: entries that are not well formed (a name that is not a
     string or holds NUL) are left out; the reader reports them.  The one list of what a model
     file reads: :func:`model_file_inputs`, the warm-start key (:mod:`fmi_adjoint.warm`) and the
     FMU export (:func:`~fmi_adjoint.export.export_fmu`) take it from here.
@@ -377,12 +418,18 @@ def data_files(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
             value = entry.get(key) if isinstance(entry, dict) else None
             if isinstance(value, dict) and "file" in value:
                 found.append(("matrix file", value["file"]))
+    bodies = doc.get("bodies", [])
+    for body in bodies if isinstance(bodies, list) else []:
+        fe = body.get("fe") if isinstance(body, dict) else None
+        if isinstance(fe, dict):
+            found += [(role, fe[key]) for key, role in _FE_FILES.items() if key in fe]
     return [(role, name) for role, name in found if isinstance(name, str) and "\0" not in name]
 
 
 def read_data_file(role: str, path: Path) -> bytes:
     """The bytes of a data file of :func:`data_files`: a regular file within its limit (512 MiB
-    for a table, 256 MiB for a Matrix Market file), checked before reading.
+    for a table, 256 MiB for a Matrix Market file, a node file or a DOF map), checked before
+    reading.
 
     Raises
     ------
@@ -393,7 +440,9 @@ def read_data_file(role: str, path: Path) -> bytes:
     """
     if role == "table file":
         return data.read_csv_bytes(path)
-    return read_regular(path, _MAX_MATRIX_BYTES, "a Matrix Market file (.mtx)", ModelError)
+    what = {"node file": "a node list (id x y z per line)",
+            "DOF map": "a DOF map (equation node DOF per line)"}.get(role, "a Matrix Market file (.mtx)")
+    return read_regular(path, _MAX_MATRIX_BYTES, what, ModelError)
 
 
 def _model_text(path: Path) -> str:
@@ -1528,6 +1577,8 @@ class _Reader:
         def at(key: str) -> str:
             return self.entry_where("bodies", index, key)
 
+        if kind == "flexible":
+            return self.flexible_body(index, spec)
         fields: dict[str, Any] = {"name": spec["name"]}
         planar = kind == "planar" or (kind == "point_mass" and self.flag(spec.get("planar", False), at("planar")))
         if "mass" in spec:
@@ -1571,7 +1622,218 @@ class _Reader:
             at = self.entry_where("markers", index, "orientation")
             value = spec["orientation"]
             fields["orientation"] = self.rotation(value, at) if isinstance(value, dict) else self.expr(value, at)
-        return self.component("markers", index, mbs.Marker, **fields)
+        if "node" not in spec:
+            return self.component("markers", index, mbs.Marker, **fields)
+        # A marker on a node of a flexible body (issue 25): it sits at the node and follows it.
+        fields["node"] = self.node_id(spec["node"], self.entry_where("markers", index, "node"))
+        if any(not (isinstance(x, (int, float)) and x == 0) for x in fields.get("position", ())):
+            raise ModelError(f"{self.entry_where('markers', index, 'position')}: a marker with node = "
+                             f"{fields['node']} sits at that node; remove position (or give zeros).")
+        if "position" in fields and len(fields["position"]) != 3:
+            fields["position"] = (0.0, 0.0, 0.0)
+        if "orientation" in fields and not isinstance(fields["orientation"], (mbs.AxisAngle, mbs.Cardan,
+                                                                              mbs.RotationMatrix)):
+            raise ModelError(f"{self.entry_where('markers', index, 'orientation')}: a node marker's orientation is a "
+                             "rotation table (flexible bodies are spatial); write { axis = [..], angle = .. }.")
+        return self.component("markers", index, mbs.NodeMarker, **fields)
+
+    # -- flexible bodies (issue 25; fmi_adjoint.mbs.flexible, fmi_adjoint.flexible) -------------
+    def node_id(self, value: Any, where: str) -> int:
+        """A node id of an FE model: a positive integer."""
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ModelError(f"{where}: {excerpt(value)} is not a node id; give the positive integer id of a node of "
+                             "the FE model (beams: 1 at the start to elements + 1 at the end).")
+        return value
+
+    def flexible_body(self, index: int, spec: dict) -> mbs.FlexibleBody:
+        """A ``type = "flexible"`` body: its FE model (``beam`` or ``fe``), reduced by
+        Craig-Bampton in flexible natural coordinates (:class:`~fmi_adjoint.mbs.FlexibleBody`;
+        Vanpaemel et al., seed 003, Sec. 3 and 5.1).  The reduction runs here, so that a bad
+        node, mode count or FE model is reported at the entry."""
+
+        def at(key: str) -> str:
+            return self.entry_where("bodies", index, key)
+
+        given = [key for key in ("beam", "fe") if key in spec]
+        if len(given) != 1:
+            got = "both beam and fe are given" if given else "no FE model is given"
+            raise ModelError(f"{self.entry_where('bodies', index)}: {got}; give exactly one of beam = {{ length = .., "
+                             "elements = .., E = .., ... }} (built-in beam elements) or fe = { nodes = \"nodes.csv\", "
+                             "mass = \"m.mtx\", stiffness = \"k.mtx\" } (an FE tool's matrices).")
+        fe = self.beam_fe(spec["beam"], at("beam")) if given == ["beam"] else self.imported_fe(spec["fe"], at("fe"))
+        nodes = {int(n) for n in fe.node_ids}
+
+        def known(value: Any, where: str) -> int:
+            node = self.node_id(value, where)
+            if node not in nodes:
+                raise ModelError(f"{where}: node {node} is not a node of the FE model (its nodes: "
+                                 f"{_id_ranges(sorted(nodes))}); give one of them.")
+            return node
+
+        fields: dict[str, Any] = {"name": spec["name"], "fe": fe}
+        fields["reference_node"] = known(spec.get("reference_node", 1), at("reference_node"))
+        if "interface_nodes" in spec:
+            value = spec["interface_nodes"]
+            if not isinstance(value, list) or len(value) > _MAX_FLEXIBLE_MODES // 6:
+                raise ModelError(f"{at('interface_nodes')}: expected a list of at most {_MAX_FLEXIBLE_MODES // 6} node "
+                                 f"ids, e.g. [11]; got {excerpt(value, 60)}.")
+            fields["interface_nodes"] = tuple(known(x, f"{at('interface_nodes')}[{k}]") for k, x in enumerate(value))
+        if "modes" in spec:
+            fields["modes"] = self.mode_selection(spec["modes"], at("modes"))
+        if "damping" in spec:
+            fields["damping"] = self.flexible_damping(spec["damping"], at("damping"))
+        if "position" in spec:
+            fields["position"] = self.values(spec["position"], (3,), at("position"))
+        if "rotation" in spec:
+            fields["rotation"] = self.rotation(spec["rotation"], at("rotation"))
+        for key in ("mass_factor", "stiffness_factor", "damping_factor"):
+            if key in spec:
+                fields[key] = self.expr(spec[key], at(key))
+        body = cast(mbs.FlexibleBody, self.component("bodies", index, mbs.FlexibleBody, **fields))
+        try:
+            modes = body.basis.modes
+        except ModelError as exc:
+            raise self.component_error(exc, ("bodies", index)) from None
+        if modes > _MAX_FLEXIBLE_MODES:
+            raise ModelError(f"{self.entry_where('bodies', index)}: {modes} deformation modes, more than the limit of "
+                             f"{_MAX_FLEXIBLE_MODES} (each adds 10 coordinates); keep fewer modes or interface nodes.")
+        return body
+
+    def mode_selection(self, value: Any, where: str) -> object:
+        """``modes``: a count of normal modes or ``{ frequency_limit = HZ }``."""
+        from .flexible import FrequencyLimit, ModeCount
+
+        if isinstance(value, int) and not isinstance(value, bool):
+            if not 0 <= value <= _MAX_FLEXIBLE_MODES:
+                raise ModelError(f"{where}: {value} normal modes; give a count in 0 .. {_MAX_FLEXIBLE_MODES}.")
+            return ModeCount(value)
+        if isinstance(value, dict) and set(value) == MODEL_FILE_KEYS["modes"]["frequency_limit"]:
+            hz = self.constant(value["frequency_limit"], f"{where}.frequency_limit")
+            if not hz > 0:
+                raise ModelError(f"{where}.frequency_limit: {hz}; give a positive frequency in Hz.")
+            return FrequencyLimit(hz)
+        raise ModelError(f"{where}: expected a count of normal modes (e.g. 4) or {{ frequency_limit = 500.0 }} (every "
+                         f"normal mode below 500 Hz); got {excerpt(value, 60)}.")
+
+    def flexible_damping(self, value: Any, where: str) -> object:
+        """``damping``: ``{ rayleigh = [alpha, beta] }`` or ``{ modal = [zeta, ...] }`` (or one ratio)."""
+        from .flexible import ModalDamping, RayleighDamping
+
+        forms = MODEL_FILE_KEYS["damping"]
+        if isinstance(value, dict) and set(value) == forms["rayleigh"]:
+            alpha, beta = self.constants(value["rayleigh"], 2, f"{where}.rayleigh")
+            if alpha < 0 or beta < 0:
+                raise ModelError(f"{where}.rayleigh: [{alpha}, {beta}]; give alpha [1/s] and beta [s] >= 0.")
+            return RayleighDamping(alpha, beta)
+        if isinstance(value, dict) and set(value) == forms["modal"]:
+            ratios = value["modal"]
+            if isinstance(ratios, list):
+                if not ratios or len(ratios) > _MAX_FLEXIBLE_MODES:
+                    raise ModelError(f"{where}.modal: give 1 to {_MAX_FLEXIBLE_MODES} damping ratios, e.g. [0.02].")
+                zetas: float | tuple[float, ...] = tuple(self.constants(ratios, len(ratios), f"{where}.modal"))
+            else:
+                zetas = self.constant(ratios, f"{where}.modal")
+            if any(z < 0 for z in (zetas if isinstance(zetas, tuple) else (zetas,))):
+                raise ModelError(f"{where}.modal: damping ratios must be >= 0 (0.02 is 2 %).")
+            return ModalDamping(zetas)
+        raise ModelError(f"{where}: expected {{ rayleigh = [alpha, beta] }} or {{ modal = [zeta_1, zeta_2, ...] }} "
+                         f"(or one ratio for every mode, e.g. {{ modal = 0.02 }}); got {excerpt(value, 60)}.")
+
+    def beam_fe(self, value: Any, where: str) -> Any:
+        """``beam = {...}``: the FE model of a straight beam of equal elements
+        (:func:`fmi_adjoint.flexible.line_mesh`, :func:`~fmi_adjoint.flexible.beam_model`)."""
+        from .flexible import (BeamSection, ConsistentMass, EulerBernoulli, LumpedMass, Timoshenko, beam_model,
+                               line_mesh)
+
+        if not isinstance(value, dict):
+            raise ModelError(f"{where}: expected an inline table {{ length = .., elements = .., E = .., G = .., "
+                             f"A = .., Iy = .., Iz = .., J = .., rho = .. }}; got {excerpt(value, 60)}.")
+        theory = self.choice(value.get("theory", "euler_bernoulli"), f"{where}.theory",
+                             tuple(MODEL_FILE_KEYS["beam"]))
+        spec = self.table(value, where, MODEL_FILE_KEYS["beam"][theory],
+                          {"length", "elements", "E", "G", "A", "Iy", "Iz", "J", "rho"})
+        elements = spec["elements"]
+        if isinstance(elements, bool) or not isinstance(elements, int) or not 1 <= elements <= _MAX_BEAM_ELEMENTS:
+            raise ModelError(f"{where}.elements: {excerpt(elements)}; give a whole number of elements in 1 .. "
+                             f"{_MAX_BEAM_ELEMENTS}.")
+        positive: dict[str, float] = {}
+        for key, unit in (("length", "m"), ("E", "Pa"), ("G", "Pa"), ("A", "m^2"), ("Iy", "m^4"), ("Iz", "m^4"),
+                          ("J", "m^4"), ("rho", "kg/m^3")):
+            number = self.constant(spec[key], f"{where}.{key}")
+            if not number > 0:
+                raise ModelError(f"{where}.{key}: {number}; give a positive number ({unit}).")
+            positive[key] = number
+        geometry: dict[str, tuple[float, ...]] = {}
+        for key in ("direction", "orientation"):
+            if key in spec:
+                vector = self.constants(spec[key], 3, f"{where}.{key}")
+                if not any(vector):
+                    raise ModelError(f"{where}.{key}: [0, 0, 0]; give a non-zero vector.")
+                geometry[key] = vector
+        shear_factor = None
+        if "shear_factor" in spec:
+            shear_factor = self.constant(spec["shear_factor"], f"{where}.shear_factor")
+        mass = self.choice(spec.get("mass", "consistent"), f"{where}.mass", ("consistent", "lumped"))
+        length = positive.pop("length")
+        try:
+            mesh = line_mesh(length, elements, **geometry)
+            bending = EulerBernoulli() if theory == "euler_bernoulli" else \
+                Timoshenko() if shear_factor is None else Timoshenko(shear_factor)
+            return beam_model(mesh, BeamSection(**positive), theory=bending,
+                              mass=LumpedMass() if mass == "lumped" else ConsistentMass()).fe
+        except ModelError as exc:  # an orientation along the beam, a shear factor out of range
+            raise ModelError(f"{where}: {exc}") from None
+
+    def imported_fe(self, value: Any, where: str) -> Any:
+        """``fe = {...}``: an FE model from Matrix Market ``mass`` and ``stiffness`` files, a node
+        list and an optional DOF map (:func:`fmi_adjoint.flexible.read_matrix_market`), read under
+        the rules of the model's data files (:meth:`data_file`): the importer reads copies of their
+        bytes, and its messages name the files as the model file writes them."""
+        import tempfile
+
+        import scipy.io
+
+        from .flexible import read_matrix_market, read_nodes
+
+        spec = self.table(value, where, MODEL_FILE_KEYS["fe"][""], {"nodes", "mass", "stiffness"})
+        raw: dict[str, bytes] = {}
+        names: dict[str, str] = {}
+        for key, role in _FE_FILES.items():
+            if key in spec:
+                names[key] = self.text(spec[key], f"{where}.{key}")
+                try:
+                    raw[key] = self.data_file(names[key], f"{where}.{key}", role, f"the {role}")[1]
+                except ModelError as exc:
+                    raise ModelError(str(exc) if self.source in str(exc) else f"{where}.{key}: {exc}") from None
+        with tempfile.TemporaryDirectory(prefix="fmi_adjoint_fe_") as tmp:
+            paths = {key: Path(tmp) / key for key in raw}
+            for key, data_ in raw.items():
+                paths[key].write_bytes(data_)
+
+            def located(exc: ModelError) -> ModelError:
+                text = str(exc)
+                for key, path in paths.items():
+                    text = text.replace(str(path), names.get(key, key))
+                return ModelError(f"{where}: {text}")
+
+            try:
+                if "dofs" not in paths:  # six DOFs per node, in the order of the node list
+                    nodes = read_nodes(paths["nodes"], max_bytes=_MAX_MATRIX_BYTES)
+                    try:
+                        size = scipy.io.mminfo(io.BytesIO(raw["mass"]))[0]
+                    except (ValueError, TypeError, IndexError, OverflowError, RuntimeError):
+                        size = 6 * len(nodes)  # the importer names the broken file
+                    if size != 6 * len(nodes):
+                        raise ModelError(f"{names['mass']} has {size} rows, not 6 per node of {names['nodes']} "
+                                         f"({len(nodes)} nodes: {6 * len(nodes)}); give dofs = \"dofs.csv\" (one "
+                                         "'equation node DOF' line per row of the matrices).")
+                    paths["dofs"] = Path(tmp) / "dofs"
+                    paths["dofs"].write_text("".join(f"{6 * k + c + 1} {node} {c + 1}\n" for k, node in enumerate(nodes)
+                                                     for c in range(6)))
+                return read_matrix_market(paths["mass"], paths["stiffness"], paths["dofs"], paths["nodes"],
+                                          max_bytes=_MAX_MATRIX_BYTES, max_entries=MAX_ENTRIES)
+            except ModelError as exc:
+                raise located(exc) from None
 
     _JOINTS: Mapping[str, type] = {
         "revolute": mbs.Revolute, "prismatic": mbs.Prismatic, "cylindrical": mbs.Cylindrical,
@@ -1708,3 +1970,15 @@ class _Reader:
                                  "2 (acceleration).")
             fields["derivative"] = int(value)
         return self.component("sensors", index, make, **fields)
+
+
+def _id_ranges(ids: list[int]) -> str:
+    """``1..11, 20`` for ids 1 to 11 and 20 (at most 5 ranges shown)."""
+    ranges: list[list[int]] = []
+    for node in ids:
+        if ranges and node == ranges[-1][1] + 1:
+            ranges[-1][1] = node
+        else:
+            ranges.append([node, node])
+    text = [f"{a}..{b}" if a != b else f"{a}" for a, b in ranges[:5]]
+    return ", ".join(text) + (", ..." if len(ranges) > 5 else "")

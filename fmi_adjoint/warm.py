@@ -243,6 +243,9 @@ MODEL_FILE_LIMIT = 4 * 1024 * 1024
 #: A ``file`` key written out (bare, quoted or dotted: ``matrix.file =``), as a matrix read
 #: from a Matrix Market file is given; escapes are caught by the backslash test.
 _FILE_KEY = re.compile(r"""(?:^|[\s{,.])["']?file["']?\s*=""", re.M)
+#: A flexible body's ``fe`` table (issue 25), whose files are keys of their own: inline
+#: (``fe = {``), dotted (``fe.mass =``) or a sub-table header (``[bodies.fe]``).
+_FE_KEY = re.compile(r"""(?:^|[\s{,.\[])["']?fe["']?\s*[=.\]]""", re.M)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,9 +268,9 @@ def _file_snapshot(path: Path, allow_external_tables: bool) -> _FileSnapshot | N
     Data files are found by :func:`~fmi_adjoint.model_file.data_files`, the list
     :func:`~fmi_adjoint.model_file.model_file_inputs` and the reader use, and read with the
     reader's limits (:func:`~fmi_adjoint.model_file.read_data_file`); the TOML is parsed only
-    if the text could name one (``table_load`` or a ``file`` key written out, or a backslash:
-    an escape could spell them), and a file outside the model's folder is not read unless
-    allowed (a model file must not make the tool read other files).
+    if the text could name one (``table_load``, a ``file`` key or a flexible body's ``fe`` key
+    written out, or a backslash: an escape could spell them), and a file outside the model's
+    folder is not read unless allowed (a model file must not make the tool read other files).
     """
     import tomllib
 
@@ -279,7 +282,7 @@ def _file_snapshot(path: Path, allow_external_tables: bool) -> _FileSnapshot | N
     except (ModelError, UnicodeDecodeError):
         return None
     tables: dict[str, bytes] = {}
-    if "table_load" in text or "\\" in text or _FILE_KEY.search(text):
+    if "table_load" in text or "\\" in text or _FILE_KEY.search(text) or _FE_KEY.search(text):
         try:
             doc = tomllib.loads(text)
         except ValueError:

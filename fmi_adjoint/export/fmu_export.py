@@ -337,7 +337,8 @@ def _cached_binary(src: Path, c_sources: list[str], solver: SparseSolver | None 
 
 def _carry_data_files(read: ModelSource, resources: Path) -> None:
     """Write the files the model file reads (the Matrix Market files of its structured terms,
-    the CSV files of its ``table_load`` elements) into ``resources/`` at the names the model
+    the CSV files of its ``table_load`` elements, the node, matrix and DOF-map files of its
+    flexible bodies' ``fe`` tables) into ``resources/`` at the names the model
     file gives them, so that the import's trust check
     (:attr:`~fmi_adjoint.fmu.archive.FmuArchive.native`), which rebuilds
     ``resources/model.toml``, finds them as the export did.  Their values are
