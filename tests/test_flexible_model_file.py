@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import scipy.io
 from captured_cli import cli
-from tolerances import EXACT
+from tolerances import EXACT, FNCF_VS_FE
 
 from fmi_adjoint import NativeEngine, mbs
 from fmi_adjoint.equations import canonical_text
@@ -272,8 +272,10 @@ def test_the_example_is_listed_and_simulates_from_the_command_line(tmp_path):
     data = np.genfromtxt(out, delimiter=",", names=True)
     assert {"tip_x", "tip_y"} <= set(data.dtype.names)
     radius = np.hypot(data["tip_x"], data["tip_y"])
-    assert abs(radius[0] - 1.0) <= EXACT and data["tip_y"][-1] < -1e-3  # released level, falling
-    assert np.abs(radius - 1.0).max() < 1e-3  # a stiff beam: the tip stays near the unit circle
+    assert abs(radius[0] - 1.0) <= EXACT and data["tip_y"][-1] < 0.0  # released level, falling
+    # The tip stays on the unit circle to the formulation's accuracy (measured 1.4e-8: the
+    # elastic deflection changes the radius only at second order).
+    assert np.abs(radius - 1.0).max() <= FNCF_VS_FE
 
 
 def _assert_fmu_equals_engine(fmu, engine: NativeEngine, steps: int) -> None:
