@@ -98,3 +98,32 @@ def run_child(script: str | Path, spec: dict, timeout: float, *, report_on_sigte
             return json.loads(line[len(RESULT):])
     lines = [line for line in stderr.splitlines() if line.strip()]
     return {"error": lines[-1] if lines else f"exit code {proc.returncode}"}
+
+
+def run_phases(script: str | Path, spec: dict, budget: float,
+               phases: tuple[str, ...] = ("build", "build", "measure")) -> list[dict] | str:
+    """Each of ``phases`` of ``spec`` in a fresh child (:func:`run_child`) within ``budget``
+    seconds in all: their results, or the first error or time-out as one line."""
+    deadline = time.monotonic() + budget
+    results = []
+    for phase in phases:
+        left = deadline - time.monotonic()
+        result = run_child(script, spec | {"phase": phase}, left) if left > 0 else {"timeout": budget}
+        if "timeout" in result or "error" in result:
+            return result.get("error") or f"not done within the budget ({budget:g} s)"
+        results.append(result)
+    return results
+
+
+def child_main(spec_text: str, phases: dict) -> int:
+    """A child's whole job: run phase ``spec["phase"]`` of ``phases`` and print its JSON result
+    (the library's own errors as one line)."""
+    from fmi_adjoint.errors import FmiAdjointError
+
+    spec = json.loads(spec_text)
+    try:
+        result = phases[spec["phase"]](spec)
+    except FmiAdjointError as exc:
+        result = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
+    print(RESULT + json.dumps(result), flush=True)
+    return 0

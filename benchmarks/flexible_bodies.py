@@ -23,7 +23,6 @@ Run: ``python benchmarks/flexible_bodies.py [--modes 5,10,20,40] [--steps 200] [
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -31,7 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _children import RESULT, best_of, build_cache, cpu_seconds, exponent, run_child, snapshot_sources
+from _children import best_of, build_cache, child_main, cpu_seconds, exponent, run_phases, snapshot_sources
 
 MODES = (5, 10, 20, 40)
 STEPS = 200
@@ -105,14 +104,9 @@ def child_measure(spec: dict) -> dict:
 
 def measure(form: str, size: int, tmp: Path, sources: str, steps: int, budget: float) -> dict | str:
     spec = {"form": form, "size": size, "cache": str(tmp / f"{form}_{size}"), "steps": steps, "sources": sources}
-    deadline = time.monotonic() + budget
-    phases = []
-    for phase in ("build", "build", "measure"):
-        left = deadline - time.monotonic()
-        result = run_child(__file__, spec | {"phase": phase}, left) if left > 0 else {"timeout": budget}
-        if "timeout" in result or "error" in result:
-            return result.get("error") or f"not done within the budget ({budget:g} s)"
-        phases.append(result)
+    phases = run_phases(__file__, spec, budget)
+    if isinstance(phases, str):
+        return phases
     cold, warm, runs = phases
     return {"n": cold["n"], "reduce": cold["reduce"], "cold": cold["cpu"], "warm": warm["cpu"], **runs}
 
@@ -134,15 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        spec = json.loads(args.child)
-        from fmi_adjoint.errors import FmiAdjointError
-
-        try:
-            result = {"build": child_build, "measure": child_measure}[spec["phase"]](spec)
-        except FmiAdjointError as exc:
-            result = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
-        print(RESULT + json.dumps(result), flush=True)
-        return 0
+        return child_main(args.child, {"build": child_build, "measure": child_measure})
     try:
         modes = [int(s) for s in args.modes.split(",") if s.strip()]
     except ValueError:

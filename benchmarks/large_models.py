@@ -59,7 +59,6 @@ Run: ``python benchmarks/large_models.py [--sizes 100,1000,5000] [--families lat
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import sys
@@ -68,7 +67,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _children import RESULT, best_of, build_cache, cpu_seconds, exponent, run_child, snapshot_sources
+from _children import best_of, build_cache, child_main, cpu_seconds, exponent, run_child, snapshot_sources
 
 SIZES = (100, 1000, 5000)
 FAMILIES = ("lattice", "random_tree")
@@ -322,16 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        spec = json.loads(args.child)
-        phase = {"build": child_build, "measure": child_measure}[spec["phase"]]
-        from fmi_adjoint.errors import FmiAdjointError
-
-        try:
-            result = phase(spec)
-        except FmiAdjointError as exc:  # the library's own message, on one line
-            result = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
-        print(RESULT + json.dumps(result), flush=True)
-        return 0
+        return child_main(args.child, {"build": child_build, "measure": child_measure})
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     except ValueError:

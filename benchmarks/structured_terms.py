@@ -32,7 +32,6 @@ Run: ``python benchmarks/structured_terms.py [--sizes 256,1000,5000] [--modes 50
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -40,7 +39,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _children import RESULT, best_of, build_cache, cpu_seconds, exponent, run_child, snapshot_sources
+from _children import best_of, build_cache, child_main, cpu_seconds, exponent, run_phases, snapshot_sources
 
 SIZES = (256, 1000, 5000)
 MODES = (50, 100, 200)
@@ -145,14 +144,9 @@ def child_measure(spec: dict) -> dict:
 def measure(form: str, size: int, tmp: Path, sources: str, steps: int, budget: float) -> dict | str:
     """Cold build, warm build and runs of one model in fresh processes (module docstring)."""
     spec = {"form": form, "size": size, "cache": str(tmp / f"{form}_{size}"), "steps": steps, "sources": sources}
-    deadline = time.monotonic() + budget
-    phases = []
-    for phase in ("build", "build", "measure"):
-        left = deadline - time.monotonic()
-        result = run_child(__file__, spec | {"phase": phase}, left) if left > 0 else {"timeout": budget}
-        if "timeout" in result or "error" in result:
-            return result.get("error") or f"not done within the budget ({budget:g} s)"
-        phases.append(result)
+    phases = run_phases(__file__, spec, budget)
+    if isinstance(phases, str):
+        return phases
     cold, warm, runs = phases
     return {"n": cold["n"], "nnz": cold["nnz"], "cold": cold["cpu"], "warm": warm["cpu"], **runs}
 
@@ -178,15 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        spec = json.loads(args.child)
-        from fmi_adjoint.errors import FmiAdjointError
-
-        try:
-            result = {"build": child_build, "measure": child_measure}[spec["phase"]](spec)
-        except FmiAdjointError as exc:
-            result = {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())}"}
-        print(RESULT + json.dumps(result), flush=True)
-        return 0
+        return child_main(args.child, {"build": child_build, "measure": child_measure})
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
         modes = [int(s) for s in args.modes.split(",") if s.strip()]

@@ -142,7 +142,6 @@ def _term_rows(ct: StructuredType, local: LocalTerm, wanted: tuple[str, ...]) ->
             "    FA_KERNEL(factor)(t, p, f, f_p, f_pp);", f"    const double sf = {s} * f[0];",
             _zero("Ax", k),
             f"    for (int e = 0; e < {nnz}; ++e) Ax[{R}[e]] += d[e]" + (f" * {x}[{Cc}[e]];" if x else ";")]
-    init_head = head  # the initialization rows take q, v, a as arguments too
 
     def parameter_pattern(row_offset: int) -> list[tuple[int, int]]:
         return [(row_offset + i, j) for i in nonzero_rows for j in range(n_p)]
@@ -182,10 +181,10 @@ def _term_rows(ct: StructuredType, local: LocalTerm, wanted: tuple[str, ...]) ->
                     patterns[o] = parameter_pattern(0)
                     body += parameter_values(o)
         elif name == "init_residual":
-            body += init_head + [_zero("G", 3 * k),
+            body += head + [_zero("G", 3 * k),
                                  f"    for (int i = 0; i < {k}; ++i) G[{z['a']} + i] = sf * Ax[i];"]
         elif name == "init_jacobians":
-            body += init_head
+            body += head
             if x:
                 patterns["G_z"] = [(z["a"] + r, z[x] + c) for r, c in zip(local.rows, local.cols)]
                 body.append(f"    for (int e = 0; e < {nnz}; ++e) G_z[e] = sf * d[e];")
@@ -195,7 +194,7 @@ def _term_rows(ct: StructuredType, local: LocalTerm, wanted: tuple[str, ...]) ->
             body += head + [_zero(o, k) for o in ("Sq", "Sv", "Sa")]
             body += second(weight, f"d{x}" if x else "", {"x": f"S{x}" if x else "", "p": "Sp"})
         elif name == "init_second":
-            body += init_head + [_zero("Iz", 3 * k),
+            body += head + [_zero("Iz", 3 * k),
                                  f"    const double *w = wG + {z['a']};"]
             body += second("w", f"(dz + {z[x]})" if x else "", {"x": f"(Iz + {z[x]})" if x else "", "p": "Ip"})
         rows.append(_row(name, ct, patterns, body))
