@@ -125,6 +125,10 @@ axes are numbers (or expressions of numbers such as ``"pi/2"``), in radians::
     damping = { rayleigh = [0.0, 1e-5] }   # or { modal = [0.01, 0.02] }; default none
     position = [0, 0, 0]             # of the reference node; rotation as for spatial bodies
     stiffness_factor = "EIs"         # mass_factor, stiffness_factor, damping_factor: expressions
+    formulation = "fncf"             # "fncf" (default: flexible natural coordinates), "ffrf" (floating
+                                     # frame of reference, spatial) or "planar_ffrf" (floating frame in
+                                     # the x-y plane: the FE model's in-plane part; position 2 or 3
+                                     # values with z = 0, angle = .. instead of rotation)
 
     [[markers]]                      # body-fixed frames; "ground" is the ground
     name = "tip"
@@ -178,6 +182,15 @@ axes are numbers (or expressions of numbers such as ``"pi/2"``), in radians::
     gravity = true                   # marker_acceleration: the specific force A^T (a - g)
     components = ["x", "z"]          # optional subset
 
+    [[sensors]]                      # a strain gauge on a beam element of a flexible body (issue 25):
+    type = "strain"                  # output <name>, the axial strain (m/m) of the fibre, linear in the
+    name = "root_strain"             # deformation coordinates (fmi_adjoint.mbs.sensors.BeamStrain)
+    body = "beam"
+    nodes = [1, 2]                   # the element's end nodes (local x from the first to the second)
+    position = 0.0                   # along the element, 0 (first node) .. 1
+    fibre = [0.015, 0.0]             # (y, z) in the section [m]
+    orientation = [0, 1, 0]          # the beam's orientation vector (its local y), default [0, 1, 0]
+
 Matrix Market files (``{ file = "k.mtx" }``; coordinate or array format, real or integer,
 general, symmetric or skew-symmetric) are read with :func:`scipy.io.mmread` under the rules of
 ``table_load`` files: inside the model file's folder unless external tables are allowed, a
@@ -223,7 +236,10 @@ from .forces import Registry, TableLoad, element_type
 from .forces.base import AbstractLocalElement
 from .forces.registry import RESERVED_NAMES
 from .forces.registry import default_registry as default_force_registry
+from .mbs.ffrf import FloatingFrameBody, PlanarFloatingFrameBody
+from .mbs.flexible import NodalBody
 from .mbs.forces import BUSHING_DIRECTIONS
+from .mbs.sensors import BeamStrain
 from .mbs.registry import ComponentRegistry, component_type
 from .mbs.registry import default_registry as default_component_registry
 from .model import (
@@ -282,6 +298,8 @@ _MAX_FLEXIBLE_MODES = 200
 #: The sections of a multibody model (issue 23); a file with any of them, ``[model] gravity``
 #: or a multibody force type becomes an :class:`~fmi_adjoint.mbs.MultibodySystem`.
 _MBS_SECTIONS = ("bodies", "markers", "joints", "sensors")
+#: The ``formulation`` of a flexible body (:meth:`_Reader.flexible_body`).
+_FLEXIBLE_FORMULATIONS = ("fncf", "ffrf", "planar_ffrf")
 _PARAMETER_KEYS = frozenset({"value", "unit", "bounds", "description"})
 _BODY_KEYS = frozenset({"name", "type", "mass", "position", "velocity", "fixed_position", "fixed_velocity"})
 _JOINT_KEYS = frozenset({"name", "type", "markers", "axis", "drive"})
@@ -318,7 +336,8 @@ MODEL_FILE_KEYS: Mapping[str, Mapping[str, frozenset[str]]] = {
         "planar": _BODY_KEYS | {"inertia", "angle", "angular_velocity"},
         "spatial": _BODY_KEYS | {"inertia", "rotation", "angular_velocity", "angular_velocity_frame"},
         "flexible": frozenset({"name", "type", "reference_node", "interface_nodes", "modes", "damping", "position",
-                               "rotation", "mass_factor", "stiffness_factor", "damping_factor", "beam", "fe"}),
+                               "rotation", "mass_factor", "stiffness_factor", "damping_factor", "beam", "fe",
+                               "formulation", "angle"}),
     },
     "markers": {"": frozenset({"name", "body", "position", "orientation", "node"})},
     "joints": {kind: _JOINT_KEYS | ({"axis_j"} if kind == "universal" else set())
@@ -334,6 +353,7 @@ MODEL_FILE_KEYS: Mapping[str, Mapping[str, frozenset[str]]] = {
         "distance": frozenset({"name", "type", "markers"}),
         "joint_coordinate": frozenset({"name", "type", "joint", "derivative"}),
         "joint_reaction": frozenset({"name", "type", "joint", "marker", "frame", "components"}),
+        "strain": frozenset({"name", "type", "body", "nodes", "position", "fibre", "orientation"}),
     },
     "matrix_terms": {"": frozenset({"name", "role", "coordinates", "factor", "matrix"})},
     "quadratic_constraints": {"": frozenset({"name", "coordinates", "c0", "jacobian", "hessians"})},
@@ -1645,11 +1665,13 @@ class _Reader:
                              "the FE model (beams: 1 at the start to elements + 1 at the end).")
         return value
 
-    def flexible_body(self, index: int, spec: dict) -> mbs.FlexibleBody:
+    def flexible_body(self, index: int, spec: dict) -> NodalBody:
         """A ``type = "flexible"`` body: its FE model (``beam`` or ``fe``), reduced by
-        Craig-Bampton in flexible natural coordinates (:class:`~fmi_adjoint.mbs.FlexibleBody`;
-        Vanpaemel et al., seed 003, Sec. 3 and 5.1).  The reduction runs here, so that a bad
-        node, mode count or FE model is reported at the entry."""
+        Craig-Bampton, in the ``formulation`` :data:`_FLEXIBLE_FORMULATIONS` names: flexible
+        natural coordinates (:class:`~fmi_adjoint.mbs.FlexibleBody`; Vanpaemel et al., seed 003,
+        Sec. 3 and 5.1; the default) or the floating frame of reference, spatial or planar
+        (:mod:`fmi_adjoint.mbs.ffrf`; Nishi et al., seed 004).  The reduction runs here, so that
+        a bad node, mode count or FE model is reported at the entry."""
 
         def at(key: str) -> str:
             return self.entry_where("bodies", index, key)
@@ -1682,14 +1704,24 @@ class _Reader:
             fields["modes"] = self.mode_selection(spec["modes"], at("modes"))
         if "damping" in spec:
             fields["damping"] = self.flexible_damping(spec["damping"], at("damping"))
+        formulation = self.choice(spec.get("formulation", "fncf"), at("formulation"), _FLEXIBLE_FORMULATIONS)
+        planar = formulation == "planar_ffrf"
+        for key, allowed in (("angle", planar), ("rotation", not planar)):
+            if key in spec and not allowed:
+                other = "angle = .. (radians about z)" if planar else "rotation = { axis = [..], angle = .. }"
+                raise ModelError(f"{at(key)}: a {formulation} body takes no {key}; give {other}.")
         if "position" in spec:
-            fields["position"] = self.values(spec["position"], (3,), at("position"))
+            position = self.values(spec["position"], (2, 3) if planar else (3,), at("position"))
+            fields["position"] = (*position, 0.0) if len(position) == 2 else position
         if "rotation" in spec:
             fields["rotation"] = self.rotation(spec["rotation"], at("rotation"))
+        if "angle" in spec:
+            fields["angle"] = self.expr(spec["angle"], at("angle"))
         for key in ("mass_factor", "stiffness_factor", "damping_factor"):
             if key in spec:
                 fields[key] = self.expr(spec[key], at(key))
-        body = cast(mbs.FlexibleBody, self.component("bodies", index, mbs.FlexibleBody, **fields))
+        cls = {"fncf": mbs.FlexibleBody, "ffrf": FloatingFrameBody, "planar_ffrf": PlanarFloatingFrameBody}
+        body = cast(NodalBody, self.component("bodies", index, cls[formulation], **fields))
         try:
             modes = body.basis.modes
         except ModelError as exc:
@@ -1929,8 +1961,33 @@ class _Reader:
         "marker_acceleration": mbs.MarkerAcceleration, "angular_velocity": mbs.AngularVelocity,
         "angular_acceleration": mbs.AngularAcceleration, "orientation": mbs.Orientation,
         "relative_displacement": mbs.RelativeDisplacement, "distance": mbs.Distance,
-        "joint_coordinate": mbs.JointCoordinate, "joint_reaction": mbs.JointReaction,
+        "joint_coordinate": mbs.JointCoordinate, "joint_reaction": mbs.JointReaction, "strain": BeamStrain,
     }
+
+    def strain_sensor(self, index: int, spec: dict) -> object:
+        """A ``type = "strain"`` sensor: a strain gauge on a beam element of a flexible body
+        (:class:`~fmi_adjoint.mbs.sensors.BeamStrain`; issue 25, part 5)."""
+
+        def at(key: str) -> str:
+            return self.entry_where("sensors", index, key)
+
+        missing = [key for key in ("body", "nodes") if key not in spec]
+        if missing:
+            raise ModelError(f"{self.entry_where('sensors', index)}: missing key(s) {missing}; a strain gauge names "
+                             "its flexible body and the two end nodes of a beam element, e.g. nodes = [1, 2].")
+        nodes = spec["nodes"]
+        if not isinstance(nodes, list) or len(nodes) != 2:
+            raise ModelError(f"{at('nodes')}: expected the two end nodes of a beam element, e.g. [1, 2]; got "
+                             f"{excerpt(nodes, 60)}.")
+        fields: dict[str, Any] = {"name": spec["name"], "body": self.text(spec["body"], at("body")),
+                                  "nodes": tuple(self.node_id(x, f"{at('nodes')}[{k}]") for k, x in enumerate(nodes))}
+        if "position" in spec:
+            fields["position"] = self.constant(spec["position"], at("position"))
+        if "fibre" in spec:
+            fields["fibre"] = self.constants(spec["fibre"], 2, at("fibre"))
+        if "orientation" in spec:
+            fields["orientation"] = self.constants(spec["orientation"], 3, at("orientation"))
+        return self.component("sensors", index, BeamStrain, **fields)
 
     def mbs_sensor(self, index: int, spec: Any) -> object:
         if isinstance(spec, dict) and self.plugin_kind("sensors", spec.get("type")):
@@ -1942,6 +1999,9 @@ class _Reader:
 
         def at(key: str) -> str:
             return self.entry_where("sensors", index, key)
+
+        if kind == "strain":
+            return self.strain_sensor(index, spec)
 
         needed = sorted(keys & target - ({"marker"} if kind == "joint_reaction" else set()))
         missing = [key for key in needed if key not in spec]

@@ -39,8 +39,8 @@ import scipy.sparse.linalg as spla
 
 from ..errors import ModelError
 
-__all__ = ["DOF_NAMES", "FEModel", "ScaledMatrix", "lowest_modes", "natural_frequencies", "spectral_scale",
-           "zero_threshold"]
+__all__ = ["DOF_NAMES", "FEModel", "ScaledMatrix", "lowest_modes", "natural_frequencies", "planar_part",
+           "spectral_scale", "zero_threshold"]
 
 #: The six DOF components of a node, in the order of the DOF table (0..5).
 DOF_NAMES = ("ux", "uy", "uz", "rx", "ry", "rz")
@@ -436,3 +436,52 @@ def natural_frequencies(model: FEModel, count: int, *, fixed_nodes: Iterable[int
         raise ModelError(f"natural_frequencies: count {count}; give 1 to {free.size} (the free DOFs).")
     values, _ = lowest_modes(model.stiffness[free][:, free], model.mass[free][:, free], count)
     return np.sqrt(np.clip(values, 0.0, None)) / (2 * np.pi)
+
+
+#: The in-plane DOF components of a body in the global x-y plane: ``ux uy rz`` (:func:`planar_part`).
+PLANAR_COMPONENTS = (0, 1, 5)
+#: A coupling between in-plane and out-of-plane DOFs above this fraction of the largest entry of
+#: ``M`` or ``K`` makes :func:`planar_part` refuse the model (exact decoupling gives round-off).
+PLANAR_COUPLING = 1e-9
+
+
+def planar_part(model: FEModel, where: str) -> FEModel:
+    """The in-plane part of ``model`` (DOFs ``ux uy rz`` of every node, :data:`PLANAR_COMPONENTS`):
+    its motion in the x-y plane, the out-of-plane DOFs held (the planar floating-frame body,
+    :class:`fmi_adjoint.mbs.ffrf.PlanarFloatingFrameBody`).
+
+    Exact when the two motions decouple, which is checked: every node in the plane ``z = 0``,
+    and the in-plane/out-of-plane blocks of ``M`` and ``K`` zero to :data:`PLANAR_COUPLING` of
+    their largest entry (a beam in the x-y plane whose section's principal axes are ``z`` and
+    the in-plane normal; Shabana, *Dynamics of Multibody Systems*, Sec. 5.3-5.5, planar case).
+
+    Raises
+    ------
+    ModelError
+        A node off the plane, a node without ``ux`` or ``uy``, or coupled blocks.
+    """
+    xyz = np.asarray(model.coordinates)
+    scale = max(float(np.abs(xyz).max()), 1e-300)
+    off = np.flatnonzero(np.abs(xyz[:, 2]) > 1e-12 * scale)
+    if off.size:
+        raise ModelError(f"{where}: node {int(model.node_ids[off[0]])} of {model.source} is at z = "
+                         f"{xyz[off[0], 2]:g}, off the x-y plane of a planar body; lay the FE model in the x-y plane "
+                         "(beam direction in x-y), or use the spatial body.")
+    keep = np.isin(model.dofs[:, 1], PLANAR_COMPONENTS)
+    inside, outside = np.flatnonzero(keep), np.flatnonzero(~keep)
+    for name, matrix in (("mass", model.mass), ("stiffness", model.stiffness)):
+        coupling = matrix[inside][:, outside]
+        largest = max(float(np.abs(matrix).max()), 1e-300)
+        if coupling.nnz and float(np.abs(coupling).max()) > PLANAR_COUPLING * largest:
+            row, col = np.unravel_index(int(np.argmax(np.abs(coupling.toarray()))), coupling.shape)
+            raise ModelError(f"{where}: the {name} matrix of {model.source} couples the in-plane DOF "
+                             f"{model.dof_label(int(inside[row]))} with the out-of-plane DOF "
+                             f"{model.dof_label(int(outside[col]))}; a planar body needs a model whose in-plane "
+                             "motion (ux, uy, rz) decouples (a beam with a section principal axis along z), or use "
+                             "the spatial body.")
+    for node in np.unique(model.dofs[:, 0]):  # a node without DOFs (a beam's orientation node) is fine
+        for component in (0, 1):
+            model.dof_index(int(node), component)  # raises, naming the node
+    damping = None if model.damping is None else model.damping[inside][:, inside]
+    return FEModel(model.node_ids, model.coordinates, model.dofs[inside], model.mass[inside][:, inside],
+                   model.stiffness[inside][:, inside], damping, f"{model.source} (in-plane part)")

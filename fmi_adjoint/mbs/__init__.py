@@ -37,7 +37,7 @@ from .bodies import (
     SpatialRigidBody,
 )
 from .elements import GeneralizedForces
-from .ffrf import FloatingFrameBody
+from .ffrf import FloatingFrameBody, PlanarFloatingFrameBody
 from .flexible import FlexibleBody, NodeMarker
 from .forces import Bushing, JointForce, SpringDamper, scalar_law
 from .joints import (
@@ -54,6 +54,7 @@ from .joints import (
 from .markers import Marker, MarkerFrame
 from .registry import ComponentRegistry
 from .sensors import (
+    BeamStrain,
     AngularAcceleration,
     AngularVelocity,
     Distance,
@@ -93,6 +94,8 @@ __all__ = [
     "Fixed",
     "FlexibleBody",
     "FloatingFrameBody",
+    "PlanarFloatingFrameBody",
+    "BeamStrain",
     "Force",
     "GeneralizedForces",
     "Ground",

@@ -50,6 +50,10 @@ Left out (said where it matters): the rotary inertia of the nodes enters through
 of a node's inertia tensor by the deformation itself (second order in ``eta``, which FNCF's
 linear node rotation of eq. (10) keeps through its Euler tensor) is not.  At small deformation
 the two formulations agree (tests/test_ffrf.py measures how closely).
+
+:class:`PlanarFloatingFrameBody` is the same formulation in the x-y plane (``q = [R_x R_y theta
+eta]``, the FE model's in-plane part; its class docstring): no Euler parameters, ``3 + 3 n``
+mass entries, a build of seconds.
 """
 
 from __future__ import annotations
@@ -64,16 +68,19 @@ import sympy as sp
 
 from ..errors import ModelError
 from ..flexible import FEModel
+from ..flexible.fe import planar_part
 from ..model import Coordinate, MassEntry
-from ..structured import DAMPING, MASS, STIFFNESS, MatrixTerm, SparseMatrix
+from ..structured import MASS, MatrixTerm, SparseMatrix
 from . import rotations as rot
 from .bodies import AxisAngle, BodyKinematics, Cardan, RotationMatrix
-from .flexible import FncfBasis, NodalBody, rot_skew
+from .flexible import FncfBasis, NodalBody, fncf_basis, rot_skew
+from .names import Number
 
 if TYPE_CHECKING:
     from .system import Lowering
 
-__all__ = ["FloatingFrameBody", "FloatingFrameInvariants", "floating_frame_invariants"]
+__all__ = ["FloatingFrameBody", "FloatingFrameInvariants", "PlanarFloatingFrameBody", "PlanarFrameInvariants",
+           "floating_frame_invariants", "planar_frame_invariants"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -107,18 +114,38 @@ class FloatingFrameInvariants:
     modal_mass: np.ndarray
 
 
-def floating_frame_invariants(fe: FEModel, basis: FncfBasis, where: str) -> FloatingFrameInvariants:
-    """The inertia invariants of ``fe`` in the deformation basis ``basis`` (module docstring)."""
+def _dof_layout(fe: FEModel, basis: FncfBasis, axes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                                     np.ndarray]:
+    """Per FE DOF: the row of its node in ``basis``, its component, whether it is a translation,
+    ``B_R`` (a unit translation along each of the first ``axes`` global axes) and the modes
+    ``Psi`` (the translation or rotation rows of the basis)."""
     ids = basis.node_ids
-    n = basis.modes
     dofs = np.asarray(fe.dofs, dtype=int)
-    size = fe.size
     rows = np.array([int(np.flatnonzero(ids == node)[0]) for node in dofs[:, 0]])
     comp = dofs[:, 1]
     translational = comp < 3
-    B_R = np.zeros((size, 3))
-    B_R[np.flatnonzero(translational), comp[translational]] = 1.0
+    B_R = np.zeros((fe.size, axes))
+    along = np.flatnonzero(translational & (comp < axes))
+    B_R[along, comp[along]] = 1.0
     psi = np.where(translational[:, None], basis.translations[rows, comp % 3, :], basis.rotations[rows, comp % 3, :])
+    return rows, comp, translational, B_R, psi
+
+
+def _rigid_mass(mass_matrix: np.ndarray, where: str) -> float:
+    """``m`` from ``B_R^T M B_R = m I`` (refused if it is not)."""
+    mass = float(np.trace(mass_matrix) / len(mass_matrix))
+    if not mass > 0 or np.abs(mass_matrix - mass * np.eye(len(mass_matrix))).max() > 1e-9 * mass:
+        raise ModelError(f"{where}: the FE mass matrix does not move the body's mass rigidly (B_R^T M B_R = "
+                         f"{mass_matrix.tolist()} is not m I with m > 0); give a mass matrix in which a rigid "
+                         "translation carries the total mass in every direction.")
+    return mass
+
+
+def floating_frame_invariants(fe: FEModel, basis: FncfBasis, where: str) -> FloatingFrameInvariants:
+    """The inertia invariants of ``fe`` in the deformation basis ``basis`` (module docstring)."""
+    n = basis.modes
+    size = fe.size
+    rows, comp, translational, B_R, psi = _dof_layout(fe, basis, 3)
 
     def cross_rows(vectors: np.ndarray) -> np.ndarray:
         """``-[u_p]x`` on the translational rows (``u_p`` per node, (nodes, 3))."""
@@ -132,12 +159,7 @@ def floating_frame_invariants(fe: FEModel, basis: FncfBasis, where: str) -> Floa
     Bw1 = [cross_rows(basis.translations[:, :, k]) for k in range(n)]
     M = sps.csr_matrix(fe.mass)
     MB_R, MBw0, MBw1, MPsi = M @ B_R, M @ Bw0, [M @ b for b in Bw1], M @ psi
-    mass3 = B_R.T @ MB_R
-    mass = float(np.trace(mass3) / 3)
-    if not mass > 0 or np.abs(mass3 - mass * np.eye(3)).max() > 1e-9 * mass:
-        raise ModelError(f"{where}: the FE mass matrix does not move the body's mass rigidly (B_R^T M B_R = "
-                         f"{mass3.tolist()} is not m I with m > 0); give a mass matrix in which a rigid translation "
-                         "carries the total mass in every direction.")
+    mass = _rigid_mass(B_R.T @ MB_R, where)
     J2 = np.array([[Bw1[k].T @ MBw1[m] for m in range(n)] for k in range(n)]).reshape(n, n, 3, 3)
     return FloatingFrameInvariants(
         mass=mass, C0=B_R.T @ MBw0, C1=np.array([B_R.T @ b for b in MBw1]).reshape(n, 3, 3),
@@ -186,7 +208,38 @@ def _inertia(inv: FloatingFrameInvariants, eta: tuple[sp.Symbol, ...]) -> sp.Mat
 
 
 @dataclasses.dataclass(frozen=True)
-class FloatingFrameBody(NodalBody):
+class _FloatingFrame(NodalBody):
+    """What the spatial and the planar floating-frame bodies share: the node frames of their
+    markers."""
+
+    def node_frame(self, ctx: Lowering, node: int, local_rotation: sp.Matrix,
+                   marker: str) -> tuple[sp.Matrix, sp.Matrix]:
+        """Global position ``R + A (x_p + Psi_p eta)`` and rotation ``A (I + [phi_p eta]x)`` of ``node``
+        (module docstring; planar: ``A = Rz(theta)`` and ``phi_p`` along z) and its marker."""
+        basis = self.basis
+        k = basis.node(node, f"marker '{marker}'")
+        kin = self.kinematics()
+        eta = [kin.q(f"eta{m}") for m in range(basis.modes)]
+        scale = max(np.abs(basis.translations).max(initial=0.0), np.abs(basis.positions).max(initial=0.0), 1e-300)
+
+        def affine(c0: np.ndarray, c1: np.ndarray, s: float) -> sp.Matrix:
+            out = []
+            for r in range(len(c0)):
+                terms = [_number(c0[r], s)] + [None if (f := _number(c1[r, m], s)) is None else f * eta[m]
+                                               for m in range(len(eta))]
+                out.append(sp.Add(*(t for t in terms if t is not None)))
+            return sp.Matrix(out)
+
+        A = kin.rotation()
+        u = affine(basis.positions[k], basis.translations[k], scale)
+        theta = affine(np.zeros(3), basis.rotations[k], max(np.abs(basis.rotations).max(initial=0.0), 1e-300))
+        position = kin.origin() + rot.matmul(A, u)
+        rotation = rot.matmul(A, sp.eye(3) + rot.skew(list(theta)))
+        return position, rot.matmul(rotation, local_rotation)
+
+
+@dataclasses.dataclass(frozen=True)
+class FloatingFrameBody(_FloatingFrame):
     """A flexible body in the floating frame of reference formulation (module docstring).
 
     The attributes are those of every :class:`~fmi_adjoint.mbs.flexible.NodalBody` (the same
@@ -260,36 +313,200 @@ class FloatingFrameBody(NodalBody):
             for name, value in zip(etanames, rot.matmul(D.T, local_g)):
                 if value != 0:
                     ctx.add_generalized_force(name, mass_factor * value)
-        # Stiffness and damping over eta, as FNCF.
-        ctx.add_matrix_term(MatrixTerm(f"{self.name}_stiffness", STIFFNESS, etanames,
-                                       SparseMatrix.of(basis.stiffness, self.where("stiffness")),
-                                       ctx.parameter_expression(self.stiffness_factor, self.where("stiffness_factor"))))
-        damping_factor = ctx.parameter_expression(self.damping_factor, self.where("damping_factor"))
-        for k, (value, matrix) in enumerate(basis.damping):
-            if np.any(matrix):
-                ctx.add_matrix_term(MatrixTerm(f"{self.name}_damping_{k}", DAMPING, etanames,
-                                               SparseMatrix.of(matrix, self.where("damping")), damping_factor * value))
+        self.lower_elastic(ctx, etanames)
 
-    def node_frame(self, ctx: Lowering, node: int, local_rotation: sp.Matrix, marker: str) -> tuple:
-        """Global position ``R + A (x_p + Psi_p eta)`` and rotation ``A (I + [phi_p eta]x)`` of ``node``
-        (module docstring) and its marker."""
-        basis = self.basis
-        k = basis.node(node, f"marker '{marker}'")
+
+# --------------------------------------------------------------------------- planar
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PlanarFrameInvariants:
+    """The inertia invariants of a planar reduced body (:class:`PlanarFloatingFrameBody`;
+    Shabana Sec. 5.5 in the plane), numbers.
+
+    With ``Bt(eta) = Bt0 + Bt1 eta`` the body-axis velocity of every FE DOF per unit frame
+    rotation rate (``[-u_y, u_x]`` of each node's deformed position ``u = x_p + Psi_p eta`` on its
+    translations, 1 on its rotation):
+
+    Attributes
+    ----------
+    mass : float
+        ``m``, from ``B_R^T M B_R = m I`` (2x2).
+    s0, s1 : numpy.ndarray (2,), (2, n)
+        ``s(eta) = B_R^T M Bt(eta) = s0 + s1 eta`` (the frame-rotation coupling).
+    D : numpy.ndarray (2, n)
+        ``B_R^T M Psi``.
+    j0, j1, j2 : float, (n,), (n, n)
+        ``j(eta) = Bt^T M Bt = j0 + j1 . eta + eta^T j2 eta`` (the polar moment about the frame).
+    f0, f1 : numpy.ndarray (n,), (n, n)
+        ``f(eta)_k = Bt(eta)^T M Psi_k = f0[k] + sum_j eta_j f1[j, k]``.
+    first_moment : numpy.ndarray (2,)
+        ``S0 = B_R^T M u0`` (the weight's moment: ``S(eta) = S0 + D eta``).
+    modal_mass : numpy.ndarray (n, n)
+        ``Psi^T M Psi``.
+    """
+
+    mass: float
+    s0: np.ndarray
+    s1: np.ndarray
+    D: np.ndarray
+    j0: float
+    j1: np.ndarray
+    j2: np.ndarray
+    f0: np.ndarray
+    f1: np.ndarray
+    first_moment: np.ndarray
+    modal_mass: np.ndarray
+
+
+def planar_frame_invariants(fe: FEModel, basis: FncfBasis, where: str) -> PlanarFrameInvariants:
+    """The planar inertia invariants of the in-plane FE model ``fe`` (DOFs ``ux uy rz``,
+    :func:`fmi_adjoint.flexible.fe.planar_part`) in the basis ``basis``."""
+    rows, comp, translational, B_R, psi = _dof_layout(fe, basis, 2)
+    size = fe.size
+    # [-u_y, u_x] per node: the DOF of the node's other in-plane translation, with its sign.
+    partner = {(int(rows[i]), int(comp[i])): i for i in range(size)}
+    turn = sps.lil_matrix((size, size))
+    for i in np.flatnonzero(translational):
+        other = partner.get((int(rows[i]), 1 - int(comp[i])))
+        if other is not None:
+            turn[i, other] = -1.0 if comp[i] == 0 else 1.0
+    turn = turn.tocsr()
+    u0 = np.where(comp == 0, basis.positions[rows, 0], np.where(comp == 1, basis.positions[rows, 1], 0.0))
+    Bt0 = turn @ u0 + (comp == 5).astype(float)
+    Bt1 = turn @ psi
+    M = sps.csr_matrix(fe.mass)
+    MB_R, MBt0, MBt1, MPsi = M @ B_R, M @ Bt0, M @ Bt1, M @ psi
+    modal = psi.T @ MPsi
+    return PlanarFrameInvariants(
+        mass=_rigid_mass(B_R.T @ MB_R, where), s0=B_R.T @ MBt0, s1=B_R.T @ MBt1, D=B_R.T @ MPsi,
+        j0=float(Bt0 @ MBt0), j1=2 * (Bt1.T @ MBt0), j2=(Bt1.T @ MBt1 + (Bt1.T @ MBt1).T) / 2, f0=psi.T @ MBt0,
+        f1=Bt1.T @ MPsi, first_moment=B_R.T @ (M @ u0), modal_mass=(modal + modal.T) / 2)
+
+
+def _affine(c0: float, c1: np.ndarray, eta: tuple[sp.Symbol, ...], scale: float) -> sp.Expr:
+    """``c0 + c1 . eta`` with data coefficients (round-off zeros dropped)."""
+    terms = [_number(c0, scale)] + [None if (f := _number(c1[k], scale)) is None else f * eta[k]
+                                    for k in range(len(eta))]
+    return sp.Add(*(t for t in terms if t is not None))
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanarFloatingFrameBody(_FloatingFrame):
+    """A flexible body moving in the global x-y plane, in the floating frame of reference
+    (Shabana, *Dynamics of Multibody Systems*, Ch. 5, the planar case; Nishi et al., seed 004):
+
+        q = [R_x  R_y  theta  eta]
+
+    ``<body>_x, _y`` the frame's origin (the reference node), ``<body>_phi`` its rotation
+    ``theta`` about z (a :class:`~fmi_adjoint.mbs.PlanarRigidBody`'s coordinates: joints, markers
+    and sensors treat it as a planar body) and ``<body>_eta<k>`` the modal coordinates.  The FE
+    model's in-plane part (``ux uy rz``, :func:`fmi_adjoint.flexible.fe.planar_part`: the nodes
+    in the plane z = 0, the in-plane motion decoupled) is reduced like the spatial body's
+    (:func:`~fmi_adjoint.mbs.flexible.fncf_basis`, clamped at the reference node).
+
+    With ``A = Rz(theta)`` (2x2) and the invariants of :class:`PlanarFrameInvariants`, the
+    kinetic energy ``1/2 V^T M V``, ``V = B_R A^T R_dot + Bt(eta) theta_dot + Psi eta_dot``,
+    gives (Shabana eq. (5.15) in the plane)
+
+        M(q) = [[ m I,   A s(eta),   A D   ],
+                [  .,     j(eta),   f(eta) ],
+                [  .,       .,       M_ee  ]]
+
+    with ``s, f`` linear and ``j`` quadratic in ``eta``: ``m I`` and ``M_ee`` structured MASS
+    terms, the rest ``3 + 3 n`` mass entries, whose quadratic velocity terms
+    :func:`fmi_adjoint.model.quadratic_velocity_terms` derives.  No Euler parameters and no
+    normalization constraint: the mass matrix has ``n^2 / 2`` polynomial terms instead of the
+    spatial body's ``O(n^2)`` entries times the Euler-parameter monomials, so it builds in
+    seconds.  The weight is ``-dV/dq`` of ``V = -g . (m R + A S(eta))``, ``S = S0 + D eta``.
+
+    Attributes: those of :class:`~fmi_adjoint.mbs.flexible.NodalBody` (``position``: 2 values,
+    or 3 with z = 0; no ``rotation``) and ``angle``, the initial rotation about z [rad].
+    """
+
+    angle: Number = 0.0
+
+    def __post_init__(self) -> None:
+        if len(tuple(self.position)) == 2:
+            object.__setattr__(self, "position", (*self.position, 0.0))
+        super().__post_init__()
+        if self.rotation is not None:
+            raise ModelError(f"{self.where('rotation')}: a planar body turns about z only; give angle = ... [rad] "
+                             "instead of rotation.")
+        if sp.sympify(self.position[2]).is_zero is not True:
+            raise ModelError(f"{self.where('position')}: a planar body stays in the x-y plane; give z = 0, got "
+                             f"{self.position!r}.")
+
+    @functools.cached_property
+    def planar_fe(self) -> FEModel:
+        """The in-plane part of the FE model (:func:`~fmi_adjoint.flexible.fe.planar_part`)."""
+        assert self.fe is not None
+        return planar_part(self.fe, self.where("fe"))
+
+    @functools.cached_property
+    def basis(self) -> FncfBasis:
+        """The reduction of the in-plane FE model, clamped at the reference node."""
+        return fncf_basis(self.planar_fe, self.reference_node, self.interface_nodes, self.modes, self.damping,
+                          self.where())
+
+    @functools.cached_property
+    def invariants(self) -> PlanarFrameInvariants:
+        """The planar inertia invariants (class docstring)."""
+        return planar_frame_invariants(self.planar_fe, self.basis, self.where("fe"))
+
+    def kinematics(self) -> BodyKinematics:
+        suffixes = ("x", "y", "phi", *(f"eta{k}" for k in range(self.basis.modes)))
+        return BodyKinematics(self.name, "planar", True, tuple(f"{self.name}_{s}" for s in suffixes))
+
+    def lower(self, ctx: Lowering) -> None:
+        inv = self.invariants
+        n = self.basis.modes
+        names = self.kinematics().coordinates
+        R, theta_name, etanames = names[:2], names[2], names[3:]
         kin = self.kinematics()
-        eta = [kin.q(f"eta{m}") for m in range(basis.modes)]
-        scale = max(np.abs(basis.translations).max(initial=0.0), np.abs(basis.positions).max(initial=0.0), 1e-300)
-
-        def affine(c0: np.ndarray, c1: np.ndarray, s: float) -> sp.Matrix:
-            out = []
-            for r in range(len(c0)):
-                terms = [_number(c0[r], s)] + [None if (f := _number(c1[r, m], s)) is None else f * eta[m]
-                                               for m in range(len(eta))]
-                out.append(sp.Add(*(t for t in terms if t is not None)))
-            return sp.Matrix(out)
-
-        A = kin.rotation()
-        u = affine(basis.positions[k], basis.translations[k], scale)
-        theta = affine(np.zeros(3), basis.rotations[k], max(np.abs(basis.rotations).max(initial=0.0), 1e-300))
-        position = kin.origin() + rot.matmul(A, u)
-        rotation = rot.matmul(A, sp.eye(3) + rot.skew(list(theta)))
-        return position, rot.matmul(rotation, local_rotation)
+        theta = kin.q("phi")
+        eta = tuple(kin.q(f"eta{k}") for k in range(n))
+        position = [ctx.parameter_expression(x, self.where("position")) for x in self.position[:2]]
+        mass_factor = ctx.parameter_expression(self.mass_factor, self.where("mass_factor"))
+        for k, name in enumerate(R):
+            ctx.add_coordinate(Coordinate(name, "translational", mass=0.0, initial_position=position[k]))
+        ctx.add_coordinate(Coordinate(theta_name, "rotational", mass=0.0,
+                                      initial_position=ctx.parameter_expression(self.angle, self.where("angle"))))
+        for name in etanames:
+            ctx.add_coordinate(Coordinate(name, mass=0.0))
+        ctx.add_matrix_term(MatrixTerm(f"{self.name}_translation_mass", MASS, R,
+                                       SparseMatrix.of(inv.mass * np.eye(2), self.where("mass")), mass_factor))
+        ctx.add_matrix_term(MatrixTerm(f"{self.name}_modal_mass", MASS, etanames,
+                                       SparseMatrix.of(inv.modal_mass, self.where("mass")), mass_factor))
+        c, s = sp.cos(theta), sp.sin(theta)
+        A = sp.Matrix([[c, -s], [s, c]])
+        scale = max(np.abs(inv.s0).max(), np.abs(inv.s1).max(initial=0.0), np.abs(inv.D).max(initial=0.0), 1e-300)
+        local_s = [_affine(inv.s0[r], inv.s1[r], eta, scale) for r in range(2)]
+        entries: list[tuple[str, str, sp.Expr]] = []
+        for r in range(2):
+            entries.append((R[r], theta_name, A[r, 0] * local_s[0] + A[r, 1] * local_s[1]))
+            for k in range(n):
+                d = [_number(inv.D[a, k], scale) or 0 for a in range(2)]
+                entries.append((R[r], etanames[k], A[r, 0] * d[0] + A[r, 1] * d[1]))
+        j_scale = max(abs(inv.j0), np.abs(inv.j1).max(initial=0.0), np.abs(inv.j2).max(initial=0.0), 1e-300)
+        quadratic = [f * eta[k] * eta[m] for k in range(n) for m in range(k, n)
+                     if (f := _number(inv.j2[k, m] * (1 if k == m else 2), j_scale)) is not None]
+        entries.append((theta_name, theta_name, _affine(inv.j0, inv.j1, eta, j_scale) + sp.Add(*quadratic)))
+        f_scale = max(np.abs(inv.f0).max(initial=0.0), np.abs(inv.f1).max(initial=0.0), 1e-300)
+        entries += [(theta_name, etanames[k], _affine(inv.f0[k], inv.f1[:, k], eta, f_scale)) for k in range(n)]
+        for row, col, value in entries:
+            if value != 0:
+                ctx.add_mass_entry(MassEntry(row, col, mass_factor * value))
+        # Weight: Q = d/dq [g . (m R + A S(eta))] (class docstring).
+        g = ctx.gravity
+        if any(x.is_zero is not True for x in (g[0], g[1])):
+            S = [_affine(inv.first_moment[r], inv.D[r], eta, scale) for r in range(2)]
+            work = sum(g[r] * (A[r, 0] * S[0] + A[r, 1] * S[1]) for r in range(2))
+            for k, name in enumerate(R):
+                if g[k].is_zero is not True:
+                    ctx.add_generalized_force(name, mass_factor * inv.mass * g[k])
+            for name, q in ((theta_name, theta), *zip(etanames, eta)):
+                value = sp.diff(work, q)
+                if value != 0:
+                    ctx.add_generalized_force(name, mass_factor * value)
+        self.lower_elastic(ctx, etanames)

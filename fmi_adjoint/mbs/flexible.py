@@ -243,8 +243,9 @@ def fncf_basis(fe: FEModel, reference: int, interface: Sequence[int], modes: Abs
 
 @dataclasses.dataclass(frozen=True)
 class NodalBody(Body):
-    """A body with FE nodes that markers sit on (:class:`NodeMarker`): :class:`FlexibleBody`
-    and :class:`~fmi_adjoint.mbs.ffrf.FloatingFrameBody`, which take the same attributes.
+    """A body with FE nodes that markers sit on (:class:`NodeMarker`): :class:`FlexibleBody`,
+    :class:`~fmi_adjoint.mbs.ffrf.FloatingFrameBody` and
+    :class:`~fmi_adjoint.mbs.ffrf.PlanarFloatingFrameBody`, which take the same attributes.
 
     Attributes
     ----------
@@ -294,6 +295,32 @@ class NodalBody(Body):
         assert self.fe is not None
         return fncf_basis(self.fe, self.reference_node, self.interface_nodes, self.modes, self.damping, self.where())
 
+    def lower_elastic(self, ctx: Lowering, deformation: Sequence[str]) -> None:
+        """Stiffness ``Psi^T K Psi`` (eq. (12)) and the reduced damping over the deformation
+        coordinates: structured terms scaled by ``stiffness_factor`` and ``damping_factor`` (every
+        formulation's, the deformation being measured from the same clamped frame)."""
+        basis = self.basis
+        names = tuple(deformation)
+        ctx.add_matrix_term(MatrixTerm(f"{self.name}_stiffness", STIFFNESS, names,
+                                       SparseMatrix.of(basis.stiffness, self.where("stiffness")),
+                                       ctx.parameter_expression(self.stiffness_factor, self.where("stiffness_factor"))))
+        damping_factor = ctx.parameter_expression(self.damping_factor, self.where("damping_factor"))
+        for k, (value, matrix) in enumerate(basis.damping):
+            if np.any(matrix):
+                ctx.add_matrix_term(MatrixTerm(f"{self.name}_damping_{k}", DAMPING, names,
+                                               SparseMatrix.of(matrix, self.where("damping")), damping_factor * value))
+
+    def deformation_coordinates(self) -> tuple[str, ...]:
+        """The names of the deformation coordinates (``delta`` of FNCF, ``eta`` of the floating
+        frame): the last :attr:`FncfBasis.modes` coordinates of every formulation."""
+        return self.kinematics().coordinates[-self.basis.modes:]
+
+    def node_modes(self, node: int, where: str) -> np.ndarray:
+        """``Psi_p`` (6, n): the six DOFs ``ux uy uz rx ry rz`` of ``node`` relative to the frame
+        per unit deformation coordinate (zero rows where the reduced model has no such DOF)."""
+        k = self.basis.node(node, where)
+        return np.vstack([self.basis.translations[k], self.basis.rotations[k]])
+
     @abc.abstractmethod
     def node_frame(self, ctx: Lowering, node: int, local_rotation: sp.Matrix,
                    marker: str) -> tuple[sp.Matrix, sp.Matrix]:
@@ -336,14 +363,7 @@ class FlexibleBody(NodalBody):
                 weight = SparseMatrix.of(basis.gravity[axis].reshape(-1, 1), self.where("weight"))
                 ctx.add_matrix_term(MatrixTerm(f"{self.name}_weight_{'xyz'[axis]}", LOAD, inertial, weight,
                                                mass_factor * g))
-        stiffness = SparseMatrix.of(basis.stiffness, self.where("stiffness"))
-        ctx.add_matrix_term(MatrixTerm(f"{self.name}_stiffness", STIFFNESS, delta, stiffness,
-                                       ctx.parameter_expression(self.stiffness_factor, self.where("stiffness_factor"))))
-        damping_factor = ctx.parameter_expression(self.damping_factor, self.where("damping_factor"))
-        for k, (value, matrix) in enumerate(basis.damping):
-            if np.any(matrix):
-                ctx.add_matrix_term(MatrixTerm(f"{self.name}_damping_{k}", DAMPING, delta,
-                                               SparseMatrix.of(matrix, self.where("damping")), damping_factor * value))
+        self.lower_elastic(ctx, delta)
         ctx.add_matrix_term(_orthonormality(f"{self.name}_frame", pi))
         ctx.add_matrix_term(_kronecker(f"{self.name}_gamma", n, pi, gamma, delta))
 
@@ -416,8 +436,9 @@ class NodeMarker(Marker):
     def frame(self, ctx: Lowering, body: BodyKinematics) -> MarkerFrame:
         component = ctx.body_component(self.body, self.where("body"))
         if not isinstance(component, NodalBody):
-            raise ModelError(f"{self.where('body')}: body '{self.body}' is not a flexible body (FlexibleBody or "
-                             "FloatingFrameBody); a NodeMarker sits on a node of one (use Marker on rigid bodies).")
+            raise ModelError(f"{self.where('body')}: body '{self.body}' is not a flexible body (FlexibleBody, "
+                             "FloatingFrameBody or PlanarFloatingFrameBody); a NodeMarker sits on a node of one "
+                             "(use Marker on rigid bodies).")
         if any(sp.sympify(x).is_zero is not True for x in self.position):
             raise ModelError(f"{self.where('position')}: a node marker sits at its node; leave position at 0.")
         local_rotation = sp.eye(3)

@@ -22,14 +22,17 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import sympy as sp
 
 from ..calculus import Differentiator
 from ..errors import ModelError
 from ..expressions import special
+from ..flexible.strain import beam_strain_row
 from ..model import Output
 from ..text import check_identifier
 from . import rotations as rot
+from .flexible import NodalBody
 from .forces import joint_coordinate
 from .names import symbol
 
@@ -47,6 +50,7 @@ __all__ = [
     "Distance",
     "JointCoordinate",
     "JointReaction",
+    "BeamStrain",
     "FRAMES",
     "joint_reaction",
 ]
@@ -370,3 +374,50 @@ class JointReaction(_Sensor):
             ctx.add_output(Output(f"{self.name}_{c}", values[c], units[c],
                                   f"joint {self.joint}: {'force' if c[0] == 'f' else 'torque'} of body i on body j, "
                                   f"{self.frame} axes ({c})"))
+
+
+@dataclasses.dataclass(frozen=True)
+class BeamStrain(_Sensor):
+    """A strain gauge on a beam element of a flexible body (issue 25, part 5): the axial strain
+    (m/m) of the fibre ``fibre = (y, z)`` of the section, ``position`` (0 to 1) along the element
+    from ``nodes[0]`` to ``nodes[1]`` (:func:`fmi_adjoint.flexible.strain.beam_strain_row`:
+    ``eps = du/dx - y v'' - z w''``, Euler-Bernoulli), recovered from the reduced basis:
+    ``eps = r Psi_e q_d``, a constant row times the body's deformation coordinates ``q_d``
+    (:meth:`~fmi_adjoint.mbs.flexible.NodalBody.deformation_coordinates`), so linear in the state
+    and exactly differentiable.  ``orientation`` is the beam's orientation vector (its local
+    ``y``; default ``(0, 1, 0)``, as :func:`~fmi_adjoint.flexible.line_mesh`).  On any of
+    :class:`~fmi_adjoint.mbs.FlexibleBody`, :class:`~fmi_adjoint.mbs.ffrf.FloatingFrameBody`,
+    :class:`~fmi_adjoint.mbs.ffrf.PlanarFloatingFrameBody` (in-plane: its ``fibre`` z only
+    concerns the out-of-plane bending it leaves out)."""
+
+    body: str = ""
+    nodes: tuple[int, ...] = ()
+    position: float = 0.0
+    fibre: tuple[float, ...] = (0.0, 0.0)
+    orientation: tuple[float, ...] = (0.0, 1.0, 0.0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(tuple(self.nodes)) != 2 or len(set(self.nodes)) != 2:
+            raise ModelError(f"{self.where('nodes')}: {self.nodes!r}; give the two end nodes of one beam element, "
+                             "e.g. (1, 2).")
+        if len(tuple(self.orientation)) != 3:
+            raise ModelError(f"{self.where('orientation')}: {self.orientation!r}; give 3 numbers.")
+
+    def lower(self, ctx: Lowering) -> None:
+        component = ctx.body_component(self.body, self.where("body"))
+        if not isinstance(component, NodalBody):
+            raise ModelError(f"{self.where('body')}: body '{self.body}' is not a flexible body; a strain gauge sits "
+                             "on a beam element of a FlexibleBody or a floating-frame body.")
+        first, second = (component.basis.node(node, self.where("nodes")) for node in self.nodes)
+        positions = component.basis.positions
+        row = beam_strain_row(positions[first], positions[second], xi=self.position, fibre=self.fibre,
+                              orientation=self.orientation, where=self.where())
+        modes = np.vstack([component.node_modes(node, self.where("nodes")) for node in self.nodes])
+        coefficients = row @ modes
+        scale = max(float(np.abs(row).max()) * float(np.abs(modes).max(initial=0.0)), 1e-300)
+        terms = [sp.Float(float(c), 17) * symbol(name)
+                 for c, name in zip(coefficients, component.deformation_coordinates()) if abs(c) > 1e-14 * scale]
+        self._emit(ctx, {"": sp.Add(*terms)}, "m/m",
+                   f"strain of body {self.body}, element {self.nodes[0]}-{self.nodes[1]} at {self.position:g}, "
+                   f"fibre (y, z) = {tuple(self.fibre)}")
