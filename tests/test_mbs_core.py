@@ -499,7 +499,7 @@ def test_redundant_joints_are_named():
 
 def test_velocity_and_acceleration_of_an_expression():
     system = mbs.MultibodySystem(name="kin", bodies=(mbs.PlanarRigidBody("b"),), outputs=(Output("x", "b_x"),))
-    ctx = mbs.Lowering(system)
+    ctx = mbs.SystemLowering(system)
     for body in system.bodies:
         body.lower(ctx)
     x, phi, t = sp.Symbol("b_x", real=True), sp.Symbol("b_phi", real=True), sp.Symbol("t", real=True)

@@ -66,7 +66,9 @@ from .sensors import (
     Orientation,
     RelativeDisplacement,
 )
-from .system import Component, Lowering, MultibodySystem
+from .context import Lowering
+
+from .system import Component, MultibodySystem, SystemLowering
 
 __all__ = [
     "GROUND",
@@ -101,6 +103,7 @@ __all__ = [
     "Ground",
     "Joint",
     "Lowering",
+    "SystemLowering",
     "Marker",
     "MarkerFrame",
     "NodeMarker",

@@ -24,7 +24,7 @@ from ..text import check_identifier
 from .names import Number
 
 if TYPE_CHECKING:
-    from .system import Lowering
+    from .context import Lowering
 
 __all__ = ["Force", "Torque"]
 

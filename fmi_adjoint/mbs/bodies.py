@@ -44,10 +44,11 @@ from ..errors import ModelError
 from ..model import Coordinate, MassEntry
 from ..text import check_identifier
 from . import rotations as rot
-from .names import Number, der, symbol
+from .frames import GROUND, GROUND_KINEMATICS, BodyKinematics
+from .names import Number
 
 if TYPE_CHECKING:
-    from .system import Lowering
+    from .context import Lowering
 
 __all__ = [
     "Body",
@@ -65,8 +66,6 @@ __all__ = [
 ]
 
 
-#: The reserved body name of the ground (need not be declared).
-GROUND = "ground"
 
 
 
@@ -126,91 +125,6 @@ def as_rotation(value: object, where: str) -> Rotation | None:
                      f"{{matrix = [[..], [..], [..]]}}; got {value!r}.")
 
 
-# --------------------------------------------------------------------------- kinematics
-
-
-@dataclasses.dataclass(frozen=True)
-class BodyKinematics:
-    """The kinematics of a body (what markers, joints, forces and sensors use).
-
-    ``Lowering.body(name)`` returns this.  Expressions are in name symbols of the body's
-    coordinates and ``der(...)`` specials.
-
-    Attributes
-    ----------
-    name : str
-        The body's name (``"ground"`` for the ground).
-    kind : {"ground", "point", "planar", "spatial"}
-    planar : bool
-        True if the body stays in the global x-y plane and rotates about z only (ground
-        counts as planar and spatial alike: see :attr:`ground`).
-    coordinates : tuple of str
-        Names of the body's coordinates.
-    """
-
-    name: str
-    kind: str
-    planar: bool
-    coordinates: tuple[str, ...]
-
-    @property
-    def ground(self) -> bool:
-        return self.kind == "ground"
-
-    def q(self, suffix: str) -> sp.Symbol:
-        """Name symbol of the coordinate ``<body>_<suffix>``."""
-        return symbol(f"{self.name}_{suffix}")
-
-    def origin(self) -> sp.Matrix:
-        """Global position (3x1) of the body frame's origin (the centre of mass)."""
-        if self.kind == "ground":
-            return sp.zeros(3, 1)
-        z = sp.Integer(0) if self.planar else self.q("z")
-        return sp.Matrix([self.q("x"), self.q("y"), z])
-
-    def rotation(self) -> sp.Matrix:
-        """Rotation matrix body -> global (3x3): I, Rz(phi) or A(e) (eq. (2.20))."""
-        if self.kind == "planar":
-            return rot.Rz(self.q("phi"))
-        if self.kind == "spatial":
-            return rot.A(self.euler_parameters())
-        return sp.eye(3)
-
-    def position(self, local: Sequence[sp.Expr]) -> sp.Matrix:
-        """Global position ``u + A R`` of the body-fixed point ``R = local`` (Sec. 2.2.1.1)."""
-        if self.kind in ("ground", "point"):  # A = I: no matrix product (lowering a lattice makes thousands)
-            origin = self.origin()
-            return sp.Matrix([origin[k] + local[k] for k in range(3)])
-        return self.origin() + rot.matmul(self.rotation(), sp.Matrix(list(local)))
-
-    def angular_velocity(self) -> sp.Matrix:
-        """Angular velocity (3x1) in global axes: ``(0, 0, der(phi))`` or ``2 E(e) e_dot``."""
-        if self.kind == "planar":
-            return sp.Matrix([0, 0, der(f"{self.name}_phi")])
-        if self.kind == "spatial":
-            return 2 * rot.E(self.euler_parameters()) * self.euler_rates()
-        return sp.zeros(3, 1)
-
-    def angular_velocity_body(self) -> sp.Matrix:
-        """Angular velocity (3x1) in body axes: ``2 G(e) e_dot`` (eq. (2.26))."""
-        if self.kind == "spatial":
-            return 2 * rot.G(self.euler_parameters()) * self.euler_rates()
-        return self.angular_velocity()
-
-    def euler_parameters(self) -> tuple[sp.Symbol, ...]:
-        """Symbols of ``e0..e3`` (spatial bodies)."""
-        return tuple(self.q(f"e{k}") for k in range(4))
-
-    def euler_rates(self) -> sp.Matrix:
-        """``der(e0)..der(e3)`` (4x1, spatial bodies)."""
-        return sp.Matrix([der(f"{self.name}_e{k}") for k in range(4)])
-
-    def angle(self) -> sp.Expr:
-        """Rotation angle about z of a planar body (0 for ground and point masses)."""
-        return self.q("phi") if self.kind == "planar" else sp.Integer(0)
-
-
-GROUND_KINEMATICS = BodyKinematics(GROUND, "ground", True, ())
 
 
 # --------------------------------------------------------------------------- bodies

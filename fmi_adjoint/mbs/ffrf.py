@@ -77,7 +77,7 @@ from .flexible import FncfBasis, NodalBody, fncf_basis, rot_skew
 from .names import Number
 
 if TYPE_CHECKING:
-    from .system import Lowering
+    from .context import Lowering
 
 __all__ = ["FloatingFrameBody", "FloatingFrameInvariants", "PlanarFloatingFrameBody", "PlanarFrameInvariants",
            "floating_frame_invariants", "planar_frame_invariants"]

@@ -77,7 +77,7 @@ from .markers import Marker, MarkerFrame
 from .names import Number, der
 
 if TYPE_CHECKING:
-    from .system import Lowering
+    from .context import Lowering
 
 __all__ = ["FlexibleBody", "FncfBasis", "NaturalKinematics", "NodalBody", "NodeMarker"]
 

@@ -69,7 +69,7 @@ from ..text import check_identifier
 from .names import symbol
 
 if TYPE_CHECKING:
-    from .system import Lowering
+    from .context import Lowering
 
 __all__ = [
     "SpringDamper",

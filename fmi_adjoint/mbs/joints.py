@@ -64,7 +64,7 @@ from .names import Number
 from .rotations import matmul
 
 if TYPE_CHECKING:
-    from .system import Lowering
+    from .context import Lowering
 
 __all__ = ["Joint", "Revolute", "Prismatic", "Cylindrical", "Spherical", "Universal", "Planar", "Fixed",
            "RedundantJointsError", "check_joint_pairs"]
@@ -516,14 +516,11 @@ def check_joint_pairs(ctx: Lowering, joints: Sequence[object]) -> None:
     if not groups:
         return
     values: dict[sp.Symbol, sp.Expr] = {sp.Symbol("t", real=True): sp.Float(0.0)}
-    values.update({sp.Symbol(p.name, real=True): sp.Float(p.value) for p in ctx.system.parameters})
+    values.update({sp.Symbol(p.name, real=True): sp.Float(p.value) for p in ctx.parameters})
     coordinates: set[sp.Symbol] = set()
     for key, _ in groups:
         for body in key:
-            component = ctx.body_component(body)
-            if component is None:
-                continue
-            for name in component.coordinates:
+            for name in ctx.body(body).coordinates:
                 sym = sp.Symbol(name, real=True)
                 coordinates.add(sym)
                 try:

@@ -19,11 +19,12 @@ import sympy as sp
 from ..errors import ModelError
 from ..text import check_identifier
 from . import rotations as rot
-from .bodies import AxisAngle, BodyKinematics, Cardan, RotationMatrix, as_rotation
+from .bodies import AxisAngle, Cardan, RotationMatrix, as_rotation
+from .frames import BodyKinematics, MarkerFrame
 from .names import Number
 
 if TYPE_CHECKING:
-    from .system import Lowering
+    from .context import Lowering
 
 __all__ = ["Marker", "MarkerFrame"]
 
@@ -101,41 +102,3 @@ class Marker:
             rotation=body.rotation() if orientation is None else rot.matmul(body.rotation(), local_rotation),
             planar_angle=None if angle is None else body.angle() + angle,
         )
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class MarkerFrame:
-    """The kinematics of a marker (what ``Lowering.marker(name)`` returns).
-
-    Attributes
-    ----------
-    name : str
-    body : BodyKinematics
-    local : sympy.Matrix
-        Position in body axes (3x1).
-    local_rotation : sympy.Matrix
-        Orientation relative to the body (3x3).
-    position : sympy.Matrix
-        Global position (3x1) in name symbols.
-    rotation : sympy.Matrix
-        Global orientation ``A_body A_marker`` (3x3): columns are the marker axes.
-    planar_angle : sympy.Expr or None
-        Angle of the marker's x axis from the global x axis about z, if the marker only
-        rotates about z (planar bodies, ground, point masses with a planar orientation).
-    """
-
-    name: str
-    body: BodyKinematics
-    local: sp.Matrix
-    local_rotation: sp.Matrix
-    position: sp.Matrix
-    rotation: sp.Matrix
-    planar_angle: sp.Expr | None
-
-    def angular_velocity(self) -> sp.Matrix:
-        """Angular velocity (3x1, global axes) of the marker (that of its body)."""
-        return self.body.angular_velocity()
-
-    def axis(self, local: Sequence[sp.Expr]) -> sp.Matrix:
-        """A marker-fixed direction ``local`` (marker axes) in global axes."""
-        return rot.matmul(self.rotation, sp.Matrix(list(local)))

@@ -37,7 +37,7 @@ from .forces import joint_coordinate
 from .names import symbol
 
 if TYPE_CHECKING:
-    from .system import Lowering
+    from .context import Lowering
 
 __all__ = [
     "MarkerPosition",

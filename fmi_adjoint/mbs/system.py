@@ -49,13 +49,15 @@ from ..model import (
 )
 from ..structured import StructuredItem
 from ..text import check_free_text, check_identifier, excerpt
-from .bodies import GROUND, GROUND_KINEMATICS, Body, BodyKinematics, PlanarRigidBody, PointMass, SpatialRigidBody
+from .bodies import Body, PlanarRigidBody, PointMass, SpatialRigidBody
+from .context import Lowering
+from .frames import GROUND, GROUND_KINEMATICS, BodyKinematics, MarkerFrame
 from .elements import GeneralizedForces
 from .joints import check_joint_pairs
-from .markers import Marker, MarkerFrame
+from .markers import Marker
 from .names import Number, symbol
 
-__all__ = ["Component", "Lowering", "MultibodySystem", "GENERALIZED_FORCES"]
+__all__ = ["Component", "SystemLowering", "MultibodySystem", "GENERALIZED_FORCES"]
 
 
 #: Name of the internal element collecting the generalized forces of the components.
@@ -88,8 +90,9 @@ def _is_special(expr: sp.Basic, name: str) -> bool:
     return isinstance(expr, sp.core.function.AppliedUndef) and type(expr).__name__ == name
 
 
-class Lowering:
-    """The context through which components lower themselves into a Model.
+class SystemLowering:
+    """The lowering context (:class:`.context.Lowering`) of a :class:`MultibodySystem`: how
+    components lower themselves into a Model.
 
     All expressions are sympy expressions in name symbols (module docstring).  Components
     ask for kinematics (:meth:`body`, :meth:`marker`, :meth:`joint`), derive velocities and
@@ -188,6 +191,11 @@ class Lowering:
             return self.expression(value, where)
         raise ModelError(f"{where}: {excerpt(repr(value))} is not an expression (give a number, an expression "
                          "string or a built sympy expression).")
+
+    @property
+    def parameters(self) -> tuple[Parameter, ...]:
+        """The declared and added parameters (nominal values, bounds), in order."""
+        return tuple(self._parameters)
 
     @property
     def parameter_names(self) -> tuple[str, ...]:
@@ -530,7 +538,7 @@ class MultibodySystem:
 
     def to_model(self) -> Model:
         """Lower all components into an ordinary :class:`~fmi_adjoint.model.Model`."""
-        ctx = Lowering(self)
+        ctx = SystemLowering(self)
         for coordinate in self.coordinates:
             ctx.add_coordinate(coordinate)
         for body in self.bodies:
