@@ -807,146 +807,199 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
     budget = budget or RunBudget()
     if max_steps is not None:
         budget = dataclasses.replace(budget, max_steps=max_steps)
-    deadline = budget.deadline() if deadline is None else float(deadline)
-    step_bytes = record_bytes_per_step(n) if step_bytes is None else int(step_bytes)
-    max_accepted = max(1, int(budget.max_memory // max(step_bytes, 1)))
-    frozen = node_times is not None
-    if not frozen and (t_end - t0) / float(max_step) > budget.max_steps:
+    if node_times is None and (t_end - t0) / float(max_step) > budget.max_steps:
         raise RunBudgetError(f"the largest step {max_step:g} s needs {(t_end - t0) / max_step:.3g} steps to cover "
                              f"[{t0:g}, {t_end:g}] s, more than the step budget max_steps = {budget.max_steps}; "
                              "give a larger --step or raise --max-steps.")
-
-    if node_times is None:
-        targets = np.union1d(stop_times, [t_end])
-        targets = targets[targets > t0]
-    else:  # in the recorded order (see RadauRun.replay_nodes), then t_end
-        targets = np.concatenate([node_times[1:], [t_end]])
-    counts = _Counts()
-    t = t0
-    z = _indicators(system, t, x) if system.n_indicators else np.zeros(0)
-    time_event = _next_time_event(system, t)
-    times, states, moving = [t0], [x.copy()], [False]
-    steps: list[RadauStep] = []
-    events: list[RadauEvent] = []
-    f0, J0 = _start_derivatives(system, t, x, counts)
-    if frozen or n == 0:
-        h_proposed = math.inf
-    elif first_step is not None:
-        h_proposed = float(first_step)
-    else:
-        h_proposed = _initial_step(system, t, x, f0, atol_vector, rtol, counts)
-    target_index = 0
-    close_events = 0  # consecutive events within the Zeno gap of the one before
-    stalled = 0  # consecutive time events announced within the Zeno gap of the current time
-    window = (t0, 0, 0)  # (t, rejected, unsolved) at the last progress check
-    # Adaptive mode: after a state event cut the step (t0, b], the steps continue to b before
-    # going further (b is held as a temporary stop), so that a replay that walks the fixed nodes
-    # in order searches the same bracket (t0, b] and meets b next.
-    hold: float | None = None
-    while t < t_end:
-        if counts.attempts >= budget.max_steps:
-            raise _steps_exhausted(budget, counts, t, t0, t_end, len(steps))
-        check_deadline(deadline, budget, t)  # a clock read per attempt: ~0.1 us against ~100 us of FMI calls
-        if counts.attempts and counts.attempts % _PROGRESS_WINDOW == 0 and not frozen:
-            _progress_check(budget, counts, window, t, t_end)
-            window = (t, counts.rejected, counts.unsolved)
-        while targets[target_index] <= t:  # targets[-1] = t_end > t
-            target_index += 1
-        limit = float(targets[target_index])
-        if hold is not None:
-            limit = min(limit, hold)
-        if time_event is not None:
-            limit = min(limit, time_event)
-        if frozen:
-            t1 = limit
+    walk = _Walk(system, x, t0, t_end, stop_times, node_times, rtol, atol_vector, float(max_step), budget,
+                 budget.deadline() if deadline is None else float(deadline),
+                 record_bytes_per_step(n) if step_bytes is None else int(step_bytes), first_step)
+    while walk.t < t_end:
+        walk.check_progress()
+        t1 = walk.trial_end()
+        step, _ = _attempt(system, walk.t, t1, walk.x, walk.f0, walk.J0, atol_vector, rtol, walk.counts)
+        if step is None or (not walk.frozen and step.err > 1.0):
+            walk.reject(step, t1 - walk.t)
         else:
-            h = min(h_proposed, float(max_step))
-            reach = limit - t
-            t1 = limit if reach <= h or (reach <= (1.0 + _STRETCH) * h and reach <= max_step) else t + h
-        step, _ = _attempt(system, t, t1, x, f0, J0, atol_vector, rtol, counts)
+            walk.accept(step, t1)
+    return walk.result()
+
+
+class _Walk:
+    """The state of one :func:`integrate_radau` run between its steps: the current point, the
+    record, the step-size proposal and the bookkeeping of targets, held stops and events.  Its
+    methods are the jobs of one pass of the loop: choose where the next trial step ends
+    (:meth:`trial_end`), reject it (:meth:`reject`, the error control's smaller step), or accept
+    it (:meth:`accept`: state events located inside it, the record, time/step/state events and
+    their reinitialisation)."""
+
+    def __init__(self, system: OdeSystem, x: np.ndarray, t0: float, t_end: float, stop_times: np.ndarray,
+                 node_times: np.ndarray | None, rtol: float, atol: np.ndarray, max_step: float, budget: RunBudget,
+                 deadline: float, step_bytes: int, first_step: float | None) -> None:
+        self.system, self.t0, self.t_end, self.stop_times = system, t0, t_end, stop_times
+        self.rtol, self.atol, self.max_step, self.budget, self.deadline = rtol, atol, max_step, budget, deadline
+        self.step_bytes = step_bytes
+        self.max_accepted = max(1, int(budget.max_memory // max(step_bytes, 1)))
+        self.frozen = node_times is not None
+        if node_times is None:
+            targets = np.union1d(stop_times, [t_end])
+            self.targets = targets[targets > t0]
+        else:  # in the recorded order (see RadauRun.replay_nodes), then t_end
+            self.targets = np.concatenate([node_times[1:], [t_end]])
+        self.counts = _Counts()
+        self.t, self.x = t0, x
+        self.z = _indicators(system, t0, x) if system.n_indicators else np.zeros(0)
+        self.time_event = _next_time_event(system, t0)
+        self.times, self.states, self.moving = [t0], [x.copy()], [False]
+        self.steps: list[RadauStep] = []
+        self.events: list[RadauEvent] = []
+        self.f0, self.J0 = _start_derivatives(system, t0, x, self.counts)
+        if self.frozen or x.size == 0:
+            self.h_proposed = math.inf
+        elif first_step is not None:
+            self.h_proposed = float(first_step)
+        else:
+            self.h_proposed = _initial_step(system, t0, x, self.f0, atol, rtol, self.counts)
+        self.target_index = 0
+        self.close_events = 0  # consecutive events within the Zeno gap of the one before
+        self.stalled = 0  # consecutive time events announced within the Zeno gap of the current time
+        self.window = (t0, 0, 0)  # (t, rejected, unsolved) at the last progress check
+        # Adaptive mode: after a state event cut the step (t0, b], the steps continue to b before
+        # going further (b is held as a temporary stop), so that a replay that walks the fixed
+        # nodes in order searches the same bracket (t0, b] and meets b next.
+        self.hold: float | None = None
+
+    def check_progress(self) -> None:
+        """The step, wall-time and progress budgets before an attempt."""
+        counts, budget = self.counts, self.budget
+        if counts.attempts >= budget.max_steps:
+            raise _steps_exhausted(budget, counts, self.t, self.t0, self.t_end, len(self.steps))
+        check_deadline(self.deadline, budget, self.t)  # a clock read per attempt: ~0.1 us against ~100 us of FMI calls
+        if counts.attempts and counts.attempts % _PROGRESS_WINDOW == 0 and not self.frozen:
+            _progress_check(budget, counts, self.window, self.t, self.t_end)
+            self.window = (self.t, counts.rejected, counts.unsolved)
+
+    def trial_end(self) -> float:
+        """Where the next trial step ends: the next target (stop, node or ``t_end``), a held stop
+        or a time event if nearer, else ``t + h`` (stretched onto the limit when it is near)."""
+        t, targets = self.t, self.targets
+        while targets[self.target_index] <= t:  # targets[-1] = t_end > t
+            self.target_index += 1
+        limit = float(targets[self.target_index])
+        if self.hold is not None:
+            limit = min(limit, self.hold)
+        if self.time_event is not None:
+            limit = min(limit, self.time_event)
+        if self.frozen:
+            return limit
+        h = min(self.h_proposed, self.max_step)
+        reach = limit - t
+        return limit if reach <= h or (reach <= (1.0 + _STRETCH) * h and reach <= self.max_step) else t + h
+
+    def reject(self, step: RadauStep | None, h: float) -> None:
+        """A trial step of length ``h`` whose stage equations failed (``step`` None) or whose error
+        estimate exceeds 1: the next proposal, or an error when it falls below the smallest step
+        (and always in frozen mode, where the step cannot shrink)."""
+        t, counts, budget = self.t, self.counts, self.budget
+        if self.frozen:
+            raise ConvergenceError(f"the frozen Radau step from t = {t:.6g} s to {t + h:.6g} s did not converge; "
+                                   f"{_FIX}")
+        counts.rejected += 1
+        counts.unsolved += step is None
+        self.h_proposed = 0.5 * h if step is None else h * max(_FAC_MIN, _SAFETY * step.err ** -0.25)
+        floor = max(budget.min_step_relative * max(abs(t), self.t_end - self.t0), _STEP_ULPS * math.ulp(t))
+        if self.h_proposed < floor:
+            raise ConvergenceError(
+                f"the step size at t = {t:.9g} s fell to {self.h_proposed:.3g} s, below the smallest step "
+                f"{floor:.3g} s ({budget.min_step_relative:g} of the time span): the error control cannot meet "
+                f"rtol = {self.rtol:g} there "
+                f"({'Newton did not converge' if step is None else f'error estimate {step.err:.3g}'}); the "
+                "derivatives are stiff, not smooth (noise?) or not finite: raise --rtol/--atol (looser "
+                "tolerances), or check the parameter values and the model.")
+
+    def accept(self, step: RadauStep, t1: float) -> None:
+        """The trial step to ``t1`` passed: cut it at a state event inside it, record it, handle
+        the events at its end and move on."""
+        system, t = self.system, self.t
         h = t1 - t
-        if step is None or (not frozen and step.err > 1.0):
-            if frozen:
-                raise ConvergenceError(f"the frozen Radau step from t = {t:.6g} s to {t1:.6g} s did not converge; "
-                                       f"{_FIX}")
-            counts.rejected += 1
-            counts.unsolved += step is None
-            h_proposed = 0.5 * h if step is None else h * max(_FAC_MIN, _SAFETY * step.err ** -0.25)
-            floor = max(budget.min_step_relative * max(abs(t), t_end - t0), _STEP_ULPS * math.ulp(t))
-            if h_proposed < floor:
-                raise ConvergenceError(
-                    f"the step size at t = {t:.9g} s fell to {h_proposed:.3g} s, below the smallest step {floor:.3g} s "
-                    f"({budget.min_step_relative:g} of the time span): the error control cannot meet rtol = {rtol:g} "
-                    f"there ({'Newton did not converge' if step is None else f'error estimate {step.err:.3g}'}); the "
-                    "derivatives are stiff, not smooth (noise?) or not finite: raise --rtol/--atol (looser "
-                    "tolerances), or check the parameter values and the model.")
-            continue
-        if not frozen:
+        if not self.frozen:
             factor = _FAC_MAX if step.err == 0.0 else min(_FAC_MAX, max(_FAC_MIN, _SAFETY * step.err ** -0.25))
-            h_proposed = h * factor
-        x1 = x + step.Z[2]
+            self.h_proposed = h * factor
+        x1 = self.x + step.Z[2]
         kind: str | None = None
         indicator: int | None = None
         if system.n_indicators:
             z1 = _indicators(system, t1, x1)
-            if np.any(_domains(z1) != _domains(z)):
-                step, z1, indicator = _locate(system, step, z, z1, f0, J0, atol_vector, rtol, counts)
-                t1, x1, kind = step.t1, x + step.Z[2], "state"
-            z = z1
-        if frozen:
-            target_index = _next_entry(targets, target_index, t1, kind == "state")
+            if np.any(_domains(z1) != _domains(self.z)):
+                step, z1, indicator = _locate(system, step, self.z, z1, self.f0, self.J0, self.atol, self.rtol,
+                                              self.counts)
+                t1, x1, kind = step.t1, self.x + step.Z[2], "state"
+            self.z = z1
+        if self.frozen:
+            self.target_index = _next_entry(self.targets, self.target_index, t1, kind == "state")
         elif kind == "state" and t1 < step.trial_end:
-            hold = step.trial_end
-        elif hold is not None and t1 >= hold:
-            hold = None
-        if len(steps) >= max_accepted:
-            raise RunBudgetError(f"the run's record reached {len(steps)} steps of about {step_bytes / 1e3:.3g} kB at "
-                                 f"t = {t1:.9g} s of [{t0:g}, {t_end:g}] s, the memory budget of "
-                                 f"{budget.max_memory / 2**20:.0f} MiB; shorten the run (--t-end), loosen "
-                                 "--rtol/--atol or identify fewer parameters at once.")
-        steps.append(step)
+            self.hold = step.trial_end
+        elif self.hold is not None and t1 >= self.hold:
+            self.hold = None
+        if len(self.steps) >= self.max_accepted:
+            raise RunBudgetError(f"the run's record reached {len(self.steps)} steps of about "
+                                 f"{self.step_bytes / 1e3:.3g} kB at t = {t1:.9g} s of [{self.t0:g}, "
+                                 f"{self.t_end:g}] s, the memory budget of {self.budget.max_memory / 2**20:.0f} MiB; "
+                                 "shorten the run (--t-end), loosen --rtol/--atol or identify fewer parameters at "
+                                 "once.")
+        self.steps.append(step)
         system.accepted(step)
         step_event = bool(system.completed_step(t1, x1))
-        if kind is None and time_event is not None and t1 == time_event:
+        if kind is None and self.time_event is not None and t1 == self.time_event:
             kind = "time"
         if kind is None and step_event:
             kind = "step"
-        node = len(times)
-        times.append(t1)
-        moving.append(kind == "state")
+        node = len(self.times)
+        self.times.append(t1)
+        self.moving.append(kind == "state")
         if kind is not None:
-            if len(events) >= budget.max_events:
-                raise RunBudgetError(f"the run reached max_events = {budget.max_events} events at t = {t1:.9g} s of "
-                                     f"[{t0:g}, {t_end:g}] s (the event budget); raise --max-events if so many events "
-                                     "are expected, else check the model's events.")
-            close_events = _zeno_check(events, t1, kind, close_events)
-            x_plus = np.array(system.event(t1, x1, kind), dtype=float).reshape(-1)
-            if x_plus.shape != x1.shape:
-                raise ModelError(f"OdeSystem.event returned shape {x_plus.shape} at t = {t1:.6g} s, expected "
-                                 f"{x1.shape}; fix the system's event.")
-            if not np.all(np.isfinite(x_plus)):
-                raise ConvergenceError(f"the states after the {kind} event at t = {t1:.6g} s are not finite; {_FIX}")
-            events.append(RadauEvent(node, t1, x1, x_plus, kind, indicator))
-            x1 = x_plus
-            if system.n_indicators:
-                z = _indicators(system, t1, x1)
-            time_event = _next_time_event(system, t1)
-            stalled = _stall_check(time_event, t1, stalled)
-        states.append(x1.copy())
-        t, x = t1, x1
-        if t < t_end:
-            f0, J0 = _start_derivatives(system, t, x, counts)
+            x1 = self._event(node, t1, x1, kind, indicator)
+        self.states.append(x1.copy())
+        self.t, self.x = t1, x1
+        if t1 < self.t_end:
+            self.f0, self.J0 = _start_derivatives(system, t1, x1, self.counts)
 
-    time_array = np.array(times)
-    stop_nodes = np.minimum(np.searchsorted(time_array, stop_times), time_array.size - 1)
-    missed = stop_times[time_array[stop_nodes] != stop_times]
-    if missed.size:
-        raise IdentificationError(f"the stops {missed[:3]!r} are not nodes of the frozen run; pass the stops of "
-                                  "the run whose replay_nodes are given.")
-    return RadauRun(t=time_array, x=np.array(states).reshape(len(times), n), steps=tuple(steps),
-                    events=tuple(events), stops=stop_times, stop_nodes=stop_nodes, moving=np.array(moving),
-                    n_rhs=counts.rhs, n_jacobians=counts.jacobians, n_rejected=counts.rejected,
-                    n_newton=counts.newton)
+    def _event(self, node: int, t1: float, x1: np.ndarray, kind: str, indicator: int | None) -> np.ndarray:
+        """The event of ``kind`` at node ``node``: the budget and Zeno checks, the system's
+        reinitialisation (checked), the record, and the next indicators and time event."""
+        system, budget = self.system, self.budget
+        if len(self.events) >= budget.max_events:
+            raise RunBudgetError(f"the run reached max_events = {budget.max_events} events at t = {t1:.9g} s of "
+                                 f"[{self.t0:g}, {self.t_end:g}] s (the event budget); raise --max-events if so "
+                                 "many events are expected, else check the model's events.")
+        self.close_events = _zeno_check(self.events, t1, kind, self.close_events)
+        x_plus = np.array(system.event(t1, x1, kind), dtype=float).reshape(-1)
+        if x_plus.shape != x1.shape:
+            raise ModelError(f"OdeSystem.event returned shape {x_plus.shape} at t = {t1:.6g} s, expected "
+                             f"{x1.shape}; fix the system's event.")
+        if not np.all(np.isfinite(x_plus)):
+            raise ConvergenceError(f"the states after the {kind} event at t = {t1:.6g} s are not finite; {_FIX}")
+        self.events.append(RadauEvent(node, t1, x1, x_plus, kind, indicator))
+        if system.n_indicators:
+            self.z = _indicators(system, t1, x_plus)
+        self.time_event = _next_time_event(system, t1)
+        self.stalled = _stall_check(self.time_event, t1, self.stalled)
+        return x_plus
+
+    def result(self) -> RadauRun:
+        """The run's record (every stop must be a node: in frozen mode, of the replayed run)."""
+        time_array = np.array(self.times)
+        stop_times = self.stop_times
+        stop_nodes = np.minimum(np.searchsorted(time_array, stop_times), time_array.size - 1)
+        missed = stop_times[time_array[stop_nodes] != stop_times]
+        if missed.size:
+            raise IdentificationError(f"the stops {missed[:3]!r} are not nodes of the frozen run; pass the stops of "
+                                      "the run whose replay_nodes are given.")
+        counts = self.counts
+        return RadauRun(t=time_array, x=np.array(self.states).reshape(len(self.times), self.x.size),
+                        steps=tuple(self.steps), events=tuple(self.events), stops=stop_times, stop_nodes=stop_nodes,
+                        moving=np.array(self.moving), n_rhs=counts.rhs, n_jacobians=counts.jacobians,
+                        n_rejected=counts.rejected, n_newton=counts.newton)
 
 
 def _zeno_gap(t: float) -> float:
