@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import ChainMap
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal, TypeAlias
 
 import sympy as sp
@@ -626,22 +626,43 @@ def parse_items(model: Model) -> ParsedModel:
     p = tuple(sp.Symbol(f"p_{i}", real=True) for i in range(len(parameters)))
     ctx = _Context(model, coordinates, parameters, t, q, v, p)
     index = {c.name: i for i, c in enumerate(coordinates)}
-    name = model.name
     for signal in model.signals:
         # Every expression naming the input sees u(t) = sum_k xi_k phi_k(t) (InputSignal).
         ctx.define(signal.input, sp.Add(*(
-            ctx.params[knot.name] * ctx.table(times, values, f"model '{name}': signal of input '{signal.input}'")
+            ctx.params[knot.name] * ctx.table(times, values, f"model '{model.name}': signal of input '{signal.input}'")
             for knot, (times, values) in zip(signal.knots, signal.tables))))
+    masses, entries = _parse_masses(model, ctx, index)
+    forces = _parse_forces(model, ctx, index)
+    rows, names, groups = _parse_constraints(model, ctx, index, q)
+    structured, names = _parse_structured(model, ctx, index, names)
+    lam = tuple(sp.Symbol(f"lam_{k}", real=True) for k in range(len(names)))
+    outputs = _parse_outputs(model, ctx, index, rows, structured, names, lam, (q, v, a))
+    q0, v0 = _parse_initial(model, ctx, index)
+    return ParsedModel(
+        model=model, t=t, q=q, v=v, a=a, lam=lam, p=p, masses=masses, mass_entries=entries,
+        forces=forces, constraints=tuple(rows), constraint_names=tuple(names), constraint_groups=tuple(groups),
+        outputs=outputs, q0=q0, v0=v0, tables=tuple(ctx.tables), table_sources=tuple(ctx.table_sources),
+        structured=tuple(structured),
+    )
 
-    # Mass matrix: diagonal from the coordinates, entries may override or add terms.
+
+def _unknown(where: str, coordinate: str, index: Mapping[str, int]) -> ModelError:
+    return ModelError(f"{where}: unknown coordinate '{coordinate}'. Coordinates: {', '.join(index)}.")
+
+
+def _parse_masses(model: Model, ctx: _Context, index: Mapping[str, int]
+                  ) -> tuple[tuple[sp.Expr, ...], tuple[tuple[int, int, sp.Expr], ...]]:
+    """The mass matrix: the diagonal from the coordinates' masses, and the entries that override
+    or add terms (expressions of parameters and positions; not of time or inputs)."""
+    name, t = model.name, ctx.t
     masses = tuple(ctx.parameter_expression(coord.mass, f"model '{name}': coordinate '{coord.name}'.mass")
-                   for coord in coordinates)
+                   for coord in model.all_coordinates)
     entries: list[tuple[int, int, sp.Expr]] = []
     for k, entry in enumerate(model.mass_matrix):
         where = f"model '{name}': mass_matrix[{k}]"
         for end in (entry.row, entry.col):
             if end not in index:
-                raise ModelError(f"{where}: unknown coordinate '{end}'. Coordinates: {', '.join(index)}.")
+                raise _unknown(where, end, index)
         value = parse_expression(entry.value, ctx.names(), where=where)
         if value.has(*(func(t) for func, _, _ in ctx.tables)):
             raise ModelError(f"{where}: a mass depends on a driven input; inputs may act in forces, constraints "
@@ -652,8 +673,12 @@ def parse_items(model: Model) -> ParsedModel:
     if any(mass.has(t) for mass in masses):
         raise ModelError(f"model '{name}': a mass depends on a driven input; inputs may act in forces, constraints "
                          "and outputs only.")
+    return masses, tuple(entries)
 
-    # Applied forces from the elements, part by part.
+
+def _parse_forces(model: Model, ctx: _Context, index: Mapping[str, int]
+                  ) -> tuple[tuple[AbstractForceElement, tuple[dict[int, sp.Expr], ...]], ...]:
+    """The applied forces of the elements, part by part, by coordinate index."""
     forces = []
     for element in model.forces:
         parts = []
@@ -666,8 +691,14 @@ def parse_items(model: Model) -> ParsedModel:
                 indexed[k] = indexed[k] + force if k in indexed else force
             parts.append(indexed)
         forces.append((element, tuple(parts)))
+    return tuple(forces)
 
-    # Constraints: user constraints first, then drives of prescribed coordinates.
+
+def _parse_constraints(model: Model, ctx: _Context, index: Mapping[str, int], q: tuple[sp.Symbol, ...]
+                       ) -> tuple[list[sp.Expr], list[str], list[str]]:
+    """The constraint rows, their names and groups: the user's constraints first, then the
+    drives of prescribed coordinates."""
+    name = model.name
     rows: list[sp.Expr] = []
     names: list[str] = []
     groups: list[str] = []
@@ -687,16 +718,21 @@ def parse_items(model: Model) -> ParsedModel:
         rows.append(q[index[motion.coordinate]] - s)
         names.append(f"drive_{motion.coordinate}")
         groups.append(f"drive_{motion.coordinate}")
+    return rows, names, groups
 
-    # Structured terms: data, with their coordinates' indices and parsed factors.
+
+def _parse_structured(model: Model, ctx: _Context, index: Mapping[str, int], names: list[str]
+                      ) -> tuple[list[ParsedTerm | ParsedQuadratic], list[str]]:
+    """The structured terms as data, with their coordinates' indices and parsed factors; and the
+    constraint names extended by the quadratic constraints' rows (after the expression rows)."""
     structured: list[ParsedTerm | ParsedQuadratic] = []
     row_names = list(names)
     for item in model.matrix_terms:
         kind = "matrix term" if isinstance(item, MatrixTerm) else "quadratic constraints"
-        where = f"model '{name}': {kind} '{item.name}'"
+        where = f"model '{model.name}': {kind} '{item.name}'"
         for coordinate in item.coordinates:
             if coordinate not in index:
-                raise ModelError(f"{where}: unknown coordinate '{coordinate}'. Coordinates: {', '.join(index)}.")
+                raise _unknown(where, coordinate, index)
         local = tuple(index[c] for c in item.coordinates)
         if isinstance(item, MatrixTerm):
             structured.append(ParsedTerm(item, local, ctx.parameter_expression(item.factor, f"{where}: factor")))
@@ -704,10 +740,15 @@ def parse_items(model: Model) -> ParsedModel:
             first = len(row_names)
             row_names += item.row_names()
             structured.append(ParsedQuadratic(item, local, tuple(range(first, len(row_names)))))
-    lam = tuple(sp.Symbol(f"lam_{k}", real=True) for k in range(len(row_names)))
-    names = row_names
+    return structured, row_names
 
-    # Outputs.
+
+def _parse_outputs(model: Model, ctx: _Context, index: Mapping[str, int], rows: Sequence[sp.Expr],
+                   structured: Sequence[ParsedTerm | ParsedQuadratic], names: Sequence[str],
+                   lam: tuple[sp.Symbol, ...], qva: tuple[tuple[sp.Symbol, ...], ...]) -> tuple[sp.Expr, ...]:
+    """The outputs, with ``der``, ``der2``, ``lam`` and ``reaction`` resolved (``qva``: the
+    symbols of positions, velocities and accelerations)."""
+    q, v, a = qva
     lam_by_name = dict(zip(names, lam))
 
     def reaction(name: str) -> sp.Expr:
@@ -734,11 +775,16 @@ def parse_items(model: Model) -> ParsedModel:
         "lam": special(lam_by_name, "lam"),
         "reaction": special(_Lazy(index, reaction), "reaction"),
     }
-    outputs = tuple(parse_expression(out.expression, ctx.names(), where=f"model '{name}': output '{out.name}'",
-                                     specials=specials)
-                    for out in model.outputs)
+    return tuple(parse_expression(out.expression, ctx.names(), where=f"model '{model.name}': output '{out.name}'",
+                                  specials=specials)
+                 for out in model.outputs)
 
-    # Initial values (guesses for free coordinates), expressions of parameters.
+
+def _parse_initial(model: Model, ctx: _Context, index: Mapping[str, int]
+                   ) -> tuple[tuple[sp.Expr, ...], tuple[sp.Expr, ...]]:
+    """Initial positions and velocities (guesses for free coordinates), expressions of
+    parameters; a prescribed coordinate may not also be fixed for the initial state."""
+    name, coordinates = model.name, model.all_coordinates
     q0 = tuple(ctx.parameter_expression(c.initial_position, f"model '{name}': coordinate '{c.name}'.initial_position")
                for c in coordinates)
     v0 = tuple(ctx.parameter_expression(c.initial_velocity, f"model '{name}': coordinate '{c.name}'.initial_velocity")
@@ -750,12 +796,7 @@ def parse_items(model: Model) -> ParsedModel:
                 f"model '{name}': coordinate '{motion.coordinate}' is prescribed and also marked fixed for the "
                 "initial state; remove 'fixed' (the drive already sets it)."
             )
-    return ParsedModel(
-        model=model, t=t, q=q, v=v, a=a, lam=lam, p=p, masses=masses, mass_entries=tuple(entries),
-        forces=tuple(forces), constraints=tuple(rows), constraint_names=tuple(names), constraint_groups=tuple(groups),
-        outputs=outputs, q0=q0, v0=v0, tables=tuple(ctx.tables), table_sources=tuple(ctx.table_sources),
-        structured=tuple(structured),
-    )
+    return q0, v0
 
 
 def assemble(model: Model, *, velocity_terms: bool = True) -> SymbolicModel:
