@@ -56,7 +56,7 @@ BUILTIN_TYPES: Mapping[str, frozenset[str]] = {
     "forces": frozenset({"spring_damper", "bushing", "joint_force", "force", "torque"}),
     "sensors": frozenset({"marker_position", "marker_velocity", "marker_acceleration", "angular_velocity",
                           "angular_acceleration", "orientation", "relative_displacement", "distance",
-                          "joint_coordinate", "joint_reaction"}),
+                          "joint_coordinate", "joint_reaction", "strain"}),
 }
 _RESERVED = frozenset().union(*BUILTIN_TYPES.values()) | RESERVED_NAMES | {"point_mass", "planar", "spatial"}
 
