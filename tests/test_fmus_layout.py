@@ -24,7 +24,13 @@ from fmi_adjoint.toolchain import c_compiler
 from handwritten_fmus import COMMON_DIR, FMUS_DIR, build_fmu, fmi_headers_dir
 
 FIXTURES = sorted(p.name for p in FMUS_DIR.iterdir() if (p / "modelDescription.xml").is_file())
-LINE_BUDGET = 3000  # issue 29: fmus/ in all, README included (it was 10 098 lines as ten self-contained C files)
+#: Issue 29: the eleven fixtures it rebuilt on the shared layer, README included, in under 3 000
+#: lines (they were 10 098 lines as ten self-contained C files) ...
+LINE_BUDGET = 3000
+REBUILT_FIXTURES = 11
+#: ... and each fixture added since (issue 30: input derivatives, exact start values, lying
+#: derivatives) a config, a short model and its XML: at most this many lines with its README rows.
+LINES_PER_NEW_FIXTURE = 250
 
 needs_cc = pytest.mark.skipif(c_compiler() is None, reason="no C compiler: the FMUs cannot be built")
 
@@ -45,7 +51,7 @@ def _define(config: str, macro: str) -> str:
 
 
 def test_every_fixture_is_a_config_a_model_and_an_xml():
-    assert len(FIXTURES) == 11, FIXTURES
+    assert len(FIXTURES) >= REBUILT_FIXTURES, FIXTURES
     for name in FIXTURES:
         assert sorted(p.name for p in (FMUS_DIR / name).iterdir()) == ["config.h", "model.c", "modelDescription.xml"]
         root = ET.parse(FMUS_DIR / name / "modelDescription.xml").getroot()
@@ -67,7 +73,7 @@ def test_the_layer_is_our_own_and_fmus_stays_small():
                 inside.is_file() and FMUS_DIR in inside.parents), (path, included)
     lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in sources)
     print(f"\nfmus/: {lines} lines in {len(sources)} files")
-    assert lines < LINE_BUDGET
+    assert lines < LINE_BUDGET + LINES_PER_NEW_FIXTURE * (len(FIXTURES) - REBUILT_FIXTURES)
 
 
 def _instantiates(path: Path, unzip: Path, cls, identifier: str) -> bool:

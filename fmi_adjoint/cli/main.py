@@ -541,6 +541,8 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
     held = held_inputs_note(archive, args.inputs, experiments[0].inputs.columns if experiments[0].inputs else ())
     if held is not None:
         setup.notes.append(held)  # printed with the result (bad input ends with its one error line)
+    if choice.fallback:
+        setup.notes.append(choice.fallback)  # the finite differences nobody asked for, and their cost
     setup.add_notices(data_notices(fmu_target(archive), _data_costs(args, setup.problem), options=options))
     return setup
 

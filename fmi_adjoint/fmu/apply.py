@@ -158,10 +158,10 @@ def hand_back(archive: FmuArchive, values: Mapping[str, float], *, fmu=None, ssv
         if ssp is not None:
             ssp_archive.write_ssp(archive, values, handed, staged["ssp"],
                                   fmu_name=(targets["fmu"] or archive.path).name, name=name, interface=interface)
-            if not archive.co_simulation:
-                notes.append(f"{label} has no Co-Simulation interface: the SSP archive is complete, but fmpy's SSP "
-                             "simulation (fmpy.ssp.simulation.simulate_ssp) needs Co-Simulation FMUs.")
-            elif archive.fmi_version == 3:
+            said, warned = ssp_archive.importer_interface(archive, interface)
+            notes.extend(said)
+            warnings.extend(warned)
+            if archive.co_simulation and archive.fmi_version == 3:
                 notes.append(f"{label} is an FMI 3 FMU: the SSP archive is complete, but fmpy's SSP simulation "
                              "(fmpy.ssp.simulation.simulate_ssp, fmpy 0.3) runs FMI 1 and 2 FMUs only.")
     return HandBack(fmu=targets["fmu"], ssv=targets["ssv"], ssp=targets["ssp"], rebuilt=rebuilt,

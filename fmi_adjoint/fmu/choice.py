@@ -20,7 +20,8 @@ import dataclasses
 from ..errors import FmuError
 from .archive import FmuArchive
 
-__all__ = ["GRADIENT_PATHS", "INTERFACE_CHOICES", "GradientChoice", "choose_gradient", "choose_interface"]
+__all__ = ["GRADIENT_PATHS", "INTERFACE_CHOICES", "GradientChoice", "choose_gradient", "choose_interface",
+           "fallback_note"]
 
 GRADIENT_PATHS = ("auto", "adjoint", "sensitivity", "fd")
 INTERFACE_CHOICES = ("auto", "me", "cs")
@@ -34,6 +35,9 @@ class GradientChoice:
     ``notes``: what the user should know about the choice, one line each without the
     ``fmi-adjoint: note:`` prefix (the command line prints them; not part of RESULT.json), e.g.
     that an FMU presenting itself as exported by fmi-adjoint is identified through its binary.
+    ``fallback``: when ``--gradient auto`` ended in finite differences without being asked for
+    them, the line that says so, why and at what cost (:func:`fallback_note`; the command line
+    prints it with the result), else empty.
     """
 
     method: str
@@ -41,6 +45,7 @@ class GradientChoice:
     interface: str | None = None
     interface_reason: str = ""
     notes: tuple[str, ...] = ()
+    fallback: str = ""
 
     def to_json(self) -> dict:
         out = {"method": self.method, "reason": self.reason}
@@ -110,7 +115,24 @@ def choose_gradient(archive: FmuArchive, requested: str, interface: str, has_inp
            else f"the Model Exchange interface has {why_not}" if why_not
            else "--interface cs" if interface == "cs" and archive.model_exchange
            else "no Model Exchange interface")
-    return GradientChoice("fd", f"{why}: central finite differences of whole simulations, in parallel")
+    reason = f"{why}: central finite differences of whole simulations, in parallel"
+    # Not asked for (--interface cs is): said with the result, with its cost (issue 30, part 4).
+    fallback = fallback_note(archive, why, n_params) if interface == "auto" else ""
+    return GradientChoice("fd", reason, fallback=fallback)
+
+
+def fallback_note(archive: FmuArchive, why: str, n_params: int) -> str:
+    """The note that ``--gradient auto`` fell back to finite differences: why, and what it costs
+    (central differences: two whole runs per parameter for each gradient, besides the nominal run),
+    and what would avoid it."""
+    runs = 2 * n_params
+    instead = ("the native adjoint of the embedded model (one forward and one adjoint run) needs inputs that are "
+               "constant in time" if archive.native is not None
+               else "the exact sensitivities of the Model Exchange interface cost about one run" if
+               archive.model_exchange else "")
+    plural = "s" if n_params != 1 else ""
+    return (f"{archive.path.name}: gradients by central finite differences ({why}): {runs} extra whole "
+            f"simulations per gradient ({n_params} parameter{plural} x 2)" + (f"; {instead}" if instead else "") + ".")
 
 
 def _usable(archive: FmuArchive) -> str:

@@ -117,6 +117,7 @@ class SensitivityPath(AbstractGradientPath):
         return self._columns
 
     def outputs(self, problem: Simulations, x: np.ndarray) -> list[RunOutputs] | Unavailable:
+        asked = list(self.directional)
         request = SensitivityRequest(self.names, REPLAY_REL_STEP * np.maximum(np.abs(x), problem.nominal),
                                      tuple(self.directional), PROBE_TOLERANCE)
         runs = []
@@ -128,8 +129,9 @@ class SensitivityPath(AbstractGradientPath):
         info = runs[0].info
         if "directional" in info:
             self.directional = [a and b for a, b in zip(self.directional, info["directional"])]
-        for name, note in zip(self.names, info.get("columns") or []):
-            self._columns[name] = note
+        for name, wanted, note in zip(self.names, asked, info.get("columns") or []):
+            if wanted or name not in self._columns:  # a column once rejected keeps the reason why
+                self._columns[name] = note
         if not info.get("columns"):
             for name in self.names:
                 self._columns.setdefault(name, "finite differences of replays of the run")

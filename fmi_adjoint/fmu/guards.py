@@ -41,7 +41,7 @@ from .gradients import AbstractGradientPath, Simulations
 if TYPE_CHECKING:
     from .archive import FmuArchive
     from .experiment import FmuExperiment, Tolerances
-    from .simulation import RunOutputs
+    from .simulation import FmuSimulator, RunOutputs
 
 __all__ = ["AtResult", "CURVATURE_FACTOR", "FitProblem", "HELD_INPUT_FRACTION", "HeldInputCheck", "SE_SPAN",
            "SMOOTHNESS_TOLERANCE", "UNCONVERGED_RELATIVE", "UNCONVERGED_SE", "WIDE_FACTOR", "at_result",
@@ -79,6 +79,8 @@ class FitProblem(Simulations, Protocol):
     tolerances: Tolerances
     simulations: int
     path: AbstractGradientPath
+    #: Builds the runs' requests (which inputs are held, which the FMU interpolates).
+    simulator: FmuSimulator
 
     def path_outputs(self, x: np.ndarray) -> list[RunOutputs]:
         """The runs of the problem's own gradient path at ``x``, ``dY`` filled."""
@@ -194,6 +196,9 @@ class HeldInputCheck:
     fractions: dict[str, float]
     #: The step and interface checked.
     step: float
+    #: Per input: the RMS difference between the held input (its value at the start of each
+    #: communication step) and the input interpolated linearly, over the input file's samples.
+    rms: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def worst(self) -> tuple[str, float]:
         name = max(self.fractions, key=lambda n: self.fractions[n])
@@ -215,6 +220,7 @@ def held_input_check(experiments: list[FmuExperiment]) -> HeldInputCheck | None:
     input sample up to the next one (the file's samples between two points are what the
     staircase throws away)."""
     out: dict[str, float] = {}
+    rms: dict[str, float] = {}
     step = 0.0
     for exp in experiments:
         if exp.inputs is None:
@@ -223,6 +229,8 @@ def held_input_check(experiments: list[FmuExperiment]) -> HeldInputCheck | None:
         times = np.asarray(exp.inputs.times, dtype=float)
         grid = np.arange(0.0, exp.t_end + 0.5 * exp.step, exp.step)
         for name in exp.inputs.columns:
+            if name in exp.held:  # discrete: piecewise constant by definition, held in any interface
+                continue
             u = np.asarray(exp.inputs.column(name), dtype=float)
             inside = times <= exp.t_end * (1 + 1e-12)
             span = float(np.ptp(u[inside])) if np.any(inside) else 0.0
@@ -232,18 +240,23 @@ def held_input_check(experiments: list[FmuExperiment]) -> HeldInputCheck | None:
             held = np.interp(grid, times, u)
             index = np.clip(np.searchsorted(grid, times[inside], side="right") - 1, 0, grid.size - 1)
             change = float(np.max(np.abs(u[inside] - held[index]), initial=0.0))
+            rms[name] = max(rms.get(name, 0.0), float(np.sqrt(np.mean((u[inside] - held[index]) ** 2))))
             # Between file samples the input is linear; its change within a step is also
             # bounded by the change to the next communication point.
             ends = np.interp(np.minimum(grid + exp.step, exp.t_end), times, u)
             change = max(change, float(np.max(np.abs(ends - held), initial=0.0)))
             out[name] = max(out.get(name, 0.0), change / span)
-    return HeldInputCheck(out, step) if out else None
+    return HeldInputCheck(out, step, rms) if out else None
 
 
 def held_input_warning(problem: FitProblem, at: AtResult, std_errors) -> tuple[str, bool] | None:
     """The warning that a Co-Simulation FMU's held inputs bias the fit, and whether the bias is
     significant (None: no Co-Simulation inputs, or none changes by more than
-    :data:`HELD_INPUT_FRACTION` of its range within a communication step).
+    :data:`HELD_INPUT_FRACTION` of its range within a communication step).  Discrete inputs
+    (held by definition) and the inputs of an FMU that interpolates them (``canInterpolateInputs``:
+    it gets their derivatives, :meth:`.simulation.FmuSimulator.interpolates_inputs`) are not
+    checked; the warning names the input, the RMS difference between the held and the
+    interpolated input over the run, and the parameters' bias.
 
     The staircase ``u(t_k)`` on ``[t_k, t_k + h)`` lags the input by ``h/2`` on average (its
     error is ``-u'(t) (t - t_k)`` to first order); holding ``u(t_k + h/2)`` instead removes that
@@ -256,7 +269,10 @@ def held_input_warning(problem: FitProblem, at: AtResult, std_errors) -> tuple[s
     """
     if problem.interface != "CoSimulation":
         return None
-    check = held_input_check(list(problem.experiments))
+    # An FMU that interpolates its inputs (canInterpolateInputs) gets their derivatives: no staircase.
+    held = [exp for exp in map(problem.simulator.with_held_inputs, problem.experiments)
+            if not problem.simulator.interpolates_inputs(exp)]
+    check = held_input_check(held)
     if check is None:
         return None
     name, fraction = check.worst()
@@ -264,10 +280,7 @@ def held_input_warning(problem: FitProblem, at: AtResult, std_errors) -> tuple[s
         return None
     x, r, jacobian = at.x, at.residuals, at.jacobian
     midpoint = copy.copy(problem)
-    midpoint.experiments = tuple(
-        exp if exp.inputs is None else dataclasses.replace(
-            exp, inputs=dataclasses.replace(exp.inputs, times=np.asarray(exp.inputs.times, dtype=float) - exp.step / 2))
-        for exp in problem.experiments)
+    midpoint.experiments = tuple(map(_midpoint_inputs, map(problem.simulator.with_held_inputs, problem.experiments)))
     r_mid, _ = midpoint.residuals(x, jacobian=False)
     problem.simulations = midpoint.simulations
     bias = np.linalg.lstsq(jacobian, r_mid - r, rcond=None)[0]
@@ -278,13 +291,31 @@ def held_input_warning(problem: FitProblem, at: AtResult, std_errors) -> tuple[s
     shown = ", ".join(f"{n} {b:+.3g}" + (f" ({q:.2g} standard errors)" if np.isfinite(q) else "")
                       for n, b, q in zip(problem.names, bias, ratios))
     smaller = check.step * HELD_INPUT_FRACTION / fraction
+    why_held = ("it does not declare canInterpolateInputs" if problem.archive.fmi_version == 2
+                else "an FMI 3 FMU, whose input derivatives fmpy cannot pass")
     fix = f"give a smaller communication step (--step {smaller:.3g} or smaller)"
     if problem.archive.model_exchange:
         fix += " or --interface me (this FMU has Model Exchange, whose inputs are interpolated between samples)"
     return (f"the input {name} changes by up to {fraction:.0%} of its range within one communication step "
-            f"({check.step:g} s); the Co-Simulation FMU holds each input over its step, which biases the fit by about "
+            f"({check.step:g} s); the Co-Simulation FMU holds each input over its step ({why_held}; RMS "
+            f"difference between the held and the interpolated {name} over the run "
+            f"{check.rms.get(name, 0.0):.3g}), which biases the fit by about "
             f"{shown}{' (more than a standard error: the result cannot be trusted)' if significant else ''}; "
             f"{fix}.", significant)
+
+
+def _midpoint_inputs(exp: FmuExperiment) -> FmuExperiment:
+    """``exp`` with each continuous input advanced by half a communication step, ``u(t + h/2)``
+    (what a Co-Simulation FMU holding ``u(t_k + h/2)`` over ``[t_k, t_k + h)`` sees); discrete
+    inputs, held by definition, unchanged."""
+    if exp.inputs is None:
+        return exp
+    times = np.asarray(exp.inputs.times, dtype=float)
+    values = np.array(exp.inputs.values, dtype=float)
+    for c, name in enumerate(exp.inputs.columns):
+        if name not in exp.held:
+            values[:, c] = np.interp(times + exp.step / 2, times, values[:, c])
+    return dataclasses.replace(exp, inputs=dataclasses.replace(exp.inputs, values=values))
 
 
 #: A Gauss-Newton step from the result longer than this many standard errors: the optimizer

@@ -68,6 +68,12 @@ class FmuInstances:
                                                timeout=self.timeout, log=self.log)
         return run_parallel([self.session, *self._pool[:wanted]], jobs)
 
+    def fmu_calls(self) -> int:
+        """The calls announced so far by the local worker processes still alive: every FMI call
+        once, and a few steps of their own (reading the model description, instantiating).
+        Simulations answered on an executor are not counted."""
+        return sum(session._progress.read()[0] for session in [self.session, *self._pool] if session.alive)
+
     def close(self) -> None:
         """Free the instances and end every worker process."""
         sessions = [self.session, *self._pool]

@@ -25,7 +25,7 @@ event a little elsewhere (CVode 3.5e-11 s off the exact bounce), and a parameter
 to the fit moves it further, so at the data's time the run is on one side of its event and
 one of the two rows would meet the wrong limit.  Such a stop (``event_stops``) takes the
 outputs just before and just after the run's event nearest to it between the neighbouring
-sample times (:func:`event_stop_events`), recorded at every event (:class:`EventOutputs`);
+sample times (:func:`.me_run.match_event_rows`), recorded at every event (:class:`EventOutputs`);
 without an event there it keeps the run's value at its own time.
 
 With ``partials`` the system also records, at each accepted step and while the discrete
@@ -34,19 +34,106 @@ state is the step's own, what the exact sensitivities need (:mod:`.me_sensitivit
 of steps that end or start at a state event, and at each event ``dz/dx``, ``dz/dt`` and an
 FMU-state snapshot taken just before event mode, from which the reinitialisation is
 differentiated afterwards.
+
+**The FMU's directional derivatives** (issue 30, part 7).  Where the FMU declares
+``providesDirectionalDerivative(s)``, ``df/dx`` (Radau's Newton matrix and the stage Jacobians of
+the sensitivities) and ``dg/dx`` at the samples are its columns ``fmiGetDirectionalDerivative``
+(unknowns: the derivatives and the outputs, known: one state), one call per column instead of
+the two evaluations (and three ``set`` calls each) of a central difference.  They are believed
+only after :meth:`FmuOdeSystem.check_columns` compared them with central differences at the
+run's first Jacobian (its first point): a state whose column disagrees (relative
+:data:`COLUMN_TOLERANCE`) is differenced for the whole run, and the check names the derivatives
+that disagree (:attr:`FmuOdeSystem.column_check`, one note in the end).  The calls are counted
+(:class:`ColumnCalls`), so that the reply can say how many FMU calls the columns saved
+(:meth:`FmuOdeSystem.column_report`).  ``df/du`` is not needed: the inputs do not depend on the
+parameters, and ``df/dt`` next to events is a difference in time (FMI 2 has no derivative by
+time; the interpolated inputs' slope enters it there).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..integrate.radau import RADAU_C, RadauRun, RadauStep
+from ..integrate.radau import RADAU_C, RadauStep
 from .worker import PROBE_STEP, state_jacobian
 
-__all__ = ["EventOutputs", "EventPartials", "FmuOdeSystem", "StepPartials", "event_stop_events"]
+__all__ = ["COLUMN_TOLERANCE", "ColumnCalls", "ColumnUse", "EventOutputs", "EventPartials", "FmuOdeSystem",
+           "StepPartials"]
+
+#: An FMU column agrees with central differences below this, relative to the column's scale
+#: (the differences' own error is ~1e-9 of it; a wrong column is off by far more).
+COLUMN_TOLERANCE = 1e-6
+
+#: Floor of a column's scale, as a fraction of ``|f| / (1 + |x_j|)``: the round-off of a central
+#: difference with step ``PROBE_STEP (1 + |x_j|)`` is ~``eps |f| / PROBE_STEP``, about 2e-10 of
+#: that; a floor 1e3 times larger keeps a zero column's round-off far below the tolerance.
+_SCALE_FLOOR = 1e3 * float(np.finfo(float).eps) / PROBE_STEP
+
+
+@dataclasses.dataclass
+class ColumnCalls:
+    """FMU calls of the Jacobian columns: how many columns came from the FMU, and what one
+    column costs each way (counted at :meth:`FmuOdeSystem.check_columns`)."""
+
+    state_columns: int = 0       # df/dx columns taken from the FMU during the run
+    output_columns: int = 0      # dg/dx columns taken from the FMU
+    fd_state: float = 0.0        # calls of one differenced df/dx column
+    fd_output: float = 0.0       # calls of one differenced dg/dx column
+    fmu: float = 1.0             # calls of one FMU column
+    parameter_replay: int = 0    # calls of the replay that reads the FMU's parameter columns
+    skipped_replays: int = 0     # calls of the replays that checked parameter columns made unnecessary
+
+    def saved(self) -> int:
+        """The FMU calls the columns taken from the FMU saved against differencing them: the
+        state and output columns', the parameter replays' that trusted columns replaced, less
+        the replay that reads the parameter columns (negative: they cost more than they saved)."""
+        return (int(round(self.state_columns * (self.fd_state - self.fmu)
+                          + self.output_columns * (self.fd_output - self.fmu)))
+                + self.skipped_replays - self.parameter_replay)
+
+
+class ColumnUse:
+    """The FMU's directional derivatives over the Model Exchange runs of a problem, in the parent
+    (a running tally, like the shared Jacobian sources; not a value passed along).
+
+    :meth:`add` takes each run's reply: it adds up the worker's ``fmu_calls`` and
+    ``fmu_calls_saved`` (:meth:`FmuOdeSystem.column_report`) and collects the columns the check
+    found wrong (``column_check``, each phrase once), so that a lying FMU gives one note naming
+    the derivatives (:meth:`note`), not one per run, column or step.
+    """
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.fmu_calls = 0
+        self.saved = 0
+        self.wrong: dict[str, None] = {}
+
+    def add(self, reply: Mapping) -> None:
+        """Count one run's reply (a reply without ``fmu_calls``, e.g. Co-Simulation, is skipped)."""
+        if "fmu_calls" not in reply:
+            return
+        self.runs += 1
+        self.fmu_calls += int(reply["fmu_calls"])
+        self.saved += int(reply.get("fmu_calls_saved", 0))
+        self.wrong.update(dict.fromkeys(reply.get("column_check") or ()))
+
+    def note(self) -> str | None:
+        """One line naming the FMU's columns that disagreed or were refused, or None."""
+        if not self.wrong:
+            return None
+        return (f"the FMU's directional derivatives of {'; '.join(self.wrong)} disagree with central differences "
+                "(checked at the first point of a run; parameter columns over the whole run) or are refused, so "
+                "those columns were taken by central differences.")
+
+    def to_json(self) -> dict:
+        """The FMU calls of the runs, with and without the FMU's directional derivatives (RESULT.json)."""
+        if not self.runs:
+            return {}
+        return {"runs": self.runs, "fmu_calls": self.fmu_calls, "fmu_calls_saved_by_directional_derivatives":
+                self.saved, "fmu_calls_without_directional_derivatives": self.fmu_calls + self.saved}
 
 
 @dataclasses.dataclass
@@ -82,21 +169,6 @@ class EventOutputs:
     gx_right: np.ndarray | None = None
     gt_left: np.ndarray | None = None   # (n_out,)
     gt_right: np.ndarray | None = None
-
-
-def event_stop_events(run: RadauRun, stops: np.ndarray, event_stops: np.ndarray) -> dict[int, int]:
-    """For each stop with a repeated time stamp: the index of the run's event nearest to it,
-    strictly between the neighbouring stops; ``{stop index: event index}`` (none: not listed)."""
-    times = np.array([event.t for event in run.events], dtype=float)
-    matched: dict[int, int] = {}
-    for t in np.asarray(event_stops, dtype=float):
-        i = int(np.searchsorted(stops, t))
-        lower = stops[i - 1] if i > 0 else -np.inf
-        upper = stops[i + 1] if i + 1 < stops.size else np.inf
-        inside = np.flatnonzero((times > lower) & (times < upper))
-        if inside.size:
-            matched[i] = int(inside[np.argmin(np.abs(times[inside] - t))])
-    return matched
 
 
 class FmuOdeSystem:
@@ -137,6 +209,13 @@ class FmuOdeSystem:
         #: Per event, with event stops: the outputs around it.
         self.event_outputs: list[EventOutputs] = []
         self.sources = sources
+        #: dg/dx from the FMU's columns where the state's are trusted (real scalar outputs only;
+        #: cleared by :meth:`check_columns` or a refusal).
+        self.output_columns = bool(self.output_refs) and all(isinstance(r, int) for r in self.output_refs)
+        self.calls = ColumnCalls()
+        #: What :meth:`check_columns` found wrong, one phrase per column (empty: all agree).
+        self.column_check: list[str] = []
+        self._checked = False
         self.partials = partials
         n_stops, n_out = self.stops.size, len(self.output_refs)
         #: Outputs at the sample times: left limits and right limits (equal without an event).
@@ -152,6 +231,8 @@ class FmuOdeSystem:
 
     # -- the FMU at a point -------------------------------------------------------------------
     def inputs(self, t: float) -> list[float]:
+        if not self.input_refs:
+            return []
         return [float(np.interp(t, self.input_times, col)) for col in self.input_table.T]
 
     def at(self, t: float, x: np.ndarray) -> None:
@@ -162,7 +243,85 @@ class FmuOdeSystem:
         return self.instance.derivatives()
 
     def jacobian(self, t: float, x: np.ndarray) -> np.ndarray:
+        if not self._checked:
+            self.check_columns(t, x)
+        self.calls.state_columns += self.sources.count("fmu")
         return state_jacobian(self.instance, self.at, t, x, (), self.sources)[: self.n_states]
+
+    def check_columns(self, t: float, x: np.ndarray) -> None:
+        """Compare the FMU's columns of ``df/dx`` and ``dg/dx`` with central differences at
+        (t, x) and take the disagreeing (or refused) ones by differences for the rest of the run:
+        their state turns to "fd" in :attr:`sources`, a disagreeing output row clears
+        :attr:`output_columns`.  Records what one column costs each way (:attr:`calls`) and,
+        in :attr:`column_check`, one phrase per disagreeing column naming the derivatives
+        ("der(v) by x (1.0e-01 off)").  Runs once, at the run's first Jacobian (its first point).
+        """
+        self._checked = True
+        trusted = [j for j, source in enumerate(self.sources) if source == "fmu"]
+        if not trusted:
+            return
+        instance, counter, n = self.instance, self.instance.progress, self.n_states
+        outputs = self.output_refs if self.output_columns else []
+        before = counter.count
+        self.at(t, x)
+        at_calls = counter.count - before
+        before = counter.count
+        fd_f = state_jacobian(instance, self.at, t, x, (), ["fd"] * n)[:n]
+        self.calls.fd_state = (counter.count - before - at_calls) / n
+        before = counter.count
+        fd_g = self._state_differences(self.outputs_at, t, x, len(outputs)) if outputs else np.zeros((0, n))
+        self.calls.fd_output = (counter.count - before - at_calls) / n if outputs else 0.0
+        f, g = self.rhs(t, x), (self.outputs_at(t, x) if outputs else np.zeros(0))
+        names = instance.names
+        unknowns = [names.get(r, f"value reference {r}") for r in [*instance.derivative_refs, *outputs]]
+        expected = np.vstack([fd_f, fd_g])
+        for j in trusted:
+            state = names.get(instance.state_refs[j], f"value reference {instance.state_refs[j]}")
+            column = self._fmu_column(list(instance.derivative_refs) + list(outputs), j)
+            if column is None and outputs:
+                column = self._fmu_column(list(instance.derivative_refs), j)
+                if column is not None:  # the outputs refused as unknowns: df/dx only
+                    outputs, expected, unknowns, g = [], expected[:n], unknowns[:n], np.zeros(0)
+                    self.output_columns = False
+            if column is None:
+                self.sources[j] = "fd"
+                self.column_check.append(f"every derivative by {state} (refused)")
+                continue
+            floor = _SCALE_FLOOR / (1.0 + abs(float(x[j])))
+            for rows, value in ((slice(0, n), f), (slice(n, None), g)):
+                error = np.abs(column[rows] - expected[rows, j])
+                scale = max(float(np.abs(expected[rows, j]).max(initial=0.0)),
+                            float(np.abs(column[rows]).max(initial=0.0)),
+                            floor * float(np.abs(value).max(initial=0.0)))
+                wrong = np.flatnonzero(~(error <= COLUMN_TOLERANCE * scale))
+                if not wrong.size:
+                    continue
+                off = float(error[wrong].max()) / scale if scale > 0 else float("inf")
+                self.column_check.append(f"{', '.join(unknowns[rows][i] for i in wrong)} by {state} ({off:.1e} off)")
+                if rows.start == 0:
+                    self.sources[j] = "fd"  # its output rows are differenced with it
+                elif self.sources[j] == "fmu":
+                    self.output_columns = False
+        self.at(t, x)
+
+    def column_report(self, calls_before: int) -> dict:
+        """What the reply of a run says about the FMU's columns: the FMU calls since the
+        counter stood at ``calls_before`` (``fmu_calls``), those the FMU's columns saved
+        (``fmu_calls_saved``, :meth:`ColumnCalls.saved`) and, if the check found any, the
+        columns that disagree (``column_check``)."""
+        report: dict = {"fmu_calls": int(self.instance.progress.count - calls_before),
+                        "fmu_calls_saved": self.calls.saved()}
+        if self.column_check:
+            report["column_check"] = list(self.column_check)
+        return report
+
+    def _fmu_column(self, unknowns: list, j: int) -> np.ndarray | None:
+        """The FMU's column of ``unknowns`` by state ``j`` at the point set, None if refused or not finite."""
+        try:
+            column = self.instance.directional(unknowns, self.instance.state_refs[j])
+        except self.instance.Failure:
+            return None
+        return column if column.shape == (len(unknowns),) and np.all(np.isfinite(column)) else None
 
     def indicators(self, t: float, x: np.ndarray) -> np.ndarray:
         self.at(t, x)
@@ -175,21 +334,37 @@ class FmuOdeSystem:
         self.at(t, x)
         return self.instance.get_real(self.output_refs)
 
-    def _state_differences(self, function, t: float, x: np.ndarray, rows: int) -> np.ndarray:
-        """``d function(t, x)/dx`` (``rows`` values) by central differences, the FMU left at (t, x)."""
+    def _state_differences(self, function, t: float, x: np.ndarray, rows: int,
+                           skip: Sequence[int] = ()) -> np.ndarray:
+        """``d function(t, x)/dx`` (``rows`` values) by central differences, the FMU left at (t, x);
+        the columns ``skip`` are left unset (with every column skipped the FMU is not moved)."""
         columns = np.empty((rows, self.n_states))
-        for j in range(self.n_states):
+        differenced = [j for j in range(self.n_states) if j not in skip]
+        for j in differenced:
             d = PROBE_STEP * (abs(x[j]) + 1.0)
             xp, xm = x.copy(), x.copy()
             xp[j] += d
             xm[j] -= d
             columns[:, j] = (function(t, xp) - function(t, xm)) / (2 * d)
-        self.at(t, x)
+        if differenced:
+            self.at(t, x)
         return columns
 
     def _output_jacobian(self, t: float, x: np.ndarray) -> np.ndarray:
-        """``dg/dx`` by central differences of the outputs (the FMU at the point)."""
-        return self._state_differences(self.outputs_at, t, x, len(self.output_refs))
+        """``dg/dx``: the FMU's columns where trusted, else central differences of the outputs
+        (the FMU at the point, and left there)."""
+        if not self._checked:
+            self.check_columns(t, x)
+        fmu = [j for j, source in enumerate(self.sources) if source == "fmu"] if self.output_columns else []
+        columns = self._state_differences(self.outputs_at, t, x, len(self.output_refs), skip=fmu)
+        for j in fmu:
+            column = self._fmu_column(self.output_refs, j)
+            if column is None:  # refused after the check: differences from now on
+                self.output_columns = False
+                return self._state_differences(self.outputs_at, t, x, len(self.output_refs))
+            columns[:, j] = column
+        self.calls.output_columns += len(fmu)
+        return columns
 
     def _event_outputs(self, t: float, x: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """Outputs at an event point and (``partials``) ``dg/dx``, ``dg/dt``; the FMU left there."""

@@ -16,7 +16,11 @@ supplies its partial derivatives from the FMU:
   replay sets them before initialization, as an importer does.
 * Where the FMU offers directional derivatives with respect to a parameter, an unperturbed
   replay reads them at the same points; the first evaluation compares them with the
-  replays' differences (:func:`probe_parameter_columns`) and keeps a column only if it agrees.
+  replays' differences (:func:`probe_parameter_columns`) and keeps a column only if it agrees,
+  naming a rejected one (:func:`parameter_columns`).  A column the worker has believed once
+  then replaces its parameter's two replays in runs without events: ``df/dp`` and ``dg/dp``
+  are the FMU's, ``dx0/dp`` a difference of the initialization alone
+  (:func:`run_sensitivities`, issue 30, part 7).
 * the reinitialisation's state derivative is taken along the tangent direction the recursion
   asks for (``jump_directional``): from the FMU state saved just before event mode, the
   event iteration is rerun at ``(t + ε dt, x⁻ + ε dx)`` on both sides.
@@ -51,10 +55,10 @@ import numpy as np
 
 from ..integrate.radau import RADAU_C, RadauRun, radau_sensitivities, sensitivities_at_stops
 from .me_integration import EventPartials, FmuOdeSystem
-from .worker import PROBE_STEP
+from .worker import PROBE_STEP, pack
 
-__all__ = ["ParameterPartials", "Replay", "SensitivitiesUnavailable", "output_sensitivities", "parameter_partials",
-           "probe_parameter_columns", "replay"]
+__all__ = ["ParameterPartials", "Replay", "SensitivitiesUnavailable", "output_sensitivities", "parameter_columns",
+           "parameter_partials", "probe_parameter_columns", "replay", "run_sensitivities"]
 
 #: The level a state event's trial points are moved to lies this far inside the event's side,
 #: in units of the indicator's scale ``|z_x| (1 + |x|) + |z_t| (1 + |t|)``: far above the
@@ -279,6 +283,116 @@ def probe_parameter_columns(nominal: Replay, partials: ParameterPartials, use: l
     return notes
 
 
+def parameter_columns(instance, system: FmuOdeSystem, run: RadauRun, refs, values, t0: float, t_end: float,
+                      sensitivity: Mapping, partials: ParameterPartials, use: list[bool], clock=None,
+                      nominal_columns: list[bool] | None = None) -> tuple[list[str], Replay]:
+    """The FMU's parameter columns read by a replay at the nominal values (of the parameters
+    ``nominal_columns``, default ``use``) and those of ``use`` probed against the replays'
+    differences (:func:`probe_parameter_columns`, which updates ``use`` and ``partials``): the
+    note per parameter, and the replay.  A rejected column is named in ``system.column_check``;
+    the replay's calls are charged to ``system.calls``."""
+    param_refs = list(sensitivity["param_refs"])
+    read = list(use) if nominal_columns is None else list(nominal_columns)
+    asked = list(use)
+    before = instance.progress.count
+    nominal = replay(instance, system, run, refs, values, t0, t_end,
+                     [r for r, wanted in zip(param_refs, read) if wanted], clock=clock)
+    system.calls.parameter_replay += int(instance.progress.count - before)
+    probed = [j for j, wanted in enumerate(read) if wanted and use[j]]
+    positions = [k for k, j in enumerate(j for j, wanted in enumerate(read) if wanted) if j in probed]
+    view = dataclasses.replace(nominal, directional=_columns_of(nominal.directional, positions),
+                               directional_out=_columns_of(nominal.directional_out, positions))
+    notes = probe_parameter_columns(view, partials, use, float(sensitivity["probe_tolerance"]))
+    derivatives = ", ".join(instance.names.get(r, f"value reference {r}") for r in instance.derivative_refs)
+    for j, (wanted, kept) in enumerate(zip(asked, use)):
+        if wanted and not kept:
+            name = instance.names.get(param_refs[j], f"value reference {param_refs[j]}")
+            system.column_check.append(f"{derivatives} by the parameter {name} ({notes[j]})")
+    return notes, nominal
+
+
+def run_sensitivities(instance, system: FmuOdeSystem, run: RadauRun, refs, values, t0: float, t_end: float,
+                      sensitivity: Mapping, matched: Mapping[int, int], clock=None) -> dict:
+    """The output sensitivities of a recorded run and the notes on the parameter columns: the
+    part of a Model Exchange reply that a ``sensitivity`` request asks for (issue 15; issue 30,
+    part 7).
+
+    Every parameter is differenced by two replays (:func:`parameter_partials`), except one whose
+    FMU column this worker has already checked and believed (``instance.trusted_columns``, set
+    by the probe of an earlier request) in a run without events: its ``df/dp`` and ``dg/dp`` are
+    the FMU's columns read by the nominal replay, and ``dx0/dp`` a central difference of the
+    initialization alone, so its two replays are saved (counted in ``system.calls``).  The
+    other FMU columns are probed against their replays (:func:`parameter_columns`).
+    """
+    replays = sensitivity["replays"]
+    steps = np.asarray(sensitivity["steps"], dtype=float)
+    param_refs = list(sensitivity["param_refs"])
+    use = [bool(u) for u in sensitivity["directional"]]
+    trusted = instance.trusted_columns
+    smooth = not run.events and not system.event_stops.size and system.output_columns
+    skip = [u and smooth and trusted.get(r) is True for u, r in zip(use, param_refs)]
+    differenced = [j for j, skipped in enumerate(skip) if not skipped]
+    plus = [replay(instance, system, run, replays[2 * j][0], replays[2 * j][1], t0, t_end, clock=clock)
+            for j in differenced]
+    minus = [replay(instance, system, run, replays[2 * j + 1][0], replays[2 * j + 1][1], t0, t_end, clock=clock)
+             for j in differenced]
+    initial: dict[int, np.ndarray] = {}
+    before = instance.progress.count
+    for j in (j for j, skipped in enumerate(skip) if skipped):
+        sides = []
+        for r, v in replays[2 * j: 2 * j + 2]:
+            instance.start(list(r) + list(system.input_refs), list(v) + system.inputs(t0), t0, t_end)
+            sides.append(instance.initial_states() if system.n_states else np.zeros(0))
+        initial[j] = (sides[0] - sides[1]) / (2 * steps[j])
+    init_calls = instance.progress.count - before
+    partials = _embedded(parameter_partials(plus, minus, steps[differenced], run) if differenced else None,
+                         differenced, len(use), system, run)
+    notes = ["finite differences of replays of the run"] * len(use)
+    if any(use):
+        probed = [u and not k for u, k in zip(use, skip)]
+        notes, nominal = parameter_columns(instance, system, run, refs, values, t0, t_end, sensitivity, partials,
+                                           probed, clock, nominal_columns=use)
+        for j, r in enumerate(param_refs):
+            if use[j] and not skip[j]:
+                trusted[r] = probed[j]
+                use[j] = probed[j]
+        columns = [j for j, u in enumerate(sensitivity["directional"]) if u]
+        assert nominal.directional is not None and nominal.directional_out is not None  # any(use): read
+        for j in initial:
+            col = columns.index(j)
+            partials.Fp[..., j] = nominal.directional[..., col]
+            partials.Gp_left[..., j] = partials.Gp_right[..., j] = nominal.directional_out[..., col]
+            partials.S0[:, j] = initial[j]
+            notes[j] = "directional derivative (checked in an earlier run; its replays saved)"
+        if initial:
+            directional_calls = len(columns) * (3 * len(run.steps) + system.stops.size)
+            plain_replay = system.calls.parameter_replay - directional_calls
+            system.calls.skipped_replays += 2 * len(initial) * plain_replay - init_calls
+    left, right = output_sensitivities(system, run, partials, matched)
+    return {"dleft": pack(left), "dright": pack(right), "columns": notes, "directional": use}
+
+
+def _embedded(partials: ParameterPartials | None, differenced: list[int], p: int, system: FmuOdeSystem,
+              run: RadauRun) -> ParameterPartials:
+    """``partials`` of the parameters ``differenced`` as the columns of all ``p`` parameters (the
+    others zero until they are filled in)."""
+    n, n_out, n_z, events = system.n_states, len(system.output_refs), system.n_indicators, len(run.events)
+    shapes = {"S0": (n,), "Fp": (len(run.steps), 3, n), "Gp_left": (system.stops.size, n_out),
+              "Gp_right": (system.stops.size, n_out), "zp": (events, n_z), "jump_p": (events, n),
+              "Gp_event_left": (events, n_out), "Gp_event_right": (events, n_out)}
+    fields = {}
+    for name, shape in shapes.items():
+        full = np.zeros((*shape, p))
+        if partials is not None:
+            full[..., differenced] = getattr(partials, name)
+        fields[name] = full
+    return ParameterPartials(**fields)
+
+
+def _columns_of(array: np.ndarray | None, positions: list[int]) -> np.ndarray | None:
+    return None if array is None else array[..., positions]
+
+
 class FmuSensitivityInputs:
     """The partials :func:`~fmi_adjoint.integrate.radau.radau_sensitivities` asks for."""
 
@@ -333,7 +447,7 @@ def output_sensitivities(system: FmuOdeSystem, run: RadauRun, partials: Paramete
                          matched: Mapping[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """``dY/dp`` at the sample times, left and right limits: shape (stops, n_out, p).
 
-    A stop ``i`` matched to event ``e`` (``matched``, see :func:`.me_integration.event_stop_events`)
+    A stop ``i`` matched to event ``e`` (``matched``, see :func:`.me_run.match_event_rows`)
     takes the derivative of the outputs just before and after that event, whose time moves
     with the parameters: ``g_x D + g_t T + g_p`` with ``D`` the total derivative of the state
     before (``D_minus``) or after the event and ``T`` that of its time.

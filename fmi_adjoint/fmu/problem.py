@@ -445,6 +445,9 @@ class FmuProblem:
 
     def gradient_details(self) -> dict:
         details: dict = {"columns": self.columns} if self.columns else {}
+        calls = self.simulator.column_use.to_json()
+        if calls:
+            details["fmu_calls"] = calls
         if self.fallback is not None:
             details["sensitivity_fallback"] = self.fallback
         return details
@@ -473,7 +476,8 @@ class FmuProblem:
         """What the user should know about the runs so far (the sensitivity path gave way to
         differences), one line each without the ``fmi-adjoint: note:`` prefix, each once; the
         command line prints them."""
-        return tuple(dict.fromkeys(self._notes))
+        columns = self.simulator.column_use.note()
+        return tuple(dict.fromkeys([*self._notes, *([f"{self.archive.path.name}: {columns}"] if columns else [])]))
 
     def close(self) -> None:
         """Free the instances and end every worker process."""

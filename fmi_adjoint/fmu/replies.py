@@ -273,6 +273,16 @@ def _run_me(request: dict) -> Callable[[object], dict]:
             use = reply["directional"]
             if not (isinstance(use, list) and len(use) == parameters and all(type(u) is bool for u in use)):
                 raise MalformedReply(f"the directional flags {_describe(use)} instead of one bool per parameter")
+        if "fmu_calls" in reply:
+            _count(reply["fmu_calls"], "the count 'fmu_calls'")
+        if "fmu_calls_saved" in reply and type(reply["fmu_calls_saved"]) is not int:  # negative: columns cost more
+            raise MalformedReply(f"the count 'fmu_calls_saved' {_describe(reply['fmu_calls_saved'])} instead of "
+                                 "a whole number")
+        if "column_check" in reply:  # at most two phrases per state (derivatives, outputs), one per parameter
+            checked = _texts(reply["column_check"], "the column check")
+            if len(checked) > 2 * states + parameters:
+                raise MalformedReply(f"the column check of {len(checked)} entries for {states} states and "
+                                     f"{parameters} parameters")
         if "sensitivities_unavailable" in reply and not isinstance(reply["sensitivities_unavailable"], str):
             raise MalformedReply("a reason for unavailable sensitivities that is no text")
         return reply

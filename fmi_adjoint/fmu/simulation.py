@@ -1,9 +1,14 @@
 """Simulations of an FMU experiment as worker requests, and their outputs at the sample times.
 
 Co-Simulation: every ``doStep`` over the communication grid in the worker; the outputs are
-interpolated linearly from the grid to the sample times.  Model Exchange: the adaptive
-Radau IIA run of :mod:`.me_run` in the worker, which hits every sample time and returns the
-outputs there (left and right limits at events) and, when asked, their exact sensitivities.
+interpolated linearly from the grid to the sample times.  Inputs are set at the start of each
+step; an FMU that declares ``canInterpolateInputs`` also gets their derivatives there
+(:func:`.me_run.run_interpolated_co_simulation`).  Model Exchange: the adaptive Radau IIA run
+of :mod:`.me_run` in the worker, which hits every sample time and returns the outputs there
+(left and right limits at events) and, when asked, their exact sensitivities.  Discrete
+inputs (:func:`.variables.held_inputs`) are held between their samples under both
+interfaces; under Model Exchange each change is a time event (:class:`.me_run.HeldInputs`),
+and a sample at a change is the run's right limit there.
 
 A request is plain data built here; a reply is turned into a :class:`RunOutputs` here, so
 it does not matter which worker (a local one or one on a Dask cluster) answered it.
@@ -19,11 +24,22 @@ import numpy as np
 from ..costs import Sampler
 from ..errors import ConvergenceError
 from .archive import FmuArchive
-from .experiment import FmuExperiment, Tolerances
+from .experiment import FmuExperiment, Tolerances, after_input_change
+from .me_integration import ColumnUse
 from .session import FmuSession
+from .variables import held_inputs
 from .worker import unpack
 
-__all__ = ["FmuSimulator", "RunOutputs", "SensitivityRequest"]
+__all__ = ["FmuSimulator", "RunOutputs", "SensitivityRequest", "can_interpolate_inputs"]
+
+
+def can_interpolate_inputs(archive: FmuArchive) -> bool:
+    """Whether the FMU's Co-Simulation interface takes input derivatives: FMI 2.0
+    ``canInterpolateInputs="true"`` (``fmi2SetRealInputDerivatives``).  FMI 3.0 Co-Simulation
+    FMUs are run with held inputs: fmpy 0.3 offers no way to pass them their input derivatives."""
+    description = archive.description.coSimulation
+    return bool(archive.co_simulation and archive.fmi_version == 2 and description is not None
+                and description.canInterpolateInputs)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +91,8 @@ class FmuSimulator:
     def __init__(self, archive: FmuArchive, interface: str, tolerances: Tolerances, sources: list[str]):
         self.archive, self.interface, self.tolerances = archive, interface, tolerances
         self.sources = sources
+        #: The FMU's directional derivatives over every Model Exchange run (issue 30, part 7).
+        self.column_use = ColumnUse()
         # The absolute tolerance is scaled per state by its nominal value (FMI: the magnitude
         # at which a state's absolute error matters), 1 where none is declared.
         self.state_nominals = np.array([abs(state.nominal) if state.nominal else 1.0
@@ -88,23 +106,37 @@ class FmuSimulator:
             sensitivity: SensitivityRequest | None = None, nodes: np.ndarray | None = None,
             tolerances: Tolerances | None = None) -> tuple[str, tuple]:
         """The request that simulates ``exp`` with parameter ``values``."""
-        if self.interface == "CoSimulation":
+        exp = self.with_held_inputs(exp)
+        interpolated = self.interpolates_inputs(exp)
+        if self.interface == "CoSimulation" and not interpolated:
             inputs = exp.input_values if exp.inputs is not None else None
             return session.cs_job(values, exp.grid(), exp.cost.channels, inputs)
         tol = tolerances or self.tolerances
         refs, vals = self._start_values(session, values)
         stops, right = exp.stops()
         names = list(exp.inputs.columns) if exp.inputs is not None else []
+        continuous = [k for k, name in enumerate(names) if name not in exp.held]
+        held = [k for k, name in enumerate(names) if name in exp.held]
+        table = exp.inputs.values if exp.inputs is not None else np.zeros((1, 0))
+        times = exp.inputs.times if exp.inputs is not None else np.zeros(1)
         request = {
             "refs": refs, "values": vals, "t0": 0.0, "t_end": float(exp.t_end), "stops": stops,
             "event_stops": np.asarray(exp.cost.sample_times, dtype=float)[right],
-            "outputs": session.refs(exp.cost.channels), "input_refs": session.refs(names),
-            "input_times": exp.inputs.times if exp.inputs is not None else np.zeros(1),
-            "input_table": exp.inputs.values if exp.inputs is not None else np.zeros((1, 0)),
+            "outputs": session.refs(exp.cost.channels), "input_refs": session.refs([names[k] for k in continuous]),
+            "input_times": times, "input_table": table[:, continuous],
+            # Discrete inputs: held, set in Event Mode at each change (:mod:`.me_run`).
+            "held_refs": session.refs([names[k] for k in held]), "held_table": table[:, held],
+            "held_changes": exp.held_changes(),
+        }
+        if interpolated:  # Co-Simulation with input derivatives (:func:`.me_run.run_interpolated_co_simulation`)
+            request.update({"interface": "CoSimulation", "stops": exp.grid(), "event_stops": np.zeros(0),
+                            "sources": []})
+            return "run_me_adaptive", (request,)
+        request.update({
             "sources": list(self.sources), "rtol": tol.rtol, "atol": tol.atol * self.state_nominals,
             "max_step": tol.max_step,
             "nodes": nodes,
-        }
+        })
         if sensitivity is not None:
             # Each replay's complete start values (the parameter moved by ±δ): whatever its type
             # or array, the worker sets them as it sets any start values.
@@ -117,18 +149,37 @@ class FmuSimulator:
                 "replays": replays, "steps": [float(d) for d in sensitivity.steps],
                 # FMU columns only for real scalars (a directional derivative addresses a whole variable)
                 "param_refs": [r if isinstance(r, int) else -1 for r in param_refs],
-                "directional": [d and isinstance(r, int) for d, r in zip(sensitivity.directional, param_refs)],
+                # ... and only for parameters: a state's start value (x0, initial="exact") is a
+                # known of the FMU only as the state itself, whose column is df/dx, not df/dx0.
+                "directional": [d and isinstance(r, int) and self.archive.variables[n].causality == "parameter"
+                                if n in self.archive.variables else False
+                                for d, r, n in zip(sensitivity.directional, param_refs, sensitivity.names)],
                 "probe_tolerance": sensitivity.probe_tolerance}
         return "run_me_adaptive", (request,)
+
+    def interpolates_inputs(self, exp: FmuExperiment) -> bool:
+        """Whether a Co-Simulation run of ``exp`` passes input derivatives: the FMU declares
+        ``canInterpolateInputs`` (FMI 2.0 Co-Simulation) and ``exp`` has continuous inputs."""
+        return (self.interface == "CoSimulation" and can_interpolate_inputs(self.archive) and exp.inputs is not None
+                and any(name not in exp.held for name in exp.inputs.columns))
+
+    def with_held_inputs(self, exp: FmuExperiment) -> FmuExperiment:
+        """``exp`` with :attr:`~.experiment.FmuExperiment.held` naming its discrete inputs."""
+        if exp.inputs is None:
+            return exp
+        held = held_inputs(self.archive, exp.inputs.columns)
+        return exp if held == exp.held else dataclasses.replace(exp, held=held)
 
     def finish(self, exp: FmuExperiment, reply) -> RunOutputs:
         """The outputs at the sample times from the reply to :meth:`job`."""
         if self.interface == "CoSimulation":
             grid = exp.grid()
-            Y = self._finite(np.asarray(reply), grid, exp)
+            Y = self._finite(unpack(reply["left"]) if isinstance(reply, dict) else np.asarray(reply), grid, exp)
             return RunOutputs(Y=Sampler.from_grid(grid, exp.cost.sample_times).sample(Y))
         self.sources[:] = ["fd" if "fd" in pair else "fmu" for pair in zip(self.sources, reply["sources"])]
+        self.column_use.add(reply)
         stops, right = exp.stops()
+        right = right | after_input_change(exp.cost.sample_times, self.with_held_inputs(exp).held_changes())
         where = np.searchsorted(stops, np.asarray(exp.cost.sample_times, dtype=float))
         left_values, right_values = unpack(reply["left"]), unpack(reply["right"])
         Y = np.where(right[:, None], right_values[where], left_values[where])

@@ -49,7 +49,8 @@ from .archive import FmuArchive
 from .ssv import SSC_NAMESPACE, write_ssv
 from .variables import FLOAT_KINDS, declared_variable
 
-__all__ = ["SSD_NAMESPACE", "FMU_COMPONENT_TYPE", "check_implementation", "write_ssp", "ssp_schema"]
+__all__ = ["SSD_NAMESPACE", "FMU_COMPONENT_TYPE", "check_implementation", "importer_interface", "write_ssp",
+           "ssp_schema"]
 
 SSD_NAMESPACE = "http://ssp-standard.org/SSP1/SystemStructureDescription"
 FMU_COMPONENT_TYPE = "application/x-fmu-sharedlibrary"
@@ -125,6 +126,36 @@ def _system_structure(archive: FmuArchive, component: str, fmu_source: str, ssv_
             finite[key] = repr(number)
     etree.SubElement(root, f"{{{ssd}}}DefaultExperiment", finite)
     return root
+
+
+_LABELS = {"ModelExchange": "Model Exchange", "CoSimulation": "Co-Simulation"}
+
+
+def importer_interface(archive: FmuArchive, interface: str | None) -> tuple[list[str], list[str]]:
+    """(notes, warnings) saying which interface of the FMU an SSP importer will run, and a
+    warning when that is not the one the identification ran (``interface``, from RESULT.json).
+
+    SSP 1.0 (sec. 5.3.2, ``Component``) lets ``implementation`` choose the interface, but an
+    importer may ignore it: fmpy 0.3's ``simulate_ssp`` instantiates every FMU as Co-Simulation
+    whatever the attribute says, and runs nothing without a Co-Simulation interface.  A Model
+    Exchange identification run through the FMU's Co-Simulation binary is another solver (its
+    own step, inputs held over each communication step), so its outputs differ from the fit.
+    """
+    label = archive.path.name
+    declared = f'implementation="{interface or "any"}"'
+    if not archive.co_simulation:
+        return ([f"{label} has no Co-Simulation interface: the SSP archive ({declared}) is complete, but fmpy's SSP "
+                 "simulation (fmpy.ssp.simulation.simulate_ssp) needs Co-Simulation FMUs; an importer that honours "
+                 "implementation runs its Model Exchange interface."], [])
+    if interface == "ModelExchange":
+        return ([], [f"the identification ran {label}'s Model Exchange interface and the SSP archive says so "
+                     f"({declared}), but fmpy's SSP simulation ignores implementation and runs the FMU's "
+                     "Co-Simulation binary, a different solver whose outputs differ from the fit; check them with "
+                     f"`fmi-adjoint validate --interface cs` on the handed-back FMU, or run the SSP with an importer "
+                     "that honours implementation."])
+    ran = _LABELS.get(interface or "", "")
+    return ([f"an SSP importer runs {label}'s Co-Simulation interface ({declared}; fmpy's SSP simulation always "
+             f"does){', as the identification did' if ran == 'Co-Simulation' else ''}."], [])
 
 
 def check_implementation(archive: FmuArchive, interface: str | None) -> None:

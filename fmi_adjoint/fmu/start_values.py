@@ -1,7 +1,8 @@
 """Identified values as the ``start`` attributes of an FMU's ``modelDescription.xml``.
 
 :func:`check_parameters` is what every hand-back checks first (the FMU, the SSV file, the SSP
-archive, the rebuild): each name addresses a fixed or tunable numeric parameter and each value
+archive, the rebuild): each name addresses a fixed or tunable numeric parameter (or a start
+value that acts as one: :func:`~.variables.resolve_parameter`) and each value
 fits its kind.  :func:`description_with_start_values` writes them into the model description
 (an array element ``A[i,j]`` replaces its place in the array's start list; FMI 2 keeps the
 start on the type child), re-validated against the FMI schema.
@@ -23,7 +24,7 @@ from ..text import excerpt
 from .archive import FmuArchive, parse_description, schema_problems
 from .repack import check_not_the_input, write_fmu_entries
 from .variables import (FLOAT_KINDS, INTEGER_RANGES, declared_variable, kind_label, numeric_names, resolve,
-                        resolve_as, whole_number)
+                        resolve_parameter, whole_number)
 
 __all__ = ["check_parameters", "description_with_start_values", "start_text", "write_reparameterized_fmu"]
 
@@ -35,13 +36,13 @@ def check_parameters(archive: FmuArchive, values: Mapping[str, float]) -> None:
     the hand-back carries, so the handed-back model is the identified one."""
     label = archive.path.name
     for name, value in values.items():
-        found = resolve_as(archive, name, "parameter")
+        found = resolve_parameter(archive, name)
         if found is None:
             known = numeric_names(archive, "parameter")
             raise FmuError(f"{label}: no parameter named {excerpt(name, 80)}. Parameters: "
                            f"{', '.join(known) or 'none'}.")
         ref, variable = found
-        if variable.variability not in ("fixed", "tunable"):
+        if variable.causality == "parameter" and variable.variability not in ("fixed", "tunable"):
             raise FmuError(f"{label}: parameter {name!r} has variability {variable.variability!r}, neither fixed nor "
                            "tunable; only those can be handed back. Drop it from the RESULT.json.")
         if variable.kind in INTEGER_RANGES or variable.kind == "boolean":

@@ -22,10 +22,14 @@ from ..errors import FmuError
 from ..files import atomic_output, check_writable
 from ..text import excerpt
 from .archive import FmuArchive
+from .choice import choose_interface
+from .experiment import after_input_change, event_rows, held_changes
+from .me_run import between_matched_events, match_event_rows
 from .session import DEFAULT_TIMEOUT, FmuSession
-from .variables import FLOAT_KINDS, NUMERIC_KINDS, declared_variable, numeric_names, resolve
+from .variables import FLOAT_KINDS, NUMERIC_KINDS, declared_variable, held_inputs, numeric_names, resolve
 
-__all__ = ["FmuValidation", "resimulate_against_data", "simulate_with_fmpy", "validate_fmu_against_data",
+__all__ = ["FmuValidation", "resimulate_against_data", "sample_recorded",
+           "simulate_with_fmpy", "validate_fmu_against_data",
            "write_validation"]
 
 
@@ -80,7 +84,51 @@ def simulate_with_fmpy(archive: FmuArchive, times: np.ndarray, outputs, inputs: 
     # A[i,j] is its row-major position.
     columns = [result[base] if element is None else result[base].reshape(len(result["time"]), -1)[:, element]
                for base, element in zip(bases, elements)]
-    return np.column_stack([np.interp(times, result["time"], column) for column in columns])
+    changes = (held_changes(inputs, held_inputs(archive, inputs.columns)) if inputs is not None else np.zeros(0))
+    return sample_recorded(np.asarray(result["time"], dtype=float), np.column_stack(columns), times, changes)
+
+
+def sample_recorded(recorded_times: np.ndarray, recorded: np.ndarray, times: np.ndarray,
+                    changes: np.ndarray | None = None) -> np.ndarray:
+    """The recorded result of a run (``recorded`` at ``recorded_times``, which repeat a time at
+    each event: the row before and the row after it) at the data's sample ``times``, compared
+    as the identification compares (:func:`.me_run.match_event_rows`):
+
+    * a data time given twice (an event in the data: left and right limit) takes the values
+      just before and just after the run's own event nearest to it between the neighbouring
+      sample times (several events at one instant: before the first, after the last);
+    * a time between such a data event and the run's event matched to it takes the run's value
+      on the data's side of that event (:func:`.me_run.between_matched_events`);
+    * any other time takes the run's left limit there, interpolated linearly between the
+      recorded rows, except at a change of a held (discrete) input (``changes``), where it
+      takes the right limit, the value under the new input (:func:`.experiment.after_input_change`).
+    """
+    stops, right = event_rows(times)
+    right = right | after_input_change(times, np.zeros(0) if changes is None else changes)
+    rt = np.asarray(recorded_times, dtype=float)
+    Y = np.asarray(recorded, dtype=float).reshape(rt.size, -1)
+
+    last = rt.size - 1
+
+    def between(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        span = rt[b] - rt[a]
+        weight = np.clip((stops - rt[a]) / np.where(span > 0, span, 1.0), 0.0, 1.0) * (span > 0)
+        return Y[a] + weight[:, None] * (Y[b] - Y[a])
+
+    first = np.clip(np.searchsorted(rt, stops, side="left"), 0, last)  # at a repeated time: the row before
+    final = np.clip(np.searchsorted(rt, stops, side="right") - 1, 0, last)  # ... and the row after
+    left_values = np.where((rt[first] == stops)[:, None], Y[first], between(np.maximum(first - 1, 0), first))
+    right_values = np.where((rt[final] == stops)[:, None], Y[final], between(final, np.minimum(final + 1, last)))
+    repeated = np.flatnonzero(np.diff(rt) == 0)
+    starts = repeated[np.r_[True, np.diff(repeated) > 1]] if repeated.size else repeated
+    ends = repeated[np.r_[np.diff(repeated) > 1, True]] + 1 if repeated.size else repeated
+    matched = match_event_rows(rt[starts], stops, np.asarray(times, dtype=float)[event_rows(times)[1]])
+    for i, e in matched.items():
+        left_values[i], right_values[i] = Y[starts[e]], Y[ends[e]]
+    for j, i, side in between_matched_events(rt[starts], stops, matched):
+        left_values[j] = right_values[j] = (left_values if side == "left" else right_values)[i]
+    where = np.searchsorted(stops, np.asarray(times, dtype=float))
+    return np.where(right[:, None], right_values[where], left_values[where])
 
 
 def _typed(kind: str, value: float) -> float | int | bool:
@@ -131,7 +179,12 @@ def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, in
 def resimulate_against_data(archive: FmuArchive, data: Measurement, inputs: Measurement | None = None, *,
                             timeout: float = DEFAULT_TIMEOUT, log=None, interface: str | None = None) -> FmuValidation:
     """Check that ``data``'s columns are outputs (and ``inputs``' inputs) of the FMU,
-    re-simulate (:func:`simulate_with_fmpy`) and compare; writes nothing."""
+    re-simulate (:func:`simulate_with_fmpy`) and compare; writes nothing.
+
+    The interface is chosen as ``identify`` chooses it (:func:`.choice.choose_interface`):
+    ``interface``, else Co-Simulation where the FMU has it, except for data with an event's two
+    rows (a repeated time stamp), which only Model Exchange meets; such rows are compared with
+    the re-simulation's own event (:func:`sample_recorded`)."""
     outputs = list(data.columns)
     # The numeric names `identify` fits (Integer, Boolean, Enumeration, array elements A[i,j]).
     known = numeric_names(archive, "output")
@@ -151,13 +204,18 @@ def resimulate_against_data(archive: FmuArchive, data: Measurement, inputs: Meas
         if inputs.times[0] > data.times[0] + 1e-12 or inputs.times[-1] < data.times[-1] * (1 - 1e-12):
             raise FmuError(f"{inputs.source}: the inputs span [{inputs.times[0]:g}, {inputs.times[-1]:g}] s but the "
                            f"data need [{data.times[0]:g}, {data.times[-1]:g}] s; extend the input file.")
+    # The interface as identify chooses it for these data: data with an event's two rows need
+    # Model Exchange (auto takes it; Co-Simulation is refused, naming the fix).
+    repeated = np.asarray(data.times, dtype=float)[event_rows(data.times)[1]]
+    interface, _ = choose_interface(archive, {"ModelExchange": "me", "CoSimulation": "cs"}.get(interface or "", "auto"),
+                                    "fd", float(repeated[0]) if repeated.size else None)
     simulated = simulate_with_fmpy(archive, data.times, outputs, inputs, timeout=timeout, log=log,
                                    interface=interface)
     if not np.all(np.isfinite(simulated)):
         raise FmuError(f"{archive.path.name}: the re-simulation gives non-finite outputs; check the start values.")
     per_output: dict[str, dict] = {}
     summary = {"fmu": str(archive.path), "data": data.source, "samples": int(data.times.size), "outputs": per_output,
-               "interface": interface or ("CoSimulation" if archive.co_simulation else "ModelExchange")}
+               "interface": interface}
     for k, name in enumerate(outputs):
         error = simulated[:, k] - data.values[:, k]
         rms = float(np.sqrt(np.mean(error**2)))

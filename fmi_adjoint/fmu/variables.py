@@ -42,8 +42,10 @@ if TYPE_CHECKING:
 
 __all__ = ["FLOAT_KINDS", "FMI2_KINDS", "FMI3_KINDS", "INTEGER_RANGES", "MAX_ARRAY_ELEMENTS", "NUMERIC_KINDS",
            "DeclaredVariables", "FmuVariable", "VariableRef", "array_shapes", "check_names", "count_error",
-           "declared_variable", "element_names", "identifiable_parameters_text", "kind_label", "numeric_names",
-           "parse_start", "reference_key", "resolve", "resolve_as", "whole_number"]
+           "declared_variable", "element_names", "held_inputs",
+           "identifiable_parameters_text", "kind_label", "numeric_names",
+           "parse_start", "reference_key", "resolve", "resolve_as", "resolve_parameter", "start_value_refusal",
+           "whole_number"]
 
 #: FMI 2 type element -> kind (Integer is 32-bit, enumerations are set as Integer).
 FMI2_KINDS = {"Real": "float64", "Integer": "int32", "Boolean": "boolean", "Enumeration": "enumeration",
@@ -381,6 +383,15 @@ def _element(archive: DeclaredVariables, name: str) -> tuple[FmuVariable, int]:
     return variable, element
 
 
+def held_inputs(archive: DeclaredVariables, names: Iterable[str]) -> frozenset[str]:
+    """Those of the input ``names`` that are discrete: not a continuous Real (FMI 2.0, sec.
+    2.2.7: Integer, Boolean and Enumeration variables are discrete; a Real may be declared
+    discrete).  Such an input is piecewise constant, and a Model Exchange FMU accepts it only
+    in Initialization and Event Mode (FMI 2.0, sec. 3.2.3; FMI 3.0, sec. 3.2.1)."""
+    declared = {name: declared_variable(archive, name) for name in names}
+    return frozenset(name for name, v in declared.items() if v.kind not in FLOAT_KINDS or v.variability != "continuous")
+
+
 def declared_variable(archive: DeclaredVariables, name: str) -> FmuVariable:
     """The declared variable addressed by ``name`` (the array of an element ``A[i,j]``;
     FmuError as :func:`resolve`): found by name, never by value reference, which FMI 2
@@ -412,6 +423,55 @@ def resolve_as(archive: DeclaredVariables, name: str, causality: str) -> tuple[V
     return resolve(archive, name), declared_variable(archive, name)
 
 
+def start_value_refusal(variable: FmuVariable) -> str | None:
+    """Why the start value of a non-parameter ``variable`` cannot be identified or set (None:
+    it can: a continuous real output or local with ``initial="exact"``).
+
+    FMI 2.0, sec. 3.2.3 (and FMI 3.0, sec. 3.2.1 alike): before Initialization Mode an importer
+    may set a variable that is not constant and has ``initial="exact"`` or ``"approx"``, in
+    Initialization Mode one with ``initial="exact"``; only ``"exact"`` makes the value the one
+    the simulation starts from (``"approx"`` is a guess the FMU's initialization may change,
+    ``"calculated"`` is computed by the FMU).  A state's start value (VanDerPol's ``x0``) is
+    such a variable, and acts as a fixed parameter: set before initialization like one.
+    """
+    where = f"causality {variable.causality!r}"
+    if variable.causality not in ("output", "local"):
+        return f"it is no parameter and no output or local variable ({where}): it has no start value to set"
+    if variable.kind not in FLOAT_KINDS or variable.shape:
+        return f"it is {kind_label(variable.kind)}{' array' if variable.shape else ''} variable, not a real scalar"
+    if variable.variability not in ("continuous", "discrete"):
+        return f"its variability is {variable.variability!r}: the FMU does not let it be set"
+    if variable.initial != "exact":
+        how = {"calculated": "the FMU computes it during initialization (initial=\"calculated\")",
+               "approx": "its start value is only a guess the FMU's initialization may change (initial=\"approx\")",
+               None: "it declares no initial=\"exact\" start value"}.get(variable.initial,
+                                                                          f"initial={variable.initial!r}")
+        return f"{how}, so setting it does not set the simulation's start"
+    if variable.start is None:
+        return "it declares no start value"
+    return None
+
+
+def resolve_parameter(archive: DeclaredVariables, name: str) -> tuple[VariableRef, FmuVariable] | None:
+    """``(ref, variable)`` if ``name`` is a parameter or a start value that acts as one (a real
+    output or local with ``initial="exact"``: :func:`start_value_refusal`), None if neither."""
+    found = resolve_as(archive, name, "parameter")
+    if found is not None:
+        return found
+    variable = archive.variables.get(name)
+    if variable is not None and variable.causality != "parameter" and start_value_refusal(variable) is None:
+        return resolve(archive, name), variable
+    return None
+
+
+def _not_a_parameter(archive: DeclaredVariables, name: str) -> str:
+    """The end of the refusal of ``name`` as a parameter: why, when it names another variable."""
+    variable = archive.variables.get(name)
+    if variable is None or variable.causality == "parameter":
+        return ""
+    return f" {name!r} is a variable whose start value cannot be identified: {start_value_refusal(variable)}."
+
+
 def identifiable_parameters_text(archive: DeclaredVariables) -> str:
     """What can be identified in ``archive`` and, where nothing can, what exists and what to
     do instead (issue 32: the refusal once listed "Parameters: ." for an FMU whose parameters
@@ -419,9 +479,14 @@ def identifiable_parameters_text(archive: DeclaredVariables) -> str:
     real = [name for v in archive.variables.values()
             if v.causality == "parameter" and v.kind in FLOAT_KINDS and v.variability in ("fixed", "tunable")
             for name in element_names(v)]
+    starts = sorted(v.name for v in archive.variables.values()
+                    if v.causality != "parameter" and start_value_refusal(v) is None)
+    also = f" Start values (initial=\"exact\"): {', '.join(starts[:40])}." if starts else ""
     if real:
         shown = ", ".join(sorted(real)[:40]) + (f" and {len(real) - 40} more" if len(real) > 40 else "")
-        return f"Parameters: {shown}."
+        return f"Parameters: {shown}.{also}"
+    if starts:
+        return also.strip()
     others = []
     for v in archive.variables.values():
         if v.causality == "structuralParameter":
@@ -453,14 +518,15 @@ def check_names(archive: DeclaredVariables, names: Sequence[str], experiments: S
     fmu = archive.path.name
     identified: dict[tuple[str, int, int | None], str] = {}
     for name in names:
-        found = resolve_as(archive, name, "parameter")
+        found = resolve_parameter(archive, name)
         if found is None:
-            raise FmuError(f"{fmu}: no real parameter named {name!r}. {identifiable_parameters_text(archive)}")
+            raise FmuError(f"{fmu}: no real parameter named {name!r}.{_not_a_parameter(archive, name)} "
+                           f"{identifiable_parameters_text(archive)}")
         ref, variable = found
         if ref.kind not in FLOAT_KINDS:
             raise FmuError(f"{fmu}: {name!r} is {kind_label(ref.kind)} parameter; only real parameters can be "
                            f"identified — fix it with --set {name}=VALUE instead.")
-        if variable.variability not in ("fixed", "tunable"):
+        if variable.causality == "parameter" and variable.variability not in ("fixed", "tunable"):
             raise FmuError(f"{fmu}: parameter {name!r} has variability {variable.variability!r}; only fixed or "
                            "tunable ones can be identified.")
         key = reference_key(archive, ref)
@@ -477,9 +543,9 @@ def check_names(archive: DeclaredVariables, names: Sequence[str], experiments: S
                     f"Outputs: {', '.join(outputs) or 'none'}. Rename or drop the column."
                 )
         for name, value in exp.values.items():
-            found = resolve_as(archive, name, "parameter")
+            found = resolve_parameter(archive, name)
             if found is None:
-                raise FmuError(f"'{exp.name}': {name!r} is not a parameter of {fmu}.")
+                raise FmuError(f"'{exp.name}': {name!r} is not a parameter of {fmu}.{_not_a_parameter(archive, name)}")
             ref = found[0]
             twin = identified.get(reference_key(archive, ref))
             if twin is not None and twin != name:

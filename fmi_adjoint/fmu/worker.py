@@ -65,6 +65,7 @@ PROBE_STEP = 1e-6
 
 _PROGRESS_BYTES = 512
 _HEADER = struct.Struct("<QI")  # call counter, length of the text
+_TEXTS_KEPT = 256  # encoded texts kept by a Progress (texts with a time in them are not repeated)
 
 
 class Progress:
@@ -83,13 +84,28 @@ class Progress:
         finally:
             os.close(fd)
         self._count = 0
+        # A run announces the same few texts tens of thousands of times: each is encoded once
+        # and written only when it changes (the counter is written every time).
+        self._encoded: dict[str, bytes] = {}
+        self._text = b""
 
     def publish(self, what: str) -> None:
         """Announce the call about to be made (the text first, then the counter)."""
-        data = what.encode("utf-8", "replace")[: _PROGRESS_BYTES - _HEADER.size]
-        self._map[_HEADER.size:_HEADER.size + len(data)] = data
+        data = self._encoded.get(what)
+        if data is None:
+            data = what.encode("utf-8", "replace")[: _PROGRESS_BYTES - _HEADER.size]
+            if len(self._encoded) < _TEXTS_KEPT:
+                self._encoded[what] = data
+        if data is not self._text:
+            self._map[_HEADER.size:_HEADER.size + len(data)] = data
+            self._text = data
         self._count += 1
-        self._map[: _HEADER.size] = _HEADER.pack(self._count, len(data))
+        _HEADER.pack_into(self._map, 0, self._count, len(data))
+
+    @property
+    def count(self) -> int:
+        """The calls announced so far by this process (each FMI call announces itself once)."""
+        return self._count
 
     def read(self) -> tuple[int, str]:
         """(counter, text of the last call announced)."""
@@ -257,6 +273,9 @@ class _Instance:
         progress.publish("reading the model description")
         description = read_model_description(directory, validate=False)
         self.fmi3 = description.fmiVersion.startswith("3")
+        #: Names of the real variables by value reference (the notes name variables, not numbers).
+        self.names = {int(v.valueReference): str(v.name) for v in description.modelVariables
+                      if v.type in ("Real", "Float64")}
         progress.publish(f"instantiating the {interface} FMU")
         try:
             self.fmu = instantiate_fmu(directory, description, fmi_type=interface)
@@ -266,6 +285,10 @@ class _Instance:
         self.n_indicators = int(n_indicators)
         self._used = self._terminated = False
         self.next_event_time: float | None = None
+        self._vector = ctypes.c_double * max(n_states, 1)  # the ctypes type of a state vector
+        #: Parameter columns (by value reference) the probe of an earlier request believed, or
+        #: rejected (:func:`.me_sensitivities.run_sensitivities`): checked once per worker.
+        self.trusted_columns: dict[int, bool] = {}
 
     def _call(self, what: str, function: Callable, *args):
         self.progress.publish(what)
@@ -424,19 +447,21 @@ class _Instance:
         return np.array(buffer[:], dtype=float)
 
     def set_point(self, t: float, x, input_refs: Sequence[int] = (), u: Sequence[float] = ()) -> None:
+        # The hot path of a Model Exchange run (every right-hand side): no work beyond the calls.
         self._call("setting the time", self.fmu.setTime, float(t))
         if self.n_states:
-            states = (ctypes.c_double * self.n_states)(*map(float, x))
+            states = self._vector(*map(float, x))
             self._call("setting the continuous states", self.fmu.setContinuousStates, states, self.n_states)
-        self.set_real(input_refs, u)
+        if len(input_refs):
+            self.set_real(input_refs, u)
 
     def derivatives(self) -> np.ndarray:
         if not self.n_states:
             return np.zeros(0)
-        buffer = (ctypes.c_double * self.n_states)()
+        buffer = self._vector()
         getter = self.fmu.getContinuousStateDerivatives if self.fmi3 else self.fmu.getDerivatives
         self._call("getting the state derivatives", getter, buffer, self.n_states)
-        return np.array(buffer[:], dtype=float)
+        return np.frombuffer(memoryview(buffer), dtype=np.float64)  # a fresh buffer per call: the array owns it
 
     def rhs(self, outputs: Sequence[int] = ()) -> np.ndarray:
         """State derivatives followed by the real values ``outputs`` at the current point."""

@@ -196,9 +196,21 @@ STATUS(String, fmi2String)
 
 fmi2Status fmi2SetRealInputDerivatives(fmi2Component c, const fmi2ValueReference vr[], size_t n,
                                        const fmi2Integer order[], const fmi2Real value[]) {
+#ifdef HAS_INPUT_DERIVATIVES /* canInterpolateInputs="true": model.c takes them (input_ramp_cs) */
+    Instance *inst = of(c, "fmi2SetRealInputDerivatives", 1, INSTANTIATED | INITIALIZATION | STEP_MODE);
+    size_t i;
+    if (inst == NULL) return fmi2Error;
+    for (i = 0; i < n; i++) {
+        const char *problem = vr[i] < N_VARIABLES && variables[vr[i]].kind == INPUT
+            ? setInputDerivative(&inst->d, vr[i], order[i], value[i]) : "not a Real input";
+        if (problem != NULL) return (fmi2Status)FAIL(inst, "fmi2SetRealInputDerivatives: vr %u: %s", vr[i], problem);
+    }
+    return fmi2OK;
+#else
     (void)vr, (void)n, (void)order, (void)value;
     return of(c, "fmi2SetRealInputDerivatives", 1, ANY_MODE) == NULL ? fmi2Error : (fmi2Status)refuse(c,
         "fmi2SetRealInputDerivatives", "the FMU cannot interpolate inputs (canInterpolateInputs=\"false\").");
+#endif
 }
 fmi2Status fmi2GetRealOutputDerivatives(fmi2Component c, const fmi2ValueReference vr[], size_t n,
                                         const fmi2Integer order[], fmi2Real value[]) {

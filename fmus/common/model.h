@@ -12,7 +12,8 @@
  *   references 0 .. N_VARIABLES-1), HAS_ME / HAS_CS (0 or 1), CAN_GET_AND_SET_STATE,
  *   CAN_SERIALIZE, and `typedef struct {...} Model;` (the model's variables);
  *   optionally HAS_EVENTS (model.c has event indicators or time events), HAS_DO_STEP (model.c
- *   integrates a CS step itself; ZERO_STEP_ALLOWED: also H = 0), HAS_DIRECTIONAL_DERIVATIVE.
+ *   integrates a CS step itself; ZERO_STEP_ALLOWED: also H = 0), HAS_DIRECTIONAL_DERIVATIVE,
+ *   HAS_INPUT_DERIVATIVES (FMI 2.0 CS: model.c takes fmi2SetRealInputDerivatives).
  */
 #ifndef FMUS_MODEL_H
 #define FMUS_MODEL_H
@@ -72,6 +73,10 @@ void eventUpdate(ModelData *d, EventInfo *info);
 #endif
 #ifdef HAS_DO_STEP
 const char *doStep(ModelData *d, double t, double h);
+#endif
+#ifdef HAS_INPUT_DERIVATIVES
+/* fmi2SetRealInputDerivatives of a Real input (Step Mode or before): a message refuses it. */
+const char *setInputDerivative(ModelData *d, unsigned vr, int order, double value);
 #endif
 #ifdef HAS_DIRECTIONAL_DERIVATIVE
 const char *directionalDerivative(const ModelData *d, const unsigned unknowns[], size_t nUnknown,
