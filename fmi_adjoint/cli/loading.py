@@ -147,13 +147,28 @@ def data_window(spec: str) -> tuple[float, float] | None:
     return t0, t1
 
 
+#: The settings after ``@`` of ``--data`` that are not parameter values.
+_DATA_KEYS = ("window=", "with=")
+
+
+def data_companions(spec: str) -> tuple[str, ...]:
+    """The further files of the experiment, ``with=FILE`` among the settings after ``@`` of
+    ``--data`` (repeatable): channels recorded by other loggers on the same clock, merged with
+    the main file's (multi-rate, :mod:`fmi_adjoint.bench.merge`)."""
+    files = tuple(item.strip().partition("=")[2].strip() for item in spec.partition("@")[2].split(",")
+                  if item.strip().startswith("with="))
+    if any(not file for file in files):
+        raise ModelError(f"--data {excerpt(spec)}: with= needs a file, e.g. --data fast.mf4@with=slow.csv.")
+    return files
+
+
 def experiment_settings(spec: str, settings: dict[str, float], identified) -> tuple[str, dict[str, float]]:
     """``--data FILE[@NAME=VALUE,...]`` to the file and its parameter values (``--set`` values
     updated by the settings after ``@``, which must not be identified parameters; ``window=``
     is the time window, :func:`data_window`)."""
     file, _, local = spec.partition("@")
     values = dict(settings)
-    items = [s for s in local.split(",") if s and not s.strip().startswith("window=")]
+    items = [s for s in local.split(",") if s and not s.strip().startswith(_DATA_KEYS)]
     local_values = parse_assignments(items, option=f"--data {spec}")
     clash = sorted(set(local_values) & set(identified))
     if clash:
@@ -204,10 +219,12 @@ def problem_spec(
     for spec in data_specs:
         file, values = experiment_settings(spec, {}, names)  # the experiment's own settings; --set is the spec's
         window = data_window(spec)
-        if outputs is None and detect_format(file).name != "csv":  # the channels of a binary file to read
+        files = (file, *data_companions(spec))
+        if outputs is None and (len(files) > 1 or detect_format(file).name != "csv"):  # the channels to read
             outputs = tuple(output.name for output in source.load().outputs)
-        data = DataFile.from_path(file, preprocessing=dataclasses.replace(common, window=window), outputs=outputs)
-        name = Path(file).stem if window is None else f"{Path(file).stem}@{window[0]:g}:{window[1]:g}"
+        data = DataFile.from_paths(files, preprocessing=dataclasses.replace(common, window=window), outputs=outputs)
+        stem = "+".join(Path(f).stem for f in files)
+        name = stem if window is None else f"{stem}@{window[0]:g}:{window[1]:g}"
         experiments.append(ExperimentSpec(data, tuple(values.items()), name))
     return ProblemSpec.create(source, experiments, names, cost=cost, bounds=bounds, t_end=t_end, step=step,
                               solver=solver, engine=engine, values=settings)

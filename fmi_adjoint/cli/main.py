@@ -40,6 +40,7 @@ from .design_command import add_design_parser, cmd_design
 from .parallel_options import add_parallel_options, dask_settings
 from .loading import (
     check_time_span,
+    data_companions,
     load_problem,
     model_inputs,
     model_path,
@@ -334,7 +335,8 @@ def _check_outputs(outputs: dict[str, str | None], inputs: Sequence[tuple[str, s
 
 def _data_inputs(args) -> list[tuple[str, str | None]]:
     """The files of ``--data FILE[@...]`` and ``--inputs``, and ``--fmu``, as (role, path)."""
-    files = [("data file", spec.partition("@")[0]) for spec in args.data or []]
+    files = [("data file", file) for spec in args.data or []
+             for file in (spec.partition("@")[0], *data_companions(spec))]
     return files + [("inputs file", getattr(args, "inputs", None)), ("FMU", getattr(args, "fmu", None))]
 
 

@@ -40,6 +40,7 @@ from ..costs import (
 )
 from ..costs.fourier import KINDS, WINDOWS
 from ..bench import detect_format
+from ..bench.merge import merge_measurements
 from ..bench.preprocess import Prepared, Preprocessing, prepare
 from ..data import Measurement, name_list, parse_csv, read_csv_bytes, sniff_delimiter, split_unit
 from ..errors import DataError
@@ -195,6 +196,24 @@ class DataFile:
         channels = mapped if mapped is not None else outputs
         measurement = fmt.read(Path(path), channels, present_only=mapped is None and channels is not None)
         return cls(str(path), b"", events, measurement, fmt.name, preprocessing)
+
+    @classmethod
+    def from_paths(cls, paths: Sequence[str], *, preprocessing: Preprocessing | None = None,
+                   outputs: tuple[str, ...] | None = None) -> DataFile:
+        """One experiment recorded in several files on one clock (multi-rate channels): each
+        file read for the channels ``preprocessing`` maps, else those named like ``outputs``
+        (those it has; None: every channel), merged on the union of their times with each
+        channel's gaps NaN (:func:`~fmi_adjoint.bench.merge.merge_measurements`).  One path is
+        :meth:`from_path`."""
+        if len(paths) == 1:
+            return cls.from_path(paths[0], preprocessing=preprocessing, outputs=outputs)
+        preprocessing = preprocessing or Preprocessing()
+        mapped = preprocessing.channels()
+        channels = mapped if mapped is not None else outputs
+        parts = [detect_format(path).read(Path(path), channels, present_only=channels is not None)
+                 for path in paths]
+        merged = merge_measurements(parts)
+        return cls(merged.source, b"", False, merged, "merged", preprocessing)
 
     def header(self) -> list[str]:
         """The header cells without units ([] if there is no readable first line; :meth:`read`
