@@ -431,9 +431,10 @@ def _problem(args, bounds=None) -> _Setup:
     names = parse_names(args.params)
     preprocessing = preprocessing_from_args(args)
     if args.fmu is not None:
-        if preprocessing != Preprocessing() or any("window=" in spec.partition("@")[2] for spec in args.data or []):
-            raise ModelError("--map, --time-shift, --detrend, --resample and window= apply to model files; for an "
-                             "FMU give a CSV file with columns named like its outputs.")
+        if preprocessing != Preprocessing() or any(key in spec.partition("@")[2] for spec in args.data or []
+                                                   for key in ("window=", "with=")):
+            raise ModelError("--map, --time-shift, --detrend, --resample, window= and with= apply to model files; for "
+                             "an FMU give one CSV file with columns named like its outputs.")
         return _fmu_problem(args, options, names, bounds)
     if args.model is None:
         raise ModelError("give MODEL (a TOML file or example name) or --fmu MODEL.fmu.")
