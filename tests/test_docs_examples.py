@@ -42,7 +42,7 @@ EXPECTED = (
     "tutorials/first-identification.md", "tutorials/your-own-model.md", "tutorials/multibody-model.md",
     "tutorials/export-fmu-fmpy.md", "tutorials/identify-third-party-fmu.md", "tutorials/input-design.md",
     "tutorials/cluster.md", "how-to/force-element-plugin.md", "how-to/bench-data.md", "how-to/read-bench-data.md",
-    "how-to/choose-a-cost.md", "how-to/choose-an-integrator.md", "how-to/matrix-terms.md",
+    "how-to/choose-a-cost.md", "how-to/choose-an-integrator.md", "how-to/matrix-terms.md", "how-to/export-fmu.md",
 )
 RUN = ("bash", "python")
 #: Longest a single block may take before it counts as failed (not a timing assertion: a hang guard).

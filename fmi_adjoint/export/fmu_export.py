@@ -14,9 +14,34 @@ The FMU runs the C engine (``native/runtime/fa_engine.c``, HHT or generalized-al
                                 the files it reads (Matrix Market files of structured terms,
                                 table_load CSVs), at the names the model file gives them
 
-Value references: ``0`` time (FMI 3 only), ``1 + k`` parameter or input ``k`` (model
-order), ``1 + n_p + j`` output ``j``.  Parameters are tunable between communication
-steps; communication steps must be multiples of the internal step.
+Value references (``fa_fmu_common.h``)::
+
+    0                              time (FMI 3 only)
+    1 + k                          parameter or input k (model order), k < n_p
+    1 + n_p + j                    output j, j < n_y
+    1 + n_p + n_y + i              position q_i of coordinate i ("q.<name>"), i < n
+    1 + n_p + n_y + n + i          velocity v_i ("v.<name>")
+    1 + n_p + n_y + 2 n + k        Lagrange multiplier lambda_k of constraint row k ("lambda.<row>"), k < m
+
+The coordinates, velocities and multipliers are local continuous variables (read only):
+toolchains can plot the model's state; their units are the coordinates' (m or rad, m/s or
+rad/s; multipliers carry none, their unit depends on the constraint's scaling).  Units
+the model declares get a ``BaseUnit`` where their SI decomposition is known
+(:func:`si_decomposition`).
+
+Parameters are tunable between communication steps.  Communication steps may have any
+length (``fa_fmu_do_step`` in ``fa_fmu_common.c``): one between two points of the grid
+``t0 + i h`` takes the grid steps (the in-process engine's run bit for bit), any other is
+divided into ``max(1, round(step / h))`` equal internal steps that land on its end (from a
+grid point to an uneven end: the in-process engine's uneven last step), so that a constant
+communication step gives a constant internal step and the results converge with the
+integrator's order as the communication step shrinks.
+
+Inputs are held over a communication step, or, in FMI 2 after
+``fmi2SetRealInputDerivatives`` (order 1; ``canInterpolateInputs``), vary linearly inside it:
+``u(t) = u(t_c) + du/dt (t - t_c)`` at the end of every internal step, until the next
+``fmi2SetReal`` of the input.  FMI 3 has no input-derivative function for Co-Simulation; its
+inputs are held.
 """
 
 from __future__ import annotations
@@ -49,13 +74,14 @@ from ..native import ENGINE_RUNTIME, find_c_compiler, model_c_sources, write_sou
 from ..native.model_header import uses_sparse_solver
 from ..native.solver import FMU_LINK_FLAGS, LICENSE_FILE, SOLVER_SOURCES, SparseSolver, sparse_solver
 from ..sparsity import MatrixStorage, forced_storage, storage_named, storage_override
+from ..structured import QuadraticConstraints
 
 #: The FMI 2/3 API layer of exported FMUs (compiled only into FMUs, never in-process).
 FMI_LAYER_DIR = Path(__file__).resolve().parent / "fmi"
 
 __all__ = ["ExportError", "FMI_LAYER_DIR", "FMI_VERSIONS", "build_description", "build_fmu_binary",
            "expected_description", "export_fmu", "export_scheme", "export_storage", "instantiation_token",
-           "validate_against_schema"]
+           "si_decomposition", "validate_against_schema"]
 
 FMI_VERSIONS = (2, 3)
 _VERSION = "0.1.0"
@@ -83,7 +109,72 @@ def _sub(parent, tag: str, **attrs) -> etree._Element:
 
 def _units(model: Model) -> list[str]:
     units = [p.unit for p in model.all_parameters] + [o.unit for o in model.outputs]
+    units += [unit for c in model.all_coordinates for unit in (c.unit, f"{c.unit}/s")]
     return sorted({u for u in units if u})
+
+
+#: SI base-unit exponents (kg, m, s, A, K, mol, cd, rad) and factor of the unit symbols
+#: :func:`si_decomposition` knows; "Nm", "Ns", "Nms" are the products written without a space.
+_SI_SYMBOLS: dict[str, tuple[dict[str, int], float]] = {
+    "kg": ({"kg": 1}, 1.0), "m": ({"m": 1}, 1.0), "s": ({"s": 1}, 1.0), "A": ({"A": 1}, 1.0),
+    "K": ({"K": 1}, 1.0), "mol": ({"mol": 1}, 1.0), "cd": ({"cd": 1}, 1.0), "rad": ({"rad": 1}, 1.0),
+    "N": ({"kg": 1, "m": 1, "s": -2}, 1.0), "Pa": ({"kg": 1, "m": -1, "s": -2}, 1.0),
+    "J": ({"kg": 1, "m": 2, "s": -2}, 1.0), "W": ({"kg": 1, "m": 2, "s": -3}, 1.0),
+    "Hz": ({"s": -1}, 1.0), "rpm": ({"rad": 1, "s": -1}, math.pi / 30.0), "1": ({}, 1.0),
+}
+_SI_PRODUCTS = {"Nm": ("N", "m"), "Ns": ("N", "s"), "Nms": ("N", "m", "s")}
+_SI_FACTOR = re.compile(r"([A-Za-z]+|1)(?:\^(-?[0-9]+))?")
+
+
+def si_decomposition(unit: str) -> dict[str, float] | None:
+    """The ``BaseUnit`` attributes of ``unit`` (FMI 2.0 Sec. 2.2.2, FMI 3.0 Sec. 2.4.3:
+    exponents of kg, m, s, A, K, mol, cd, rad and the ``factor`` to SI), or None when the
+    unit is not a product of known symbols.
+
+    The grammar: factors separated by spaces or ``*``, each a symbol of :data:`_SI_SYMBOLS`
+    with an optional integer power ``^k``, and at most one ``/`` whose right-hand factors
+    are divided (``N*s/m``, ``kg m^2``, ``Ns^3/m^3``, ``1/s``).  In ``Nm^2`` (a product
+    written without a space) the power belongs to the last symbol, as it reads.
+    """
+    parts = unit.split("/")
+    if len(parts) > 2 or not all(part.strip() for part in parts):
+        return None
+    exponents: dict[str, int] = {}
+    factor = 1.0
+    for sign, part in zip((1, -1), parts):
+        for token in part.replace("*", " ").split():
+            match = _SI_FACTOR.fullmatch(token)
+            if match is None:
+                return None
+            symbols = _SI_PRODUCTS.get(match.group(1), (match.group(1),))
+            power = int(match.group(2) or 1)
+            for position, symbol in enumerate(symbols):
+                if symbol not in _SI_SYMBOLS:
+                    return None
+                base, scale = _SI_SYMBOLS[symbol]
+                k = sign * (power if position == len(symbols) - 1 else 1)
+                factor *= scale**k
+                for name, e in base.items():
+                    exponents[name] = exponents.get(name, 0) + e * k
+    attributes: dict[str, float] = {name: e for name, e in exponents.items() if e}
+    if factor != 1.0:
+        attributes["factor"] = factor
+    return attributes
+
+
+def _multiplier_names(model: Model) -> list[str]:
+    """The constraint rows in the order of the multipliers (model.py: constraints, drives of
+    prescribed coordinates, rows of quadratic constraints)."""
+    return ([c.name for c in model.constraints] + [f"drive_{m.coordinate}" for m in model.prescribed]
+            + [r for item in model.matrix_terms if isinstance(item, QuadraticConstraints) for r in item.row_names()])
+
+
+def _exposed_states(model: Model) -> list[tuple[str, str, str]]:
+    """(name, unit, description) of the local variables after the outputs: q, v, lambda."""
+    coordinates = model.all_coordinates
+    return ([(f"q.{c.name}", c.unit, f"position of coordinate {c.name}") for c in coordinates]
+            + [(f"v.{c.name}", f"{c.unit}/s", f"velocity of coordinate {c.name}") for c in coordinates]
+            + [(f"lambda.{row}", "", f"Lagrange multiplier of constraint {row}") for row in _multiplier_names(model)])
 
 
 def _model_description(model: Model, version: int, identifier: str, token: str, step: float, sources: list[str]):
@@ -106,6 +197,8 @@ def _model_description(model: Model, version: int, identifier: str, token: str, 
             root.set(key, value)
     cs = _sub(root, "CoSimulation", modelIdentifier=identifier, canHandleVariableCommunicationStepSize="true")
     if version == 2:
+        if any(par.causality == "input" for par in params):  # fmi2SetRealInputDerivatives, order 1
+            cs.set("canInterpolateInputs", "true")
         cs.set("canGetAndSetFMUstate", "true")
         cs.set("canSerializeFMUstate", "true")
         files = _sub(cs, "SourceFiles")
@@ -119,7 +212,11 @@ def _model_description(model: Model, version: int, identifier: str, token: str, 
     if units:
         definitions = _sub(root, "UnitDefinitions")
         for unit in units:
-            _sub(definitions, "Unit", name=unit)
+            element = _sub(definitions, "Unit", name=unit)
+            base = si_decomposition(unit)
+            if base is not None:
+                _sub(element, "BaseUnit", **{key: value if key == "factor" else int(value)
+                                             for key, value in base.items()})
     categories = _sub(root, "LogCategories")
     _sub(categories, "Category", name="logEvents", description="information and warnings")
     _sub(categories, "Category", name="logStatusError", description="errors")
@@ -158,6 +255,20 @@ def _model_description(model: Model, version: int, identifier: str, token: str, 
             _sub(variables, "Float64", name=out.name, valueReference=vr, causality="output",
                  variability="continuous", initial="calculated", description=out.description, unit=out.unit or None)
             output_refs.append(vr)
+    first = 1 + n_p + len(model.outputs)
+    names = {par.name for par in params} | {out.name for out in model.outputs}
+    for i, (name, unit, description) in enumerate(_exposed_states(model)):
+        if name in names:
+            raise ExportError(f"model '{model.name}': the exposed variable '{name}' is named twice; rename the "
+                              "coordinate or constraint.")
+        names.add(name)
+        if version == 2:
+            var = _sub(variables, "ScalarVariable", name=name, valueReference=first + i, causality="local",
+                       variability="continuous", initial="calculated", description=description)
+            _sub(var, "Real", unit=unit or None)
+        else:
+            _sub(variables, "Float64", name=name, valueReference=first + i, causality="local",
+                 variability="continuous", initial="calculated", description=description, unit=unit or None)
     structure = _sub(root, "ModelStructure")
     if version == 2:
         outputs = _sub(structure, "Outputs")
@@ -289,6 +400,9 @@ def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, 
         "/* export settings of this FMU (fmi-adjoint) */\n#ifndef FMU_CONFIG_H\n#define FMU_CONFIG_H\n"
         f'#define FA_INSTANTIATION_TOKEN "{token}"\n#define FA_STEP {step!r}\n#define FA_SCHEME {solver.code}\n'
         f"#define FA_SCHEME_PARAMETER {solver.parameter!r}\n"
+        # The inputs (fa_fmu_set_input_derivatives), only where the model has some.
+        + (f"#define FA_IS_INPUT {{{', '.join(str(int(p.causality == 'input')) for p in model.all_parameters)}}}\n"
+           if any(p.causality == "input" for p in model.all_parameters) else "")
         # Modified Newton only (full Newton keeps the file of earlier exports byte for byte).
         + ("#define FA_REUSE_JACOBIAN 1\n" if solver.reuse_jacobian else "") +
         f"#define FA_MODEL_IDENTIFIER {c_string_literal(identifier)}\n#endif\n"

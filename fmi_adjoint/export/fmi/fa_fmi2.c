@@ -334,9 +334,7 @@ fmi2Status fmi2SetRealInputDerivatives(fmi2Component c, const fmi2ValueReference
                                        const fmi2Integer order[], const fmi2Real value[])
 {
     FA_GET(c);
-    (void)vr; (void)order; (void)value;
-    if (nvr == 0) return fmi2OK;
-    FA_RET(fa_fmu_unsupported(f, "fmi2SetRealInputDerivatives", "input derivatives (canInterpolateInputs = false)"));
+    FA_RET(fa_fmu_set_input_derivatives(f, vr, nvr, order, value, "fmi2SetRealInputDerivatives"));
 }
 
 fmi2Status fmi2GetRealOutputDerivatives(fmi2Component c, const fmi2ValueReference vr[], size_t nvr,

@@ -7,7 +7,21 @@
  * finished message to that callback.
  *
  * Value references: 0 = time (only where has_time_vr is set, FMI 3), 1 + k = parameter or
- * input k (entry k of the engine's parameter array), 1 + FA_NP + j = output j.
+ * input k (entry k of the engine's parameter array), 1 + FA_NP + j = output j, then the
+ * exposed coordinates (causality local, read only): FA_VR_Q + i = position q_i,
+ * FA_VR_V + i = velocity v_i (i < FA_N, model order) and FA_VR_LAMBDA + k = Lagrange
+ * multiplier lambda_k (k < FA_M, the constraint rows in model order).
+ *
+ * Communication steps (fa_fmu_do_step): any positive step.  A communication step between two
+ * points of the grid t0 + i * FA_STEP takes the grid steps (the in-process run bit for bit);
+ * any other is divided into max(1, round(h / FA_STEP)) equal internal steps that land exactly
+ * on the communication point (a grid point followed by an uneven end: the in-process
+ * engine's uneven last step).
+ *
+ * Inputs (model parameters with causality input) are held over a communication step, or
+ * vary linearly inside it after fa_fmu_set_input_derivatives (FMI 2
+ * fmi2SetRealInputDerivatives, order 1): u(t) = u(t_c) + du * (t - t_c), evaluated at the
+ * end time of every internal step.
  */
 #ifndef FA_FMU_COMMON_H
 #define FA_FMU_COMMON_H
@@ -31,6 +45,11 @@ typedef enum {
     FA_MODE_ERROR = 4
 } fa_mode;
 
+#define FA_VR_Q (1 + FA_NP + FA_NY)
+#define FA_VR_V (FA_VR_Q + FA_N)
+#define FA_VR_LAMBDA (FA_VR_V + FA_N)
+#define FA_VR_END (FA_VR_LAMBDA + FA_M) /* one past the last value reference */
+
 #define FA_MASK(mode) (1u << (mode))
 #define FA_MASK_SETUP (FA_MASK(FA_MODE_INSTANTIATED) | FA_MASK(FA_MODE_INITIALIZATION))
 #define FA_MASK_ALIVE (FA_MASK_SETUP | FA_MASK(FA_MODE_STEP) | FA_MASK(FA_MODE_TERMINATED))
@@ -48,7 +67,10 @@ struct fa_fmu {
     fa_engine *engine;
     fa_mode mode;
     double start_time;
+    double time;           /* the FMU's time in Step and Terminated mode (on or off the grid) */
     int preview_valid;     /* before ExitInitializationMode: engine holds the initial state */
+    /* Input k varies as input_value[k] + input_slope[k] * (t - input_time[k]) (slope 0: held). */
+    double input_value[FA_ONE(FA_NP)], input_time[FA_ONE(FA_NP)], input_slope[FA_ONE(FA_NP)];
     int has_time_vr;       /* FMI 3: vr 0 is time */
     int logging_on;
     unsigned categories;   /* bit 0: logEvents, bit 1: logStatusError */
@@ -87,8 +109,8 @@ fa_status fa_fmu_enter_initialization(fa_fmu *fmu, const char *function);
 fa_status fa_fmu_exit_initialization(fa_fmu *fmu, const char *function);
 fa_status fa_fmu_terminate(fa_fmu *fmu, const char *function);
 fa_status fa_fmu_reset(fa_fmu *fmu, const char *function);
-/* Advance from t_c by h (a positive multiple of FA_STEP); *reached (may be NULL) gets
- * the time reached, also on failure. */
+/* Advance from t_c (the FMU's time) by any h > 0; *reached (may be NULL) gets the time
+ * reached, also on failure.  Internal steps: fa_fmu_common.c, fa_fmu_do_step. */
 fa_status fa_fmu_do_step(fa_fmu *fmu, double t_c, double h, double *reached, const char *function);
 double fa_fmu_time(const fa_fmu *fmu);
 
@@ -96,6 +118,9 @@ double fa_fmu_time(const fa_fmu *fmu);
 fa_status fa_fmu_get_reals(fa_fmu *fmu, const unsigned int vr[], size_t nvr, double value[], const char *function);
 fa_status fa_fmu_set_reals(fa_fmu *fmu, const unsigned int vr[], size_t nvr, const double value[],
                            const char *function);
+/* Time derivatives of inputs at the current time (order[i] must be 1: linear inputs). */
+fa_status fa_fmu_set_input_derivatives(fa_fmu *fmu, const unsigned int vr[], size_t nvr, const int order[],
+                                       const double value[], const char *function);
 /* A variable type the FMU has none of: OK for nvr == 0, else an error naming vr[0]. */
 fa_status fa_fmu_no_variables(const fa_fmu *fmu, const unsigned int vr[], size_t nvr, const char *type,
                               const char *function);
