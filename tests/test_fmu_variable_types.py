@@ -398,7 +398,7 @@ def test_fd_gradient_from_simulated_csv_equals_adjoint(exported, em_data, versio
             adjoint["gradient"][name]), name
 
 
-def test_runtime_accepts_round_off_and_refuses_off_grid_steps(exported):
+def test_runtime_accepts_round_off_and_off_grid_steps(exported):
     with open_fmu(exported[3]) as archive:
         session = FmuSession(archive, "CoSimulation")
         try:
@@ -415,16 +415,18 @@ def test_runtime_accepts_round_off_and_refuses_off_grid_steps(exported):
             absorbed = drifting.copy()
             absorbed[-1] = n * 1e-4
             assert np.array_equal(session.run_cs({}, absorbed, ["a1"]), want)
-            with pytest.raises(FmuError, match="DoStep"):
-                session.run_cs({}, 1.5e-4 * np.arange(11), ["a1"])
+            # Off-grid communication steps (issue 30, part 3) are served in equal internal steps
+            # near the FMU's own (tests/test_fmu_any_step.py checks their convergence).
+            off_grid = session.run_cs({}, 1.5e-4 * np.arange(11), ["a1"])
+            assert off_grid.shape[0] == 11 and np.all(np.isfinite(off_grid))
         finally:
             session.close()
 
 
-def test_cli_reports_off_grid_step(exported, em_data, capsys):
+def test_cli_runs_an_off_grid_step(exported, em_data, capsys):
     code, _, err = run(["gradient", "--fmu", exported[2], "--data", em_data, "--params", EM_PARAMS, "--gradient",
                         "fd", "--step", "1.5e-4", "--workers", 1], capsys)
-    assert code != 0 and "DoStep" in err
+    assert code == 0, err
 
 
 # ------------------------------------------ value references per base type, one name each --

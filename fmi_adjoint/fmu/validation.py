@@ -65,8 +65,11 @@ def simulate_with_fmpy(archive: FmuArchive, times: np.ndarray, outputs, inputs: 
         elif element < len(values.get(variable.name) or []):  # an element A[i,j]: fmpy sets whole arrays
             values[variable.name] = [*values[variable.name]]
             values[variable.name][element] = _typed(variable.kind, value)
+    # The output interval is the data's typical step (the median; a repeated time is an event
+    # row): the smallest one would be a short last interval (a run that ends off the grid) and
+    # drive the whole re-simulation at that step.
     steps = np.diff(times)
-    interval = float(np.min(steps[steps > 0])) if np.any(steps > 0) else None  # a repeated time is an event
+    interval = float(np.median(steps[steps > 0])) if np.any(steps > 0) else None
     signal = None
     if inputs is not None:
         dtype = [("time", np.float64)] + [(c, np.float64) for c in inputs.columns]
