@@ -249,8 +249,8 @@ def test_apply_ssp_warns_that_fmpy_runs_co_simulation(fmus, work, vdp_exact_fit)
 def test_input_derivatives_reach_an_fmu_that_interpolates(fmus, work):
     """input_ramp_cs (canInterpolateInputs) integrates k u exactly for a u linear within each
     step: on data made of the trapezoid sums of u's samples (the steps' own points) k is
-    recovered, with no held-input warning.  Before: u held, k biased by 0.8 %.  The gradient's
-    fallback to finite differences is said on stderr with its cost."""
+    recovered, with no held-input warning.  Before: u held, k biased by 0.8 %.  Differences, the
+    only gradient of a Co-Simulation FMU, are no fallback: no note, the reason in RESULT.json."""
     archive = open_fmu(fmus["input_ramp_cs"])
     try:
         assert can_interpolate_inputs(archive)
@@ -266,8 +266,9 @@ def test_input_derivatives_reach_an_fmu_that_interpolates(fmus, work):
                              work / "ramp.json")
     assert abs(payload["parameters"]["k"] - 1.5) <= NOISE_FREE_RECOVERY * 1.5
     assert "holds each input" not in err
-    assert ("fmi-adjoint: note: input_ramp_cs.fmu: gradients by central finite differences (no Model Exchange "
-            "interface): 2 extra whole simulations per gradient") in err
+    # Co-Simulation only: differences are the only path, not a fallback; RESULT.json says why.
+    assert "extra whole simulations" not in err
+    assert "no Model Exchange interface" in json.dumps(payload["gradient_method"])
 
 
 def test_held_input_warning_names_the_rms_difference(fmus, work):

@@ -116,8 +116,11 @@ def choose_gradient(archive: FmuArchive, requested: str, interface: str, has_inp
            else "--interface cs" if interface == "cs" and archive.model_exchange
            else "no Model Exchange interface")
     reason = f"{why}: central finite differences of whole simulations, in parallel"
-    # Not asked for (--interface cs is): said with the result, with its cost (issue 30, part 4).
-    fallback = fallback_note(archive, why, n_params) if interface == "auto" else ""
+    # Not asked for (--interface cs is), and a better path exists (the embedded model's adjoint,
+    # the Model Exchange sensitivities): said with the result, with its cost (issue 30, part 4).
+    # An FMU with Co-Simulation only has no other path: RESULT.json's reason says so.
+    better = archive.native is not None or archive.model_exchange
+    fallback = fallback_note(archive, why, n_params) if interface == "auto" and better else ""
     return GradientChoice("fd", reason, fallback=fallback)
 
 
