@@ -618,28 +618,9 @@ def _note(text: str) -> None:
 
 
 def cmd_identify(args) -> int:
-    from ..identify.multistart import (
-        SampledStrategies,
-        checkpoint_header,
-        open_checkpoint,
-        open_untrusted,
-        run_starts,
-        sobol_starts,
-    )
-    from ..identify.optimize import default_optimizer
-    from ..identify.result_file import RunContext, identification_record, result_text, write_result
-    from ..identify.strategies import stage_notices, stage_starts, strategy_named
-    from ..identify.table import parameter_table
+    from ..identify.result_file import result_text, write_result
 
-    if args.max_iter < 1:
-        raise ModelError(f"--max-iter {args.max_iter}: give at least 1 iteration (default 200).")
-    if args.starts < 1:
-        raise ModelError(f"--starts {args.starts}: give at least 1 start (default 1).")
-    if args.checkpoint and args.resume:
-        raise ModelError("give either --checkpoint (a new run) or --resume (continue one), not both.")
-    if args.resume and args.resume_reevaluate:
-        raise ModelError("give either --resume (your own checkpoint) or --resume-reevaluate (one you do not trust), "
-                         "not both.")
+    _check_identify_options(args)
     ckpt = args.checkpoint or args.resume
     _check_outputs({"-o": args.output, "--plot": args.plot, "--report": args.report, "--checkpoint": args.checkpoint},
                    [*(model_inputs(args.model) if args.model else []), *_data_inputs(args),
@@ -647,107 +628,22 @@ def cmd_identify(args) -> int:
     setup = _problem(args, parse_bounds(args.bounds))
     log = None
     try:
-        problem, options = setup.problem, setup.options
-        if args.method == "least_squares" and not problem.has_residuals:
-            raise ModelError(
-                f"--method least_squares needs residuals, which --cost {args.cost} does not have; use --method lbfgsb."
-            )
-        method = default_optimizer(problem) if args.method == "auto" else args.method
-        if args.continuation and args.strategy not in ("auto", "experiments"):
-            raise ModelError(f"--continuation is --strategy experiments; remove it or --strategy {args.strategy}.")
-        strategy_name = "experiments" if args.continuation else args.strategy
-        option = "--continuation" if args.continuation else "--strategy experiments"
-        if strategy_name == "experiments" and not isinstance(problem, IdentificationProblem):
-            raise ModelError(f"{option} applies to model files (and FMUs exported by fmi-adjoint); remove it.")
-        if strategy_name == "experiments" and len(problem.experiments) < 2:
-            raise ModelError(f"{option} fits each experiment alone first and needs two or more --data files; "
-                             "remove it or add --data.")
+        problem = setup.problem
+        method, strategy_name = _identify_method(args, problem)
         # The guard of issue 26, part 8: parameters the compared outputs do not see, said before the fit.
         unseen = sensitivity_notices(problem)
         for notice in unseen:
             print(f"fmi-adjoint: warning: {notice.text}", file=sys.stderr)
-        plan = SampledStrategies(strategy_named(strategy_name))
-        starts = plan.starts(sobol_starts(problem, args.starts, args.seed, args.scaling), problem)
-        replay: list = []
-        if args.resume_reevaluate:
-            replay = open_untrusted(args.resume_reevaluate, _checkpoint_header(args, setup, checkpoint_header),
-                                    note=_note)
-        if ckpt:
-            log, own = open_checkpoint(ckpt, _checkpoint_header(args, setup, checkpoint_header),
-                                       resume=bool(args.resume), note=_note)
-            replay = replay or own
-        try:
-            outcome = run_starts(problem, starts, method, scaling=args.scaling, max_iterations=args.max_iter,
-                                 seed=args.seed, progress=sys.stderr, checkpoint=log, replay=replay,
-                                 reevaluate=bool(args.resume_reevaluate))
-        except KeyboardInterrupt:
-            if ckpt:
-                print(f"fmi-adjoint: note: {ckpt} holds the run so far; continue it with the same command, "
-                      f"--resume {ckpt} in place of --checkpoint {ckpt}.", file=sys.stderr)
-            raise
-        result = outcome.best
-        best = outcome.starts[outcome.best_start]
-        # An FMU problem runs one start: its warnings advise other start values, not --starts.
-        starts_available = setup.choice is None
-        # The guards of the fit (issue 26, part 8): a parameter on a bound, a cost far above the
-        # noise floor, a channel best matched with a time lag.
-        bounds = bound_notices(problem, result, starts_available=starts_available)
-        fitted = (*bounds, *cost_notices(result, _noise_floor(problem), noise_resolved=noise_resolved(problem),
-                                         starts_available=starts_available),
-                  *lag_notices(problem, result))
-        unmoved = movement_notices(problem, result)  # the guard of issue 32: a fit that did not move
-        warnings = [*setup.warnings, *(n.text for n in bounds),
-                    *outcome.warnings(),
-                    *(n.text for n in fitted[len(bounds):]), *(n.text for n in unmoved)]
-        warnings += stage_notices(best.stages)  # a stage that lost the continuation (strategies.run_stages)
-        fmu_guards = _fmu_result_guards(setup, result)  # FMU only: a cost not smooth there, held inputs
-        warnings += [text for text, _ in fmu_guards]
+        outcome, log = _run_identification(args, setup, method, strategy_name, ckpt)
+        warnings, untrusted = _fit_warnings(args, setup, outcome)
         setup.print_notes(warnings=False)
         for text in warnings:
             print(f"fmi-adjoint: warning: {text}", file=sys.stderr)
-        gradient_method: str | dict = (_gradient_path(setup) if setup.choice is not None
-                                       else "adjoint" if method == "lbfgsb" else "forward sensitivities")
-        context = RunContext(
-            strategy=strategy_name, model=args.model if args.fmu is None else None,
-            settings=parse_assignments(args.set), data=args.data, cost_function=options.describe(),
-            gradient_method=gradient_method,
-            executor=setup.executor.describe() if setup.executor is not None else {"executor": "serial", "workers": 1},
-            fmu=args.fmu, fmu_token=setup.archive.description.guid if args.fmu is not None else None,
-            inputs=args.inputs if args.fmu is not None else None,
-            interface=setup.choice.interface if setup.choice is not None else None, checkpoint=ckpt,
-            data_preprocessing=setup.data_preprocessing)
-        untrusted = (((result.unidentifiable or any(n.untrusted for n in unmoved)) and not args.allow_unidentifiable)
-                     or any(flag for _, flag in fmu_guards) or any(n.untrusted for n in fitted))
-        payload = identification_record(outcome, problem, context,
-                                        warnings=[*setup.notes, *(n.text for n in unseen), *warnings],
-                                        untrusted=untrusted)
+        payload = _identification_payload(args, setup, outcome, method, strategy_name, ckpt,
+                                          [*setup.notes, *(n.text for n in unseen), *warnings], untrusted)
         text = result_text(payload)
-        table = parameter_table(result.names, result.initial, result.parameters, result.std_errors,
-                                active_bounds=result.active_bounds, units=problem.parameter_units())
-        # The figure and the report before the result file; a failure of any of them removes
-        # the files this run wrote before it (no half output).
-        written: list[str] = []
-        try:
-            if args.plot or args.report:
-                from ..report.signals import compare_fit_or_identified
-
-                comparisons, initial_shown = compare_fit_or_identified(problem, result.initial, result.parameters)
-            if args.plot:
-                from .plotting import plot_comparisons
-
-                boundaries = stage_starts([s.iterations for s in best.stages], result.method)
-                plot_comparisons(args.plot, comparisons, result.cost_history, initial_shown=initial_shown,
-                                 stages=list(zip(boundaries, (s.stage for s in best.stages))))
-                written.append(args.plot)
-            if args.report:
-                from ..report.identification import write_identification_report
-
-                write_identification_report(args.report, problem, payload, comparisons=comparisons,
-                                            initial_shown=initial_shown)
-                written.append(args.report)
-        except BaseException:
-            _remove(written)
-            raise
+        table = _parameter_table(problem, outcome.best)
+        written = _write_figures(args, problem, outcome, payload)
     finally:
         if log is not None:
             log.close()
@@ -767,6 +663,161 @@ def cmd_identify(args) -> int:
         print(text)
     return 0 if payload["success"] else 1
 
+
+def _check_identify_options(args) -> None:
+    """The identify options that contradict each other or themselves, before any loading."""
+    if args.max_iter < 1:
+        raise ModelError(f"--max-iter {args.max_iter}: give at least 1 iteration (default 200).")
+    if args.starts < 1:
+        raise ModelError(f"--starts {args.starts}: give at least 1 start (default 1).")
+    if args.checkpoint and args.resume:
+        raise ModelError("give either --checkpoint (a new run) or --resume (continue one), not both.")
+    if args.resume and args.resume_reevaluate:
+        raise ModelError("give either --resume (your own checkpoint) or --resume-reevaluate (one you do not trust), "
+                         "not both.")
+
+
+def _identify_method(args, problem) -> tuple[str, str]:
+    """The optimizer and the strategy's name for ``problem``, checked against what it offers."""
+    from ..identify.optimize import default_optimizer
+
+    if args.method == "least_squares" and not problem.has_residuals:
+        raise ModelError(
+            f"--method least_squares needs residuals, which --cost {args.cost} does not have; use --method lbfgsb."
+        )
+    method = default_optimizer(problem) if args.method == "auto" else args.method
+    if args.continuation and args.strategy not in ("auto", "experiments"):
+        raise ModelError(f"--continuation is --strategy experiments; remove it or --strategy {args.strategy}.")
+    strategy_name = "experiments" if args.continuation else args.strategy
+    option = "--continuation" if args.continuation else "--strategy experiments"
+    if strategy_name == "experiments" and not isinstance(problem, IdentificationProblem):
+        raise ModelError(f"{option} applies to model files (and FMUs exported by fmi-adjoint); remove it.")
+    if strategy_name == "experiments" and len(problem.experiments) < 2:
+        raise ModelError(f"{option} fits each experiment alone first and needs two or more --data files; "
+                         "remove it or add --data.")
+    return method, strategy_name
+
+
+def _run_identification(args, setup: _Setup, method: str, strategy_name: str, ckpt: str | None):
+    """The starts run (with the checkpoint opened, replayed or re-evaluated): the outcome and
+    the open checkpoint log (the caller closes it)."""
+    from ..identify.multistart import (
+        SampledStrategies,
+        checkpoint_header,
+        open_checkpoint,
+        open_untrusted,
+        run_starts,
+        sobol_starts,
+    )
+    from ..identify.strategies import strategy_named
+
+    problem = setup.problem
+    plan = SampledStrategies(strategy_named(strategy_name))
+    starts = plan.starts(sobol_starts(problem, args.starts, args.seed, args.scaling), problem)
+    replay: list = []
+    log = None
+    if args.resume_reevaluate:
+        replay = open_untrusted(args.resume_reevaluate, _checkpoint_header(args, setup, checkpoint_header),
+                                note=_note)
+    if ckpt:
+        log, own = open_checkpoint(ckpt, _checkpoint_header(args, setup, checkpoint_header),
+                                   resume=bool(args.resume), note=_note)
+        replay = replay or own
+    try:
+        outcome = run_starts(problem, starts, method, scaling=args.scaling, max_iterations=args.max_iter,
+                             seed=args.seed, progress=sys.stderr, checkpoint=log, replay=replay,
+                             reevaluate=bool(args.resume_reevaluate))
+    except BaseException as exc:
+        if log is not None:
+            log.close()
+        if isinstance(exc, KeyboardInterrupt) and ckpt:
+            print(f"fmi-adjoint: note: {ckpt} holds the run so far; continue it with the same command, "
+                  f"--resume {ckpt} in place of --checkpoint {ckpt}.", file=sys.stderr)
+        raise
+    return outcome, log
+
+
+def _fit_warnings(args, setup: _Setup, outcome) -> tuple[list[str], bool]:
+    """The guards of the fit (issue 26, part 8; issue 32) and the run's own warnings, as texts,
+    and whether the result cannot be trusted."""
+    from ..identify.strategies import stage_notices
+
+    problem, result = setup.problem, outcome.best
+    best = outcome.starts[outcome.best_start]
+    # An FMU problem runs one start: its warnings advise other start values, not --starts.
+    starts_available = setup.choice is None
+    # A parameter on a bound, a cost far above the noise floor, a channel best matched with a
+    # time lag, a fit that did not move.
+    bounds = bound_notices(problem, result, starts_available=starts_available)
+    fitted = (*bounds, *cost_notices(result, _noise_floor(problem), noise_resolved=noise_resolved(problem),
+                                     starts_available=starts_available),
+              *lag_notices(problem, result))
+    unmoved = movement_notices(problem, result)
+    warnings = [*setup.warnings, *(n.text for n in bounds), *outcome.warnings(),
+                *(n.text for n in fitted[len(bounds):]), *(n.text for n in unmoved)]
+    warnings += stage_notices(best.stages)  # a stage that lost the continuation (strategies.run_stages)
+    fmu_guards = _fmu_result_guards(setup, result)  # FMU only: a cost not smooth there, held inputs
+    warnings += [text for text, _ in fmu_guards]
+    untrusted = (((result.unidentifiable or any(n.untrusted for n in unmoved)) and not args.allow_unidentifiable)
+                 or any(flag for _, flag in fmu_guards) or any(n.untrusted for n in fitted))
+    return warnings, untrusted
+
+
+def _identification_payload(args, setup: _Setup, outcome, method: str, strategy_name: str, ckpt: str | None,
+                            warnings: list[str], untrusted: bool) -> dict:
+    """RESULT.json's content (:func:`~fmi_adjoint.identify.result_file.identification_record`)."""
+    from ..identify.result_file import RunContext, identification_record
+
+    gradient_method: str | dict = (_gradient_path(setup) if setup.choice is not None
+                                   else "adjoint" if method == "lbfgsb" else "forward sensitivities")
+    context = RunContext(
+        strategy=strategy_name, model=args.model if args.fmu is None else None,
+        settings=parse_assignments(args.set), data=args.data, cost_function=setup.options.describe(),
+        gradient_method=gradient_method,
+        executor=setup.executor.describe() if setup.executor is not None else {"executor": "serial", "workers": 1},
+        fmu=args.fmu, fmu_token=setup.archive.description.guid if args.fmu is not None else None,
+        inputs=args.inputs if args.fmu is not None else None,
+        interface=setup.choice.interface if setup.choice is not None else None, checkpoint=ckpt,
+        data_preprocessing=setup.data_preprocessing)
+    return identification_record(outcome, setup.problem, context, warnings=warnings, untrusted=untrusted)
+
+
+def _parameter_table(problem, result) -> str:
+    from ..identify.table import parameter_table
+
+    return parameter_table(result.names, result.initial, result.parameters, result.std_errors,
+                           active_bounds=result.active_bounds, units=problem.parameter_units())
+
+
+def _write_figures(args, problem, outcome, payload: dict) -> list[str]:
+    """The figure (--plot) and the report (--report), before the result file; a failure of any of
+    them removes the files written before it (no half output)."""
+    from ..identify.strategies import stage_starts
+
+    result, best = outcome.best, outcome.starts[outcome.best_start]
+    written: list[str] = []
+    try:
+        if args.plot or args.report:
+            from ..report.signals import compare_fit_or_identified
+
+            comparisons, initial_shown = compare_fit_or_identified(problem, result.initial, result.parameters)
+        if args.plot:
+            from .plotting import plot_comparisons
+
+            boundaries = stage_starts([s.iterations for s in best.stages], result.method)
+            plot_comparisons(args.plot, comparisons, result.cost_history, initial_shown=initial_shown,
+                             stages=list(zip(boundaries, (s.stage for s in best.stages))))
+            written.append(args.plot)
+        if args.report:
+            from ..report.identification import write_identification_report
+
+            write_identification_report(args.report, problem, payload, comparisons=comparisons,
+                                        initial_shown=initial_shown)
+            written.append(args.report)
+    except BaseException:
+        _remove(written)
+        raise
+    return written
 
 def _remove(paths: list[str]) -> None:
     """Remove the files this run wrote (after a later output failed)."""
