@@ -17,7 +17,22 @@ Then the rigid model of the same size: the random tree of spatial bodies of
 step cost in the same run, and the ratio (issue 25's target: the flexible body's step at most
 twice the rigid model's).  Each phase runs in its own process (``_children.py``).
 
-Run: ``python benchmarks/flexible_bodies.py [--modes 5,10,20,40] [--steps 200] [--budget 600]``.
+The suspension (``--suspension``, default 5,10,20,40): the bundled ``macpherson_flexible``
+(Vanpaemel et al., seed 003, Sec. 5.1: flexible control arm and knuckle) with ``n`` normal
+modes per body (the toml's ``modes``; the static modes of its interface nodes come on top:
+6 + n for the arm, 18 + n for the knuckle), the same columns (``reduce cpu``: reading and
+reducing both bodies; a 3 s run has 3000 steps, ``--steps`` of them are timed), then the
+rigid ``macpherson`` (37 coordinates) and a rigid random tree with as many coordinates as the
+suspension of 20 modes, and its ratio.  Last, at the smallest mode count, their Table 1: the
+gradient of the least-squares cost of the bundled measurement (``macpherson_data``) at the
+start values over the first ``--table-span`` seconds (default 0.5; theirs 3), scaled by the
+bounds as their Sec. 5.2 (``dJ/dx_i (max_i - min_i) / 2``), by central differences (second
+order, relative step 1e-3) and by the adjoint, and the cost of
+the adjoint gradient in forward runs for 1, 5 and 13 parameters (their statement: about three
+forward runs, independent of the number of parameters).
+
+Run: ``python benchmarks/flexible_bodies.py [--modes 5,10,20,40] [--suspension 5,10,20,40]
+[--table-span 0.5] [--steps 200] [--budget 600]`` (``--modes ''`` skips the beam).
 """
 
 from __future__ import annotations
@@ -39,6 +54,8 @@ ELEMENTS = 40
 #: Issue 25's target: the flexible body's step at most this many times the rigid model's.
 TARGET_STEP_RATIO = 2.0
 TARGET_ADJOINT_RATIO = 2.0
+#: Seconds of the bundled measurement in the suspension's Table 1 (theirs: 3 s; 26 + 8 runs).
+TABLE_SPAN = 0.5
 
 
 def beam_system(modes: int):
@@ -60,11 +77,35 @@ def beam_system(modes: int):
         simulation=SimulationSettings(t_end=0.1, step=1e-4, alpha=-0.05))
 
 
+def suspension_file(modes: int, folder: Path) -> Path:
+    """``macpherson_flexible.toml`` with ``modes`` normal modes per body, and its mesh files,
+    copied into ``folder``."""
+    from fmi_adjoint.examples import example_path
+
+    source = example_path("macpherson_flexible")
+    folder.mkdir(parents=True, exist_ok=True)
+    for mesh in source.parent.glob("macpherson_flexible_*.*"):
+        if mesh.suffix in (".csv", ".mtx"):
+            (folder / mesh.name).write_bytes(mesh.read_bytes())
+    text = source.read_text()
+    assert text.count("\nmodes = 2\n") == 2, "the suspension's mode counts moved"
+    target = folder / f"macpherson_flexible_{modes}.toml"
+    target.write_text(text.replace("\nmodes = 2\n", f"\nmodes = {modes}\n"))
+    return target
+
+
 def model_of(spec: dict):
+    from fmi_adjoint.examples import example_path
+    from fmi_adjoint.model_file import load_model
+
     if spec["form"] == "rigid":
         from fmi_adjoint.examples.families import family_model
 
         return family_model("random_tree", spec["size"], 0)
+    if spec["form"] == "macpherson":
+        return load_model(example_path("macpherson"))
+    if spec["form"] == "suspension":
+        return load_model(suspension_file(spec["size"], Path(spec["cache"]) / "model"))
     return beam_system(spec["size"]).to_model()
 
 
@@ -73,7 +114,11 @@ def child_build(spec: dict) -> dict:
 
     start, cpu = time.perf_counter(), cpu_seconds()
     reduce_cpu = 0.0
-    if spec["form"] == "flexible":
+    if spec["form"] == "suspension":
+        before = time.process_time()
+        model = model_of(spec)  # reading the model file reduces its flexible bodies (through the cache)
+        reduce_cpu = time.process_time() - before
+    elif spec["form"] == "flexible":
         system = beam_system(spec["size"])
         before = time.process_time()
         _ = system.bodies[0].basis  # the reduction (through the build cache)
@@ -102,11 +147,53 @@ def child_measure(spec: dict) -> dict:
     return {"cpu_step": cpu_fwd / traj.n_steps, "adjoint_ratio": t_adj / t_fwd}
 
 
-def measure(form: str, size: int, tmp: Path, sources: str, steps: int, budget: float) -> dict | str:
-    spec = {"form": form, "size": size, "cache": str(tmp / f"{form}_{size}"), "steps": steps, "sources": sources}
-    phases = run_phases(__file__, spec, budget)
+def child_table_1(spec: dict) -> dict:
+    """Their Table 1 at the start values, and the adjoint's cost against the number of parameters."""
+    from fmi_adjoint import Experiment, IdentificationProblem, LeastSquaresCost
+    from fmi_adjoint.engines import NativeEngine
+    from fmi_adjoint.examples.macpherson_data import CHANNELS, NAMES, noisy_measurement
+
+    engine = NativeEngine.build(model_of(spec), cache=build_cache(spec))
+    times, data = noisy_measurement()
+    kept = times <= spec["span"]
+    span = float(times[kept][-1])
+    experiment = Experiment(engine.compiled, LeastSquaresCost(times[kept], data[kept], CHANNELS), name="suspension",
+                            engine=engine, t_end=span)
+    t_fwd, _, _ = best_of(1, lambda: engine.simulate(t_end=span))
+    ratios = {}
+    for count in (1, 5, len(NAMES)):
+        problem = IdentificationProblem([experiment], NAMES[:count])
+        t_adj, _, _ = best_of(1, lambda: problem.evaluate(problem.start, "adjoint"))  # noqa: B023
+        ratios[count] = t_adj / t_fwd
+    problem = IdentificationProblem([experiment], NAMES)
+    adjoint = problem.evaluate(problem.start, "adjoint").gradient
+    fd = problem.finite_differences(problem.start, 1e-3, order=2)
+    half = (np.asarray(problem.upper) - np.asarray(problem.lower)) / 2
+    return {"names": list(NAMES), "start": problem.start.tolist(), "lower": list(map(float, problem.lower)),
+            "upper": list(map(float, problem.upper)), "fd": (fd * half).tolist(), "adjoint": (adjoint * half).tolist(),
+            "ratios": ratios, "forward": t_fwd, "span": span}
+
+
+def print_table_1(r: dict) -> None:
+    print(f"Table 1 (Vanpaemel et al.): gradient at the start values over the first {r['span']:g} s of the "
+          "measurement, scaled by the bounds (dJ/dx (max - min) / 2)")
+    print(f"{'parameter':<9} {'start':>9} {'min':>9} {'max':>9} {'central diff.':>14} {'adjoint':>14} {'adj/FD':>12}")
+    for name, x, lo, hi, fd, adj in zip(r["names"], r["start"], r["lower"], r["upper"], r["fd"], r["adjoint"]):
+        print(f"{name:<9} {x:>9.4g} {lo:>9.4g} {hi:>9.4g} {fd:>14.6e} {adj:>14.6e} {adj / fd:>12.9f}")
+    counts = ", ".join(f"{count} parameters {ratio:.2f}" for count, ratio in r["ratios"].items())
+    print(f"adjoint gradient (forward run + adjoint) / forward run ({r['forward']:.2f} s): {counts} (theirs: about 3, "
+          "independent of the number of parameters)")
+
+
+def measure(form: str, size: int, tmp: Path, sources: str, steps: int, budget: float,
+            phases: tuple[str, ...] = ("build", "build", "measure"), span: float = 0.0) -> dict | str:
+    spec = {"form": form, "size": size, "cache": str(tmp / f"{form}_{size}"), "steps": steps, "sources": sources,
+            "span": span}
+    phases = run_phases(__file__, spec, budget, phases)
     if isinstance(phases, str):
         return phases
+    if len(phases) == 1:
+        return phases[0]
     cold, warm, runs = phases
     return {"n": cold["n"], "reduce": cold["reduce"], "cold": cold["cpu"], "warm": warm["cpu"], **runs}
 
@@ -120,34 +207,79 @@ def row(name: str, r: dict) -> str:
             f"{1e6 * r['cpu_step']:>9.1f} {r['adjoint_ratio']:>7.2f}")
 
 
+def measured_rows(form: str, label: str, modes: list[int], tmp: Path, sources: str, steps: int,
+                  budget: float) -> tuple[dict[int, dict], int]:
+    """One printed row per mode count of ``form`` (``label`` formatted with it): the results
+    that finished, and 1 if any did not."""
+    results: dict[int, dict] = {}
+    status = 0
+    for n in modes:
+        result = measure(form, n, tmp, sources, steps, budget)
+        if isinstance(result, str):
+            print(f"{label.format(n):<18} {result}", flush=True)
+            status = 1
+            continue
+        results[n] = result
+        print(row(label.format(n), result), flush=True)
+    return results, status
+
+
+def suspension_rows(modes: list[int], steps: int, budget: float, span: float) -> int:
+    """The suspension's rows, its rigid references and Table 1 (module docstring)."""
+    print(f"{'suspension':<18}{HEADER[18:]}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="fmi_adjoint_suspension_bench_") as tmp:
+        sources = snapshot_sources(Path(tmp) / "src")
+        results, status = measured_rows("suspension", "macpherson_fx_{}", modes, Path(tmp), sources, steps, budget)
+        references = [("macpherson", 37)] + ([("rigid", results[20]["n"])] if 20 in results else [])
+        for form, size in references:
+            rigid = measure(form, size, Path(tmp), sources, steps, budget)
+            if isinstance(rigid, str):
+                print(f"{form:<18} {rigid}", flush=True)
+                status = 1
+                continue
+            rigid["reduce"] = 0.0
+            print(row("macpherson (rigid)" if form == "macpherson" else f"random_tree_{rigid['n']}", rigid), flush=True)
+            if form == "rigid":
+                ratio = results[20]["cpu_step"] / rigid["cpu_step"]
+                verdict = "meets" if ratio <= TARGET_STEP_RATIO else "misses"
+                print(f"suspension, 20 modes per body: {ratio:.2f}x the step of a rigid tree of {rigid['n']} "
+                      f"coordinates ({verdict} the target <= {TARGET_STEP_RATIO:g}x)", flush=True)
+        if results:
+            table = measure("suspension", min(results), Path(tmp), sources, steps, 4 * budget, ("table_1",), span)
+            if isinstance(table, str):
+                print(f"Table 1: {table}", flush=True)
+                status = 1
+            else:
+                print_table_1(table)
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", default=",".join(map(str, MODES)), help="modes per body, default %(default)s")
+    parser.add_argument("--suspension", default=",".join(map(str, MODES)),
+                        help="normal modes per body of the flexible suspension, default %(default)s ('' skips it)")
+    parser.add_argument("--table-span", type=float, default=TABLE_SPAN,
+                        help="seconds of the measurement in Table 1 (default %(default)g; theirs: 3)")
     parser.add_argument("--steps", type=int, default=STEPS, help="steps of a measured run (default %(default)d)")
     parser.add_argument("--budget", type=float, default=BUDGET, help="seconds per model (default %(default)g)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        return child_main(args.child, {"build": child_build, "measure": child_measure})
+        return child_main(args.child, {"build": child_build, "measure": child_measure, "table_1": child_table_1})
     try:
         modes = [int(s) for s in args.modes.split(",") if s.strip()]
+        suspension = [int(s) for s in args.suspension.split(",") if s.strip()]
     except ValueError:
-        parser.error("--modes: whole numbers separated by commas")
+        parser.error("--modes, --suspension: whole numbers separated by commas")
     print(f"engine: fmi_adjoint.engines.NativeEngine (C), HHT, {args.steps} steps per run; {os.cpu_count()} CPUs; "
           f"load average at start {', '.join(f'{x:.1f}' for x in os.getloadavg())}; Python {sys.version.split()[0]}")
-    print(HEADER, flush=True)
-    status = 0
-    results: dict[int, dict] = {}
+    if modes:
+        print(HEADER, flush=True)
     with tempfile.TemporaryDirectory(prefix="fmi_adjoint_flexible_bench_") as tmp:
         sources = snapshot_sources(Path(tmp) / "src")
-        for n in modes:
-            result = measure("flexible", n, Path(tmp), sources, args.steps, args.budget)
-            if isinstance(result, str):
-                print(f"{'fncf_' + str(n) + '_modes':<18} {result}", flush=True)
-                status = 1
-                continue
-            results[n] = result
-            print(row(f"fncf_{n}_modes", result), flush=True)
+        results, status = measured_rows("flexible", "fncf_{}_modes", modes, Path(tmp), sources, args.steps,
+                                        args.budget)
         reference = results.get(20)
         if reference is not None:
             rigid = measure("rigid", reference["n"], Path(tmp), sources, args.steps, args.budget)
@@ -170,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         worst = max(results[n]["adjoint_ratio"] for n in ns)
         verdict = "meets" if worst <= TARGET_ADJOINT_RATIO else "misses"
         print(f"adjoint gradient / forward run at most {worst:.2f} ({verdict} the target <= {TARGET_ADJOINT_RATIO:g})")
+    if suspension:
+        status = max(status, suspension_rows(suspension, args.steps, args.budget, args.table_span))
     print(f"load average at the end {', '.join(f'{x:.1f}' for x in os.getloadavg())} (a shared machine: the "
           "CPU times are upper bounds)")
     return status

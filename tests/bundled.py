@@ -25,7 +25,8 @@ from fmi_adjoint.examples import example_names
 #: Examples left out of the per-example loops, and the test file that covers each.
 TESTED_ALONE = {"macpherson": "tests/test_macpherson.py",
                 "flexible_pendulum": "tests/test_flexible_model_file.py, tests/test_fncf.py",
-                "beam_ffrf": "tests/test_beam_ffrf.py"}
+                "beam_ffrf": "tests/test_beam_ffrf.py",
+                "macpherson_flexible": "tests/test_macpherson_flexible.py"}
 
 
 def looped_examples() -> list[str]:

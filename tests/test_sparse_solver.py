@@ -157,7 +157,7 @@ def test_bundled_examples_keep_dense_or_band_storage():
 
 
 #: Bundled examples large enough for the sparse LU (test_bundled_examples_keep_dense_or_band_storage).
-SPARSE_EXAMPLES = {"flexible_pendulum"}
+SPARSE_EXAMPLES = {"flexible_pendulum", "macpherson_flexible"}
 
 #: A 4 x 4 x 4 lattice: 64 point masses, 337 coordinates and 145 constraints after lowering
 #: (Newton matrix 482 x 482, initialization matrix 1446 x 1446), above SPARSE_MIN_SIZE.

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -58,7 +58,7 @@ from ..errors import ModelError
 from .fe import FEModel, ScaledMatrix
 
 __all__ = ["AbstractBeamTheory", "AbstractMass", "BeamMesh", "BeamModel", "BeamSection", "ConsistentMass",
-           "EulerBernoulli", "LumpedMass", "Timoshenko", "beam_model", "line_mesh"]
+           "EulerBernoulli", "LumpedMass", "Timoshenko", "beam_model", "frame_mesh", "line_mesh"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,6 +239,41 @@ def line_mesh(length: float, elements: int, *, direction: Sequence[float] = (1.0
     xyz = np.asarray(origin, dtype=float) + np.outer(np.linspace(0.0, length, elements + 1), axis)
     ids = np.arange(1, elements + 2)
     return BeamMesh(ids, xyz, np.column_stack([ids[:-1], ids[1:]]), np.asarray(orientation, dtype=float))
+
+
+def frame_mesh(points: Mapping[int, Sequence[float]], members: Sequence[tuple[int, int]], elements: int = 1, *,
+               orientation: Sequence[float] = (0.0, 0.0, 1.0)) -> BeamMesh:
+    """A frame of straight members between given points (a control arm, a knuckle, a truss).
+
+    ``points`` maps node ids to their coordinates; each member ``(a, b)`` joins two of them in
+    ``elements`` equal elements, whose interior nodes are numbered after the largest point id,
+    member by member, from ``a`` to ``b``.  Members meet at the points (rigid frame joints: the
+    six DOFs of a point are shared by every member at it).  ``orientation`` is the one vector of
+    :class:`BeamMesh`: it must not be parallel to any member (for circular or tubular sections
+    it only names the local axes)."""
+    if not isinstance(elements, int) or elements < 1:
+        raise ModelError(f"frame_mesh: elements = {elements!r}; give a positive whole number of elements per member.")
+    ids = [int(node) for node in points]
+    xyz = [np.asarray(points[node], dtype=float).reshape(-1) for node in points]
+    if not members:
+        raise ModelError("frame_mesh: no members; give at least one (a, b) pair of point ids.")
+    where = {node: k for k, node in enumerate(ids)}
+    rows: list[tuple[int, int]] = []
+    following = max(ids) + 1
+    for number, (first, second) in enumerate(members):
+        if first not in where or second not in where or first == second:
+            raise ModelError(f"frame_mesh: member {number} = ({first}, {second}); give two different point ids of "
+                             f"points ({sorted(where)}).")
+        chain = [first]
+        for step in range(1, elements):
+            ids.append(following)
+            xyz.append(xyz[where[first]] + step / elements * (xyz[where[second]] - xyz[where[first]]))
+            chain.append(following)
+            following += 1
+        chain.append(second)
+        rows.extend(zip(chain[:-1], chain[1:]))
+    return BeamMesh(np.asarray(ids), np.asarray(xyz), np.asarray(rows, dtype=np.int64),
+                    np.asarray(orientation, dtype=float))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
