@@ -12,9 +12,9 @@ from .dependence import describe_dependence
 
 __all__ = ["INIT_MAX_ITERATIONS", "INIT_TOLERANCE", "InitialState", "constraint_labels", "initial_state"]
 
-#: Newton of the consistent initialization: converged when every correction of the positions and
-#: velocities is below ``INIT_TOLERANCE (1 + |z|)`` (see :func:`initial_state`); at most
-#: ``INIT_MAX_ITERATIONS`` iterations.  Both engines
+#: Newton of the consistent initialization: converged when every correction is below
+#: ``INIT_TOLERANCE (1 + |z|)``, or those of the positions and velocities in two iterations in a
+#: row (see :func:`initial_state`); at most ``INIT_MAX_ITERATIONS`` iterations.  Both engines
 #: read these (the C engine through the generated ``model.h``).
 INIT_TOLERANCE = 1e-12
 INIT_MAX_ITERATIONS = 50
@@ -82,6 +82,7 @@ def initial_state(model: CompiledModel, p: np.ndarray, t0: float = 0.0, *, tol: 
         )
     name = model.model.name
     nonlinear = np.r_[0:n, n + m:2 * n + m]  # q and v in z = (q, mu, v, nu, a, lambda)
+    settled_before = False
     for iteration in range(1, max_iterations + 1):
         G = model.init_residual(*_args(z, n, m), t0, p)[0]
         Gz, _ = model.init_jacobians(*_args(z, n, m), t0, p)
@@ -102,13 +103,15 @@ def initial_state(model: CompiledModel, p: np.ndarray, t0: float = 0.0, *, tol: 
                 "stiffness or a constraint."
             ) from None
         z += dz
-        # Converged when the corrections of the positions and velocities are below tolerance:
-        # only they enter nonlinearly.  Given them, (a, lambda) solve a linear system (and mu, nu
-        # enter linearly), so the last update leaves them exact up to the square of the last
-        # position and velocity corrections; their own corrections are round-off of that solve,
-        # which for stiff flexible bodies (issue 25) exceeds tol relative to the accelerations.
-        if np.all(np.abs(dz[nonlinear]) <= tol * (1.0 + np.abs(z[nonlinear]))):
+        # Converged when every correction is below tolerance, or when the positions and velocities
+        # (the only unknowns entering nonlinearly) have been for two iterations in a row: given
+        # them, (a, lambda) solve a linear system (mu, nu enter linearly), so after one more
+        # iteration their corrections are the round-off of that solve, which for stiff flexible
+        # bodies (issue 25) exceeds tol relative to the accelerations and never falls below it.
+        settled = bool(np.all(np.abs(dz[nonlinear]) <= tol * (1.0 + np.abs(z[nonlinear]))))
+        if settled and (settled_before or np.all(np.abs(dz) <= tol * (1.0 + np.abs(z)))):
             return InitialState(z=z, n=n, m=m, iterations=iteration)
+        settled_before = settled
     named = _dependent_constraints(model, Gz)
     raise ConvergenceError(
         f"model '{name}': the initial positions could not be made consistent with the constraints in "

@@ -331,7 +331,7 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
             }
         }
     }
-    int converged = 0;
+    int converged = 0, settled_before = 0;
     for (int it = 1; it <= FA_INIT_MAX_ITERATIONS && !converged; ++it) {
         e->init_iterations = it;
         fa_init_residual(Z_ARGS(z), t0, e->p, e->G);
@@ -348,13 +348,19 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
             return -1;
         }
         fa_init_solve(&e->Gz, e->G, 0);
-        converged = 1;
+        /* Converged: every correction below tolerance, or those of q and v (the only unknowns
+           entering nonlinearly) in two iterations in a row (initialization.py, initial_state). */
+        int settled = 1, all = 1;
         for (int i = 0; i < FA_NZ; ++i) {
             z[i] += e->G[i];
-            /* q and v only: they alone enter nonlinearly (initialization.py, initial_state) */
             const int nonlinear = i < FA_N || (i >= FA_N + FA_M && i < 2 * FA_N + FA_M);
-            if (nonlinear && !(fabs(e->G[i]) <= FA_INIT_TOLERANCE * (1.0 + fabs(z[i])))) converged = 0;
+            if (!(fabs(e->G[i]) <= FA_INIT_TOLERANCE * (1.0 + fabs(z[i])))) {
+                all = 0;
+                if (nonlinear) settled = 0;
+            }
         }
+        converged = settled && (settled_before || all);
+        settled_before = settled;
     }
     if (!converged) {
         snprintf(e->message, sizeof e->message, "the initial positions could not be made consistent with the "
