@@ -254,11 +254,14 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--all", action="store_true", help="check every registered element")
     check.add_argument("--seed", type=int, default=0, help="random states and parameters")
 
-    export = sub.add_parser("export", help="export a model as a standalone Co-Simulation FMU")
+    export = sub.add_parser("export", help="export a model as a standalone FMU (Co-Simulation, Model Exchange)")
     export.add_argument("model", metavar="MODEL", help="TOML model file or bundled example name")
     export.add_argument("--fmi", type=int, choices=(2, 3), default=2, help="FMI version")
     export.add_argument("--set", action="append", metavar="NAME=VALUE", help="parameter start value (repeatable)")
     export.add_argument("--step", type=float, help="internal integrator step [s] (default: the model's)")
+    export.add_argument("--interface", choices=("cs", "me", "both"), default="cs",
+                        help="FMI interfaces: Co-Simulation (default), Model Exchange or both (both: "
+                             "Co-Simulation only, with a note, for a model Model Exchange refuses)")
     _scheme_options(export)
     _jobs_option(export)
     _table_option(export)
@@ -901,10 +904,14 @@ def cmd_export(args) -> int:
     _check_outputs({"-o": args.output}, model_inputs(args.model))
     path = model_path(args.model)
     settings = load_model(path, allow_external_tables=args.allow_external_tables).simulation
+    notes: list[str] = []
     path = export_fmu(path, args.output, fmi_version=args.fmi, values=parse_assignments(args.set),
                       step=args.step, solver=_solver(args, settings),
-                      allow_external_tables=args.allow_external_tables)
-    print(f"wrote {path} (FMI {args.fmi}.0 Co-Simulation)", file=sys.stderr)
+                      allow_external_tables=args.allow_external_tables, interface=args.interface, notes=notes)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    kinds = {"cs": "Co-Simulation", "me": "Model Exchange", "both": "Co-Simulation and Model Exchange"}
+    print(f"wrote {path} (FMI {args.fmi}.0 {kinds['cs' if notes else args.interface]})", file=sys.stderr)
     return 0
 
 

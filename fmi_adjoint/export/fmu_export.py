@@ -1,4 +1,4 @@
-"""Export a model as a standalone FMI 2.0 or FMI 3.0 Co-Simulation FMU.
+"""Export a model as a standalone FMI 2.0 or FMI 3.0 FMU for Co-Simulation and Model Exchange.
 
 The FMU runs the C engine (``native/runtime/fa_engine.c``, HHT or generalized-alpha) on the model's generated C code
 (:mod:`fmi_adjoint.native.model_code`); no Python is needed on the target.  Contents::
@@ -22,6 +22,17 @@ Value references (``fa_fmu_common.h``)::
     1 + n_p + n_y + i              position q_i of coordinate i ("q.<name>"), i < n
     1 + n_p + n_y + n + i          velocity v_i ("v.<name>")
     1 + n_p + n_y + 2 n + k        Lagrange multiplier lambda_k of constraint row k ("lambda.<row>"), k < m
+
+With Model Exchange (``--interface me`` or ``both``)
+the positions and velocities are the continuous states x = (q, v) (``fmi/fa_fmu_me.c``), and::
+
+    1 + n_p + n_y + 2 n + m + i    acceleration der(v_i) ("der(v.<name>)")
+
+``<ModelStructure>`` declares the exact structural dependencies of the derivatives and outputs
+on the states and inputs (:mod:`fmi_adjoint.export.structure`); directional derivatives (FMI 2
+and 3) and adjoint derivatives (FMI 3) are served by Model Exchange instances.  A model with a
+coordinate that has neither mass nor a constraint (massless Maxwell nodes) cannot run as Model
+Exchange: ``me`` refuses it by name, ``both`` exports Co-Simulation only.
 
 The coordinates, velocities and multipliers are local continuous variables (read only):
 toolchains can plot the model's state; their units are the coordinates' (m or rad, m/s or
@@ -75,15 +86,22 @@ from ..native.model_header import uses_sparse_solver
 from ..native.solver import FMU_LINK_FLAGS, LICENSE_FILE, SOLVER_SOURCES, SparseSolver, sparse_solver
 from ..sparsity import MatrixStorage, forced_storage, storage_named, storage_override
 from ..structured import QuadraticConstraints
+from .structure import MeStructure, generated_patterns, me_structure, unsupported_coordinates
 
 #: The FMI 2/3 API layer of exported FMUs (compiled only into FMUs, never in-process).
 FMI_LAYER_DIR = Path(__file__).resolve().parent / "fmi"
 
-__all__ = ["ExportError", "FMI_LAYER_DIR", "FMI_VERSIONS", "build_description", "build_fmu_binary",
-           "expected_description", "export_fmu", "export_scheme", "export_storage", "instantiation_token",
-           "si_decomposition", "validate_against_schema"]
+__all__ = ["DEFAULT_INTERFACE", "ExportError", "FMI_LAYER_DIR", "FMI_VERSIONS", "INTERFACES", "build_description",
+           "build_fmu_binary", "expected_description", "export_fmu", "export_scheme", "export_storage",
+           "instantiation_token", "si_decomposition", "validate_against_schema"]
 
 FMI_VERSIONS = (2, 3)
+#: ``export --interface``: Co-Simulation, Model Exchange, or both in one FMU.
+INTERFACES = ("cs", "me", "both")
+#: The default interface.  Co-Simulation until the import side trusts FMUs that also declare
+#: Model Exchange (fmi_adjoint/fmu/archive.py ``_binary_mismatch`` refuses them, and its
+#: ``expected_description`` call must pass export.json's ``interface``).
+DEFAULT_INTERFACE = "cs"
 _VERSION = "0.1.0"
 
 
@@ -107,9 +125,11 @@ def _sub(parent, tag: str, **attrs) -> etree._Element:
     return etree.SubElement(parent, tag, {k: str(v) for k, v in attrs.items() if v is not None and v != ""})
 
 
-def _units(model: Model) -> list[str]:
+def _units(model: Model, me: bool = False) -> list[str]:
     units = [p.unit for p in model.all_parameters] + [o.unit for o in model.outputs]
     units += [unit for c in model.all_coordinates for unit in (c.unit, f"{c.unit}/s")]
+    if me:
+        units += [f"{c.unit}/s^2" for c in model.all_coordinates if c.unit]
     return sorted({u for u in units if u})
 
 
@@ -177,7 +197,10 @@ def _exposed_states(model: Model) -> list[tuple[str, str, str]]:
             + [(f"lambda.{row}", "", f"Lagrange multiplier of constraint {row}") for row in _multiplier_names(model)])
 
 
-def _model_description(model: Model, version: int, identifier: str, token: str, step: float, sources: list[str]):
+def _model_description(model: Model, version: int, identifier: str, token: str, step: float, sources: list[str],
+                       me: MeStructure | None = None, co_simulation: bool = True):
+    """The model description; ``me``: Model Exchange with these dependencies, ``co_simulation``
+    (with ``me`` only): Co-Simulation too."""
     params = model.all_parameters
     n_p = len(params)
     root = etree.Element("fmiModelDescription")
@@ -195,20 +218,18 @@ def _model_description(model: Model, version: int, identifier: str, token: str, 
     for key, value in attrs.items():
         if value:
             root.set(key, value)
-    cs = _sub(root, "CoSimulation", modelIdentifier=identifier, canHandleVariableCommunicationStepSize="true")
-    if version == 2:
-        if any(par.causality == "input" for par in params):  # fmi2SetRealInputDerivatives, order 1
-            cs.set("canInterpolateInputs", "true")
-        cs.set("canGetAndSetFMUstate", "true")
-        cs.set("canSerializeFMUstate", "true")
-        files = _sub(cs, "SourceFiles")
-        for name in sources:
-            _sub(files, "File", name=name)
-    else:
-        cs.set("canGetAndSetFMUState", "true")
-        cs.set("canSerializeFMUState", "true")
-        cs.set("fixedInternalStepSize", repr(step))
-    units = _units(model)
+    if me is not None:
+        exchange = _sub(root, "ModelExchange", modelIdentifier=identifier)
+        if version == 2:
+            exchange.set("providesDirectionalDerivative", "true")
+            _sub_files(exchange, sources)
+        else:
+            exchange.set("needsCompletedIntegratorStep", "true")
+            exchange.set("providesDirectionalDerivatives", "true")
+            exchange.set("providesAdjointDerivatives", "true")
+    if co_simulation or me is None:
+        _co_simulation(root, model, version, identifier, step, sources)
+    units = _units(model, me is not None)
     if units:
         definitions = _sub(root, "UnitDefinitions")
         for unit in units:
@@ -269,6 +290,10 @@ def _model_description(model: Model, version: int, identifier: str, token: str, 
         else:
             _sub(variables, "Float64", name=name, valueReference=first + i, causality="local",
                  variability="continuous", initial="calculated", description=description, unit=unit or None)
+    if me is not None:
+        _me_variables(model, version, variables, first, first + len(_exposed_states(model)))
+        _me_structure(model, version, _sub(root, "ModelStructure"), me, output_refs, first)
+        return root
     structure = _sub(root, "ModelStructure")
     if version == 2:
         outputs = _sub(structure, "Outputs")
@@ -285,10 +310,127 @@ def _model_description(model: Model, version: int, identifier: str, token: str, 
     return root
 
 
-def expected_description(model: Model, version: int, token: str, step: float, sources: list[str]):
+def _co_simulation(root, model: Model, version: int, identifier: str, step: float, sources: list[str]) -> None:
+    cs = _sub(root, "CoSimulation", modelIdentifier=identifier, canHandleVariableCommunicationStepSize="true")
+    if version == 2:
+        if any(par.causality == "input" for par in model.all_parameters):  # fmi2SetRealInputDerivatives, order 1
+            cs.set("canInterpolateInputs", "true")
+        cs.set("canGetAndSetFMUstate", "true")
+        cs.set("canSerializeFMUstate", "true")
+        _sub_files(cs, sources)
+    else:
+        cs.set("canGetAndSetFMUState", "true")
+        cs.set("canSerializeFMUState", "true")
+        cs.set("fixedInternalStepSize", repr(step))
+
+
+def _sub_files(parent, sources: list[str]) -> None:
+    files = _sub(parent, "SourceFiles")
+    for name in sources:
+        _sub(files, "File", name=name)
+
+
+def _me_variables(model: Model, version: int, variables, first: int, first_a: int) -> None:
+    """Model Exchange: v.<c> is the derivative of q.<c>, and der(v.<c>) (vr ``FA_VR_A + i``,
+    ``fa_fmu_common.h``) the derivative of v.<c> (FMI 2.0 Sec. 2.2.7, FMI 3.0 Sec. 2.4.7.4)."""
+    coordinates = model.all_coordinates
+    n = len(coordinates)
+    elements = list(variables)
+    offset = 1 if version == 3 else 0  # the time variable
+    for i in range(n):
+        v = elements[offset + first - 1 + n + i]
+        (v.find("Real") if version == 2 else v).set("derivative", str(first + i))
+    for i, c in enumerate(coordinates):
+        name, unit = f"der(v.{c.name})", f"{c.unit}/s^2" if c.unit else None
+        description = f"acceleration of coordinate {c.name}"
+        if version == 2:
+            var = _sub(variables, "ScalarVariable", name=name, valueReference=first_a + i, causality="local",
+                       variability="continuous", initial="calculated", description=description)
+            _sub(var, "Real", unit=unit, derivative=first + n + i)
+        else:
+            _sub(variables, "Float64", name=name, valueReference=first_a + i, causality="local",
+                 variability="continuous", initial="calculated", description=description, unit=unit,
+                 derivative=first + n + i)
+
+
+def _me_structure(model: Model, version: int, structure, me: MeStructure, output_refs: list[int],
+                  first: int) -> None:
+    """``<ModelStructure>`` of a Model Exchange FMU: outputs and derivatives (in the state order
+    x = (q, v)) with their exact dependencies on the states and inputs, then the initial
+    unknowns.  FMI 2 indexes variables from 1 and FMI 3 by value reference; here both equal the
+    value reference (FMI 2 has no time variable)."""
+    n = len(model.all_coordinates)
+    states = [first + i for i in range(2 * n)]
+    derivatives = [first + n + i for i in range(n)] + [first + len(_exposed_states(model)) + i for i in range(n)]
+    inputs = [k for k, par in enumerate(model.all_parameters) if par.causality == "input"]
+
+    def depends(on_x, on_p) -> str:
+        return " ".join(str(r) for r in sorted([states[i] for i in on_x.nonzero()[0]]
+                                                + [1 + k for k in inputs if on_p[k]]))
+
+    outputs = [(vr, depends(me.y_x[j], me.y_p[j])) for j, vr in enumerate(output_refs)]
+    rates = [(vr, depends(me.xdot_x[i], me.xdot_p[i])) for i, vr in enumerate(derivatives)]
+    initial = sorted(set(output_refs + states + derivatives))
+    if version == 2:
+        for tag, rows in (("Outputs", outputs), ("Derivatives", rates)):
+            element = _sub(structure, tag)
+            for vr, dependencies in rows:
+                etree.SubElement(element, "Unknown", index=str(vr), dependencies=dependencies)
+        element = _sub(structure, "InitialUnknowns")
+        for vr in initial:
+            _sub(element, "Unknown", index=vr)
+    else:
+        for tag, rows in (("Output", outputs), ("ContinuousStateDerivative", rates)):
+            for vr, dependencies in rows:
+                etree.SubElement(structure, tag, valueReference=str(vr), dependencies=dependencies)
+        for vr in initial:
+            _sub(structure, "InitialUnknown", valueReference=vr)
+
+
+def model_structure(model: Model, model_c: str, model_h: str, interface: str) -> MeStructure | None:
+    """The Model Exchange dependencies of an export with ``interface`` from the generated
+    ``model.c``/``model.h``, or None for Co-Simulation only (``cs``, or ``both`` for a model
+    Model Exchange refuses: :func:`me_refusal`).
+
+    Raises
+    ------
+    ExportError
+        ``me`` for a model Model Exchange refuses (the coordinates by name).
+    """
+    if interface not in INTERFACES:
+        raise ModelError(f"--interface {interface!r}: choose one of {', '.join(INTERFACES)}.")
+    if interface == "cs":
+        return None
+    patterns = generated_patterns(model_c, model_h)
+    why = me_refusal(model, patterns)
+    if why:
+        if interface == "me":
+            raise ExportError(f"{why} Export it with --interface cs.")
+        return None
+    n = len(model.all_coordinates)
+    return me_structure(patterns, n, len(_multiplier_names(model)), len(model.all_parameters), len(model.outputs))
+
+
+def me_refusal(model: Model, patterns: dict[str, list[tuple[int, int]]]) -> str:
+    """Why ``model`` cannot run as Model Exchange ("" if it can): ``fa_me_supported``'s rule."""
+    names = unsupported_coordinates(patterns, [c.name for c in model.all_coordinates])
+    if not names:
+        return ""
+    return (f"model '{model.name}' cannot run as Model Exchange: the coordinates {', '.join(repr(c) for c in names)} "
+            "have neither mass nor a constraint (massless Maxwell nodes make the index-1 matrix "
+            "[[M, C_q^T], [C_q, 0]] singular).")
+
+
+def expected_description(model: Model, version: int, token: str, step: float, sources: list[str],
+                         interface: str = DEFAULT_INTERFACE):
     """The model description :func:`export_fmu` writes for ``model`` (the import side compares
-    an exported FMU's XML with it before trusting the embedded model)."""
-    return _model_description(model, version, _identifier(model.name), token, step, sources)
+    an exported FMU's XML with it before trusting the embedded model); ``interface`` as
+    recorded in ``export.json`` (exports before it existed: ``cs``)."""
+    me = None
+    if interface != "cs":
+        generated = model_c_sources(Derivation(model))
+        me = model_structure(model, generated["model.c"], generated["model.h"], interface)
+    return _model_description(model, version, _identifier(model.name), token, step, sources, me, interface != "me")
 
 
 def build_description(identifier: str, sources: list[str]) -> bytes:
@@ -386,7 +528,8 @@ def build_fmu_binary(model: Model, root: Path, *, fmi_version: int, token: str, 
     # statically; sources/ carries its source, the Eigen headers it includes and their licence.
     sparse = sparse_solver(what=f"model '{model.name}'") if uses_sparse_solver(generated) else None
     runtime: tuple[str | Path, ...] = (*ENGINE_RUNTIME, *(SOLVER_SOURCES if sparse else ()), FMI_LAYER_DIR / layer,
-                                        *sorted(FMI_LAYER_DIR.glob("fa_fmu_common.*")))
+                                        *sorted(FMI_LAYER_DIR.glob("fa_fmu_common.*")), FMI_LAYER_DIR / "fa_fmu_me.h",
+                                        FMI_LAYER_DIR / "fa_fmu_me.c")
     src = root / "sources"
     src.mkdir(parents=True)
     c_sources = [path.name for path in write_sources(generated, src, runtime)]
@@ -484,8 +627,10 @@ def export_fmu(
     step: float | None = None,
     solver: AbstractScheme | None = None,
     allow_external_tables: bool = False,
+    interface: str = DEFAULT_INTERFACE,
+    notes: list[str] | None = None,
 ) -> Path:
-    """Export the model file ``source`` as a Co-Simulation FMU ``output``.
+    """Export the model file ``source`` as an FMU ``output`` (Co-Simulation, Model Exchange or both).
 
     Parameters
     ----------
@@ -504,11 +649,18 @@ def export_fmu(
         settings).
     allow_external_tables : bool
         Let ``table_load`` read files outside the model file's folder (trusted models only).
+    interface : {"cs", "me", "both"}
+        The FMI interfaces of the FMU (default :data:`DEFAULT_INTERFACE`; ``both``:
+        Co-Simulation only, with a note, for a model Model Exchange refuses).
+    notes : list, optional
+        Receives the reason when ``both`` was asked and Co-Simulation only was exported.
 
     Raises
     ------
     ModelError
-        Invalid model, unknown parameter, or an element without C code.
+        Invalid model, unknown parameter, unknown interface, or an element without C code.
+    ExportError
+        ``interface="me"`` for a model Model Exchange refuses (massless unconstrained coordinates).
     CompilerError
         No C compiler, or the generated code does not compile.
     OutputFileError
@@ -516,6 +668,8 @@ def export_fmu(
     """
     if fmi_version not in FMI_VERSIONS:
         raise ModelError(f"--fmi {fmi_version!r}: choose 2 or 3.")
+    if interface not in INTERFACES:
+        raise ModelError(f"--interface {interface!r}: choose one of {', '.join(INTERFACES)}.")
     source = Path(source)
     output = Path(output)
     check_writable(output)
@@ -538,7 +692,12 @@ def export_fmu(
         binary, c_sources = build_fmu_binary(model, root, fmi_version=fmi_version, token=token, step=step,
                                              solver=solver, storage=storage)
         src = root / "sources"
-        description = _model_description(model, fmi_version, identifier, token, step, c_sources)
+        model_c, model_h = ((src / name).read_text(encoding="utf-8") for name in ("model.c", "model.h"))
+        me = model_structure(model, model_c, model_h, interface)
+        if me is None and interface == "both" and notes is not None:
+            notes.append(me_refusal(model, generated_patterns(model_c, model_h)) + " Exported for Co-Simulation only.")
+        description = _model_description(model, fmi_version, identifier, token, step, c_sources, me,
+                                         interface != "me")
         xml = _write_xml(description, root / "modelDescription.xml")
         problems = validate_against_schema(xml, fmi_version)
         if problems:
@@ -555,7 +714,7 @@ def export_fmu(
             {"generator": f"fmi-adjoint {_VERSION}", "fmi_version": fmi_version, "step": step,
              **solver.record(), "values": values or {},
              **({"matrix_storage": storage.name.lower()} if storage is not None else {}),
-             "model_file": source.name,
+             "model_file": source.name, **({"interface": interface} if me is not None else {}),
              "binary_sha256": hashlib.sha256(binary.read_bytes()).hexdigest()}, indent=2) + "\n")
         # Zip next to the target, then rename: no partial .fmu on any failure.
         with atomic_output(output, "wb") as handle:

@@ -22,7 +22,9 @@ typedef struct {
     fa_fmu base; /* first member: an fa_fmi2 * is an fa_fmu * */
     fmi2CallbackLogger logger;
     fmi2ComponentEnvironment environment;
+    fa_me *me;   /* Model Exchange instance, NULL for Co-Simulation */
 } fa_fmi2;
+#define FA_ME_OF(f) (((fa_fmi2 *)(f))->me)
 
 /* The FMI 2 logger formats its message like printf: '%' is sent as "%%". */
 static void fa_fmi2_send(fmi2CallbackLogger logger, fmi2ComponentEnvironment environment, const char *name,
@@ -81,7 +83,7 @@ fmi2Component fmi2Instantiate(fmi2String instanceName, fmi2Type fmuType, fmi2Str
         fa_fmi2_send(logger, environment, "", FA_ERROR, FA_CATEGORY_ERROR, "fmi2Instantiate: instanceName is NULL");
         return NULL;
     }
-    if (fmuType != fmi2CoSimulation) {
+    if (fmuType != fmi2CoSimulation && fmuType != fmi2ModelExchange) {
         fa_fmi2_send(logger, environment, instanceName, FA_ERROR, FA_CATEGORY_ERROR,
                      "fmi2Instantiate: this FMU supports Co-Simulation only (fmuType must be fmi2CoSimulation)");
         return NULL;
@@ -102,6 +104,15 @@ fmi2Component fmi2Instantiate(fmi2String instanceName, fmi2Type fmuType, fmi2Str
     }
     instance->logger = logger;
     instance->environment = environment;
+    if (fmuType == fmi2ModelExchange) {
+        char why[1024];
+        if (fa_me_supported(why, sizeof why) != 0 || !(instance->me = fa_me_new())) {
+            fa_fmi2_send(logger, environment, instanceName, FA_ERROR, FA_CATEGORY_ERROR, why);
+            fa_fmu_release(&instance->base);
+            free(instance);
+            return NULL;
+        }
+    }
     fa_log(&instance->base, FA_OK, FA_CATEGORY_EVENTS, "fmi2Instantiate: model '%s' (%d parameters/inputs, %d "
            "outputs)", FA_MODEL_NAME, FA_NP, FA_NY);
     return instance;
@@ -111,6 +122,7 @@ void fmi2FreeInstance(fmi2Component c)
 {
     fa_fmu *f = fa_fmu_check(c);
     if (!f) return;
+    fa_me_free(FA_ME_OF(f));
     fa_fmu_release(f);
     free(c);
 }
@@ -135,7 +147,7 @@ fmi2Status fmi2EnterInitializationMode(fmi2Component c)
 fmi2Status fmi2ExitInitializationMode(fmi2Component c)
 {
     FA_GET(c);
-    FA_RET(fa_fmu_exit_initialization(f, "fmi2ExitInitializationMode"));
+    FA_RET(fa_fmu_exit_initialization_me(f, FA_ME_OF(f), "fmi2ExitInitializationMode"));
 }
 
 fmi2Status fmi2Terminate(fmi2Component c)
@@ -155,13 +167,17 @@ fmi2Status fmi2Reset(fmi2Component c)
 fmi2Status fmi2GetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, fmi2Real value[])
 {
     FA_GET(c);
-    FA_RET(fa_fmu_get_reals(f, vr, nvr, value, "fmi2GetReal"));
+    fa_me *me = FA_ME_OF(f);
+    if (!me || f->mode != FA_MODE_STEP) FA_RET(fa_fmu_get_reals(f, vr, nvr, value, "fmi2GetReal"));
+    FA_RET(fa_fmu_me_get_reals(f, me, vr, nvr, value, "fmi2GetReal"));
 }
 
 fmi2Status fmi2SetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, const fmi2Real value[])
 {
     FA_GET(c);
-    FA_RET(fa_fmu_set_reals(f, vr, nvr, value, "fmi2SetReal"));
+    fa_status s = fa_fmu_set_reals(f, vr, nvr, value, "fmi2SetReal");
+    if (FA_ME_OF(f)) fa_me_set_parameters(FA_ME_OF(f), fa_engine_parameters(f->engine));
+    FA_RET(s);
 }
 
 fmi2Status fmi2GetInteger(fmi2Component c, const fmi2ValueReference vr[], size_t nvr, fmi2Integer value[])
@@ -250,82 +266,100 @@ fmi2Status fmi2GetDirectionalDerivative(fmi2Component c, const fmi2ValueReferenc
                                         const fmi2Real dvKnown[], fmi2Real dvUnknown[])
 {
     FA_GET(c);
-    (void)vUnknown_ref; (void)nUnknown; (void)vKnown_ref; (void)nKnown; (void)dvKnown; (void)dvUnknown;
-    FA_RET(fa_fmu_unsupported(f, "fmi2GetDirectionalDerivative",
-                              "directional derivatives (providesDirectionalDerivative = false)"));
+    FA_RET(fa_fmu_derivative_product(f, FA_ME_OF(f), vUnknown_ref, nUnknown, vKnown_ref, nKnown, dvKnown, dvUnknown, 0,
+                                     "fmi2GetDirectionalDerivative"));
 }
 
 /* ------------------------------------------------------- Model Exchange: unsupported -- */
 
 #define FA_NO_ME(name) FA_RET(fa_fmu_unsupported(f, name, "this FMU implements Co-Simulation only"))
 
+#define FA_ME_GET(c, name) \
+    FA_GET(c); \
+    fa_me *me = FA_ME_OF(f); \
+    if (!me) FA_NO_ME(name)
+
 fmi2Status fmi2EnterEventMode(fmi2Component c)
 {
-    FA_GET(c);
-    FA_NO_ME("fmi2EnterEventMode");
+    FA_ME_GET(c, "fmi2EnterEventMode");
+    FA_RET(FA_OK);
 }
 
 fmi2Status fmi2NewDiscreteStates(fmi2Component c, fmi2EventInfo *eventInfo)
 {
-    FA_GET(c);
-    (void)eventInfo;
-    FA_NO_ME("fmi2NewDiscreteStates");
+    FA_ME_GET(c, "fmi2NewDiscreteStates");
+    int changed = 0;
+    if (fa_me_project(me, &changed) != 0) FA_RET(fa_fmu_error(f, "fmi2NewDiscreteStates", "%s", fa_me_message(me)));
+    eventInfo->newDiscreteStatesNeeded = fmi2False;
+    eventInfo->terminateSimulation = fmi2False;
+    eventInfo->nominalsOfContinuousStatesChanged = fmi2False;
+    eventInfo->valuesOfContinuousStatesChanged = changed ? fmi2True : fmi2False;
+    eventInfo->nextEventTimeDefined = fmi2False;
+    eventInfo->nextEventTime = 0.0;
+    FA_RET(FA_OK);
 }
 
 fmi2Status fmi2EnterContinuousTimeMode(fmi2Component c)
 {
-    FA_GET(c);
-    FA_NO_ME("fmi2EnterContinuousTimeMode");
+    FA_ME_GET(c, "fmi2EnterContinuousTimeMode");
+    FA_RET(FA_OK);
 }
 
 fmi2Status fmi2CompletedIntegratorStep(fmi2Component c, fmi2Boolean noSetFMUStatePriorToCurrentPoint,
                                        fmi2Boolean *enterEventMode, fmi2Boolean *terminateSimulation)
 {
-    FA_GET(c);
-    (void)noSetFMUStatePriorToCurrentPoint; (void)enterEventMode; (void)terminateSimulation;
-    FA_NO_ME("fmi2CompletedIntegratorStep");
+    FA_ME_GET(c, "fmi2CompletedIntegratorStep");
+    (void)noSetFMUStatePriorToCurrentPoint;
+    int enter = 0;
+    fa_me_completed_step(me, &enter);
+    *enterEventMode = enter ? fmi2True : fmi2False;
+    *terminateSimulation = fmi2False;
+    FA_RET(FA_OK);
 }
 
 fmi2Status fmi2SetTime(fmi2Component c, fmi2Real time)
 {
-    FA_GET(c);
-    (void)time;
-    FA_NO_ME("fmi2SetTime");
+    FA_ME_GET(c, "fmi2SetTime");
+    fa_me_set_time(me, time);
+    FA_RET(FA_OK);
 }
 
 fmi2Status fmi2SetContinuousStates(fmi2Component c, const fmi2Real x[], size_t nx)
 {
-    FA_GET(c);
-    (void)x; (void)nx;
-    FA_NO_ME("fmi2SetContinuousStates");
+    FA_ME_GET(c, "fmi2SetContinuousStates");
+    if (nx != FA_ME_NX) FA_RET(fa_fmu_error(f, "fmi2SetContinuousStates", "nx = %lu", (unsigned long)nx));
+    fa_me_set_states(me, x);
+    FA_RET(FA_OK);
 }
 
 fmi2Status fmi2GetDerivatives(fmi2Component c, fmi2Real derivatives[], size_t nx)
 {
-    FA_GET(c);
-    (void)derivatives; (void)nx;
-    FA_NO_ME("fmi2GetDerivatives");
+    FA_ME_GET(c, "fmi2GetDerivatives");
+    if (nx != FA_ME_NX) FA_RET(fa_fmu_error(f, "fmi2GetDerivatives", "nx = %lu", (unsigned long)nx));
+    if (fa_me_derivatives(me, derivatives, NULL) != 0) FA_RET(fa_fmu_error(f, "fmi2GetDerivatives", "%s", fa_me_message(me)));
+    FA_RET(FA_OK);
 }
 
 fmi2Status fmi2GetEventIndicators(fmi2Component c, fmi2Real eventIndicators[], size_t ni)
 {
-    FA_GET(c);
-    (void)eventIndicators; (void)ni;
-    FA_NO_ME("fmi2GetEventIndicators");
+    FA_ME_GET(c, "fmi2GetEventIndicators");
+    (void)eventIndicators;
+    FA_RET(ni == 0 ? FA_OK : fa_fmu_error(f, "fmi2GetEventIndicators", "ni = %lu, the FMU has none", (unsigned long)ni));
 }
 
 fmi2Status fmi2GetContinuousStates(fmi2Component c, fmi2Real x[], size_t nx)
 {
-    FA_GET(c);
-    (void)x; (void)nx;
-    FA_NO_ME("fmi2GetContinuousStates");
+    FA_ME_GET(c, "fmi2GetContinuousStates");
+    if (nx != FA_ME_NX) FA_RET(fa_fmu_error(f, "fmi2GetContinuousStates", "nx = %lu", (unsigned long)nx));
+    fa_me_get_states(me, x);
+    FA_RET(FA_OK);
 }
 
 fmi2Status fmi2GetNominalsOfContinuousStates(fmi2Component c, fmi2Real x_nominal[], size_t nx)
 {
-    FA_GET(c);
-    (void)x_nominal; (void)nx;
-    FA_NO_ME("fmi2GetNominalsOfContinuousStates");
+    FA_ME_GET(c, "fmi2GetNominalsOfContinuousStates");
+    for (size_t i = 0; i < nx; ++i) x_nominal[i] = 1.0;
+    FA_RET(FA_OK);
 }
 
 /* -------------------------------------------------------------------- Co-Simulation -- */

@@ -26,7 +26,9 @@ typedef struct {
     fa_fmu base; /* first member: an fa_fmi3 * is an fa_fmu * */
     fmi3LogMessageCallback log_message;
     fmi3InstanceEnvironment environment;
+    fa_me *me;   /* Model Exchange instance, NULL for Co-Simulation */
 } fa_fmi3;
+#define FA_ME_OF(f) (((fa_fmi3 *)(f))->me)
 
 static void fa_fmi3_send(fmi3LogMessageCallback log_message, fmi3InstanceEnvironment environment, fa_status status,
                          const char *category, const char *message)
@@ -60,17 +62,6 @@ fmi3Status fmi3SetDebugLogging(fmi3Instance instance, fmi3Boolean loggingOn, siz
 {
     FA_GET(instance);
     FA_RET(fa_fmu_set_debug_logging(f, loggingOn, nCategories, categories, "fmi3SetDebugLogging"));
-}
-
-fmi3Instance fmi3InstantiateModelExchange(fmi3String instanceName, fmi3String instantiationToken,
-                                          fmi3String resourcePath, fmi3Boolean visible, fmi3Boolean loggingOn,
-                                          fmi3InstanceEnvironment instanceEnvironment,
-                                          fmi3LogMessageCallback logMessage)
-{
-    (void)instanceName; (void)instantiationToken; (void)resourcePath; (void)visible; (void)loggingOn;
-    fa_fmi3_send(logMessage, instanceEnvironment, FA_ERROR, FA_CATEGORY_ERROR,
-                 "fmi3InstantiateModelExchange: not supported: this FMU implements Co-Simulation only");
-    return NULL;
 }
 
 fmi3Instance fmi3InstantiateCoSimulation(fmi3String instanceName, fmi3String instantiationToken,
@@ -114,6 +105,27 @@ fmi3Instance fmi3InstantiateCoSimulation(fmi3String instanceName, fmi3String ins
     return instance;
 }
 
+/* Model Exchange: the Co-Simulation instance (the engine runs the consistent initialization)
+ * with the Model Exchange core (fa_fmu_me.h); refused by name for massless, unconstrained
+ * coordinates (fa_me_supported). */
+fmi3Instance fmi3InstantiateModelExchange(fmi3String instanceName, fmi3String instantiationToken,
+                                          fmi3String resourcePath, fmi3Boolean visible, fmi3Boolean loggingOn,
+                                          fmi3InstanceEnvironment instanceEnvironment,
+                                          fmi3LogMessageCallback logMessage)
+{
+    char why[1024];
+    if (fa_me_supported(why, sizeof why) != 0) {
+        fa_fmi3_send(logMessage, instanceEnvironment, FA_ERROR, FA_CATEGORY_ERROR, why);
+        return NULL;
+    }
+    fa_fmi3 *instance = (fa_fmi3 *)fmi3InstantiateCoSimulation(instanceName, instantiationToken, resourcePath, visible,
+                                                               loggingOn, fmi3False, fmi3False, NULL, 0,
+                                                               instanceEnvironment, logMessage, NULL);
+    if (!instance) return NULL;
+    if (!(instance->me = fa_me_new())) { fmi3FreeInstance(instance); return NULL; }
+    return instance;
+}
+
 fmi3Instance fmi3InstantiateScheduledExecution(fmi3String instanceName, fmi3String instantiationToken,
                                                fmi3String resourcePath, fmi3Boolean visible, fmi3Boolean loggingOn,
                                                fmi3InstanceEnvironment instanceEnvironment,
@@ -132,6 +144,7 @@ void fmi3FreeInstance(fmi3Instance instance)
 {
     fa_fmu *f = fa_fmu_check(instance);
     if (!f) return;
+    fa_me_free(FA_ME_OF(f));
     fa_fmu_release(f);
     free(instance);
 }
@@ -154,13 +167,14 @@ fmi3Status fmi3EnterInitializationMode(fmi3Instance instance, fmi3Boolean tolera
 fmi3Status fmi3ExitInitializationMode(fmi3Instance instance)
 {
     FA_GET(instance);
-    FA_RET(fa_fmu_exit_initialization(f, "fmi3ExitInitializationMode"));
+    FA_RET(fa_fmu_exit_initialization_me(f, FA_ME_OF(f), "fmi3ExitInitializationMode"));
 }
 
 fmi3Status fmi3EnterEventMode(fmi3Instance instance)
 {
     FA_GET(instance);
-    FA_UNSUPPORTED("fmi3EnterEventMode", fa_no_events);
+    if (!FA_ME_OF(f)) FA_UNSUPPORTED("fmi3EnterEventMode", fa_no_events);
+    FA_RET(FA_OK);
 }
 
 fmi3Status fmi3Terminate(fmi3Instance instance)
@@ -184,7 +198,10 @@ fmi3Status fmi3GetFloat64(fmi3Instance instance, const fmi3ValueReference valueR
     if (nValues != nValueReferences)
         FA_RET(fa_fmu_error(f, "fmi3GetFloat64", "nValues = %lu differs from nValueReferences = %lu (all variables "
                             "are scalars)", (unsigned long)nValues, (unsigned long)nValueReferences));
-    FA_RET(fa_fmu_get_reals(f, FA_VRS(valueReferences), nValueReferences, values, "fmi3GetFloat64"));
+    fa_me *me = FA_ME_OF(f);
+    if (!me || f->mode != FA_MODE_STEP)
+        FA_RET(fa_fmu_get_reals(f, FA_VRS(valueReferences), nValueReferences, values, "fmi3GetFloat64"));
+    FA_RET(fa_fmu_me_get_reals(f, me, FA_VRS(valueReferences), nValueReferences, values, "fmi3GetFloat64"));
 }
 
 fmi3Status fmi3SetFloat64(fmi3Instance instance, const fmi3ValueReference valueReferences[], size_t nValueReferences,
@@ -194,7 +211,9 @@ fmi3Status fmi3SetFloat64(fmi3Instance instance, const fmi3ValueReference valueR
     if (nValues != nValueReferences)
         FA_RET(fa_fmu_error(f, "fmi3SetFloat64", "nValues = %lu differs from nValueReferences = %lu (all variables "
                             "are scalars)", (unsigned long)nValues, (unsigned long)nValueReferences));
-    FA_RET(fa_fmu_set_reals(f, FA_VRS(valueReferences), nValueReferences, values, "fmi3SetFloat64"));
+    fa_status s = fa_fmu_set_reals(f, FA_VRS(valueReferences), nValueReferences, values, "fmi3SetFloat64");
+    if (FA_ME_OF(f)) fa_me_set_parameters(FA_ME_OF(f), fa_engine_parameters(f->engine));
+    FA_RET(s);
 }
 
 /* Types the FMU has no variables of: OK for nValueReferences == 0, else an error. */
@@ -336,9 +355,10 @@ fmi3Status fmi3GetDirectionalDerivative(fmi3Instance instance, const fmi3ValueRe
                                         size_t nSeed, fmi3Float64 sensitivity[], size_t nSensitivity)
 {
     FA_GET(instance);
-    (void)unknowns; (void)nUnknowns; (void)knowns; (void)nKnowns; (void)seed; (void)nSeed; (void)sensitivity;
-    (void)nSensitivity;
-    FA_UNSUPPORTED("fmi3GetDirectionalDerivative", "directional derivatives (providesDirectionalDerivative = false)");
+    if (nSeed != nKnowns || nSensitivity != nUnknowns)
+        FA_RET(fa_fmu_error(f, "fmi3GetDirectionalDerivative", "nSeed must equal nKnowns, nSensitivity nUnknowns"));
+    FA_RET(fa_fmu_derivative_product(f, FA_ME_OF(f), FA_VRS(unknowns), nUnknowns, FA_VRS(knowns), nKnowns, seed,
+                                     sensitivity, 0, "fmi3GetDirectionalDerivative"));
 }
 
 fmi3Status fmi3GetAdjointDerivative(fmi3Instance instance, const fmi3ValueReference unknowns[], size_t nUnknowns,
@@ -346,9 +366,10 @@ fmi3Status fmi3GetAdjointDerivative(fmi3Instance instance, const fmi3ValueRefere
                                     size_t nSeed, fmi3Float64 sensitivity[], size_t nSensitivity)
 {
     FA_GET(instance);
-    (void)unknowns; (void)nUnknowns; (void)knowns; (void)nKnowns; (void)seed; (void)nSeed; (void)sensitivity;
-    (void)nSensitivity;
-    FA_UNSUPPORTED("fmi3GetAdjointDerivative", "adjoint derivatives (providesAdjointDerivatives = false)");
+    if (nSeed != nUnknowns || nSensitivity != nKnowns)
+        FA_RET(fa_fmu_error(f, "fmi3GetAdjointDerivative", "nSeed must equal nUnknowns, nSensitivity nKnowns"));
+    FA_RET(fa_fmu_derivative_product(f, FA_ME_OF(f), FA_VRS(unknowns), nUnknowns, FA_VRS(knowns), nKnowns, seed,
+                                     sensitivity, 1, "fmi3GetAdjointDerivative"));
 }
 
 /* ------------------------------------------------- configuration, clocks, events ----- */
@@ -443,83 +464,105 @@ fmi3Status fmi3UpdateDiscreteStates(fmi3Instance instance, fmi3Boolean *discrete
                                     fmi3Float64 *nextEventTime)
 {
     FA_GET(instance);
-    (void)discreteStatesNeedUpdate; (void)terminateSimulation; (void)nominalsOfContinuousStatesChanged;
-    (void)valuesOfContinuousStatesChanged; (void)nextEventTimeDefined; (void)nextEventTime;
-    FA_UNSUPPORTED("fmi3UpdateDiscreteStates", fa_no_events);
+    fa_me *me = FA_ME_OF(f);
+    if (!me) FA_UNSUPPORTED("fmi3UpdateDiscreteStates", fa_no_events);
+    int changed = 0;
+    if (fa_me_project(me, &changed) != 0) FA_RET(fa_fmu_error(f, "fmi3UpdateDiscreteStates", "%s", fa_me_message(me)));
+    *discreteStatesNeedUpdate = fmi3False;
+    *terminateSimulation = fmi3False;
+    *nominalsOfContinuousStatesChanged = fmi3False;
+    *valuesOfContinuousStatesChanged = changed ? fmi3True : fmi3False;
+    *nextEventTimeDefined = fmi3False;
+    *nextEventTime = 0.0;
+    FA_RET(FA_OK);
 }
 
-/* ------------------------------------------------------- Model Exchange: unsupported -- */
+#define FA_ME_GET(instance, name) \
+    FA_GET(instance); \
+    fa_me *me = FA_ME_OF(f); \
+    if (!me) FA_UNSUPPORTED(name, fa_no_me)
+#define FA_ME_COUNT(name, n) \
+    if ((n) != FA_ME_NX) FA_RET(fa_fmu_error(f, name, "%lu states given, the FMU has %d", (unsigned long)(n), FA_ME_NX))
 
 fmi3Status fmi3EnterContinuousTimeMode(fmi3Instance instance)
 {
-    FA_GET(instance);
-    FA_UNSUPPORTED("fmi3EnterContinuousTimeMode", fa_no_me);
+    FA_ME_GET(instance, "fmi3EnterContinuousTimeMode");
+    FA_RET(FA_OK);
 }
 
 fmi3Status fmi3CompletedIntegratorStep(fmi3Instance instance, fmi3Boolean noSetFMUStatePriorToCurrentPoint,
                                        fmi3Boolean *enterEventMode, fmi3Boolean *terminateSimulation)
 {
-    FA_GET(instance);
-    (void)noSetFMUStatePriorToCurrentPoint; (void)enterEventMode; (void)terminateSimulation;
-    FA_UNSUPPORTED("fmi3CompletedIntegratorStep", fa_no_me);
+    FA_ME_GET(instance, "fmi3CompletedIntegratorStep");
+    (void)noSetFMUStatePriorToCurrentPoint;
+    int enter = 0;
+    fa_me_completed_step(me, &enter);
+    *enterEventMode = enter ? fmi3True : fmi3False;
+    *terminateSimulation = fmi3False;
+    FA_RET(FA_OK);
 }
 
 fmi3Status fmi3SetTime(fmi3Instance instance, fmi3Float64 time)
 {
-    FA_GET(instance);
-    (void)time;
-    FA_UNSUPPORTED("fmi3SetTime", fa_no_me);
+    FA_ME_GET(instance, "fmi3SetTime");
+    fa_me_set_time(me, time);
+    FA_RET(FA_OK);
 }
 
 fmi3Status fmi3SetContinuousStates(fmi3Instance instance, const fmi3Float64 continuousStates[],
                                    size_t nContinuousStates)
 {
-    FA_GET(instance);
-    (void)continuousStates; (void)nContinuousStates;
-    FA_UNSUPPORTED("fmi3SetContinuousStates", fa_no_me);
+    FA_ME_GET(instance, "fmi3SetContinuousStates");
+    FA_ME_COUNT("fmi3SetContinuousStates", nContinuousStates);
+    fa_me_set_states(me, continuousStates);
+    FA_RET(FA_OK);
 }
 
 fmi3Status fmi3GetContinuousStateDerivatives(fmi3Instance instance, fmi3Float64 derivatives[],
                                              size_t nContinuousStates)
 {
-    FA_GET(instance);
-    (void)derivatives; (void)nContinuousStates;
-    FA_UNSUPPORTED("fmi3GetContinuousStateDerivatives", fa_no_me);
+    FA_ME_GET(instance, "fmi3GetContinuousStateDerivatives");
+    FA_ME_COUNT("fmi3GetContinuousStateDerivatives", nContinuousStates);
+    if (fa_me_derivatives(me, derivatives, NULL) != 0)
+        FA_RET(fa_fmu_error(f, "fmi3GetContinuousStateDerivatives", "%s", fa_me_message(me)));
+    FA_RET(FA_OK);
 }
 
 fmi3Status fmi3GetEventIndicators(fmi3Instance instance, fmi3Float64 eventIndicators[], size_t nEventIndicators)
 {
-    FA_GET(instance);
-    (void)eventIndicators; (void)nEventIndicators;
-    FA_UNSUPPORTED("fmi3GetEventIndicators", fa_no_me);
+    FA_ME_GET(instance, "fmi3GetEventIndicators");
+    (void)eventIndicators;
+    FA_RET(nEventIndicators == 0 ? FA_OK : fa_fmu_error(f, "fmi3GetEventIndicators", "the FMU has no event indicators"));
 }
 
 fmi3Status fmi3GetContinuousStates(fmi3Instance instance, fmi3Float64 continuousStates[], size_t nContinuousStates)
 {
-    FA_GET(instance);
-    (void)continuousStates; (void)nContinuousStates;
-    FA_UNSUPPORTED("fmi3GetContinuousStates", fa_no_me);
+    FA_ME_GET(instance, "fmi3GetContinuousStates");
+    FA_ME_COUNT("fmi3GetContinuousStates", nContinuousStates);
+    fa_me_get_states(me, continuousStates);
+    FA_RET(FA_OK);
 }
 
 fmi3Status fmi3GetNominalsOfContinuousStates(fmi3Instance instance, fmi3Float64 nominals[], size_t nContinuousStates)
 {
-    FA_GET(instance);
-    (void)nominals; (void)nContinuousStates;
-    FA_UNSUPPORTED("fmi3GetNominalsOfContinuousStates", fa_no_me);
+    FA_ME_GET(instance, "fmi3GetNominalsOfContinuousStates");
+    FA_ME_COUNT("fmi3GetNominalsOfContinuousStates", nContinuousStates);
+    for (size_t i = 0; i < nContinuousStates; ++i) nominals[i] = 1.0;
+    FA_RET(FA_OK);
 }
 
 fmi3Status fmi3GetNumberOfEventIndicators(fmi3Instance instance, size_t *nEventIndicators)
 {
-    FA_GET(instance);
-    (void)nEventIndicators;
-    FA_UNSUPPORTED("fmi3GetNumberOfEventIndicators", fa_no_me);
+    FA_ME_GET(instance, "fmi3GetNumberOfEventIndicators");
+    *nEventIndicators = 0;
+    FA_RET(FA_OK);
 }
 
 fmi3Status fmi3GetNumberOfContinuousStates(fmi3Instance instance, size_t *nContinuousStates)
 {
-    FA_GET(instance);
-    (void)nContinuousStates;
-    FA_UNSUPPORTED("fmi3GetNumberOfContinuousStates", fa_no_me);
+    FA_ME_GET(instance, "fmi3GetNumberOfContinuousStates");
+    *nContinuousStates = FA_ME_NX;
+    FA_RET(FA_OK);
 }
 
 /* -------------------------------------------------------------------- Co-Simulation -- */

@@ -221,6 +221,79 @@ fa_status fa_fmu_exit_initialization(fa_fmu *f, const char *function)
     return FA_OK;
 }
 
+fa_status fa_fmu_exit_initialization_me(fa_fmu *f, fa_me *me, const char *function)
+{
+    fa_status s = fa_fmu_exit_initialization(f, function);
+    if (s > FA_WARNING || !me) return s;
+    fa_me_set_parameters(me, fa_engine_parameters(f->engine));
+    if (fa_me_initialize(me, f->start_time) != 0) return fa_fmu_error(f, function, "%s", fa_me_message(me));
+    return s;
+}
+
+static fa_status fa_unknown_vr(const fa_fmu *f, unsigned int vr, const char *function);
+
+fa_status fa_fmu_me_get_reals(fa_fmu *f, fa_me *me, const unsigned int vr[], size_t nvr, double value[],
+                              const char *function)
+{
+    double x[FA_ME_NX], xdot[FA_ME_NX], lam[FA_ONE(FA_M)], y[FA_ONE(FA_NY)];
+    fa_me_get_states(me, x);
+    if (fa_me_derivatives(me, xdot, lam) != 0 || fa_me_outputs(me, y) != 0)
+        return fa_fmu_error(f, function, "%s", fa_me_message(me));
+    for (size_t i = 0; i < nvr; ++i) {
+        const unsigned int r = vr[i];
+        if (r == 0 && f->has_time_vr) value[i] = fa_me_time(me);
+        else if (r >= 1 && r < 1 + FA_NP) value[i] = fa_me_parameters(me)[r - 1];
+        else if (r >= 1 + FA_NP && r < FA_VR_Q) value[i] = y[r - 1 - FA_NP];
+        else if (r >= FA_VR_Q && r < FA_VR_LAMBDA) value[i] = x[r - FA_VR_Q];
+        else if (r >= FA_VR_LAMBDA && r < FA_VR_END) value[i] = lam[r - FA_VR_LAMBDA];
+        else if (r >= FA_VR_A && r < FA_VR_A + FA_N) value[i] = xdot[FA_N + r - FA_VR_A];
+        else return fa_unknown_vr(f, r, function);
+    }
+    return FA_OK;
+}
+
+fa_status fa_fmu_derivative_product(fa_fmu *f, fa_me *me, const unsigned int unknowns[], size_t nu,
+                                    const unsigned int knowns[], size_t nk, const double seed[], double result[],
+                                    int adjoint, const char *function)
+{
+    if (!me)
+        return fa_fmu_unsupported(f, function, "derivative products on an instance for Co-Simulation (instantiate "
+                                  "it for Model Exchange)");
+    if ((nk && (!knowns || !(adjoint ? result : seed))) || (nu && (!unknowns || !(adjoint ? seed : result))))
+        return fa_fmu_error(f, function, "NULL array with nUnknowns = %lu, nKnowns = %lu", (unsigned long)nu,
+                            (unsigned long)nk);
+    double dx[FA_ME_NX] = {0}, dp[FA_ONE(FA_NP)] = {0}, dxdot[FA_ME_NX] = {0}, dy[FA_ONE(FA_NY)] = {0};
+    double **known = malloc((nk + nu + 1) * sizeof *known), **unknown = known + nk;
+    if (!known) return fa_fmu_error(f, function, "out of memory");
+    fa_status status = FA_OK;
+    for (size_t k = 0; k < nk && status == FA_OK; ++k) {
+        const unsigned int r = knowns[k];
+        if (r >= 1 && r < 1 + FA_NP) known[k] = dp + r - 1;
+        else if (r >= FA_VR_Q && r < FA_VR_LAMBDA) known[k] = dx + r - FA_VR_Q;
+        else status = fa_fmu_error(f, function, "vr %u is not a known (the knowns are the states q, v with vr %d..%d "
+                                   "and the parameters and inputs with vr 1..%d)", r, FA_VR_Q, FA_VR_LAMBDA - 1, FA_NP);
+    }
+    for (size_t u = 0; u < nu && status == FA_OK; ++u) {
+        const unsigned int r = unknowns[u];
+        if (r >= 1 + FA_NP && r < FA_VR_Q) unknown[u] = dy + r - 1 - FA_NP;
+        else if (r >= FA_VR_V && r < FA_VR_LAMBDA) unknown[u] = dxdot + r - FA_VR_V;
+        else if (r >= FA_VR_A && r < FA_VR_A + FA_N) unknown[u] = dxdot + FA_N + r - FA_VR_A;
+        else status = fa_fmu_error(f, function, "vr %u is not an unknown (the unknowns are the outputs, the "
+                                   "derivatives der(q) = v and der(v) with vr %d..%d)", r, FA_VR_A, FA_VR_A + FA_N - 1);
+    }
+    if (status == FA_OK && !adjoint) { /* J seed: seed over knowns, result over unknowns */
+        for (size_t k = 0; k < nk; ++k) *known[k] += seed[k];
+        if (fa_me_directional(me, dx, dp, dxdot, dy) != 0) status = fa_fmu_error(f, function, "%s", fa_me_message(me));
+        for (size_t u = 0; u < nu && status == FA_OK; ++u) result[u] = *unknown[u];
+    } else if (status == FA_OK) { /* J^T seed: seed over unknowns (accumulated), result over knowns */
+        for (size_t u = 0; u < nu; ++u) *unknown[u] += seed[u];
+        if (fa_me_adjoint(me, dxdot, dy, dx, dp) != 0) status = fa_fmu_error(f, function, "%s", fa_me_message(me));
+        for (size_t k = 0; k < nk && status == FA_OK; ++k) result[k] = *known[k];
+    }
+    free(known);
+    return status;
+}
+
 fa_status fa_fmu_terminate(fa_fmu *f, const char *function)
 {
     if (fa_fmu_require(f, FA_MASK(FA_MODE_STEP), function)) return FA_ERROR;

@@ -29,6 +29,7 @@
 #include <stddef.h>
 
 #include "fa_engine.h"
+#include "fa_fmu_me.h"
 
 #if defined(__GNUC__) && !defined(FA_EXPORT_ALL)
 #pragma GCC visibility push(hidden) /* internal: only FMI functions are exported */
@@ -48,7 +49,8 @@ typedef enum {
 #define FA_VR_Q (1 + FA_NP + FA_NY)
 #define FA_VR_V (FA_VR_Q + FA_N)
 #define FA_VR_LAMBDA (FA_VR_V + FA_N)
-#define FA_VR_END (FA_VR_LAMBDA + FA_M) /* one past the last value reference */
+#define FA_VR_END (FA_VR_LAMBDA + FA_M) /* one past the last value reference of Co-Simulation */
+#define FA_VR_A FA_VR_END /* Model Exchange: der(v_i) = a_i, i < FA_N */
 
 #define FA_MASK(mode) (1u << (mode))
 #define FA_MASK_SETUP (FA_MASK(FA_MODE_INSTANTIATED) | FA_MASK(FA_MODE_INITIALIZATION))
@@ -107,6 +109,20 @@ fa_status fa_fmu_set_debug_logging(fa_fmu *fmu, int logging_on, size_t n, const 
 fa_status fa_fmu_set_start_time(fa_fmu *fmu, double start_time, const char *function);
 fa_status fa_fmu_enter_initialization(fa_fmu *fmu, const char *function);
 fa_status fa_fmu_exit_initialization(fa_fmu *fmu, const char *function);
+/* The same, then (me not NULL: a Model Exchange instance) the core's consistent initialization
+ * at the start time with the parameters set (fa_me_initialize). */
+fa_status fa_fmu_exit_initialization_me(fa_fmu *fmu, fa_me *me, const char *function);
+/* Model Exchange: the variables at the core's (t, x, p): parameters, outputs, q, v, lambda and
+ * der(v) = a (vr FA_VR_A + i, i < FA_N; time vr 0 where fmu->has_time_vr). */
+fa_status fa_fmu_me_get_reals(fa_fmu *fmu, fa_me *me, const unsigned int vr[], size_t nvr, double value[],
+                              const char *function);
+/* Model Exchange: J seed (adjoint = 0; seed over knowns, result over unknowns) or J^T seed
+ * (adjoint = 1; seed over unknowns, result over knowns) of J = d(xdot, y)/d(x, p) (fa_me_directional,
+ * fa_me_adjoint).  Knowns: parameters and inputs 1 + k, q and v; unknowns: outputs, der(q) = v
+ * (the vr of v), der(v) = a (FA_VR_A + i).  me NULL: not supported (Co-Simulation instance). */
+fa_status fa_fmu_derivative_product(fa_fmu *fmu, fa_me *me, const unsigned int unknowns[], size_t nu,
+                                    const unsigned int knowns[], size_t nk, const double seed[], double result[],
+                                    int adjoint, const char *function);
 fa_status fa_fmu_terminate(fa_fmu *fmu, const char *function);
 fa_status fa_fmu_reset(fa_fmu *fmu, const char *function);
 /* Advance from t_c (the FMU's time) by any h > 0; *reached (may be NULL) gets the time

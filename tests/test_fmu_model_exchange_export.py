@@ -1,0 +1,311 @@
+"""Model Exchange in exported FMUs (issue 30, parts 1-2): ``export --interface cs|me|both``.
+
+What is shown, for FMI 2 and 3:
+
+* fmpy's CVode (rtol 1e-10) on the Model Exchange FMU equals the in-process engine
+  (generalized-alpha 0.9, h = 1e-4) to the engine's O(h^2) (ME_CORE_VS_ENGINE, the tier of the
+  core itself, tests/test_me_core.py), and the constraint drift stays within its tolerance;
+* fmpy's validation and the FMI XSD accept the description; an FMU with both interfaces gives
+  the Co-Simulation FMU's results bit for bit, and the Model Exchange FMU's;
+* fmi2/3GetDirectionalDerivative equals central differences of the derivatives and outputs
+  (GRADIENT_VS_FD) for states and (FMI 3) parameters; fmi3GetAdjointDerivative satisfies
+  v^T (J w) = (J^T v)^T w (EXACT);
+* the dependencies declared in <ModelStructure> equal the numerically found non-zeros;
+* engine_tvd (massless Maxwell nodes) is refused for ``--interface me`` by name.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import zipfile
+
+import fmpy
+import fmpy.validation
+import numpy as np
+import pytest
+from fmpy.fmi2 import FMU2Model
+from fmpy.fmi3 import FMU3Model
+from lxml import etree
+from tolerances import EXACT, GRADIENT_VS_FD, ME_CORE_VS_ENGINE
+
+from fmi_adjoint import NativeEngine, load_model
+from fmi_adjoint.cli.main import main
+from fmi_adjoint.examples import example_path
+from fmi_adjoint.export import ExportError, export_fmu, validate_against_schema
+from fmi_adjoint.integrate import GeneralizedAlpha
+
+FAST = ("sdof", "slider_crank")
+SLOW = ("heavy_top", "triple_pendulum_bodies")
+#: Models whose accelerations depend on only some states (sdof and slider_crank: on all).
+SPARSE = ("engine_mount", "triple_pendulum", "slider_crank")
+
+
+@pytest.fixture(scope="module")
+def fmus(tmp_path_factory):
+    """export(name, version, interface) -> path, each exported once per module."""
+    made: dict[tuple, object] = {}
+
+    def export(name: str, version: int, interface: str = "both"):
+        key = (name, version, interface)
+        if key not in made:
+            out = tmp_path_factory.mktemp("me") / f"{name}_{version}_{interface}.fmu"
+            made[key] = export_fmu(example_path(name), out, fmi_version=version, interface=interface)
+        return made[key]
+
+    return export
+
+
+class Instance:
+    """An ME instance of an exported FMU through fmpy, FMI 2 or 3, in Continuous-Time Mode."""
+
+    def __init__(self, path, version: int):
+        md = fmpy.read_model_description(str(path))
+        self.md, self.version = md, version
+        self.vr = {v.name: v.valueReference for v in md.modelVariables}
+        cls = FMU2Model if version == 2 else FMU3Model
+        kwargs = {"guid": md.guid, "unzipDirectory": fmpy.extract(str(path)),
+                  "modelIdentifier": md.modelExchange.modelIdentifier, "instanceName": "me"}
+        self.fmu = cls(**kwargs)
+        self.fmu.instantiate()
+        if version == 2:
+            self.fmu.setupExperiment(startTime=0.0)
+            self.fmu.enterInitializationMode()
+            self.fmu.exitInitializationMode()
+            self.fmu.newDiscreteStates()
+        else:
+            self.fmu.enterInitializationMode(startTime=0.0)
+            self.fmu.exitInitializationMode()
+            self.fmu.updateDiscreteStates()
+        self.fmu.enterContinuousTimeMode()
+        self.nx = len(md.derivatives)
+
+    def states(self) -> np.ndarray:
+        x = (ctypes.c_double * self.nx)()
+        self.fmu.getContinuousStates(x, self.nx)
+        return np.array(x)
+
+    def set_states(self, x) -> None:
+        self.fmu.setContinuousStates((ctypes.c_double * self.nx)(*x), self.nx)
+
+    def derivatives(self) -> np.ndarray:
+        dx = (ctypes.c_double * self.nx)()
+        if self.version == 2:
+            self.fmu.getDerivatives(dx, self.nx)
+        else:
+            self.fmu.getContinuousStateDerivatives(dx, self.nx)
+        return np.array(dx)
+
+    def get(self, vrs) -> np.ndarray:
+        return np.array(self.fmu.getReal(vrs) if self.version == 2 else self.fmu.getFloat64(vrs))
+
+    def set(self, vrs, values) -> None:
+        if self.version == 2:
+            self.fmu.setReal(vrs, list(values))
+        else:
+            self.fmu.setFloat64(vrs, list(values))
+
+    def directional(self, unknowns, knowns, seed) -> np.ndarray:
+        return np.array(self.fmu.getDirectionalDerivative(unknowns, knowns, list(seed)))
+
+    def adjoint(self, unknowns, knowns, seed) -> np.ndarray:
+        return np.array(self.fmu.getAdjointDerivative(unknowns, knowns, list(seed), nSensitivity=len(knowns)))
+
+
+def _layout(path, name: str):
+    """(state vrs, derivative vrs, output vrs, parameter vrs) of an exported FMU (model order)."""
+    model = load_model(example_path(name))
+    md = fmpy.read_model_description(str(path))
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    coords = [c.name for c in model.all_coordinates]
+    states = [vr[f"q.{c}"] for c in coords] + [vr[f"v.{c}"] for c in coords]
+    derivatives = [vr[f"v.{c}"] for c in coords] + [vr[f"der(v.{c})"] for c in coords]
+    return states, derivatives, [vr[o.name] for o in model.outputs], [vr[p.name] for p in model.all_parameters]
+
+
+def _relative(a, b) -> float:
+    return float(np.abs(np.asarray(a) - np.asarray(b)).max() / max(np.abs(b).max(), 1.0))
+
+
+def _perturbed(inst: Instance, seed: int) -> np.ndarray:
+    """A generic consistent state: parameters off their round values and the start with small
+    random changes, projected onto the constraints in Event Mode (no term vanishes by symmetry
+    or by a round value, as tests/test_me_core.py's _state_away_from_equilibrium)."""
+    rng = np.random.default_rng(seed)
+    parameters = [v.valueReference for v in inst.md.modelVariables if v.causality == "parameter"]
+    inst.set(parameters, inst.get(parameters) * (1.0 + 0.1 * rng.random(len(parameters))))
+    inst.fmu.setTime(0.1)
+    inst.set_states(inst.states() + 0.01 * rng.normal(size=inst.nx))
+    inst.fmu.enterEventMode()
+    if inst.version == 2:
+        inst.fmu.newDiscreteStates()
+    else:
+        inst.fmu.updateDiscreteStates()
+    inst.fmu.enterContinuousTimeMode()
+    return inst.states()
+
+
+def _check_against_engine(fmus, name: str, version: int, t_end: float) -> None:
+    path = fmus(name, version)
+    model = load_model(example_path(name))
+    coords = [c.name for c in model.all_coordinates]
+    res = fmpy.simulate_fmu(str(path), fmi_type="ModelExchange", solver="CVode", relative_tolerance=1e-10,
+                            stop_time=t_end, output_interval=0.01,
+                            output=[o.name for o in model.outputs] + [f"q.{c}" for c in coords]
+                            + [f"v.{c}" for c in coords])
+    trajectory = NativeEngine.build(model).simulate(t_end=t_end, step=1e-4, solver=GeneralizedAlpha(rho_inf=0.9))
+    rows = np.searchsorted(trajectory.t, res["time"] - 1e-12)
+    q = np.column_stack([res[f"q.{c}"] for c in coords])
+    v = np.column_stack([res[f"v.{c}"] for c in coords])
+    y = np.column_stack([res[o.name] for o in model.outputs])
+    assert _relative(q, trajectory.q[rows]) <= ME_CORE_VS_ENGINE
+    assert _relative(v, trajectory.v[rows]) <= ME_CORE_VS_ENGINE
+    assert _relative(y, trajectory.outputs()[rows]) <= ME_CORE_VS_ENGINE
+    # The drift at the last row within the FMU's tolerance: fmi*CompletedIntegratorStep would
+    # otherwise ask for Event Mode (fa_me_completed_step).
+    inst = Instance(path, version)
+    inst.fmu.setTime(float(res["time"][-1]))
+    inst.set_states(np.concatenate([q[-1], v[-1]]))
+    enter_event_mode, terminate = inst.fmu.completedIntegratorStep()
+    assert not enter_event_mode and not terminate
+
+
+@pytest.mark.parametrize("version", (2, 3))
+@pytest.mark.parametrize("name", FAST)
+def test_me_fmu_matches_engine(fmus, name, version):
+    _check_against_engine(fmus, name, version, 0.5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", (2, 3))
+@pytest.mark.parametrize("name", SLOW)
+def test_me_fmu_matches_engine_slow(fmus, name, version):
+    _check_against_engine(fmus, name, version, 0.5)
+
+
+@pytest.mark.parametrize("version", (2, 3))
+def test_description_validates(fmus, version):
+    path = fmus("slider_crank", version)
+    assert fmpy.validation.validate_fmu(str(path)) == []
+    with zipfile.ZipFile(path) as archive:
+        xml = archive.read("modelDescription.xml")
+    assert validate_against_schema(xml, version) == []
+    root = etree.fromstring(xml)
+    assert root.find("ModelExchange") is not None and root.find("CoSimulation") is not None
+    me_only = etree.fromstring(zipfile.ZipFile(fmus("slider_crank", version, "me")).read("modelDescription.xml"))
+    assert me_only.find("CoSimulation") is None
+    assert validate_against_schema(etree.tostring(me_only), version) == []
+
+
+@pytest.mark.parametrize("version", (2, 3))
+def test_both_interfaces_give_the_same_results(fmus, version):
+    model = load_model(example_path("slider_crank"))
+    outputs = [o.name for o in model.outputs]
+
+    def run(interface, kind):
+        kwargs = {"solver": "CVode", "relative_tolerance": 1e-10, "output_interval": 0.01} if kind == "ModelExchange" \
+            else {"output_interval": model.simulation.step}
+        res = fmpy.simulate_fmu(str(fmus("slider_crank", version, interface)), fmi_type=kind, stop_time=0.2,
+                                output=outputs, **kwargs)
+        return np.column_stack([res[o] for o in outputs])
+
+    assert np.array_equal(run("both", "CoSimulation"), run("cs", "CoSimulation"))
+    assert np.array_equal(run("both", "ModelExchange"), run("me", "ModelExchange"))
+
+
+@pytest.mark.parametrize("version", (2, 3))
+@pytest.mark.parametrize("name", FAST)
+def test_directional_derivatives_equal_central_differences(fmus, name, version):
+    path = fmus(name, version)
+    states, derivatives, outputs, parameters = _layout(path, name)
+    inst = Instance(path, version)
+    x = _perturbed(inst, 1)
+    unknowns = derivatives + outputs
+    jacobian = np.column_stack([inst.directional(unknowns, states, np.eye(len(states))[k])
+                                for k in range(len(states))])
+
+    def f(xk):
+        inst.set_states(xk)
+        return np.concatenate([inst.derivatives(), inst.get(outputs)])
+
+    h = 1e-6
+    fd = np.column_stack([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(len(x))])
+    inst.set_states(x)
+    assert _relative(jacobian, fd) <= GRADIENT_VS_FD
+    if version == 3:  # parameters are knowns in FMI 3 (Sec. 2.2.11)
+        p = inst.get(parameters)
+        jp = np.column_stack([inst.directional(unknowns, [r], [1.0]) for r in parameters])
+        fdp = []
+        for k, r in enumerate(parameters):
+            step = 1e-6 * max(1.0, abs(p[k]))
+            columns = []
+            for sign in (1, -1):
+                inst.set([r], [p[k] + sign * step])
+                inst.set_states(x)
+                columns.append(f(x))
+            inst.set([r], [p[k]])
+            fdp.append((columns[0] - columns[1]) / (2 * step))
+        assert _relative(jp, np.column_stack(fdp)) <= GRADIENT_VS_FD
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_adjoint_derivatives_are_the_transpose(fmus, name):
+    path = fmus(name, 3)
+    states, derivatives, outputs, parameters = _layout(path, name)
+    inst = Instance(path, 3)
+    _perturbed(inst, 2)
+    knowns, unknowns = states + parameters, derivatives + outputs
+    rng = np.random.default_rng(3)
+    w, v = rng.normal(size=len(knowns)), rng.normal(size=len(unknowns))
+    jw = inst.directional(unknowns, knowns, w)
+    jtv = inst.adjoint(unknowns, knowns, v)
+    assert abs(v @ jw - jtv @ w) <= EXACT * (np.abs(v) @ np.abs(jw) + 1.0)
+
+
+@pytest.mark.parametrize("version", (2, 3))
+@pytest.mark.parametrize("name", SPARSE)
+def test_declared_dependencies_are_the_numerical_pattern(fmus, name, version):
+    path = fmus(name, version)
+    states, derivatives, outputs, _ = _layout(path, name)
+    with zipfile.ZipFile(path) as archive:
+        root = etree.fromstring(archive.read("modelDescription.xml"))
+    structure = root.find("ModelStructure")
+    if version == 2:
+        rows = [(int(u.get("index")), u.get("dependencies")) for tag in ("Outputs", "Derivatives")
+                for u in structure.find(tag)]
+    else:
+        rows = [(int(u.get("valueReference")), u.get("dependencies")) for u in structure
+                if u.tag in ("Output", "ContinuousStateDerivative")]
+    declared = {}
+    for vr, text in rows:
+        declared.setdefault(vr, set()).update(int(d) for d in text.split())
+    inst = Instance(path, version)
+    _perturbed(inst, 4)
+    unknowns = derivatives + outputs
+    knowns = states + [v.valueReference for v in inst.md.modelVariables if v.causality == "input"]
+    jacobian = np.column_stack([inst.directional(unknowns, [r], [1.0]) for r in knowns])
+    found: dict[int, set[int]] = {}
+    for i, vr in enumerate(unknowns):
+        found.setdefault(vr, set()).update(knowns[k] for k in np.flatnonzero(jacobian[i]))
+    assert found == declared
+
+
+def test_massless_coordinates_are_refused_by_name(tmp_path):
+    with pytest.raises(ExportError, match="tvd_node1"):
+        export_fmu(example_path("engine_tvd"), tmp_path / "me.fmu", interface="me")
+    notes: list[str] = []
+    out = export_fmu(example_path("engine_tvd"), tmp_path / "both.fmu", interface="both", notes=notes)
+    assert len(notes) == 1 and "tvd_node1" in notes[0]
+    root = etree.fromstring(zipfile.ZipFile(out).read("modelDescription.xml"))
+    assert root.find("ModelExchange") is None and root.find("CoSimulation") is not None
+
+
+def test_cli_interface_option(tmp_path, capsys):
+    assert main(["export", "sdof", "--interface", "cs", "-o", str(tmp_path / "cs.fmu")]) == 0
+    root = etree.fromstring(zipfile.ZipFile(tmp_path / "cs.fmu").read("modelDescription.xml"))
+    assert root.find("ModelExchange") is None
+    assert "Co-Simulation)" in capsys.readouterr().err
+    assert main(["export", "engine_tvd", "--interface", "both", "-o", str(tmp_path / "tvd.fmu")]) == 0
+    assert "note: " in capsys.readouterr().err
+    assert main(["export", "sdof", "--interface", "me", "-o", str(tmp_path / "me.fmu")]) == 0
+    root = etree.fromstring(zipfile.ZipFile(tmp_path / "me.fmu").read("modelDescription.xml"))
+    assert root.find("ModelExchange") is not None and root.find("CoSimulation") is None
