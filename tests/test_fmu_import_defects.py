@@ -288,3 +288,16 @@ def test_held_input_warning_names_the_rms_difference(fmus, work):
     warnings = [line for line in err.splitlines() if "holds each input" in line]
     assert len(warnings) == 1 and "the input u " in warnings[0]
     assert "RMS difference between the held and the interpolated u over the run" in warnings[0]
+
+
+def test_validate_records_on_the_datas_grid_or_its_smallest_inner_step():
+    """fmpy's output interval for validate: the median step when the samples (all but an uneven
+    last one) lie on its grid; else the smallest step before the last interval, so that no
+    sample falls between recorded rows by more than round-off of the grid."""
+    from fmi_adjoint.fmu.validation import _output_interval
+
+    on_grid = np.append(np.arange(0.0, 1.0, 0.01), 1.0 - 0.004)  # an uneven last interval
+    assert _output_interval(on_grid) == pytest.approx(0.01, rel=EXACT)
+    jittered = np.array([0.0, 0.01, 0.0205, 0.03, 0.04, 0.05])
+    assert _output_interval(jittered) == pytest.approx(0.0095, rel=EXACT)
+    assert _output_interval(np.array([0.0, 0.0])) is None

@@ -309,3 +309,56 @@ def test_cli_interface_option(tmp_path, capsys):
     assert main(["export", "sdof", "--interface", "me", "-o", str(tmp_path / "me.fmu")]) == 0
     root = etree.fromstring(zipfile.ZipFile(tmp_path / "me.fmu").read("modelDescription.xml"))
     assert root.find("ModelExchange") is not None and root.find("CoSimulation") is None
+
+
+def test_the_mode_rules_of_a_model_exchange_instance(fmus):
+    """der(v) (initial unknowns) read in Initialization Mode equal the derivatives after it;
+    derivative products and GetDerivatives before ExitInitializationMode, and DoStep on a
+    Model Exchange instance, are refused (the core is not initialized there); after Terminate
+    the outputs are those of the last state, not of the start."""
+    path = fmus("slider_crank", 2)
+    md = fmpy.read_model_description(str(path))
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    der_v = [vr[v.name] for v in md.modelVariables if v.name.startswith("der(v.")]
+    fmu = FMU2Model(guid=md.guid, unzipDirectory=fmpy.extract(str(path)),
+                    modelIdentifier=md.modelExchange.modelIdentifier, instanceName="modes")
+    fmu.instantiate()
+    nx = 2 * len(der_v)
+
+    def derivatives() -> np.ndarray:
+        dx = (ctypes.c_double * nx)()
+        fmu.getDerivatives(dx, nx)
+        return np.array(dx)
+
+    def states() -> np.ndarray:
+        x = (ctypes.c_double * nx)()
+        fmu.getContinuousStates(x, nx)
+        return np.array(x)
+
+    try:
+        fmu.setupExperiment(startTime=0.0)
+        fmu.enterInitializationMode()
+        initial = np.array(fmu.getReal(der_v))
+        with pytest.raises(Exception, match="fmi2GetDirectionalDerivative"):
+            fmu.getDirectionalDerivative([der_v[0]], [der_v[0]], [1.0])
+        with pytest.raises(Exception, match="fmi2GetDerivatives"):
+            derivatives()
+        fmu.exitInitializationMode()
+        fmu.newDiscreteStates()
+        fmu.enterContinuousTimeMode()
+        n = len(der_v)
+        after = derivatives()[n:]  # the index-1 solve at the consistent initial state
+        assert np.max(np.abs(initial - after)) <= EXACT * max(1.0, float(np.max(np.abs(after))))
+        do_step = fmu.dll.fmi2DoStep  # not part of fmpy's Model Exchange class
+        do_step.argtypes = [ctypes.c_void_p, ctypes.c_double, ctypes.c_double, ctypes.c_int]
+        assert do_step(fmu.component, 0.0, 1e-3, 1) == 3  # fmi2Error
+        outputs = [v.valueReference for v in md.modelVariables if v.causality == "output"]
+        x = states()
+        start = np.array(fmu.getReal(outputs))
+        fmu.setTime(0.01)
+        fmu.setContinuousStates((ctypes.c_double * nx)(*(x + 0.01 * derivatives())), nx)
+        moved = np.array(fmu.getReal(outputs))
+        fmu.terminate()
+        assert np.array_equal(np.array(fmu.getReal(outputs)), moved) and not np.array_equal(moved, start)
+    finally:
+        fmu.freeInstance()

@@ -104,3 +104,10 @@ def test_with_needs_a_file_and_the_file_must_exist(loggers, tmp_path):
     assert code == 2 and "with= needs a file" in error_line(err)
     code, _, err = cli(["identify", "two_mass", "--data", f"{fast}@with={tmp_path / 'none.csv'}", "--params", "c2"])
     assert code == 2 and "none.csv" in error_line(err)
+
+
+def test_detrending_or_resampling_merged_loggers_is_refused(loggers):
+    _, fast, slow = loggers
+    for option in (["--detrend", "offset"], ["--resample"]):
+        code, _, err = cli(["identify", "two_mass", "--data", f"{fast}@with={slow}", "--params", "c2", *option])
+        assert code == 2 and "with=" in error_line(err) and "separate experiments" in error_line(err)

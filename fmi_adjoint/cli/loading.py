@@ -220,6 +220,10 @@ def problem_spec(
         file, values = experiment_settings(spec, {}, names)  # the experiment's own settings; --set is the spec's
         window = data_window(spec)
         files = (file, *data_companions(spec))
+        if len(files) > 1 and (common.detrend is not None or common.resample):
+            raise ModelError(f"--data {excerpt(spec)}: with= compares each logger's channels at their own times; "
+                             "--detrend and --resample need every channel at every time. Remove them, or give the "
+                             "files as separate experiments.")
         if outputs is None and (len(files) > 1 or detect_format(file).name != "csv"):  # the channels to read
             outputs = tuple(output.name for output in source.load().outputs)
         data = DataFile.from_paths(files, preprocessing=dataclasses.replace(common, window=window), outputs=outputs)

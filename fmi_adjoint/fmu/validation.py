@@ -65,11 +65,7 @@ def simulate_with_fmpy(archive: FmuArchive, times: np.ndarray, outputs, inputs: 
         elif element < len(values.get(variable.name) or []):  # an element A[i,j]: fmpy sets whole arrays
             values[variable.name] = [*values[variable.name]]
             values[variable.name][element] = _typed(variable.kind, value)
-    # The output interval is the data's typical step (the median; a repeated time is an event
-    # row): the smallest one would be a short last interval (a run that ends off the grid) and
-    # drive the whole re-simulation at that step.
-    steps = np.diff(times)
-    interval = float(np.median(steps[steps > 0])) if np.any(steps > 0) else None
+    interval = _output_interval(np.asarray(times, dtype=float))
     signal = None
     if inputs is not None:
         dtype = [("time", np.float64)] + [(c, np.float64) for c in inputs.columns]
@@ -263,3 +259,21 @@ def _plot(path: Path, data: Measurement, simulated: np.ndarray, summary: dict) -
     with atomic_output(path, "wb") as handle:
         fig.savefig(handle, format="png", dpi=110)
     plt.close(fig)
+
+
+def _output_interval(times: np.ndarray) -> float | None:
+    """fmpy's output interval for data at ``times``: the data's typical step (the median) when
+    every sample time before the last lies on its grid, so that the recorded rows meet the
+    samples; else the smallest step before the last interval.  A short last interval (a run that
+    ends off the grid) must not drive the whole re-simulation; a repeated time is an event row."""
+    steps = np.diff(times)
+    positive = steps[steps > 0]
+    if not positive.size:
+        return None
+    median = float(np.median(positive))
+    inner = np.unique(times[:-1])
+    offsets = (inner - inner[0]) / median
+    if np.all(np.abs(offsets - np.round(offsets)) <= 1e-9 * np.maximum(1.0, np.abs(offsets))):
+        return median
+    before_last = np.diff(np.unique(times[:-1]))
+    return float(before_last.min()) if before_last.size else median

@@ -112,6 +112,7 @@ fmi2Component fmi2Instantiate(fmi2String instanceName, fmi2Type fmuType, fmi2Str
             free(instance);
             return NULL;
         }
+        instance->base.model_exchange = 1;
     }
     fa_log(&instance->base, FA_OK, FA_CATEGORY_EVENTS, "fmi2Instantiate: model '%s' (%d parameters/inputs, %d "
            "outputs)", FA_MODEL_NAME, FA_NP, FA_NY);
@@ -168,7 +169,8 @@ fmi2Status fmi2GetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nv
 {
     FA_GET(c);
     fa_me *me = FA_ME_OF(f);
-    if (!me || f->mode != FA_MODE_STEP) FA_RET(fa_fmu_get_reals(f, vr, nvr, value, "fmi2GetReal"));
+    if (!me || (f->mode != FA_MODE_STEP && f->mode != FA_MODE_TERMINATED))
+        FA_RET(fa_fmu_get_reals(f, vr, nvr, value, "fmi2GetReal"));
     FA_RET(fa_fmu_me_get_reals(f, me, vr, nvr, value, "fmi2GetReal"));
 }
 
@@ -279,6 +281,11 @@ fmi2Status fmi2GetDirectionalDerivative(fmi2Component c, const fmi2ValueReferenc
     fa_me *me = FA_ME_OF(f); \
     if (!me) FA_NO_ME(name)
 
+/* ... and the core initialized (after fmi2ExitInitializationMode, until fmi2Terminate/Reset). */
+#define FA_ME_RUNNING(c, name) \
+    FA_ME_GET(c, name); \
+    if (fa_fmu_require(f, FA_MASK(FA_MODE_STEP), name)) FA_RET(FA_ERROR)
+
 fmi2Status fmi2EnterEventMode(fmi2Component c)
 {
     FA_ME_GET(c, "fmi2EnterEventMode");
@@ -287,7 +294,7 @@ fmi2Status fmi2EnterEventMode(fmi2Component c)
 
 fmi2Status fmi2NewDiscreteStates(fmi2Component c, fmi2EventInfo *eventInfo)
 {
-    FA_ME_GET(c, "fmi2NewDiscreteStates");
+    FA_ME_RUNNING(c, "fmi2NewDiscreteStates");
     int changed = 0;
     if (fa_me_project(me, &changed) != 0) FA_RET(fa_fmu_error(f, "fmi2NewDiscreteStates", "%s", fa_me_message(me)));
     eventInfo->newDiscreteStatesNeeded = fmi2False;
@@ -308,7 +315,7 @@ fmi2Status fmi2EnterContinuousTimeMode(fmi2Component c)
 fmi2Status fmi2CompletedIntegratorStep(fmi2Component c, fmi2Boolean noSetFMUStatePriorToCurrentPoint,
                                        fmi2Boolean *enterEventMode, fmi2Boolean *terminateSimulation)
 {
-    FA_ME_GET(c, "fmi2CompletedIntegratorStep");
+    FA_ME_RUNNING(c, "fmi2CompletedIntegratorStep");
     (void)noSetFMUStatePriorToCurrentPoint;
     int enter = 0;
     fa_me_completed_step(me, &enter);
@@ -334,7 +341,7 @@ fmi2Status fmi2SetContinuousStates(fmi2Component c, const fmi2Real x[], size_t n
 
 fmi2Status fmi2GetDerivatives(fmi2Component c, fmi2Real derivatives[], size_t nx)
 {
-    FA_ME_GET(c, "fmi2GetDerivatives");
+    FA_ME_RUNNING(c, "fmi2GetDerivatives");
     if (nx != FA_ME_NX) FA_RET(fa_fmu_error(f, "fmi2GetDerivatives", "nx = %lu", (unsigned long)nx));
     if (fa_me_derivatives(me, derivatives, NULL) != 0) FA_RET(fa_fmu_error(f, "fmi2GetDerivatives", "%s", fa_me_message(me)));
     FA_RET(FA_OK);
@@ -386,6 +393,8 @@ fmi2Status fmi2DoStep(fmi2Component c, fmi2Real currentCommunicationPoint, fmi2R
 {
     FA_GET(c);
     (void)noSetFMUStatePriorToCurrentPoint;
+    if (FA_ME_OF(f)) FA_RET(fa_fmu_error(f, "fmi2DoStep", "the instance was instantiated for Model Exchange; "
+                                         "instantiate it as fmi2CoSimulation to step it"));
     FA_RET(fa_fmu_do_step(f, currentCommunicationPoint, communicationStepSize, NULL, "fmi2DoStep"));
 }
 

@@ -123,6 +123,7 @@ fmi3Instance fmi3InstantiateModelExchange(fmi3String instanceName, fmi3String in
                                                                instanceEnvironment, logMessage, NULL);
     if (!instance) return NULL;
     if (!(instance->me = fa_me_new())) { fmi3FreeInstance(instance); return NULL; }
+    instance->base.model_exchange = 1;
     return instance;
 }
 
@@ -199,7 +200,7 @@ fmi3Status fmi3GetFloat64(fmi3Instance instance, const fmi3ValueReference valueR
         FA_RET(fa_fmu_error(f, "fmi3GetFloat64", "nValues = %lu differs from nValueReferences = %lu (all variables "
                             "are scalars)", (unsigned long)nValues, (unsigned long)nValueReferences));
     fa_me *me = FA_ME_OF(f);
-    if (!me || f->mode != FA_MODE_STEP)
+    if (!me || (f->mode != FA_MODE_STEP && f->mode != FA_MODE_TERMINATED))
         FA_RET(fa_fmu_get_reals(f, FA_VRS(valueReferences), nValueReferences, values, "fmi3GetFloat64"));
     FA_RET(fa_fmu_me_get_reals(f, me, FA_VRS(valueReferences), nValueReferences, values, "fmi3GetFloat64"));
 }
@@ -466,6 +467,7 @@ fmi3Status fmi3UpdateDiscreteStates(fmi3Instance instance, fmi3Boolean *discrete
     FA_GET(instance);
     fa_me *me = FA_ME_OF(f);
     if (!me) FA_UNSUPPORTED("fmi3UpdateDiscreteStates", fa_no_events);
+    if (fa_fmu_require(f, FA_MASK(FA_MODE_STEP), "fmi3UpdateDiscreteStates")) FA_RET(FA_ERROR);
     int changed = 0;
     if (fa_me_project(me, &changed) != 0) FA_RET(fa_fmu_error(f, "fmi3UpdateDiscreteStates", "%s", fa_me_message(me)));
     *discreteStatesNeedUpdate = fmi3False;
@@ -494,6 +496,7 @@ fmi3Status fmi3CompletedIntegratorStep(fmi3Instance instance, fmi3Boolean noSetF
                                        fmi3Boolean *enterEventMode, fmi3Boolean *terminateSimulation)
 {
     FA_ME_GET(instance, "fmi3CompletedIntegratorStep");
+    if (fa_fmu_require(f, FA_MASK(FA_MODE_STEP), "fmi3CompletedIntegratorStep")) FA_RET(FA_ERROR);
     (void)noSetFMUStatePriorToCurrentPoint;
     int enter = 0;
     fa_me_completed_step(me, &enter);
@@ -522,6 +525,7 @@ fmi3Status fmi3GetContinuousStateDerivatives(fmi3Instance instance, fmi3Float64 
                                              size_t nContinuousStates)
 {
     FA_ME_GET(instance, "fmi3GetContinuousStateDerivatives");
+    if (fa_fmu_require(f, FA_MASK(FA_MODE_STEP), "fmi3GetContinuousStateDerivatives")) FA_RET(FA_ERROR);
     FA_ME_COUNT("fmi3GetContinuousStateDerivatives", nContinuousStates);
     if (fa_me_derivatives(me, derivatives, NULL) != 0)
         FA_RET(fa_fmu_error(f, "fmi3GetContinuousStateDerivatives", "%s", fa_me_message(me)));
@@ -593,6 +597,8 @@ fmi3Status fmi3DoStep(fmi3Instance instance, fmi3Float64 currentCommunicationPoi
     if (terminateSimulation) *terminateSimulation = fmi3False;
     if (earlyReturn) *earlyReturn = fmi3False;
     FA_GET(instance);
+    if (FA_ME_OF(f)) FA_RET(fa_fmu_error(f, "fmi3DoStep", "the instance was instantiated for Model Exchange; "
+                                         "instantiate it for Co-Simulation to step it"));
     FA_RET(fa_fmu_do_step(f, currentCommunicationPoint, communicationStepSize, lastSuccessfulTime, "fmi3DoStep"));
 }
 

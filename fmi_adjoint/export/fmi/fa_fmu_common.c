@@ -259,6 +259,8 @@ fa_status fa_fmu_derivative_product(fa_fmu *f, fa_me *me, const unsigned int unk
     if (!me)
         return fa_fmu_unsupported(f, function, "derivative products on an instance for Co-Simulation (instantiate "
                                   "it for Model Exchange)");
+    /* At the core's state: after fmi2/fmi3ExitInitializationMode (the core is initialized there). */
+    if (fa_fmu_require(f, FA_MASK(FA_MODE_STEP) | FA_MASK(FA_MODE_TERMINATED), function)) return FA_ERROR;
     if ((nk && (!knowns || !(adjoint ? result : seed))) || (nu && (!unknowns || !(adjoint ? seed : result))))
         return fa_fmu_error(f, function, "NULL array with nUnknowns = %lu, nKnowns = %lu", (unsigned long)nu,
                             (unsigned long)nk);
@@ -401,7 +403,7 @@ fa_status fa_fmu_do_step(fa_fmu *f, double t_c, double h, double *reached, const
 
 /* ------------------------------------------------------------------- variables ----- */
 
-typedef enum { FA_VAR_TIME, FA_VAR_PARAMETER, FA_VAR_OUTPUT, FA_VAR_STATE, FA_VAR_UNKNOWN } fa_var_kind;
+typedef enum { FA_VAR_TIME, FA_VAR_PARAMETER, FA_VAR_OUTPUT, FA_VAR_STATE, FA_VAR_ACCELERATION, FA_VAR_UNKNOWN } fa_var_kind;
 
 static fa_var_kind fa_classify(const fa_fmu *f, unsigned int vr, size_t *index)
 {
@@ -417,6 +419,10 @@ static fa_var_kind fa_classify(const fa_fmu *f, unsigned int vr, size_t *index)
     if ((size_t)vr - (size_t)FA_VR_Q < (size_t)(FA_VR_END - FA_VR_Q)) { /* q, v, lambda: index into them */
         *index = (size_t)vr - (size_t)FA_VR_Q;
         return FA_VAR_STATE;
+    }
+    if (f->model_exchange && (size_t)vr - (size_t)FA_VR_A < (size_t)FA_N) { /* der(v): Model Exchange only */
+        *index = (size_t)vr - (size_t)FA_VR_A;
+        return FA_VAR_ACCELERATION;
     }
     return FA_VAR_UNKNOWN;
 }
@@ -466,7 +472,7 @@ fa_status fa_fmu_get_reals(fa_fmu *f, const unsigned int vr[], size_t nvr, doubl
     for (size_t i = 0; i < nvr; ++i) {
         fa_var_kind kind = fa_classify(f, vr[i], &index);
         if (kind == FA_VAR_UNKNOWN) return fa_unknown_vr(f, vr[i], function);
-        if (kind == FA_VAR_OUTPUT || kind == FA_VAR_STATE) need_state = 1;
+        if (kind == FA_VAR_OUTPUT || kind == FA_VAR_STATE || kind == FA_VAR_ACCELERATION) need_state = 1;
     }
     /* qvl: q, v, lambda (the layout of the value references from FA_VR_Q); a: accelerations. */
     double y[FA_ONE(FA_NY)], qvl[2 * FA_N + FA_ONE(FA_M)], a[FA_N];
@@ -483,6 +489,7 @@ fa_status fa_fmu_get_reals(fa_fmu *f, const unsigned int vr[], size_t nvr, doubl
         case FA_VAR_PARAMETER: value[i] = p[index]; break;
         case FA_VAR_OUTPUT: value[i] = y[index]; break;
         case FA_VAR_STATE: value[i] = qvl[index]; break;
+        case FA_VAR_ACCELERATION: value[i] = a[index]; break; /* the initial unknowns der(v) (setup modes) */
         default: break;
         }
     }
@@ -505,6 +512,9 @@ fa_status fa_fmu_set_reals(fa_fmu *f, const unsigned int vr[], size_t nvr, const
                                 fa_output_names[index]);
         case FA_VAR_STATE:
             return fa_state_not_settable(f, vr[i], index, function);
+        case FA_VAR_ACCELERATION:
+            return fa_fmu_error(f, function, "vr %u is der(v) of the coordinate '%s', a derivative the FMU "
+                                "computes; it cannot be set", vr[i], fa_coordinate_names[index]);
         case FA_VAR_UNKNOWN: return fa_unknown_vr(f, vr[i], function);
         case FA_VAR_PARAMETER:
             if (!isfinite(value[i]))
@@ -517,10 +527,12 @@ fa_status fa_fmu_set_reals(fa_fmu *f, const unsigned int vr[], size_t nvr, const
     for (size_t i = 0; i < nvr; ++i) {
         if (fa_classify(f, vr[i], &index) == FA_VAR_PARAMETER) {
             p[index] = value[i];
-            /* A new value: held from now on until derivatives are given again. */
+            /* A new value: held from now on until derivatives are given again; a derivative given
+               at this same communication point (before the value: FMI 2 fixes no order) is kept. */
+            const double now = fa_fmu_time(f);
+            if (f->input_time[index] != now) f->input_slope[index] = 0.0;
             f->input_value[index] = value[i];
-            f->input_time[index] = fa_fmu_time(f);
-            f->input_slope[index] = 0.0;
+            f->input_time[index] = now;
         }
     }
     f->preview_valid = 0;

@@ -74,6 +74,7 @@ struct fa_fmu {
     /* Input k varies as input_value[k] + input_slope[k] * (t - input_time[k]) (slope 0: held). */
     double input_value[FA_ONE(FA_NP)], input_time[FA_ONE(FA_NP)], input_slope[FA_ONE(FA_NP)];
     int has_time_vr;       /* FMI 3: vr 0 is time */
+    int model_exchange;    /* a Model Exchange instance: der(v) (vr FA_VR_A + i) can be read */
     int logging_on;
     unsigned categories;   /* bit 0: logEvents, bit 1: logStatusError */
     fa_emit_fn emit;
