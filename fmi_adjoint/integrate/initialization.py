@@ -62,7 +62,7 @@ def initial_state(model: CompiledModel, p: np.ndarray, t0: float = 0.0, *, tol: 
     """Solve the consistent-initialization system by Newton's method.
 
     The start point is the model's given initial positions and velocities with zero
-    multipliers and accelerations; the system is linear in everything but the positions.
+    multipliers and accelerations; the positions and velocities enter nonlinearly (Q(q, v)), the rest linearly.
 
     Raises
     ------
