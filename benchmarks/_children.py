@@ -35,6 +35,23 @@ def best_of(repeats: int, func) -> tuple[float, float, object]:
     return best[0], best[1], value
 
 
+def step_and_adjoint(engine, steps: int) -> dict:
+    """CPU seconds per step of a forward run of ``steps`` steps at the model's step (best of two),
+    the adjoint gradient's wall time over the forward run's (a least-squares cost on every
+    output), and the mean Newton iterations per step."""
+    from fmi_adjoint.costs import LeastSquaresCost
+
+    compiled = engine.compiled
+    step = compiled.model.simulation.step
+    p = compiled.parameter_vector()
+    t_fwd, cpu_fwd, traj = best_of(2, lambda: engine.simulate(p, t_end=steps * step, step=step))
+    y = np.asarray(traj.outputs())
+    cost = LeastSquaresCost(np.asarray(traj.t), np.zeros_like(y), tuple(compiled.output_names))
+    t_adj, _, _ = best_of(1, lambda: engine.adjoint_gradient(traj, cost))
+    return {"cpu_step": cpu_fwd / traj.n_steps, "adjoint_ratio": t_adj / t_fwd,
+            "newton": float(np.mean(traj.newton_iterations))}
+
+
 def build_cache(spec: dict):
     """The private build cache of a measured size (``spec["cache"]``)."""
     from fmi_adjoint.cache import BuildCache

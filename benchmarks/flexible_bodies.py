@@ -45,7 +45,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _children import best_of, build_cache, child_main, cpu_seconds, exponent, run_phases, snapshot_sources
+from _children import (best_of, build_cache, child_main, cpu_seconds, exponent, run_phases, snapshot_sources,
+                       step_and_adjoint)
 
 MODES = (5, 10, 20, 40)
 STEPS = 200
@@ -132,19 +133,10 @@ def child_build(spec: dict) -> dict:
 
 
 def child_measure(spec: dict) -> dict:
-    from fmi_adjoint.costs import LeastSquaresCost
     from fmi_adjoint.engines import NativeEngine
 
-    model = model_of(spec)
-    engine = NativeEngine.build(model, cache=build_cache(spec))
-    compiled = engine.compiled
-    step = model.simulation.step
-    p = compiled.parameter_vector()
-    t_fwd, cpu_fwd, traj = best_of(2, lambda: engine.simulate(p, t_end=spec["steps"] * step, step=step))
-    y = np.asarray(traj.outputs())
-    cost = LeastSquaresCost(np.asarray(traj.t), np.zeros_like(y), tuple(compiled.output_names))
-    t_adj, _, _ = best_of(1, lambda: engine.adjoint_gradient(traj, cost))
-    return {"cpu_step": cpu_fwd / traj.n_steps, "adjoint_ratio": t_adj / t_fwd}
+    engine = NativeEngine.build(model_of(spec), cache=build_cache(spec))
+    return step_and_adjoint(engine, spec["steps"])
 
 
 def child_table_1(spec: dict) -> dict:
