@@ -24,22 +24,26 @@ For every model one row:
   ``sparse``: ``FA_KKT_KIND`` of the generated ``model.h``; ``band`` / ``dense`` from
   ``FA_KKT_BANDED`` where the kind is not written), ``factor nnz``: stored entries of its
   factors after one step (``NativeLibrary.matrix_sizes``, where the library has it);
-* ``C us/step``, ``C cpu us``: one forward run of the C engine (HHT, the model's step,
-  ``--steps`` steps, best of 2), wall and CPU time per step; ``Newton``: mean iterations per step;
+* ``C us/step``, ``C cpu us``: the C engine's forward runs (HHT, the model's step) of ``--steps``
+  and twice as many steps (best of 2 each), wall and CPU time per step from their difference;
+  ``init ms``: the CPU time of the rest of the shorter run, the consistent initialization;
+  ``Newton``: mean iterations per step;
 * ``adj/fwd``: the C engine's adjoint gradient of a least-squares cost of all outputs over
   that run against data simulated with other masses, stiffnesses and dampings (+5 %, -10 %,
   +20 %; all parameters) over the time of the forward run (target: at most 2);
   ``adj vs FD``: the largest relative difference between that gradient and fourth-order
   central differences for the mass, stiffness and damping (target: 1e-6), ``FD +-`` the
   differences' own uncertainty (the best-agreeing pair of the relative steps 3e-2 .. 1e-3;
-  up to ``n + m`` = 2 500: the check takes 48 runs);
+  the check takes 48 runs: above ``n + m`` = 2 500 on a run of 4 steps, its own cost and
+  adjoint, marked ``*``);
 * ``peak MB``: the peak resident memory of the measuring process (``ru_maxrss``; the cold
   build's, compiler included, in ``build MB``);
 * ``dense cpu us``, ``vs dense``: where the Newton matrix is not dense and ``n + m`` is at most
   ``--dense-up-to``, the same run with the Newton and initialization matrices forced dense
-  (``FMI_ADJOINT_MATRIX_STORAGE=dense``, a build of its own), CPU time per step, and how many
-  times slower that is.  For the largest size the speed-up is extrapolated from the largest
-  size measured dense by the dense LU's ``(n + m)^3`` (target: at least 10x).
+  (``FMI_ADJOINT_MATRIX_STORAGE=dense``, a build of its own), CPU time per step (from the
+  difference of the two lengths), and how many times slower that is.  For the largest size
+  the speed-up is extrapolated from the largest size measured dense by the dense LU's
+  ``(n + m)^3`` (target: at least 10x).
 
 Then the growth exponents of each family (least-squares slope of ``log`` time over ``log n``,
 and of the step's CPU time over the factors' non-zeros where known) against the targets of
@@ -85,9 +89,10 @@ STORAGE_NAMES = {0: "dense", 1: "band", 2: "sparse"}
 #: The parameters of both families whose gradient is checked against central differences.
 FD_PARAMETERS = ("m", "k", "d")
 FD_STEPS = (3e-2, 1e-2, 3e-3, 1e-3)
-#: Largest n + m whose gradient is checked (48 runs of the measured length: at 5 000
-#: coordinates, seconds per step, the check would outlast the budget).
+#: Largest n + m whose gradient is checked on a run of the measured length (48 runs); larger
+#: models are checked on a run of FD_SHORT_STEPS steps, its own cost and adjoint.
 FD_UP_TO = 2500
+FD_SHORT_STEPS = 4
 TARGET_FD_ERROR = 1e-6
 
 
@@ -189,21 +194,39 @@ def child_measure(spec: dict) -> dict:
     run = {"t_end": steps * settings.step, "step": settings.step, "solver": HHT(alpha=settings.alpha)}
     p = compiled.parameter_vector()
     t_fwd, cpu_fwd, traj = best_of(2, lambda: engine.simulate(p, **run))
-    # The data: the outputs at other masses, stiffnesses and dampings (the residuals then
-    # depend on every checked parameter, and the gradient is not a small difference of large
-    # terms), each channel scaled by its size.
+    # The cost of a step: the difference of runs of 2 N and N steps (their common start, the
+    # consistent initialization, reported apart).
+    double = dict(run, t_end=2 * steps * settings.step)
+    t_two, cpu_two, _ = best_of(2, lambda: engine.simulate(p, **double))
     true = p.copy()
     for name, change in zip(FD_PARAMETERS, (1.05, 0.9, 1.2)):
         true[compiled.parameter_index(name)] *= change
-    y = np.asarray(engine.simulate(true, **run).outputs())
-    scales = np.sqrt(np.mean(y**2, axis=0)) + 1e-300
-    cost = LeastSquaresCost(np.asarray(traj.t), y, tuple(compiled.output_names), scales=scales)
+
+    def least_squares(reference) -> LeastSquaresCost:
+        """The data: the outputs at other masses, stiffnesses and dampings (the residuals then
+        depend on every checked parameter, and the gradient is not a small difference of large
+        terms), each channel scaled by its size."""
+        y = np.asarray(engine.simulate(true, t_end=reference.t[-1], step=settings.step,
+                                       solver=run["solver"]).outputs())
+        scales = np.sqrt(np.mean(y**2, axis=0)) + 1e-300
+        return LeastSquaresCost(np.asarray(reference.t), y, tuple(compiled.output_names), scales=scales)
+
+    cost = least_squares(traj)
     t_adj, _, adjoint = best_of(1, lambda: engine.adjoint_gradient(traj, cost))
-    result = {"steps": traj.n_steps, "native": t_fwd / traj.n_steps, "native_cpu": cpu_fwd / traj.n_steps,
+    per_step, per_step_cpu = (t_two - t_fwd) / steps, (cpu_two - cpu_fwd) / steps
+    result = {"steps": traj.n_steps, "native": per_step, "native_cpu": per_step_cpu,
+              "init_cpu": max(cpu_fwd - steps * per_step_cpu, 0.0),
               "newton": float(np.mean(traj.newton_iterations)), "adjoint_ratio": t_adj / t_fwd,
               "peak_mb": peak_mb()}
     if compiled.n + compiled.m <= FD_UP_TO:
         result["fd_error"], result["fd_uncertainty"] = fd_error(engine, run, p, cost, adjoint.gradient)
+    else:
+        short = dict(run, t_end=FD_SHORT_STEPS * settings.step)
+        short_traj = engine.simulate(p, **short)
+        short_cost = least_squares(short_traj)
+        gradient = engine.adjoint_gradient(short_traj, short_cost).gradient
+        result["fd_error"], result["fd_uncertainty"] = fd_error(engine, short, p, short_cost, gradient)
+        result["fd_steps"] = FD_SHORT_STEPS
     result["factor_nnz"] = int(engine.library.matrix_sizes(step=settings.step, n_steps=1, p=p).factor_entries)
     result["storage"] = storage_of(model, build_cache(spec))  # after the peak memory of the runs
     if result["storage"] != "dense" and compiled.n + compiled.m <= spec["dense_up_to"]:
@@ -212,10 +235,11 @@ def child_measure(spec: dict) -> dict:
         os.environ[STORAGE_VARIABLE] = "dense"
         try:
             dense = NativeEngine.build(model, cache=build_cache(spec))
-            t_dense, cpu_dense, _ = best_of(1, lambda: dense.simulate(p, **run))
+            _, cpu_dense, _ = best_of(1, lambda: dense.simulate(p, **run))
+            _, cpu_dense_two, _ = best_of(1, lambda: dense.simulate(p, **double))
         finally:
             del os.environ[STORAGE_VARIABLE]
-        result["dense_cpu"] = cpu_dense / traj.n_steps
+        result["dense_cpu"] = (cpu_dense_two - cpu_dense) / steps
     return result
 
 
@@ -223,7 +247,8 @@ def child_measure(spec: dict) -> dict:
 
 HEADER = (f"{'model':<18} {'n':>5} {'m':>5} {'cold s':>7} {'cold cpu':>8} {'lower cpu':>9} {'cc cpu':>6} "
           f"{'warm s':>7} "
-          f"{'warm cpu':>8} {'storage':>7} {'factor nnz':>10} {'C us/step':>10} {'C cpu us':>9} {'Newton':>6} "
+          f"{'warm cpu':>8} {'storage':>7} {'factor nnz':>10} {'C us/step':>10} {'C cpu us':>9} {'init ms':>7} "
+          f"{'Newton':>6} "
           f"{'adj/fwd':>7} {'adj vs FD':>9} {'FD +-':>7} {'peak MB':>7} {'build MB':>8} {'dense cpu us':>12} "
           f"{'vs dense':>8}")
 
@@ -234,7 +259,8 @@ def row(name: str, cold: dict, warm: dict, measured: dict) -> str:
             f"{cold['lower_cpu']:>9.1f} {cold['compiler_cpu']:>6.1f} {warm['seconds']:>7.2f} {warm['cpu']:>8.2f} "
             f"{measured['storage']:>7} "
             f"{nnz if nnz is not None else '-':>10} {1e6 * measured['native']:>10.0f} "
-            f"{1e6 * measured['native_cpu']:>9.0f} {measured['newton']:>6.2f} {measured['adjoint_ratio']:>7.2f} "
+            f"{1e6 * measured['native_cpu']:>9.0f} {1e3 * measured['init_cpu']:>7.1f} {measured['newton']:>6.2f} "
+            f"{measured['adjoint_ratio']:>7.2f} "
             f"{_fd(measured)} "
             f"{measured['peak_mb']:>7.0f} {cold['peak_mb']:>8.0f} {_dense(measured)}")
 
@@ -243,7 +269,8 @@ def _fd(measured: dict) -> str:
     """The adjoint's difference from central differences and theirs, where checked."""
     if "fd_error" not in measured:
         return f"{'-':>9} {'-':>7}"
-    return f"{measured['fd_error']:>9.1e} {measured['fd_uncertainty']:>7.0e}"
+    short = "*" if "fd_steps" in measured else " "
+    return f"{measured['fd_error']:>8.1e}{short} {measured['fd_uncertainty']:>7.0e}"
 
 
 def _dense(measured: dict) -> str:
@@ -296,8 +323,9 @@ def summary(family: str, results: dict[int, tuple[dict, dict, dict]]) -> list[st
         errors = [results[s][2]["fd_error"] for s in checked]
         spread = max(results[s][2]["fd_uncertainty"] for s in checked)
         verdict = "meets" if max(errors) <= TARGET_FD_ERROR else "misses"
-        lines.append(f"{family}: adjoint gradient against central differences (m, k, d) up to n + m = {FD_UP_TO}: "
-                     f"largest relative difference {max(errors):.1e}, the differences' own uncertainty up to "
+        lines.append(f"{family}: adjoint gradient against central differences (m, k, d) at every size (above "
+                     f"n + m = {FD_UP_TO} on a run of {FD_SHORT_STEPS} steps): largest relative difference "
+                     f"{max(errors):.1e}, the differences' own uncertainty up to "
                      f"{spread:.0e} ({verdict} the target <= {TARGET_FD_ERROR:g})")
     worst = [s for s in sizes if results[s][2]["adjoint_ratio"] > TARGET_ADJOINT_RATIO]
     if sizes:

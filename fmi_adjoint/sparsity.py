@@ -8,8 +8,11 @@ decides, once per matrix, how it is stored and factored (:class:`MatrixStorage`)
 * ``BAND``: rows and columns ordered by reverse Cuthill-McKee, band LU of ``fa_linalg.c``
   (chains: the band stays narrow);
 * ``SPARSE``: compressed sparse columns of the pattern plus the diagonal, in the model's
-  order, factored by Eigen's SparseLU (``native/runtime/fa_sparse.cpp``), whose COLAMD
-  ordering reduces the fill (trees, loops, lattices: neither small nor banded).
+  order, factored by Eigen's SparseLU (``native/runtime/fa_sparse.cpp``) after a
+  fill-reducing ordering (trees, loops, lattices: neither small nor banded): COLAMD's column
+  ordering inside the solver, or, where it is clearly less work, a nested dissection of the
+  symmetrized pattern computed here by METIS (:func:`nested_dissection_order`) and applied
+  to rows and columns alike (``SparsePattern.order``; lattices and meshes).
 
 The generated code scatters each structurally non-zero entry to :meth:`MatrixLayout.index`
 and factors the matrix numerically every time it is refreshed.  A band ordering is applied
@@ -37,8 +40,9 @@ import numpy as np
 
 from .errors import ModelError
 
-__all__ = ["BAND_MIN_SIZE", "BAND_WORK_FRACTION", "SPARSE_MIN_SIZE", "SPARSE_WORK_FACTOR", "STORAGE_VARIABLE",
-           "MatrixLayout", "MatrixStorage", "SparsePattern", "forced_storage", "plan_layout", "sparse_factor_flops",
+__all__ = ["BAND_MIN_SIZE", "BAND_WORK_FRACTION", "DISSECTION_WORK_FRACTION", "SPARSE_DENSE_WORK_FACTOR",
+           "SPARSE_MIN_SIZE", "SPARSE_WORK_FACTOR", "STORAGE_VARIABLE", "MatrixLayout", "MatrixStorage",
+           "SparsePattern", "forced_storage", "nested_dissection_order", "plan_layout", "sparse_factor_flops",
            "storage_named", "storage_override"]
 
 #: Below this size the band path is never chosen: the loops of a dense LU of a few rows are
@@ -70,6 +74,27 @@ SPARSE_MIN_SIZE = 300
 #: rows): sparse 1.4x faster; 144 and 173 (their initialization matrices, 1446 and 8385
 #: rows): sparse 2.9x and 4.2x faster; 1537 (a random tree of 400 masses): sparse 3x faster.
 SPARSE_WORK_FACTOR = 30.0
+
+#: The same factor against dense storage.  The dense estimate ``2/3 n^3`` is the work the dense
+#: LU does (the band estimate is an upper bound), so the sparse path need not win by as much.
+#: Measured (CPU per step of the C engine, 2-core machine): the flexible MacPherson suspension
+#: (625 rows, dense estimate 24x the sparse one after nested dissection): dense 60 ms, sparse
+#: 17 ms (3.5x faster).
+SPARSE_DENSE_WORK_FACTOR = 5.0
+
+#: A sparse matrix is factored after the nested dissection of :func:`nested_dissection_order`
+#: instead of COLAMD's column ordering when the estimated work (:func:`sparse_factor_flops`)
+#: of the first is below this fraction of the second's.  The estimates assume diagonal pivots;
+#: the solver pivots on the values (threshold partial pivoting), and a symmetric order, which
+#: may put a constraint row before the coordinates that fill its zero diagonal, loses more to
+#: row exchanges than COLAMD, which orders the columns for any row exchange.  Measured with
+#: Eigen's SparseLU in the C engine on the issue-24 families (estimate ratio: entries of the
+#: factors with the dissection against COLAMD): the Newton matrix of the lattice of 1 020
+#: coordinates, 0.19: 51 660 against 190 898 (the step 7.8x faster); its initialization
+#: matrix, 0.59: 1 614 549 against 993 894; the Newton matrix of a random tree of 1 000
+#: coordinates, 0.97: 88 656 against 52 846 (Eigen alone, values of the Python engine).  So
+#: the dissection must win clearly on paper.
+DISSECTION_WORK_FRACTION = 0.3
 
 #: Environment variable that forces a storage (:func:`storage_override`).
 STORAGE_VARIABLE = "FMI_ADJOINT_MATRIX_STORAGE"
@@ -138,10 +163,15 @@ def storage_override() -> MatrixStorage | None:
 @dataclasses.dataclass(frozen=True)
 class SparsePattern:
     """Compressed sparse columns of a pattern: column ``j`` holds the rows
-    ``rowind[colptr[j]:colptr[j+1]]``, strictly increasing (the order of ``fa_sparse.h``)."""
+    ``rowind[colptr[j]:colptr[j+1]]``, strictly increasing (the order of ``fa_sparse.h``).
+
+    ``order``: empty (the solver orders the columns by COLAMD), or a permutation
+    ``order[new] = old`` of rows and columns alike, in which the solver factors ``P A P^T``
+    (:func:`nested_dissection_order`); the values stay in the order of ``colptr, rowind``."""
 
     colptr: tuple[int, ...]
     rowind: tuple[int, ...]
+    order: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         n = len(self.colptr) - 1
@@ -154,6 +184,9 @@ class SparsePattern:
             raise ModelError("SparsePattern: colptr/rowind are not a compressed-column pattern (colptr from 0 "
                              "to len(rowind), non-decreasing; rows in range and increasing in each column); "
                              "build it with SparsePattern.of.")
+        if self.order and sorted(self.order) != list(range(n)):
+            raise ModelError(f"SparsePattern: order is not a permutation of 0..{n - 1}; give () for COLAMD or "
+                             "the order of nested_dissection_order.")
 
     @classmethod
     def of(cls, n: int, entries: Iterable[tuple[int, int]]) -> SparsePattern:
@@ -232,10 +265,11 @@ class MatrixLayout:
 
     @classmethod
     def sparse_of(cls, n: int, entries: Iterable[tuple[int, int]]) -> MatrixLayout:
-        """The sparse layout of the pattern ``entries`` plus the diagonal, in the model's order."""
+        """The sparse layout of the pattern ``entries`` plus the diagonal, in the model's order,
+        with the solver's ordering of :func:`_ordered_pattern`."""
         identity = tuple(range(n))
         return cls(n=n, banded=False, kl=n - 1, ku=n - 1, order=identity, position=identity,
-                   sparse=SparsePattern.of(n, entries))
+                   sparse=_ordered_pattern(SparsePattern.of(n, entries)))
 
     @property
     def storage(self) -> MatrixStorage:
@@ -342,10 +376,11 @@ def plan_layout(n: int, pattern: Iterable[tuple[int, int]], storage: MatrixStora
        ``2/3 n^3``; otherwise dense storage in the given order.  Dense LU wins for small
        matrices (loop overhead) and for matrices whose best band is wide (dense loops run
        over whole contiguous rows and need no fill bookkeeping).
-    5. Sparse storage instead if ``n >= SPARSE_MIN_SIZE`` and ``SPARSE_WORK_FACTOR`` times
-       the estimated sparse work (:func:`sparse_factor_flops`: the fill of a COLAMD-ordered
-       LU of the pattern) is below the work of the choice of step 4: trees with loops,
-       lattices and flexible bodies, whose best band is still wide.
+    5. Sparse storage instead if ``n >= SPARSE_MIN_SIZE`` and ``SPARSE_WORK_FACTOR`` (against
+       a band; ``SPARSE_DENSE_WORK_FACTOR`` against dense storage) times the estimated sparse
+       work (:func:`sparse_factor_flops`: the fill of an LU of the pattern in the solver's
+       ordering, :func:`_ordered_pattern`) is below the work of the choice of step 4: trees
+       with loops, lattices and flexible bodies, whose best band is still wide.
 
     The result depends only on ``n``, the set of entries (not their order or repetition) and
     ``storage``.
@@ -404,8 +439,9 @@ def plan_layout(n: int, pattern: Iterable[tuple[int, int]], storage: MatrixStora
     dense = MatrixLayout.dense(n)
     chosen = band if _band_flops(n, kl, ku) < BAND_WORK_FRACTION * _dense_flops(n) else dense
     if n >= SPARSE_MIN_SIZE:
-        csc = SparsePattern.of(n, entries)
-        if SPARSE_WORK_FACTOR * sparse_factor_flops(csc)[0] < chosen.factor_flops:
+        csc = _ordered_pattern(SparsePattern.of(n, entries))
+        factor = SPARSE_WORK_FACTOR if chosen.banded else SPARSE_DENSE_WORK_FACTOR
+        if factor * sparse_factor_flops(csc)[0] < chosen.factor_flops:
             identity = tuple(range(n))
             return MatrixLayout(n=n, banded=False, kl=n - 1, ku=n - 1, order=identity, position=identity,
                                 sparse=csc)
@@ -415,13 +451,14 @@ def plan_layout(n: int, pattern: Iterable[tuple[int, int]], storage: MatrixStora
 def sparse_factor_flops(pattern: SparsePattern) -> tuple[float, int]:
     """Estimated ``(floating-point operations, non-zeros of L + U)`` of a sparse LU of ``pattern``.
 
-    The symbolic work of a left-looking LU after a COLAMD column ordering, the ordering of
-    Eigen's SparseLU: SuperLU (``scipy.sparse.linalg.splu``, ``permc_spec="COLAMD"``) factors
-    the pattern with diagonally dominant values (no row exchanges), and eliminating column
-    ``k`` costs ``|L_k| (2 |U^k| + 1)`` operations, ``|L_k|`` the sub-diagonal entries of
-    column ``k`` of L, ``|U^k|`` the off-diagonal entries of row ``k`` of U.  Pivoting on the
-    real values may add fill; the estimate only ranks storages, the solver reports the real
-    figures (``fa_sparse_factor_nnz``).
+    The symbolic work of a left-looking LU in the solver's ordering: without
+    ``pattern.order`` after a COLAMD column ordering, as Eigen's SparseLU orders (SuperLU,
+    ``scipy.sparse.linalg.splu``, ``permc_spec="COLAMD"``), with it on ``P A P^T`` in that
+    order (``permc_spec="NATURAL"``).  The pattern is factored with diagonally dominant values
+    (no row exchanges), and eliminating column ``k`` costs ``|L_k| (2 |U^k| + 1)`` operations,
+    ``|L_k|`` the sub-diagonal entries of column ``k`` of L, ``|U^k|`` the off-diagonal entries
+    of row ``k`` of U.  Pivoting on the real values may add fill; the estimate only ranks
+    storages and orderings, the solver reports the real figures (``fa_sparse_factor_nnz``).
     """
     import scipy.sparse  # noqa: PLC0415 (on use, as in plan_layout)
     import scipy.sparse.linalg  # noqa: PLC0415
@@ -435,12 +472,57 @@ def sparse_factor_flops(pattern: SparsePattern) -> tuple[float, int]:
     columns = np.repeat(np.arange(n), counts)
     values[rowind == columns] = n + 1.0
     matrix = scipy.sparse.csc_matrix((values, rowind, colptr), shape=(n, n))
-    lu = scipy.sparse.linalg.splu(matrix, permc_spec="COLAMD", diag_pivot_thresh=0.0,
-                                  options={"SymmetricMode": False})
+    if pattern.order:
+        order = np.asarray(pattern.order, dtype=np.int64)
+        matrix = matrix[order][:, order].tocsc()
+    lu = scipy.sparse.linalg.splu(matrix, permc_spec="NATURAL" if pattern.order else "COLAMD", diag_pivot_thresh=0.0,
+                                  options={"SymmetricMode": bool(pattern.order)})
     lower = np.diff(lu.L.tocsc().indptr) - 1
     upper = np.diff(lu.U.tocsr().indptr) - 1
     flops = float(np.sum(lower * (2.0 * upper + 1.0)))
     return flops, int(lu.L.nnz + lu.U.nnz - n)
+
+
+def nested_dissection_order(pattern: SparsePattern) -> tuple[int, ...]:
+    """A fill-reducing symmetric order (``order[new] = old``) of ``pattern``: METIS's multilevel
+    nested dissection (Karypis and Kumar 1998; ``METIS_NodeND`` through pymetis) of the graph of
+    ``A + A^T`` without its diagonal.
+
+    Nested dissection orders the two halves of a graph before the separator between them, and
+    so recursively: for a 3-D lattice of ``N`` nodes the factors hold ``O(N^(4/3))`` entries
+    and cost ``O(N^2)`` operations (George 1973; Lipton, Rose and Tarjan 1979), which no
+    ordering beats by more than a constant; minimum-degree orderings such as COLAMD fill more
+    on such graphs.  METIS seeds its own generator, so the order depends only on the pattern
+    (and METIS's version): the generated code, and with it every result, is reproducible.
+    """
+    import pymetis  # noqa: PLC0415 (at generation only, never on a warm start)
+    import scipy.sparse  # noqa: PLC0415 (as in plan_layout)
+
+    n = len(pattern.colptr) - 1
+    columns = np.repeat(np.arange(n), np.diff(np.asarray(pattern.colptr, dtype=np.int64)))
+    rows = np.asarray(pattern.rowind, dtype=np.int64)
+    off = rows != columns
+    if not off.any():
+        return tuple(range(n))
+    graph = scipy.sparse.coo_matrix((np.ones(2 * int(off.sum())),
+                                     (np.concatenate([rows[off], columns[off]]),
+                                      np.concatenate([columns[off], rows[off]]))), shape=(n, n)).tocsr()
+    graph.sum_duplicates()
+    graph.sort_indices()
+    adjacency = pymetis.CSRAdjacency(graph.indptr.astype(np.int64).tolist(), graph.indices.astype(np.int64).tolist())
+    order, _ = pymetis.nested_dissection(adjacency)
+    return tuple(int(k) for k in order)
+
+
+def _ordered_pattern(pattern: SparsePattern) -> SparsePattern:
+    """``pattern`` with the solver's ordering: the nested dissection of
+    :func:`nested_dissection_order` where its estimated work is below
+    ``DISSECTION_WORK_FRACTION`` of COLAMD's, else none (COLAMD in the solver)."""
+    colamd = SparsePattern(pattern.colptr, pattern.rowind)
+    dissected = SparsePattern(pattern.colptr, pattern.rowind, nested_dissection_order(pattern))
+    if sparse_factor_flops(dissected)[0] < DISSECTION_WORK_FRACTION * sparse_factor_flops(colamd)[0]:
+        return dissected
+    return colamd
 
 
 def _validated_entries(n: int, pattern: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -37,7 +37,7 @@ from fmi_adjoint.examples import example_names, example_path
 from fmi_adjoint.model import Parameter
 from fmi_adjoint.native.sources import model_c_sources
 from fmi_adjoint.sparsity import (SPARSE_MIN_SIZE, STORAGE_VARIABLE, MatrixLayout, MatrixStorage, SparsePattern,
-                                  plan_layout, storage_override)
+                                  nested_dissection_order, plan_layout, storage_override)
 
 _double_p = ctypes.POINTER(ctypes.c_double)
 _int_p = ctypes.POINTER(ctypes.c_int)
@@ -146,9 +146,13 @@ def test_bundled_examples_keep_dense_or_band_storage():
     """Every bundled rigid example (the MacPherson strut included: its initialization matrix has
     219 rows, below SPARSE_MIN_SIZE) keeps dense or band storage: they build without C++.  The
     flexible pendulum's initialization matrix (3 (n + m) = 645 rows, the redundant coordinates of
-    flexible natural coordinates) is large enough for the sparse LU, which it gets."""
+    flexible natural coordinates) is large enough for the sparse LU, which it gets.  So is the
+    flexible suspension's Newton matrix (625 rows; SPARSE_DENSE_WORK_FACTOR: measured 3.5x
+    faster per step than dense)."""
     for name in example_names():
         storages = planned_storages(load_model(example_path(name)))
+        if name == "macpherson_flexible":
+            assert storages[0] is MatrixStorage.SPARSE
         if name in SPARSE_EXAMPLES:
             assert MatrixStorage.SPARSE in storages, name
         else:
@@ -276,7 +280,7 @@ def test_without_a_cxx_compiler_small_models_build_and_sparse_ones_name_the_fix(
 class Sparse:
     """fa_sparse.h through ctypes (the functions are visible in a library that links them)."""
 
-    def __init__(self, dll: ctypes.CDLL, A: np.ndarray):
+    def __init__(self, dll: ctypes.CDLL, A: np.ndarray, order: tuple[int, ...] = ()):
         self.dll = dll
         dll.fa_sparse_new.restype = ctypes.c_void_p
         dll.fa_sparse_bytes.restype = ctypes.c_size_t
@@ -291,7 +295,9 @@ class Sparse:
         self.pattern = SparsePattern.of(n, [(int(r), int(c)) for r, c in zip(*np.nonzero(A))])
         colptr = np.array(self.pattern.colptr, dtype=np.int32)
         rowind = np.array(self.pattern.rowind, dtype=np.int32)
-        self.handle = dll.fa_sparse_new(ctypes.c_int(n), colptr.ctypes.data_as(_int_p), rowind.ctypes.data_as(_int_p))
+        self.order = np.array(order, dtype=np.int32)
+        self.handle = dll.fa_sparse_new(ctypes.c_int(n), colptr.ctypes.data_as(_int_p), rowind.ctypes.data_as(_int_p),
+                                        self.order.ctypes.data_as(_int_p) if order else None)
         assert self.handle
         columns = np.repeat(np.arange(n), np.diff(colptr))
         self.values = np.ascontiguousarray(A[rowind, columns])
@@ -344,6 +350,58 @@ def test_sparse_solves_transposed_and_many_right_hand_sides():
         solver.close()
 
 
+def grid_matrix(side: int, seed: int) -> np.ndarray:
+    """A 3-D grid of ``side^3`` nodes with three coordinates each, coupled to their six
+    neighbours (the lattice family's Newton matrix without constraints): diagonally dominant,
+    non-symmetric values."""
+    rng = np.random.default_rng(seed)
+    index = {(i, j, k): (i * side + j) * side + k for i in range(side) for j in range(side) for k in range(side)}
+    n = 3 * len(index)
+    A = np.diag(rng.uniform(8.0, 9.0, n))
+    for (i, j, k), a in index.items():
+        for di, dj, dk in ((1, 0, 0), (0, 1, 0), (0, 0, 1)):
+            b = index.get((i + di, j + dj, k + dk))
+            if b is not None:
+                A[3 * a:3 * a + 3, 3 * b:3 * b + 3] = rng.uniform(-0.3, 0.3, (3, 3))
+                A[3 * b:3 * b + 3, 3 * a:3 * a + 3] = rng.uniform(-0.3, 0.3, (3, 3))
+    return A
+
+
+def test_a_nested_dissection_order_solves_alike_and_fills_less_than_colamd():
+    """fa_sparse_new with the generator's symmetric order (P A P^T factored in that order):
+    the same solutions, plain and transposed, as COLAMD's handle to round-off, and on a 3-D
+    grid fewer entries in the factors; plan_layout gives a grid that order and a tree none."""
+    eng = engine("sdof", MatrixStorage.SPARSE)
+    A = grid_matrix(7, seed=4)
+    order = nested_dissection_order(SparsePattern.of(A.shape[0], list(zip(*np.nonzero(A)))))
+    assert sorted(order) == list(range(A.shape[0])) and order != tuple(range(A.shape[0]))
+    ordered, colamd = Sparse(eng.library.library, A, order), Sparse(eng.library.library, A)
+    try:
+        assert ordered.factor() == 0 and colamd.factor() == 0
+        B = np.random.default_rng(5).standard_normal((A.shape[0], 3))
+        for transposed in (False, True):
+            X = ordered.solve(B, transposed)
+            assert relative((A.T if transposed else A) @ X, B) <= EXACT
+            assert relative(X, colamd.solve(B, transposed)) <= EXACT
+        assert ordered.dll.fa_sparse_factor_nnz(ordered.handle) < colamd.dll.fa_sparse_factor_nnz(colamd.handle)
+    finally:
+        ordered.close()
+        colamd.close()
+    # A repeated entry in the order (not a permutation) is refused.
+    pattern = SparsePattern.of(3, [(0, 1), (1, 2)])
+    colptr, rowind = (np.array(x, dtype=np.int32) for x in (pattern.colptr, pattern.rowind))
+    twice = np.array([0, 1, 1], dtype=np.int32)
+    assert not eng.library.library.fa_sparse_new(3, colptr.ctypes.data_as(_int_p), rowind.ctypes.data_as(_int_p),
+                                                 twice.ctypes.data_as(_int_p))
+    # The plan: the grid's Newton-like pattern is dissected, a tree's is left to COLAMD; the
+    # order depends on the pattern only.
+    grid = plan_layout(A.shape[0], list(zip(*np.nonzero(A))), MatrixStorage.SPARSE)
+    assert grid.sparse is not None and grid.sparse.order == order
+    rng = np.random.default_rng(0)
+    tree = plan_layout(*blocks([(k, int(rng.integers(0, k))) for k in range(1, 400)], 400))
+    assert tree.sparse is not None and tree.sparse.order == ()
+
+
 def test_singular_and_non_finite_matrices_are_refused():
     eng = engine("sdof", MatrixStorage.SPARSE)
     A = kkt_like(30, 5, seed=3)
@@ -361,7 +419,7 @@ def test_singular_and_non_finite_matrices_are_refused():
         solver.close()
     bad = np.array([0, 2, 1], dtype=np.int32)  # colptr decreasing
     rows = np.array([0, 1], dtype=np.int32)
-    assert not eng.library.library.fa_sparse_new(2, bad.ctypes.data_as(_int_p), rows.ctypes.data_as(_int_p))
+    assert not eng.library.library.fa_sparse_new(2, bad.ctypes.data_as(_int_p), rows.ctypes.data_as(_int_p), None)
 
 
 def test_state_restore_refactors_the_sparse_matrix_bit_for_bit():

@@ -53,6 +53,7 @@ def _storage_lines(prefix: str, layout: MatrixLayout) -> list[str]:
     return [f"#define FA_{prefix}_KIND {layout.storage.value}",
             f"#define FA_{prefix}_BANDED {1 if layout.storage is MatrixStorage.BAND else 0}",
             f"#define FA_{prefix}_SPARSE {1 if layout.storage is MatrixStorage.SPARSE else 0}",
+            f"#define FA_{prefix}_ORDERED {1 if layout.sparse is not None and layout.sparse.order else 0}",
             f"#define FA_{prefix}_KL {layout.kl}",
             f"#define FA_{prefix}_KU {layout.ku}",
             f"#define FA_{prefix}_STORAGE {layout.storage_size}"]
@@ -60,11 +61,14 @@ def _storage_lines(prefix: str, layout: MatrixLayout) -> list[str]:
 
 def _csc_arrays(prefix: str, layout: MatrixLayout) -> list[str]:
     """``fa_<prefix>_colptr`` / ``fa_<prefix>_rowind``: the compressed columns of a sparse
-    layout (one zero for another storage)."""
+    layout (one zero for another storage); ``fa_<prefix>_order``: its symmetric fill-reducing
+    order (``SparsePattern.order``; one zero where the solver's COLAMD orders instead)."""
     pattern = layout.sparse
     colptr = list(pattern.colptr) if pattern is not None else [0]
     rowind = list(pattern.rowind) if pattern is not None else [0]
-    return [int_array(f"fa_{prefix}_colptr", colptr), int_array(f"fa_{prefix}_rowind", rowind)]
+    order = list(pattern.order) if pattern is not None and pattern.order else [0]
+    return [int_array(f"fa_{prefix}_colptr", colptr), int_array(f"fa_{prefix}_rowind", rowind),
+            int_array(f"fa_{prefix}_order", order)]
 
 
 def model_header_and_common(model: Model, n: int, m: int, n_y: int, patterns: dict[str, list[tuple[int, int]]],
@@ -116,6 +120,8 @@ def model_header_and_common(model: Model, n: int, m: int, n_y: int, patterns: di
         "extern const int fa_kkt_rowind[];",
         "extern const int fa_init_colptr[];",
         "extern const int fa_init_rowind[];",
+        "extern const int fa_kkt_order[];",
+        "extern const int fa_init_order[];",
         "extern const int fa_init_position[FA_NZ > 0 ? FA_NZ : 1];",
         "extern const double fa_default_parameters[FA_NP > 0 ? FA_NP : 1];",
         "extern const char *const fa_parameter_names[FA_NP > 0 ? FA_NP : 1];",

@@ -2,8 +2,9 @@
 
 Models whose Newton or initialization matrix is stored sparse (:mod:`fmi_adjoint.sparsity`,
 ``MatrixStorage.SPARSE``) link ``runtime/fa_sparse.cpp``, a C interface over Eigen 3.4's
-``SparseLU`` with COLAMD ordering.  Compiling it takes about 11 s (Eigen's templates), so it
-is compiled once per (C++ compiler, flags, Eigen version, shim source) into the build cache
+``SparseLU``, ordered by COLAMD or by the symmetric order the generator gives
+(:func:`fmi_adjoint.sparsity.nested_dissection_order`).  Compiling it takes about 11 s (Eigen's
+templates), so it is compiled once per (C++ compiler, flags, Eigen version, shim source) into the build cache
 (kind ``"sparse"``: a static archive ``fa_sparse.a`` and the list of the Eigen headers it
 includes) and linked into every model library and FMU binary that needs it; it is never
 compiled per model.

@@ -66,7 +66,8 @@ void fa_matrix_release(fa_matrix *a)
     memset(a, 0, sizeof *a);
 }
 
-static int matrix_alloc(fa_matrix *a, int n, long storage, int kind, const int *colptr, const int *rowind)
+static int matrix_alloc(fa_matrix *a, int n, long storage, int kind, const int *colptr, const int *rowind,
+                        const int *order)
 {
     memset(a, 0, sizeof *a);
     a->values = (double *)calloc((size_t)(storage > 0 ? storage : 1), sizeof(double));
@@ -75,23 +76,25 @@ static int matrix_alloc(fa_matrix *a, int n, long storage, int kind, const int *
     if (!a->values || !a->piv || !a->work) { fa_matrix_release(a); return -1; }
 #if FA_USES_SPARSE
     if (kind == KIND_SPARSE) {
-        a->sparse = fa_sparse_new(n, colptr, rowind);
+        a->sparse = fa_sparse_new(n, colptr, rowind, order);
         if (!a->sparse) { fa_matrix_release(a); return -1; }
     }
 #else
-    (void)kind; (void)colptr; (void)rowind;
+    (void)kind; (void)colptr; (void)rowind; (void)order;
 #endif
     return 0;
 }
 
 int fa_kkt_alloc(fa_matrix *kkt)
 {
-    return matrix_alloc(kkt, NK, FA_KKT_STORAGE, FA_KKT_KIND, fa_kkt_colptr, fa_kkt_rowind);
+    return matrix_alloc(kkt, NK, FA_KKT_STORAGE, FA_KKT_KIND, fa_kkt_colptr, fa_kkt_rowind,
+                        FA_KKT_ORDERED ? fa_kkt_order : NULL);
 }
 
 int fa_init_alloc(fa_matrix *Gz)
 {
-    return matrix_alloc(Gz, FA_NZ, FA_INIT_STORAGE, FA_INIT_KIND, fa_init_colptr, fa_init_rowind);
+    return matrix_alloc(Gz, FA_NZ, FA_INIT_STORAGE, FA_INIT_KIND, fa_init_colptr, fa_init_rowind,
+                        FA_INIT_ORDERED ? fa_init_order : NULL);
 }
 
 static int matrix_factor(fa_matrix *a, int kind, int n, int kl, int ku)
@@ -108,7 +111,7 @@ static int matrix_factor(fa_matrix *a, int kind, int n, int kl, int ku)
 }
 
 /* nrhs solves, x in model order (position: the planned ordering of dense and band storage;
- * sparse storage keeps the model's order, Eigen orders internally).  A solve that cannot run
+ * sparse storage keeps the model's order, the solver orders internally).  A solve that cannot run
  * (sparse: no factorization or no memory) gives NaN, which the callers' finiteness tests catch. */
 static void matrix_solve(fa_matrix *a, int kind, int n, int kl, int ku, const int *position, double *x, int nrhs,
                          int transposed)

@@ -2,8 +2,9 @@
  *
  * For the Newton and initialization matrices whose pattern, fixed when the model's code is
  * generated, is neither small nor banded (fmi_adjoint.sparsity.plan_layout, storage SPARSE):
- * the fill-reducing column ordering (COLAMD) and the symbolic analysis run once per pattern
- * (fa_sparse_new), the numeric factorization with threshold partial pivoting (supernodal
+ * the fill-reducing ordering and the symbolic analysis run once per pattern (fa_sparse_new:
+ * COLAMD's column ordering, or a symmetric ordering P A P^T given by the generator, a nested
+ * dissection for lattice- and mesh-like patterns; fmi_adjoint.sparsity.plan_layout), the numeric factorization with threshold partial pivoting (supernodal
  * LU, Eigen 3.4 SparseLU) once per refresh of the values (fa_sparse_factor), and one
  * factorization serves A x = b and A^T x = b with any number of right-hand sides.
  *
@@ -34,9 +35,12 @@ extern "C" {
 
 typedef struct fa_sparse fa_sparse;
 
-/* Analyze the n x n pattern (colptr: n + 1 offsets, rowind: colptr[n] rows).  NULL if the
- * pattern is malformed or memory is exhausted. */
-FA_SPARSE_API fa_sparse *fa_sparse_new(int n, const int *colptr, const int *rowind);
+/* Analyze the n x n pattern (colptr: n + 1 offsets, rowind: colptr[n] rows).  order: NULL
+ * (COLAMD orders the columns), or a permutation (order[new] = old) applied to rows and columns
+ * alike before a factorization in that order; values, right-hand sides and solutions stay in the
+ * model's order either way.  NULL if the pattern or the order is malformed or memory is
+ * exhausted. */
+FA_SPARSE_API fa_sparse *fa_sparse_new(int n, const int *colptr, const int *rowind, const int *order);
 FA_SPARSE_API void fa_sparse_free(fa_sparse *s);
 
 /* Numeric factorization of the matrix with these values (colptr[n] doubles, CSC order).
