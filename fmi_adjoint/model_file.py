@@ -256,8 +256,8 @@ from .model import (
 from .structured import MAX_ENTRIES, ROLES, MatrixTerm, QuadraticConstraints, SparseMatrix, StructuredItem
 from .text import excerpt
 
-__all__ = ["MODEL_FILE_KEYS", "ModelSource", "data_files", "load_model", "model_file_inputs", "parse_model",
-           "parse_system", "read_data_file"]
+__all__ = ["MODEL_FILE_KEYS", "ModelSource", "data_files", "load_model", "may_name_data_files", "model_file_inputs",
+           "parse_model", "parse_system", "read_data_file"]
 
 _T = TypeVar("_T")
 
@@ -411,10 +411,29 @@ def model_file_inputs(path: str | os.PathLike) -> list[tuple[str, Path]]:
     path = Path(path)
     files = [("model file", path)]
     try:
-        doc = tomllib.loads(_model_text(path))
+        text = _model_text(path)
+        if not may_name_data_files(text):  # nothing to find: the parse is skipped (a warm start, issue 24)
+            return files
+        doc = tomllib.loads(text)
     except (ModelError, ValueError):  # TOMLDecodeError is a ValueError
         return files
     return files + [(role, path.parent / name) for role, name in data_files(doc)]
+
+
+#: A ``file`` key written out (bare, quoted or dotted: ``matrix.file =``), as a matrix read
+#: from a Matrix Market file is given; escapes are caught by the backslash test.
+_FILE_KEY = re.compile(r"""(?:^|[\s{,.])["']?file["']?\s*=""", re.M)
+#: A flexible body's ``fe`` table (issue 25), whose files are keys of their own: inline
+#: (``fe = {``), dotted (``fe.mass =``) or a sub-table header (``[bodies.fe]``).
+_FE_KEY = re.compile(r"""(?:^|[\s{,.\[])["']?fe["']?\s*[=.\]]""", re.M)
+
+
+def may_name_data_files(text: str) -> bool:
+    """Whether the model file ``text`` could name a data file (:func:`data_files`): it holds
+    ``table_load``, a ``file`` key or a flexible body's ``fe`` key written out, or a backslash
+    (an escape could spell any of them).  When False, the parsed file names none, so
+    :func:`model_file_inputs` and the warm-start key (:mod:`fmi_adjoint.warm`) skip parsing it."""
+    return "table_load" in text or "\\" in text or bool(_FILE_KEY.search(text) or _FE_KEY.search(text))
 
 
 def data_files(doc: Mapping[str, Any]) -> list[tuple[str, str]]:

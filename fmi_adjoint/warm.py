@@ -51,7 +51,6 @@ import inspect
 import json
 import math
 import os
-import re
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -240,12 +239,6 @@ def system_key(system: object) -> str | None:
 #: Largest model file read for a key (4 MiB, :func:`~fmi_adjoint.model_file.load_model`'s
 #: limit; a larger one gets no key, and the cold path refuses it).
 MODEL_FILE_LIMIT = 4 * 1024 * 1024
-#: A ``file`` key written out (bare, quoted or dotted: ``matrix.file =``), as a matrix read
-#: from a Matrix Market file is given; escapes are caught by the backslash test.
-_FILE_KEY = re.compile(r"""(?:^|[\s{,.])["']?file["']?\s*=""", re.M)
-#: A flexible body's ``fe`` table (issue 25), whose files are keys of their own: inline
-#: (``fe = {``), dotted (``fe.mass =``) or a sub-table header (``[bodies.fe]``).
-_FE_KEY = re.compile(r"""(?:^|[\s{,.\[])["']?fe["']?\s*[=.\]]""", re.M)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,21 +261,21 @@ def _file_snapshot(path: Path, allow_external_tables: bool) -> _FileSnapshot | N
     Data files are found by :func:`~fmi_adjoint.model_file.data_files`, the list
     :func:`~fmi_adjoint.model_file.model_file_inputs` and the reader use, and read with the
     reader's limits (:func:`~fmi_adjoint.model_file.read_data_file`); the TOML is parsed only
-    if the text could name one (``table_load``, a ``file`` key or a flexible body's ``fe`` key
-    written out, or a backslash: an escape could spell them), and a file outside the model's
-    folder is not read unless allowed (a model file must not make the tool read other files).
+    if the text could name one (:func:`~fmi_adjoint.model_file.may_name_data_files`), and a
+    file outside the model's folder is not read unless allowed (a model file must not make the
+    tool read other files).
     """
     import tomllib
 
     from .files import decode_text, read_regular
-    from .model_file import data_files, read_data_file
+    from .model_file import data_files, may_name_data_files, read_data_file
 
     try:
         text = decode_text(read_regular(path, MODEL_FILE_LIMIT, "a TOML model file", ModelError))
     except (ModelError, UnicodeDecodeError):
         return None
     tables: dict[str, bytes] = {}
-    if "table_load" in text or "\\" in text or _FILE_KEY.search(text) or _FE_KEY.search(text):
+    if may_name_data_files(text):
         try:
             doc = tomllib.loads(text)
         except ValueError:

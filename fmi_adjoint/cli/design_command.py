@@ -14,38 +14,42 @@ which :func:`fmi_adjoint.cli.main.main` turns into one line and exit code 2.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from ..budget import parse_size
-from ..data import check_csv_columns
-from ..design import (BASES, BOUND_MAPS, CRITERIA, DesignIteration, DesignProblem, DesignRecipe, DesignResult,
-                      DesignSpec, StartOutcome, StartPlan, criterion_named, run_design_starts)
-from ..design.starts import DEFAULT_SEED, DEFAULT_STARTS
-from ..design.montecarlo import monte_carlo, monte_carlo_record
-from ..design.report import check_plotting, design_record, plot_design, write_design_record, write_input_csv
 from ..errors import ModelError, OutputFileError
 from ..files import check_not_input, check_writable, same_file
-from ..identify.spec import check_time_span
-from ..model_file import ModelSource
-from ..report.design import design_report, design_signals
-from ..warm import prepare_model
 from .loading import model_inputs, model_path, parse_assignments, parse_bounds, parse_names
 from .parallel_options import add_parallel_options, dask_settings
+
+if TYPE_CHECKING:
+    from ..design import DesignIteration, DesignResult, DesignSpec, StartOutcome
+
+# The design code is imported when the command runs (or its options are added), not when the
+# command line starts: another command's warm start does not load it (issue 24, part 6).
 
 __all__ = ["add_design_parser", "cmd_design"]
 
 
-def add_design_parser(sub) -> None:
-    """Register ``design`` on the subparsers ``sub``."""
+def add_design_parser(sub, options: bool = True) -> None:
+    """Register ``design`` on the subparsers ``sub`` (``options``: with its options, see
+    :func:`~fmi_adjoint.cli.main.build_parser`)."""
     design = sub.add_parser(
         "design", help="optimal input design: the input that makes parameters best identifiable",
         description="Design the time course of one model input (an [inputs] entry) within bounds so that the "
         "parameters --params can be identified as precisely as possible from the measured outputs --noise "
         "(criteria on the Fisher information matrix; dissertation Ch. 5).")
+    if options:
+        _design_options(design)
+
+
+def _design_options(design: argparse.ArgumentParser) -> None:
+    from ..design import BASES, BOUND_MAPS, CRITERIA  # noqa: PLC0415 (this command's parser only)
+    from ..design.starts import DEFAULT_SEED, DEFAULT_STARTS  # noqa: PLC0415 (as above)
+
     design.add_argument("model", metavar="MODEL", help="TOML model file or bundled example name")
     design.add_argument("--input", required=True, metavar="NAME", help="the input to design (an [inputs] entry)")
     design.add_argument("--params", required=True, metavar="P1,P2,...", help="parameters to be identified later")
@@ -125,6 +129,8 @@ def _check_outputs(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _spec(args: argparse.Namespace, outputs: list[str]) -> DesignSpec:
+    from ..design import BASES, BOUND_MAPS, DesignSpec, criterion_named  # noqa: PLC0415 (when the command runs)
+
     """The design spec of the options (checks that need no model build)."""
     params = tuple(parse_names(args.params))
     if len(args.bounds) > 1:
@@ -164,6 +170,9 @@ def _start_progress(count: int) -> Callable[[int, StartOutcome], None]:
 def _write(result: DesignResult, outputs: dict[str, str], extra: dict) -> list[str]:
     """Write the requested files (figure, report, table, record: the likeliest failure first);
     a failure removes the files this run wrote before it."""
+    from ..design.report import design_record, plot_design, write_design_record, write_input_csv  # noqa: PLC0415
+    from ..report.design import design_report, design_signals  # noqa: PLC0415 (as the line above: when it runs)
+
     written: list[str] = []
     payload = {**design_record(result), **extra}
     try:
@@ -196,7 +205,7 @@ def _summary(result: DesignResult, written: list[str]) -> str:
              *_stop_summary(result),
              "predicted standard errors (Cramér-Rao bounds), start -> final:"]
     for name, before, after in zip(spec.params, result.standard_errors_start, result.standard_errors_final):
-        ratio = f"x {after / before:.3g}" if np.isfinite(before) and before > 0 else ""
+        ratio = f"x {after / before:.3g}" if math.isfinite(before) and before > 0 else ""
         lines.append(f"  {name:14s} {before:.4e} -> {after:.4e}   {ratio}")
     for name, miss in result.end_misses().items():
         lines.append(f"end condition {name}: y(T) - target = {miss:.3e}")
@@ -230,6 +239,15 @@ def _stop_summary(result: DesignResult) -> list[str]:
 def cmd_design(args: argparse.Namespace) -> int:
     """Run ``design``; exit code 0, or 1 if the optimizer stopped before convergence (the
     files then hold the best design found)."""
+    from ..budget import parse_size  # noqa: PLC0415 (the command's code when it runs)
+    from ..data import check_csv_columns  # noqa: PLC0415 (as above)
+    from ..design import DesignProblem, DesignRecipe, StartPlan, run_design_starts  # noqa: PLC0415 (as above)
+    from ..design.montecarlo import monte_carlo, monte_carlo_record  # noqa: PLC0415 (as above)
+    from ..design.report import check_plotting  # noqa: PLC0415 (as above)
+    from ..identify.spec import check_time_span  # noqa: PLC0415 (as above)
+    from ..model_file import ModelSource  # noqa: PLC0415 (as above)
+    from ..warm import prepare_model  # noqa: PLC0415 (as above)
+
     if args.max_iterations < 1:
         raise ModelError(f"--max-iterations {args.max_iterations}: give at least 1 iteration (default 200).")
     if args.memory_limit is not None:

@@ -6,8 +6,9 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,31 +18,13 @@ from ..examples import EXAMPLES_DIR, example_names
 from ..files import check_not_input, check_writable, same_file
 from ..text import excerpt
 from ..toolchain import compiler_jobs
-from ..forces import element_type
-from ..identify import GRADIENT_METHODS, OPTIMIZERS, IdentificationProblem
-from ..bench.preprocess import Preprocessing
-from ..identify.data_costs import Target, preprocessing_report
-from ..identify.guards import (bound_notices, cost_notices, data_notices, lag_notices, movement_notices,
-                               noise_resolved, sensitivity_notices)
-from ..identify.spec import ProblemSpec, model_error_in
-from ..identify.strategies import STRATEGY_NAMES
-from ..integrate import HHT, AbstractScheme, GeneralizedAlpha
-from ..integrate.inputs import ParameterValues
-from ..integrate.schemes import INTEGRATORS, NEWTON_METHODS, scheme_from_settings
 from .cache_command import add_cache_parser, cmd_cache
-from .cost_options import (
-    CostOptions,
-    add_bench_options,
-    add_cost_options,
-    cost_options_from_args,
-    preprocessing_from_args,
-)
-from .design_command import add_design_parser, cmd_design
-from .parallel_options import add_parallel_options, dask_settings
+from .design_command import add_design_parser
 from .loading import (
     check_time_span,
     data_companions,
     load_problem,
+    model_error_in,
     model_inputs,
     model_path,
     parse_assignments,
@@ -50,6 +33,17 @@ from .loading import (
     problem_spec,
     resolve_engine,
 )
+from .parallel_options import add_parallel_options, dask_settings
+
+if TYPE_CHECKING:
+    from ..identify.data_costs import CostOptions
+    from ..identify.spec import ProblemSpec
+    from ..integrate import AbstractScheme
+
+# A command imports what only it needs when it runs (and its options' choices when its parser
+# is built, build_parser), so that a warm `simulate` does not load the design code, the
+# identification strategies, the parallel executors or the reports (issue 24, part 6;
+# tests/test_warm_cli_imports.py).
 
 __all__ = ["main", "build_parser"]
 
@@ -105,6 +99,8 @@ def _jobs_option(parser) -> None:
 
 def _scheme_options(parser) -> None:
     """--integrator, --alpha, --rho-inf (the model file's [simulation] settings by default)."""
+    from ..integrate.schemes import INTEGRATORS, NEWTON_METHODS  # noqa: PLC0415 (the parser of this command only)
+
     parser.add_argument("--integrator", choices=INTEGRATORS,
                         help="hht (Lauss et al. 2018) or generalized_alpha (Arnold & Brüls 2007; second order also "
                         "for configuration-dependent mass matrices) (default: the model's)")
@@ -156,6 +152,8 @@ def _data_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params", required=True, metavar="P1,P2,...", help="parameters to differentiate/identify")
     parser.add_argument("--weight", action="append", metavar="CHANNEL=W", help="channel weight (default 1)")
     parser.add_argument("--scale", action="append", metavar="CHANNEL=S", help="channel scale (default 1)")
+    from .cost_options import add_bench_options  # noqa: PLC0415 (the costs: for the commands that fit data)
+
     add_bench_options(parser)
 
 
@@ -175,22 +173,40 @@ def _engine_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``fmi-adjoint``."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of ``fmi-adjoint``.
+
+    ``command``: only this command's options are added (every command keeps its name and help),
+    so that a command does not import what the other commands' options need (their choices
+    come from the identification, the costs, the design); the line's remaining arguments are
+    parsed by that command's parser alone, so it parses them as the full parser would.  None:
+    every command's options (``fmi-adjoint --help``, the documentation).
+    """
     parser = _Parser(
         prog="fmi-adjoint",
         description="Parameter identification of multibody models with exact discrete adjoint gradients.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sub.add_parser("examples", help="list the bundled example models")
+    for name, text, description, options in _COMMAND_PARSERS:
+        command_parser = sub.add_parser(name, help=text, description=description)
+        if options is not None and command in (None, name):
+            options(command_parser)
+    add_design_parser(sub, options=command in (None, "design"))
+    add_cache_parser(sub)
+    return parser
 
-    sim = sub.add_parser("simulate", help="simulate a model and write its outputs as CSV")
+
+def _simulate_options(sim: argparse.ArgumentParser) -> None:
     _common_model_options(sim)
     sim.add_argument("-o", "--output", metavar="OUT.csv", help="CSV file (default: stdout)")
     _engine_option(sim)
 
-    grad = sub.add_parser("gradient", help="cost and gradient of a fit to data")
+
+def _gradient_options(grad: argparse.ArgumentParser) -> None:
+    from ..identify.problem import GRADIENT_METHODS  # noqa: PLC0415 (this command's parser only)
+    from .cost_options import add_cost_options  # noqa: PLC0415 (as above)
+
     _common_model_options(grad, fmu=True)
     _data_options(grad)
     grad.add_argument("--method", choices=GRADIENT_METHODS, default="adjoint")
@@ -199,7 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
     _parallel_options(grad)
     add_cost_options(grad)
 
-    ident = sub.add_parser("identify", help="identify parameters from data")
+
+def _identify_options(ident: argparse.ArgumentParser) -> None:
+    from ..identify.optimize import OPTIMIZERS  # noqa: PLC0415 (this command's parser only)
+    from ..identify.strategies import STRATEGY_NAMES  # noqa: PLC0415 (as above)
+    from .cost_options import add_cost_options  # noqa: PLC0415 (as above)
+
     _common_model_options(ident, fmu=True)
     _data_options(ident)
     ident.add_argument("--bounds", action="append", metavar="P=LO:HI", help="bounds (default: the model's)")
@@ -246,7 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "a new run); the file is only read, add --checkpoint NEW.ckpt to record the continued run")
     add_cost_options(ident)
 
-    plugins = sub.add_parser("plugins", help="list or check the registered force elements")
+
+def _plugins_options(plugins: argparse.ArgumentParser) -> None:
     plugin_sub = plugins.add_subparsers(dest="plugins_command", required=True, metavar="ACTION")
     plugin_sub.add_parser("list", help="name, distribution and parameters of every element")
     check = plugin_sub.add_parser("check", help="Jacobians, C code, rest and passivity checks")
@@ -254,7 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--all", action="store_true", help="check every registered element")
     check.add_argument("--seed", type=int, default=0, help="random states and parameters")
 
-    export = sub.add_parser("export", help="export a model as a standalone FMU (Co-Simulation, Model Exchange)")
+
+def _export_options(export: argparse.ArgumentParser) -> None:
     export.add_argument("model", metavar="MODEL", help="TOML model file or bundled example name")
     export.add_argument("--fmi", type=int, choices=(2, 3), default=2, help="FMI version")
     export.add_argument("--set", action="append", metavar="NAME=VALUE", help="parameter start value (repeatable)")
@@ -267,11 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     _table_option(export)
     export.add_argument("-o", "--output", required=True, metavar="OUT.fmu")
 
-    apply = sub.add_parser("apply", help="hand identified parameters back: an FMU, an SSV file and/or an SSP archive",
-                           description="An FMU exported by fmi-adjoint is rebuilt with the identified values compiled "
-                           "in (needs a C compiler; binaries for other platforms keep the old values); any other FMU "
-                           "gets them as start values only, which importers that ignore start values do not see: "
-                           "add --ssp for them.")
+
+def _apply_options(apply: argparse.ArgumentParser) -> None:
     apply.add_argument("result", metavar="RESULT.json", help="written by `fmi-adjoint identify -o`")
     apply.add_argument("--fmu", required=True, metavar="MODEL.fmu", help="the FMU the parameters belong to")
     apply.add_argument("-o", "--output", metavar="IDENTIFIED.fmu",
@@ -280,7 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("--ssp", metavar="OUT.ssp",
                        help="SSP 1.0 archive: the FMU of -o and a parameter binding of the identified values")
 
-    check = sub.add_parser("validate", help="re-simulate an FMU through fmpy and compare it with data")
+
+def _validate_options(check: argparse.ArgumentParser) -> None:
     check.add_argument("fmu", metavar="IDENTIFIED.fmu")
     check.add_argument("--data", required=True, metavar="DATA.csv", help="'time' and one column per FMU output")
     check.add_argument("--inputs", metavar="INPUTS.csv", help="input signals: 'time' and one column per FMU input")
@@ -294,18 +315,37 @@ def build_parser() -> argparse.ArgumentParser:
                        "re-simulated signals and their difference, and the RMS table")
     _fmu_process_options(check)
 
-    demo = sub.add_parser("demo", help="identify the engine-mount parameters from the bundled measurement")
+
+def _demo_options(demo: argparse.ArgumentParser) -> None:
+    from ..identify.optimize import OPTIMIZERS  # noqa: PLC0415 (this command's parser only)
+
     demo.add_argument("-o", "--output-dir", default="fmi-adjoint-demo",
                       help="folder for result JSON, plot and HTML report")
     demo.add_argument("--method", choices=OPTIMIZERS, default="least_squares")
 
-    add_design_parser(sub)
-    add_cache_parser(sub)
-    return parser
+
+#: The commands of :func:`build_parser` in the order of ``--help`` (``design`` and ``cache``
+#: follow): name, help, description (None: none) and the function adding their options.
+_COMMAND_PARSERS: tuple[tuple[str, str, str | None, Callable[[argparse.ArgumentParser], None] | None], ...] = (
+    ("examples", "list the bundled example models", None, None),
+    ("simulate", "simulate a model and write its outputs as CSV", None, _simulate_options),
+    ("gradient", "cost and gradient of a fit to data", None, _gradient_options),
+    ("identify", "identify parameters from data", None, _identify_options),
+    ("plugins", "list or check the registered force elements", None, _plugins_options),
+    ("export", "export a model as a standalone FMU (Co-Simulation, Model Exchange)", None, _export_options),
+    ("apply", "hand identified parameters back: an FMU, an SSV file and/or an SSP archive",
+     "An FMU exported by fmi-adjoint is rebuilt with the identified values compiled in (needs a C compiler; binaries "
+     "for other platforms keep the old values); any other FMU gets them as start values only, which importers that "
+     "ignore start values do not see: add --ssp for them.", _apply_options),
+    ("validate", "re-simulate an FMU through fmpy and compare it with data", None, _validate_options),
+    ("demo", "identify the engine-mount parameters from the bundled measurement", None, _demo_options),
+)
 
 
 def _check_scheme_options(args) -> None:
     """--alpha and --rho-inf in range (before any work)."""
+    from ..integrate.schemes import HHT, GeneralizedAlpha  # noqa: PLC0415 (only when the options are given)
+
     if args.alpha is not None:
         HHT(alpha=args.alpha)
     if args.rho_inf is not None:
@@ -321,6 +361,8 @@ def _solver(args, settings) -> AbstractScheme | None:
     """The scheme the options ask for over the model's ``settings`` (None: the model's own)."""
     if args.integrator is None and args.alpha is None and args.rho_inf is None and args.newton is None:
         return None
+    from ..integrate.schemes import scheme_from_settings  # noqa: PLC0415 (only when the options are given)
+
     return scheme_from_settings(settings, integrator=args.integrator, alpha=args.alpha, rho_inf=args.rho_inf,
                                 newton=args.newton)
 
@@ -355,6 +397,8 @@ def cmd_examples(args) -> int:
 
 
 def cmd_simulate(args) -> int:
+    from ..integrate.inputs import ParameterValues  # noqa: PLC0415 (the engine's module, loaded by resolve_engine)
+
     _check_solver_options(args)
     _check_outputs({"-o": args.output}, model_inputs(args.model))
     engine = resolve_engine(args.model, engine=args.engine, allow_external_tables=args.allow_external_tables)
@@ -426,6 +470,11 @@ class _Setup:
 
 
 def _problem(args, bounds=None) -> _Setup:
+    from ..bench.preprocess import Preprocessing  # noqa: PLC0415 (the data commands' code, when they run)
+    from ..identify.data_costs import Target, preprocessing_report  # noqa: PLC0415 (as above)
+    from ..identify.guards import data_notices  # noqa: PLC0415 (as above)
+    from .cost_options import cost_options_from_args, preprocessing_from_args  # noqa: PLC0415 (as above)
+
     _check_solver_options(args)
     dask_settings(args)  # a bad address is refused before any loading
     options = cost_options_from_args(
@@ -495,6 +544,8 @@ def _executor(args, tasks: int):
 
 def _fmu_problem(args, options, names, bounds) -> _Setup:
     from ..fmu.archive import open_fmu
+    from ..identify.guards import data_notices
+    from ..integrate.inputs import ParameterValues
     from ..fmu.problem import fmu_problem
     from ..fmu.loading import fmu_target
     from .fmu_loading import (MODEL_EXCHANGE_OPTIONS, check_model_exchange_options, held_inputs_note,
@@ -621,6 +672,7 @@ def _note(text: str) -> None:
 
 
 def cmd_identify(args) -> int:
+    from ..identify.guards import sensitivity_notices
     from ..identify.result_file import result_text, write_result
 
     _check_identify_options(args)
@@ -683,6 +735,7 @@ def _check_identify_options(args) -> None:
 def _identify_method(args, problem) -> tuple[str, str]:
     """The optimizer and the strategy's name for ``problem``, checked against what it offers."""
     from ..identify.optimize import default_optimizer
+    from ..identify.problem import IdentificationProblem
 
     if args.method == "least_squares" and not problem.has_residuals:
         raise ModelError(
@@ -743,6 +796,8 @@ def _run_identification(args, setup: _Setup, method: str, strategy_name: str, ck
 def _fit_warnings(args, setup: _Setup, outcome) -> tuple[list[str], bool]:
     """The guards of the fit (issue 26, part 8; issue 32) and the run's own warnings, as texts,
     and whether the result cannot be trusted."""
+    from ..identify.guards import (bound_notices, cost_notices, lag_notices, movement_notices,
+                                   noise_resolved)
     from ..identify.strategies import stage_notices
 
     problem, result = setup.problem, outcome.best
@@ -849,7 +904,7 @@ def cmd_plugins(args) -> int:
     import dataclasses
     from typing import Any
 
-    from ..forces import default_registry
+    from ..forces import default_registry, element_type
     from ..mbs.registry import default_registry as component_registry
 
     registry, components = default_registry(), component_registry()
@@ -1048,6 +1103,12 @@ def _check_report_folder(folder: str, inputs: list[tuple[str, str | None]]) -> N
             check_writable(path / name)
 
 
+def cmd_design(args) -> int:
+    from .design_command import cmd_design as run
+
+    return run(args)
+
+
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
@@ -1089,7 +1150,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .signals import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 
     try:
-        args = build_parser().parse_args(argv)
+        line = sys.argv[1:] if argv is None else list(argv)
+        # The options of the command on the line only (the first argument; the top-level parser
+        # has no other options than --help): see build_parser.
+        args = build_parser(line[0] if line and line[0] in _COMMANDS else None).parse_args(line)
         with compiler_jobs(getattr(args, "jobs", None)):  # only the commands that build have --jobs
             return _COMMANDS[args.command](args)
     except FmiAdjointError as exc:
