@@ -225,9 +225,26 @@ def _print(row: GeneratedFunction, groups: dict, printer: CPrinter) -> KernelRow
                                    for (name, _, _), shape, pattern in zip(row.outputs, shapes, patterns)))
 
 
+class _KernelPrinter(CPrinter):
+    """The kernels' C printer: a square ``x**2`` is the product ``(x*x)``, not ``pow(x, 2)``.
+
+    An optimizing C compiler turns ``pow(x, 2)`` into ``x*x`` itself (the product is the
+    correctly rounded square); the kernels run once per simulation are compiled without
+    optimization (:data:`fmi_adjoint.native.assembly_code.RUN_ONCE_ROWS`), where ``pow`` would
+    be the C library's, which need not round the square the same way.  Written as a product, a
+    kernel gives the same bits at every optimization level.
+    """
+
+    def _print_Pow(self, expr):  # noqa: N802 (sympy printer protocol)
+        if expr.exp == 2:
+            base = self.parenthesize(expr.base, 60)  # tighter than any binary operator: x, f(x) or (...)
+            return f"({base}*{base})"
+        return super()._print_Pow(expr)
+
+
 def print_rows(rows: tuple[GeneratedFunction, ...], groups: dict) -> tuple[KernelRow, ...]:
     """Every row printed to numpy and C (common subexpressions eliminated once per row)."""
-    printer = CPrinter(indexed(_GROUPS), set(), {})
+    printer = _KernelPrinter(indexed(_GROUPS), set(), {})
     return tuple(_print(row, groups, printer) for row in rows)
 
 

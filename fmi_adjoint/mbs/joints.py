@@ -98,7 +98,13 @@ def _frame(axis: Sequence[float], where: str) -> tuple[sp.Matrix, sp.Matrix, sp.
             b2 = sp.Matrix(_UNIT[(k + 2) % 3])
             return a, b1, b2
     a_num = sp.Matrix([sp.Float(x, 17) for x in unit])
-    return _complete(a_num, _helper(unit))
+    helper = _helper(unit)
+    a, b1, b2 = _complete(a_num, helper)
+    # b2 = a x b1 is perpendicular to the helper axis, so its component there is 0 exactly; in
+    # floating point it comes out as 0 or as round-off (2e-19), and a round-off term would make
+    # joints of one kind two component types (derived and compiled twice; issue 24).
+    b2[next(k for k in range(3) if helper[k] != 0)] = sp.Integer(0)
+    return a, b1, b2
 
 
 def _helper(nominal: Sequence[float]) -> sp.Matrix:
