@@ -35,6 +35,7 @@ import enum
 import operator
 import os
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -42,8 +43,8 @@ from .errors import ModelError
 
 __all__ = ["BAND_MIN_SIZE", "BAND_WORK_FRACTION", "DISSECTION_WORK_FRACTION", "SPARSE_DENSE_WORK_FACTOR",
            "SPARSE_MIN_SIZE", "SPARSE_WORK_FACTOR", "STORAGE_VARIABLE", "MatrixLayout", "MatrixStorage",
-           "SparsePattern", "forced_storage", "nested_dissection_order", "plan_layout", "sparse_factor_flops",
-           "storage_named", "storage_override"]
+           "SparsePattern", "block_lower_pattern", "forced_storage", "nested_dissection_order", "plan_layout",
+           "sparse_factor_flops", "storage_named", "storage_override"]
 
 #: Below this size the band path is never chosen: the loops of a dense LU of a few rows are
 #: shorter and branch-free, and the band bookkeeping (pivot reach, fill columns) would cost
@@ -167,11 +168,18 @@ class SparsePattern:
 
     ``order``: empty (the solver orders the columns by COLAMD), or a permutation
     ``order[new] = old`` of rows and columns alike, in which the solver factors ``P A P^T``
-    (:func:`nested_dissection_order`); the values stay in the order of ``colptr, rowind``."""
+    (:func:`nested_dissection_order`); the values stay in the order of ``colptr, rowind``.
+
+    ``starts`` and ``blocks``: a block lower triangular matrix (``fa_sparse_new_blocked``): the
+    diagonal blocks ``starts[b] .. starts[b+1]-1`` are factored apart, ``blocks[b]`` their
+    patterns (local indices, each with its own ``order``); no entry lies above the block
+    diagonal.  Empty: one block."""
 
     colptr: tuple[int, ...]
     rowind: tuple[int, ...]
     order: tuple[int, ...] = ()
+    starts: tuple[int, ...] = ()
+    blocks: tuple[SparsePattern, ...] = ()
 
     def __post_init__(self) -> None:
         n = len(self.colptr) - 1
@@ -187,6 +195,12 @@ class SparsePattern:
         if self.order and sorted(self.order) != list(range(n)):
             raise ModelError(f"SparsePattern: order is not a permutation of 0..{n - 1}; give () for COLAMD or "
                              "the order of nested_dissection_order.")
+        if (self.starts or self.blocks) and not (
+                len(self.starts) == len(self.blocks) + 1 >= 2 and self.starts[0] == 0 and self.starts[-1] == n
+                and all(len(block.colptr) - 1 == b - a for block, a, b in zip(self.blocks, self.starts,
+                                                                                self.starts[1:]))):
+            raise ModelError("SparsePattern: starts and blocks do not describe diagonal blocks covering the "
+                             "matrix; build a blocked pattern with block_lower_pattern.")
 
     @classmethod
     def of(cls, n: int, entries: Iterable[tuple[int, int]]) -> SparsePattern:
@@ -203,6 +217,7 @@ class SparsePattern:
     @property
     def nnz(self) -> int:
         return len(self.rowind)
+
 
     def position(self, row: int, col: int) -> int | None:
         """Index of ``(row, col)`` in ``rowind`` (and in the values), None if not in the pattern."""
@@ -264,12 +279,12 @@ class MatrixLayout:
                              f"pattern of {self.n} columns; use MatrixLayout.sparse_of or plan_layout.")
 
     @classmethod
-    def sparse_of(cls, n: int, entries: Iterable[tuple[int, int]]) -> MatrixLayout:
+    def sparse_of(cls, n: int, entries: Iterable[tuple[int, int]], starts: tuple[int, ...] = ()) -> MatrixLayout:
         """The sparse layout of the pattern ``entries`` plus the diagonal, in the model's order,
-        with the solver's ordering of :func:`_ordered_pattern`."""
+        with the solver's ordering (:func:`_solver_pattern`)."""
         identity = tuple(range(n))
         return cls(n=n, banded=False, kl=n - 1, ku=n - 1, order=identity, position=identity,
-                   sparse=_ordered_pattern(SparsePattern.of(n, entries)))
+                   sparse=_solver_pattern(n, entries, starts))
 
     @property
     def storage(self) -> MatrixStorage:
@@ -357,7 +372,8 @@ class MatrixLayout:
         return i * self.width + (j - i + self.kl)
 
 
-def plan_layout(n: int, pattern: Iterable[tuple[int, int]], storage: MatrixStorage | None = None) -> MatrixLayout:
+def plan_layout(n: int, pattern: Iterable[tuple[int, int]], storage: MatrixStorage | None = None, *,
+                starts: tuple[int, ...] = ()) -> MatrixLayout:
     """Choose the storage and the ordering of an ``n x n`` matrix from its sparsity pattern.
 
     Rule
@@ -394,6 +410,9 @@ def plan_layout(n: int, pattern: Iterable[tuple[int, int]], storage: MatrixStora
     storage : MatrixStorage, optional
         Force this storage (tests, benchmarks; :func:`storage_override`) instead of the rule.
         A forced band takes the narrower of the two orderings whatever its work.
+    starts : tuple of int, optional
+        Diagonal blocks (first rows, then ``n``) of a matrix that may be block lower
+        triangular (the initialization matrix): a sparse layout then factors them apart.
 
     Raises
     ------
@@ -411,7 +430,7 @@ def plan_layout(n: int, pattern: Iterable[tuple[int, int]], storage: MatrixStora
     if storage is MatrixStorage.DENSE:
         return MatrixLayout.dense(n)
     if storage is MatrixStorage.SPARSE:
-        return MatrixLayout.sparse_of(n, entries)
+        return MatrixLayout.sparse_of(n, entries, starts)
     if n < BAND_MIN_SIZE and storage is None:
         return MatrixLayout.dense(n)
     # scipy.sparse on use: planning runs at generation, never on a warm start.
@@ -439,7 +458,7 @@ def plan_layout(n: int, pattern: Iterable[tuple[int, int]], storage: MatrixStora
     dense = MatrixLayout.dense(n)
     chosen = band if _band_flops(n, kl, ku) < BAND_WORK_FRACTION * _dense_flops(n) else dense
     if n >= SPARSE_MIN_SIZE:
-        csc = _ordered_pattern(SparsePattern.of(n, entries))
+        csc = _solver_pattern(n, entries, starts)
         factor = SPARSE_WORK_FACTOR if chosen.banded else SPARSE_DENSE_WORK_FACTOR
         if factor * sparse_factor_flops(csc)[0] < chosen.factor_flops:
             identity = tuple(range(n))
@@ -460,6 +479,11 @@ def sparse_factor_flops(pattern: SparsePattern) -> tuple[float, int]:
     of row ``k`` of U.  Pivoting on the real values may add fill; the estimate only ranks
     storages and orderings, the solver reports the real figures (``fa_sparse_factor_nnz``).
     """
+    if pattern.blocks:
+        # Each diagonal block factored apart; the strictly lower blocks are stored as they are.
+        parts = [sparse_factor_flops(block) for block in pattern.blocks]
+        inside = sum(block.nnz for block in pattern.blocks)
+        return float(sum(f for f, _ in parts)), int(sum(k for _, k in parts)) + pattern.nnz - inside
     import scipy.sparse  # noqa: PLC0415 (on use, as in plan_layout)
     import scipy.sparse.linalg  # noqa: PLC0415
 
@@ -499,7 +523,9 @@ def nested_dissection_order(pattern: SparsePattern) -> tuple[int, ...]:
     import scipy.sparse  # noqa: PLC0415 (as in plan_layout)
 
     n = len(pattern.colptr) - 1
-    columns = np.repeat(np.arange(n), np.diff(np.asarray(pattern.colptr, dtype=np.int64)))
+    colptr = np.asarray(pattern.colptr, dtype=np.int64)
+    counts = np.diff(colptr)
+    columns = np.repeat(np.arange(n), counts)
     rows = np.asarray(pattern.rowind, dtype=np.int64)
     off = rows != columns
     if not off.any():
@@ -510,8 +536,49 @@ def nested_dissection_order(pattern: SparsePattern) -> tuple[int, ...]:
     graph.sum_duplicates()
     graph.sort_indices()
     adjacency = pymetis.CSRAdjacency(graph.indptr.astype(np.int64).tolist(), graph.indices.astype(np.int64).tolist())
-    order, _ = pymetis.nested_dissection(adjacency)
-    return tuple(int(k) for k in order)
+    # pymetis annotates a sequence but returns the pair (order, inverse order).
+    result: Any = pymetis.nested_dissection(adjacency)
+    return tuple(int(k) for k in result[0])
+
+
+def block_lower_pattern(pattern: SparsePattern, starts: tuple[int, ...]) -> SparsePattern | None:
+    """``pattern`` as a block lower triangular matrix with diagonal blocks starting at ``starts``
+    (the last entry ``n``), each block with the solver's ordering of :func:`_ordered_pattern`;
+    None if an entry lies above the block diagonal.
+
+    The initialization matrix ``G_z`` of ``z = (q, mu, v, nu, a, lambda)`` has this form: the
+    position equations do not depend on v or a, the velocity equations not on a.  Factored
+    whole, an LU fills the strictly lower blocks' columns (on the lattice of 1 020 coordinates
+    993 894 entries in the factors); by blocks the lower blocks are only multiplied.
+    """
+    n = len(pattern.colptr) - 1
+    colptr = np.asarray(pattern.colptr, dtype=np.int64)
+    rows = np.asarray(pattern.rowind, dtype=np.int64)
+    counts = np.diff(colptr)
+    columns = np.repeat(np.arange(n), counts)
+    bounds = np.asarray(starts, dtype=np.int64)
+    row_block = np.searchsorted(bounds, rows, side="right") - 1
+    column_block = np.searchsorted(bounds, columns, side="right") - 1
+    if np.any(row_block < column_block):
+        return None
+    blocks = []
+    for b in range(len(starts) - 1):
+        inside = (row_block == b) & (column_block == b)
+        local = list(zip((rows[inside] - starts[b]).tolist(), (columns[inside] - starts[b]).tolist()))
+        blocks.append(_ordered_pattern(SparsePattern.of(starts[b + 1] - starts[b], local)))
+    return SparsePattern(pattern.colptr, pattern.rowind, starts=tuple(int(s) for s in starts), blocks=tuple(blocks))
+
+
+def _solver_pattern(n: int, entries: Iterable[tuple[int, int]], starts: tuple[int, ...]) -> SparsePattern:
+    """The sparse pattern of ``entries`` plus the diagonal as the solver gets it: by blocks
+    (:func:`block_lower_pattern`) where ``starts`` are given and the matrix is block lower
+    triangular, else whole, with the ordering of :func:`_ordered_pattern`."""
+    csc = SparsePattern.of(n, entries)
+    if starts:
+        blocked = block_lower_pattern(csc, starts)
+        if blocked is not None:
+            return blocked
+    return _ordered_pattern(csc)
 
 
 def _ordered_pattern(pattern: SparsePattern) -> SparsePattern:

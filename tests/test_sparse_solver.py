@@ -191,6 +191,10 @@ def test_lattice_chooses_sparse_and_gradient_matches_central_differences():
     n, m = eng.compiled.n, eng.compiled.m
     assert n + m >= SPARSE_MIN_SIZE and is_sparse(eng)
     assert planned_storages(lattice(*LATTICE).to_model()) == (MatrixStorage.SPARSE, MatrixStorage.SPARSE)
+    # The initialization matrix is block lower triangular (positions, velocities,
+    # accelerations) and factored by blocks.
+    header = model_c_sources(Derivation(lattice(*LATTICE).to_model()))["model.h"].splitlines()
+    assert "#define FA_INIT_BLOCKS 3" in header
     # The Newton matrix is sparse: its factors hold fewer entries than a dense matrix (measured:
     # 27 192 against 232 324), and the memory figure is reported.
     sizes = eng.library.matrix_sizes(step=1e-3, n_steps=2)
@@ -400,6 +404,59 @@ def test_a_nested_dissection_order_solves_alike_and_fills_less_than_colamd():
     rng = np.random.default_rng(0)
     tree = plan_layout(*blocks([(k, int(rng.integers(0, k))) for k in range(1, 400)], 400))
     assert tree.sparse is not None and tree.sparse.order == ()
+
+
+def test_a_block_lower_triangular_matrix_is_factored_by_blocks():
+    """fa_sparse_new_blocked (the initialization matrix: positions, velocities, accelerations):
+    solves plain and transposed to round-off, the factors hold the diagonal blocks' fill only
+    (fewer entries than the whole matrix's LU), a singular block is named, an entry above the
+    block diagonal is refused; plan_layout finds the blocks of such a pattern."""
+    eng = engine("sdof", MatrixStorage.SPARSE)
+    dll = eng.library.library
+    rng = np.random.default_rng(6)
+    sizes = (72, 72, 72)
+    starts = np.cumsum((0,) + sizes).astype(np.int32)
+    n = int(starts[-1])
+    A = np.zeros((n, n))
+    for b, size in enumerate(sizes):
+        block = slice(starts[b], starts[b + 1])
+        A[block, block] = kkt_like(size - 12, 12, seed=10 + b)
+        for c in range(b):
+            # Lower couplings: a few dense rows, as the velocity and acceleration equations
+            # depend on all positions; small enough that the solution stays of order one (the
+            # EXACT tier bounds a residual relative to |B|, which grows with |X|).
+            A[block, starts[c]:starts[c + 1]][rng.integers(0, size, 20)] = 0.1 * rng.standard_normal((20, sizes[c]))
+    pattern = SparsePattern.of(n, [(int(r), int(c)) for r, c in zip(*np.nonzero(A))])
+    colptr, rowind = (np.array(x, dtype=np.int32) for x in (pattern.colptr, pattern.rowind))
+    dll.fa_sparse_new_blocked.restype = ctypes.c_void_p
+    handle = dll.fa_sparse_new_blocked(n, colptr.ctypes.data_as(_int_p), rowind.ctypes.data_as(_int_p), len(sizes),
+                                       starts.ctypes.data_as(_int_p), None)
+    assert handle
+    whole = Sparse(dll, A)
+    try:
+        blocked = Sparse.__new__(Sparse)
+        blocked.dll, blocked.pattern, blocked.handle, blocked.values = dll, pattern, handle, whole.values
+        assert blocked.factor() == 0 and whole.factor() == 0
+        B = rng.standard_normal((n, 4))
+        for transposed in (False, True):
+            X = blocked.solve(B, transposed)
+            assert relative((A.T if transposed else A) @ X, B) <= EXACT
+        assert dll.fa_sparse_factor_nnz(blocked.handle) < dll.fa_sparse_factor_nnz(whole.handle)
+        singular = whole.values.copy()
+        column = starts[2] + 5  # a zero column in the last block: that block is singular
+        singular[pattern.colptr[column]:pattern.colptr[column + 1]] = 0.0
+        assert dll.fa_sparse_factor(blocked.handle, singular.ctypes.data_as(_double_p)) == -1
+        assert b"singular" in dll.fa_sparse_message(blocked.handle)
+    finally:
+        dll.fa_sparse_free(handle)
+        whole.close()
+    above = SparsePattern.of(n, [(0, n - 1)])  # an entry above the block diagonal
+    cp, ri = (np.array(x, dtype=np.int32) for x in (above.colptr, above.rowind))
+    assert not dll.fa_sparse_new_blocked(n, cp.ctypes.data_as(_int_p), ri.ctypes.data_as(_int_p), len(sizes),
+                                         starts.ctypes.data_as(_int_p), None)
+    layout = plan_layout(n, list(zip(*np.nonzero(A))), MatrixStorage.SPARSE, starts=tuple(int(s) for s in starts))
+    assert layout.sparse is not None and layout.sparse.starts == tuple(int(s) for s in starts)
+    assert plan_layout(n, [(0, n - 1)], MatrixStorage.SPARSE, starts=tuple(int(s) for s in starts)).sparse.blocks == ()
 
 
 def test_singular_and_non_finite_matrices_are_refused():

@@ -54,6 +54,7 @@ def _storage_lines(prefix: str, layout: MatrixLayout) -> list[str]:
             f"#define FA_{prefix}_BANDED {1 if layout.storage is MatrixStorage.BAND else 0}",
             f"#define FA_{prefix}_SPARSE {1 if layout.storage is MatrixStorage.SPARSE else 0}",
             f"#define FA_{prefix}_ORDERED {1 if layout.sparse is not None and layout.sparse.order else 0}",
+            f"#define FA_{prefix}_BLOCKS {len(layout.sparse.blocks) if layout.sparse is not None else 0}",
             f"#define FA_{prefix}_KL {layout.kl}",
             f"#define FA_{prefix}_KU {layout.ku}",
             f"#define FA_{prefix}_STORAGE {layout.storage_size}"]
@@ -62,13 +63,23 @@ def _storage_lines(prefix: str, layout: MatrixLayout) -> list[str]:
 def _csc_arrays(prefix: str, layout: MatrixLayout) -> list[str]:
     """``fa_<prefix>_colptr`` / ``fa_<prefix>_rowind``: the compressed columns of a sparse
     layout (one zero for another storage); ``fa_<prefix>_order``: its symmetric fill-reducing
-    order (``SparsePattern.order``; one zero where the solver's COLAMD orders instead)."""
+    order (``SparsePattern.order``; one zero where the solver's COLAMD orders instead);
+    ``fa_<prefix>_starts``: the diagonal blocks of a block lower triangular layout."""
     pattern = layout.sparse
     colptr = list(pattern.colptr) if pattern is not None else [0]
     rowind = list(pattern.rowind) if pattern is not None else [0]
     order = list(pattern.order) if pattern is not None and pattern.order else [0]
+    starts = [0]
+    if pattern is not None and pattern.blocks:
+        # Block lower triangular (fa_sparse_new_blocked): each block's local order, or -1 first
+        # where COLAMD orders the block.
+        starts = list(pattern.starts)
+        order = []
+        for block in pattern.blocks:
+            size = len(block.colptr) - 1
+            order += list(block.order) if block.order else [-1] * size
     return [int_array(f"fa_{prefix}_colptr", colptr), int_array(f"fa_{prefix}_rowind", rowind),
-            int_array(f"fa_{prefix}_order", order)]
+            int_array(f"fa_{prefix}_order", order), int_array(f"fa_{prefix}_starts", starts)]
 
 
 def model_header_and_common(model: Model, n: int, m: int, n_y: int, patterns: dict[str, list[tuple[int, int]]],
@@ -82,7 +93,8 @@ def model_header_and_common(model: Model, n: int, m: int, n_y: int, patterns: di
     settings = model.simulation
     # The initialization matrix dG/dz, stored like the Newton matrix (banded after a
     # fill-reducing ordering where that is less work): dense, it was (3n + 3m)^2 doubles.
-    init = plan_layout(3 * n + 3 * m, sorted(patterns["G_z"]), storage_override())
+    init = plan_layout(3 * n + 3 * m, sorted(patterns["G_z"]), storage_override(),
+                       starts=(0, n + m, 2 * (n + m), 3 * (n + m)))
     sparse = MatrixStorage.SPARSE in (layout.storage, init.storage)
     header = [
         # No user text in comments; names reach C only as escaped string literals.
@@ -122,6 +134,8 @@ def model_header_and_common(model: Model, n: int, m: int, n_y: int, patterns: di
         "extern const int fa_init_rowind[];",
         "extern const int fa_kkt_order[];",
         "extern const int fa_init_order[];",
+        "extern const int fa_kkt_starts[];",
+        "extern const int fa_init_starts[];",
         "extern const int fa_init_position[FA_NZ > 0 ? FA_NZ : 1];",
         "extern const double fa_default_parameters[FA_NP > 0 ? FA_NP : 1];",
         "extern const char *const fa_parameter_names[FA_NP > 0 ? FA_NP : 1];",

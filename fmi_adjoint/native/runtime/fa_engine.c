@@ -67,7 +67,7 @@ void fa_matrix_release(fa_matrix *a)
 }
 
 static int matrix_alloc(fa_matrix *a, int n, long storage, int kind, const int *colptr, const int *rowind,
-                        const int *order)
+                        const int *order, int nblocks, const int *starts)
 {
     memset(a, 0, sizeof *a);
     a->values = (double *)calloc((size_t)(storage > 0 ? storage : 1), sizeof(double));
@@ -76,11 +76,12 @@ static int matrix_alloc(fa_matrix *a, int n, long storage, int kind, const int *
     if (!a->values || !a->piv || !a->work) { fa_matrix_release(a); return -1; }
 #if FA_USES_SPARSE
     if (kind == KIND_SPARSE) {
-        a->sparse = fa_sparse_new(n, colptr, rowind, order);
+        a->sparse = nblocks > 1 ? fa_sparse_new_blocked(n, colptr, rowind, nblocks, starts, order)
+                                : fa_sparse_new(n, colptr, rowind, order);
         if (!a->sparse) { fa_matrix_release(a); return -1; }
     }
 #else
-    (void)kind; (void)colptr; (void)rowind; (void)order;
+    (void)kind; (void)colptr; (void)rowind; (void)order; (void)nblocks; (void)starts;
 #endif
     return 0;
 }
@@ -88,13 +89,14 @@ static int matrix_alloc(fa_matrix *a, int n, long storage, int kind, const int *
 int fa_kkt_alloc(fa_matrix *kkt)
 {
     return matrix_alloc(kkt, NK, FA_KKT_STORAGE, FA_KKT_KIND, fa_kkt_colptr, fa_kkt_rowind,
-                        FA_KKT_ORDERED ? fa_kkt_order : NULL);
+                        FA_KKT_ORDERED ? fa_kkt_order : NULL, FA_KKT_BLOCKS, fa_kkt_starts);
 }
 
 int fa_init_alloc(fa_matrix *Gz)
 {
     return matrix_alloc(Gz, FA_NZ, FA_INIT_STORAGE, FA_INIT_KIND, fa_init_colptr, fa_init_rowind,
-                        FA_INIT_ORDERED ? fa_init_order : NULL);
+                        FA_INIT_ORDERED || FA_INIT_BLOCKS > 1 ? fa_init_order : NULL, FA_INIT_BLOCKS,
+                        fa_init_starts);
 }
 
 static int matrix_factor(fa_matrix *a, int kind, int n, int kl, int ku)

@@ -62,11 +62,38 @@ struct fa_sparse {
     std::vector<int> order;  /* order[new] = old (empty: COLAMD) */
     std::vector<int> source; /* value k of the permuted A is values[source[k]] (ordered only) */
     Eigen::MatrixXd work;    /* solution buffer of fa_sparse_solve */
+    int values;              /* entries of the values array (colptr[n] of the given pattern) */
     int factored;
     const char *message;
+    /* Block lower triangular (fa_sparse_new_blocked): each diagonal block is a handle of its own,
+     * A holds the strictly lower blocks (value k = values[source[k]]), lower_t their transpose. */
+    std::vector<fa_sparse *> blocks;
+    std::vector<int> starts;
+    std::vector<std::vector<int> > block_source; /* value k of block b = values[block_source[b][k]] */
+    std::vector<double> block_values;
+    Matrix lower_t;
+
+    fa_sparse() : values(0), factored(0), message("") {}
+    ~fa_sparse()
+    {
+        for (size_t b = 0; b < blocks.size(); ++b) delete blocks[b];
+    }
 };
 
 namespace {
+
+/* A compressed-column pattern of an n x n matrix: colptr from 0, non-decreasing; rows in range and
+ * strictly increasing in each column. */
+bool valid_pattern(int n, const int *colptr, const int *rowind)
+{
+    if (n < 1 || !colptr || !rowind || colptr[0] != 0) return false;
+    for (int j = 0; j < n; ++j) {
+        if (colptr[j + 1] < colptr[j]) return false;
+        for (int k = colptr[j]; k < colptr[j + 1]; ++k)
+            if (rowind[k] < 0 || rowind[k] >= n || (k > colptr[j] && rowind[k] <= rowind[k - 1])) return false;
+    }
+    return true;
+}
 
 /* P A P^T of the CSC pattern (colptr, rowind) for order[new] = old: the permuted pattern in s->A
  * (rows increasing in each column) and the place of each of its values among the given ones. */
@@ -126,18 +153,61 @@ void solve_with(fa_sparse *s, LU &lu, Eigen::Map<Eigen::MatrixXd> &B, int transp
     for (Eigen::Index i = 0; i < n; ++i) B.row(s->order[(size_t)i]) = s->work.row(i);
 }
 
+/* fa_sparse_factor of a block lower triangular handle: each diagonal block, and the strictly lower
+ * blocks' values (kept with their transpose for the transposed solves). */
+int factor_blocked(fa_sparse *s, const double *values)
+{
+    try {
+        for (size_t b = 0; b < s->blocks.size(); ++b) {
+            const std::vector<int> &source = s->block_source[b];
+            s->block_values.resize(source.size() > 0 ? source.size() : 1);
+            for (size_t k = 0; k < source.size(); ++k) s->block_values[k] = values[source[k]];
+            if (fa_sparse_factor(s->blocks[b], s->block_values.data()) != 0) {
+                s->message = fa_sparse_message(s->blocks[b]);
+                return -1;
+            }
+        }
+        double *lower = s->A.valuePtr();
+        for (size_t k = 0; k < s->source.size(); ++k) lower[k] = values[s->source[k]];
+        s->lower_t = s->A.transpose();
+    } catch (const std::bad_alloc &) {
+        s->message = "out of memory in the sparse LU factorization";
+        return -1;
+    }
+    s->factored = 1;
+    s->message = "";
+    return 0;
+}
+
+/* Block substitution: A X = B forward over the blocks (X_b = A_bb^-1 (B_b - sum_c<b A_bc X_c)),
+ * A^T X = B backward (X_b = A_bb^-T (B_b - sum_c>b A_cb^T X_c)). */
+int solve_blocked(fa_sparse *s, Eigen::Map<Eigen::MatrixXd> &B, int transposed)
+{
+    const int nblocks = (int)s->blocks.size();
+    for (int step = 0; step < nblocks; ++step) {
+        const int b = transposed ? nblocks - 1 - step : step;
+        const int start = s->starts[(size_t)b], size = s->starts[(size_t)b + 1] - start;
+        Eigen::MatrixXd X = B.middleRows(start, size);
+        if (fa_sparse_solve(s->blocks[(size_t)b], X.data(), (int)X.cols(), transposed) != 0) {
+            s->message = fa_sparse_message(s->blocks[(size_t)b]);
+            return -1;
+        }
+        B.middleRows(start, size) = X;
+        /* The columns of block b of A (rows below it) or of A^T (rows above it). */
+        const Matrix &coupling = transposed ? s->lower_t : s->A;
+        Eigen::MatrixXd update = coupling.middleCols(start, size) * X;
+        B -= update; /* zero in the rows of block b itself: the coupling is strictly off the diagonal */
+    }
+    return 0;
+}
+
 }  // namespace
 
 extern "C" {
 
 fa_sparse *fa_sparse_new(int n, const int *colptr, const int *rowind, const int *order)
 {
-    if (n < 1 || !colptr || !rowind || colptr[0] != 0) return NULL;
-    for (int j = 0; j < n; ++j) {
-        if (colptr[j + 1] < colptr[j]) return NULL;
-        for (int k = colptr[j]; k < colptr[j + 1]; ++k)
-            if (rowind[k] < 0 || rowind[k] >= n || (k > colptr[j] && rowind[k] <= rowind[k - 1])) return NULL;
-    }
+    if (!valid_pattern(n, colptr, rowind)) return NULL;
     fa_sparse *s = NULL;
     try {
         if (order) { /* a permutation of 0 .. n-1 */
@@ -148,9 +218,8 @@ fa_sparse *fa_sparse_new(int n, const int *colptr, const int *rowind, const int 
             }
         }
         s = new fa_sparse();
-        s->factored = 0;
-        s->message = "";
         const int nnz = colptr[n];
+        s->values = nnz;
         if (order) {
             s->order.assign(order, order + n);
             permute_pattern(s, n, colptr, rowind);
@@ -170,19 +239,83 @@ fa_sparse *fa_sparse_new(int n, const int *colptr, const int *rowind, const int 
     }
 }
 
+fa_sparse *fa_sparse_new_blocked(int n, const int *colptr, const int *rowind, int nblocks, const int *starts,
+                                 const int *orders)
+{
+    if (!valid_pattern(n, colptr, rowind) || nblocks < 1 || !starts || starts[0] != 0 || starts[nblocks] != n)
+        return NULL;
+    for (int b = 0; b < nblocks; ++b)
+        if (starts[b + 1] <= starts[b]) return NULL;
+    fa_sparse *s = NULL;
+    try {
+        s = new fa_sparse();
+        s->values = colptr[n];
+        s->starts.assign(starts, starts + nblocks + 1);
+        std::vector<int> block_of((size_t)n);
+        for (int b = 0; b < nblocks; ++b)
+            for (int i = starts[b]; i < starts[b + 1]; ++i) block_of[(size_t)i] = b;
+        /* Split the entries: diagonal blocks (local compressed columns), strictly lower blocks. */
+        std::vector<std::vector<int> > bcolptr((size_t)nblocks), browind((size_t)nblocks);
+        s->block_source.assign((size_t)nblocks, std::vector<int>());
+        std::vector<int> lcolptr((size_t)n + 1, 0), lrowind;
+        for (int j = 0; j < n; ++j) {
+            const int bj = block_of[(size_t)j];
+            std::vector<int> &cp = bcolptr[(size_t)bj];
+            if (cp.empty()) cp.push_back(0);
+            for (int k = colptr[j]; k < colptr[j + 1]; ++k) {
+                const int bi = block_of[(size_t)rowind[k]];
+                if (bi < bj) { /* above the block diagonal: not block lower triangular */
+                    delete s;
+                    return NULL;
+                }
+                if (bi == bj) {
+                    browind[(size_t)bj].push_back(rowind[k] - starts[bj]);
+                    s->block_source[(size_t)bj].push_back(k);
+                } else {
+                    lrowind.push_back(rowind[k]);
+                    s->source.push_back(k);
+                }
+            }
+            cp.push_back((int)browind[(size_t)bj].size());
+            lcolptr[(size_t)j + 1] = (int)lrowind.size();
+        }
+        for (int b = 0; b < nblocks; ++b) {
+            const int size = starts[b + 1] - starts[b];
+            const int *order = orders && orders[starts[b]] >= 0 ? orders + starts[b] : NULL;
+            fa_sparse *block = fa_sparse_new(size, bcolptr[(size_t)b].data(), browind[(size_t)b].data(), order);
+            if (!block) {
+                delete s;
+                return NULL;
+            }
+            s->blocks.push_back(block);
+        }
+        const int lnnz = (int)lrowind.size();
+        s->A.resize(n, n);
+        s->A.resizeNonZeros(lnnz);
+        std::memcpy(s->A.outerIndexPtr(), lcolptr.data(), sizeof(int) * (size_t)(n + 1));
+        if (lnnz > 0) std::memcpy(s->A.innerIndexPtr(), lrowind.data(), sizeof(int) * (size_t)lnnz);
+        if (lnnz > 0) std::memset(s->A.valuePtr(), 0, sizeof(double) * (size_t)lnnz);
+        return s;
+    } catch (...) {
+        delete s;
+        return NULL;
+    }
+}
+
 void fa_sparse_free(fa_sparse *s) { delete s; }
 
 int fa_sparse_factor(fa_sparse *s, const double *values)
 {
     if (!s) return -1;
     s->factored = 0;
-    const int nnz = (int)s->A.nonZeros();
-    for (int k = 0; k < nnz; ++k) {
+    for (int k = 0; k < s->values; ++k) {
         if (!std::isfinite(values[k])) {
             s->message = "a matrix entry is NaN or infinite";
             return -1;
         }
     }
+    if (!s->blocks.empty()) return factor_blocked(s, values);
+    const int nnz = (int)s->A.nonZeros();
     try {
         double *target = s->A.valuePtr();
         if (s->order.empty()) std::memcpy(target, values, sizeof(double) * (size_t)nnz);
@@ -207,6 +340,7 @@ int fa_sparse_solve(fa_sparse *s, double *b, int nrhs, int transposed)
     try {
         const Eigen::Index n = s->A.rows();
         Eigen::Map<Eigen::MatrixXd> B(b, n, nrhs);
+        if (!s->blocks.empty()) return solve_blocked(s, B, transposed);
         if (s->order.empty()) solve_with(s, s->colamd, B, transposed);
         else solve_with(s, s->natural, B, transposed);
     } catch (...) {
@@ -219,6 +353,11 @@ int fa_sparse_solve(fa_sparse *s, double *b, int nrhs, int transposed)
 long fa_sparse_factor_nnz(const fa_sparse *s)
 {
     if (!s || !s->factored) return 0L;
+    if (!s->blocks.empty()) {
+        long total = (long)s->A.nonZeros(); /* the strictly lower blocks, used as they are */
+        for (size_t b = 0; b < s->blocks.size(); ++b) total += fa_sparse_factor_nnz(s->blocks[b]);
+        return total;
+    }
     return s->order.empty() ? (long)(s->colamd.nnzL() + s->colamd.nnzU())
                             : (long)(s->natural.nnzL() + s->natural.nnzU());
 }
@@ -229,7 +368,10 @@ size_t fa_sparse_bytes(const fa_sparse *s)
     const size_t matrix = (size_t)s->A.nonZeros() * (sizeof(double) + sizeof(int))
                           + (size_t)(s->A.outerSize() + 1) * sizeof(int);
     const size_t ordering = (s->order.size() + s->source.size()) * sizeof(int);
-    return sizeof(fa_sparse) + matrix + ordering + s->colamd.bytes() + s->natural.bytes()
+    size_t blocked = (size_t)s->lower_t.nonZeros() * (sizeof(double) + sizeof(int)) + s->block_values.size() * sizeof(double);
+    for (size_t b = 0; b < s->blocks.size(); ++b)
+        blocked += fa_sparse_bytes(s->blocks[b]) + s->block_source[b].size() * sizeof(int);
+    return sizeof(fa_sparse) + matrix + ordering + blocked + s->colamd.bytes() + s->natural.bytes()
            + (size_t)s->work.size() * sizeof(double);
 }
 

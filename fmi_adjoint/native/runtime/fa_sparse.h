@@ -41,6 +41,15 @@ typedef struct fa_sparse fa_sparse;
  * model's order either way.  NULL if the pattern or the order is malformed or memory is
  * exhausted. */
 FA_SPARSE_API fa_sparse *fa_sparse_new(int n, const int *colptr, const int *rowind, const int *order);
+/* A block lower triangular matrix (the initialization matrix: positions, then velocities, then
+ * accelerations): nblocks diagonal blocks starting at starts[0] = 0 < starts[1] < ... <
+ * starts[nblocks] = n, no entry above the block diagonal.  Each diagonal block is factored on
+ * its own (orders: NULL, or n entries holding each block's order, local to the block, or -1 in
+ * its first entry for COLAMD), the solves run by block substitution, and the strictly lower
+ * blocks are used as they are: no fill between blocks.  NULL if the pattern, the blocks or an
+ * order is malformed, an entry lies above the block diagonal, or memory is exhausted. */
+FA_SPARSE_API fa_sparse *fa_sparse_new_blocked(int n, const int *colptr, const int *rowind, int nblocks,
+                                               const int *starts, const int *orders);
 FA_SPARSE_API void fa_sparse_free(fa_sparse *s);
 
 /* Numeric factorization of the matrix with these values (colptr[n] doubles, CSC order).
