@@ -41,20 +41,27 @@ import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy as sp
 
-from .assembly import AssembledModel, AssemblyPayload, Partition, WholeSystem, assembly_payload, partition
 from .cache import BuildCache, fingerprint, source_fingerprint
-from .codegen import compile_source, function_source, load_function, numeric_calls
-from .cse import ReducedOutputs, reduce_outputs
 from .errors import ModelError
-from .forces.numeric import AbstractNumericElement
 from .equations import (GUESS_ARGS, INIT_ARGS, SECOND_INIT_ARGS, SECOND_STEP_ARGS, STATE_ARGS, GeneratedFunction,
                         ModelDerivatives, argument_symbols, canonical_text, differentiate, function_table,
                         group_sizes, second_order_table)
 from .model import Model, SymbolicModel, assemble
+
+# The symbolic and code-generating modules (sympy, the assembly, the printers) are imported
+# where a build or a first call uses them: a warm start of a cached model never does
+# (issue 24, part 6).
+if TYPE_CHECKING:
+    import sympy as sp
+
+    from .assembly import AssemblyPayload, Partition, WholeSystem
+    from .cse import ReducedOutputs
+else:
+    from .deferred import sympy as sp
 
 __all__ = ["GUESS_ARGS", "INIT_ARGS", "SECOND_INIT_ARGS", "SECOND_STEP_ARGS", "STATE_ARGS",
            "CompiledModel", "Derivation", "GeneratedFunction", "ModelDerivatives", "ModelStructure", "SecondOrder",
@@ -131,6 +138,8 @@ class CompiledModel:
 
 def numpy_sources(derivation: Derivation, rows: tuple[GeneratedFunction, ...] | None = None) -> dict[str, str]:
     """Source of every numpy function of the table (or of ``rows``), by attribute name."""
+    from .codegen import function_source
+
     groups = argument_symbols(derivation.derivatives)
     sources: dict[str, str] = {}
     for row in derivation.table if rows is None else rows:
@@ -212,6 +221,8 @@ class Derivation:
         """The model as component instances, or why it is derived as a whole
         (:func:`fmi_adjoint.assembly.partition.partition`; a SymbolicModel is always whole)."""
         if self._partition is None:
+            from .assembly import WholeSystem, partition
+
             if isinstance(self.model, SymbolicModel):
                 self._partition = WholeSystem("it is given as assembled equations")
             else:
@@ -220,6 +231,8 @@ class Derivation:
 
     def assembly(self, cache: BuildCache, second_order: bool = False) -> AssemblyPayload | None:
         """The kernels and scatter plan of a model derived by components (None if derived whole)."""
+        from .assembly import Partition, assembly_payload
+
         part = self.partition
         if not isinstance(part, Partition):
             return None
@@ -242,6 +255,8 @@ class Derivation:
     def reduced(self, row: GeneratedFunction) -> ReducedOutputs:
         """``row``'s outputs after common-subexpression elimination."""
         if row.name not in self._reduced:
+            from .cse import reduce_outputs
+
             outputs = [list(matrix) if vector else matrix for _, matrix, vector in row.outputs]
             self._reduced[row.name] = reduce_outputs(row.name, outputs)
         return self._reduced[row.name]
@@ -268,6 +283,8 @@ def numpy_by_components(part: Partition | WholeSystem) -> bool:
     engine on mounts 7707, the MacPherson suspension 10023), whose whole-system derivation is
     what the assembly exists to avoid, gets the assembled ones.
     """
+    from .assembly import Partition
+
     return isinstance(part, Partition) and part.size > NUMPY_WHOLE_UP_TO
 
 
@@ -360,6 +377,9 @@ def compile_model(model: Model | SymbolicModel, *, cache: BuildCache | None = No
     cache = cache or BuildCache.default()
 
     def build(folder: Path) -> None:
+        from .assembly import Partition
+        from .codegen import compile_source
+
         assembled = derivation.assembly(cache) if numpy_by_components(derivation.partition) else None
         if assembled is not None:
             part = derivation.partition
@@ -433,12 +453,16 @@ def _numeric_elements(model: Model) -> bool:
     facts = getattr(model, "warm_facts", None)
     if facts is not None:
         return bool(facts.numeric)
+    from .forces.numeric import AbstractNumericElement
+
     return any(isinstance(e, AbstractNumericElement) for e in model.forces)
 
 
 def _numpy_functions(model: Model, cache: BuildCache, derivation: Derivation, build: Callable[[Path], None]
                      ) -> tuple[ModelStructure, dict[str, Function]]:
     """The structure and numpy functions of the ``model`` entry of ``model`` (built by ``build``)."""
+    from .assembly import AssembledModel, AssemblyPayload
+
 
     def extra(files: dict[str, bytes], sources: dict[str, str]) -> tuple[dict, AssemblyPayload | None]:
         codes = marshal.loads(files["numpy.marshal"])
@@ -483,6 +507,8 @@ def _cached_sources(model: Model, cache: BuildCache, kind: str, names: tuple[str
 
 def _load_functions(structure: ModelStructure, sources: dict[str, str], sym: SymbolicModel | None,
                     codes: dict | None = None) -> dict[str, Function]:
+    from .codegen import load_function, numeric_calls
+
     tables = {name: (times, values) for name, times, values in structure.tables}
     calls = numeric_calls(sym) if sym is not None else {}
     return {name: load_function(name, source, tables, calls, (codes or {}).get(name))
@@ -527,6 +553,9 @@ class SecondOrder:
 def compile_second_order(model: Model, *, cache: BuildCache | None = None,
                          derivation: Derivation | None = None) -> SecondOrder:
     """Generate (or load from the build cache) the second-order functions of ``model``."""
+    from .assembly import AssembledModel, AssemblyPayload, Partition
+    from .codegen import load_function, numeric_calls
+
     derivation = derivation or Derivation(model)
     cache = cache or BuildCache.default()
 

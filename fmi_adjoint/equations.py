@@ -12,13 +12,17 @@ prints from these rows, so a derivative is added in one place.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy as sp
 
-from .calculus import Differentiator
 from .errors import ModelError
 from .model import Model, SymbolicModel, assemble
+
+if TYPE_CHECKING:
+    import sympy as sp
+else:  # sympy is imported on first use: a warm start never uses it (issue 24, part 6)
+    from .deferred import sympy as sp
 
 __all__ = ["GUESS_ARGS", "INIT_ARGS", "SECOND_INIT_ARGS", "SECOND_STEP_ARGS", "STATE_ARGS", "GeneratedFunction",
            "ModelDerivatives", "argument_symbols", "canonical_text", "differentiate", "function_table", "group_sizes",
@@ -34,6 +38,8 @@ def _jac(matrix: sp.Matrix, symbols) -> sp.Matrix:
     engine_tvd they took 12 s of 13 (issue 11).  Opaque functions (tables, numeric
     elements) may depend on a symbol through their arguments, which ``free_symbols`` sees.
     """
+    from .calculus import Differentiator
+
     symbols = list(symbols)
     result = sp.zeros(matrix.rows, len(symbols))
     if not symbols or matrix.rows == 0:

@@ -14,35 +14,31 @@ from __future__ import annotations
 
 import ast
 import math
+import functools
 from collections.abc import Callable, Mapping
-
-import sympy as sp
+from typing import TYPE_CHECKING, TypeAlias
 
 from .errors import ExpressionError
 from .text import excerpt
 
-__all__ = ["FUNCTIONS", "CONSTANTS", "parse_expression", "special"]
+if TYPE_CHECKING:
+    import sympy as sp
+else:
+    from .deferred import sympy as sp
 
-#: Functions an expression may call, by the name used in model files.
-FUNCTIONS: dict[str, Callable[..., sp.Expr]] = {
-    "sin": sp.sin,
-    "cos": sp.cos,
-    "tan": sp.tan,
-    "asin": sp.asin,
-    "acos": sp.acos,
-    "atan": sp.atan,
-    "atan2": sp.atan2,
-    "sinh": sp.sinh,
-    "cosh": sp.cosh,
-    "tanh": sp.tanh,
-    "exp": sp.exp,
-    "log": sp.log,
-    "sqrt": sp.sqrt,
-    "abs": sp.Abs,
-    "sign": sp.sign,
-    "min": sp.Min,
-    "max": sp.Max,
+__all__ = ["FUNCTIONS", "CONSTANTS", "FUNCTION_NAMES", "CONSTANT_NAMES", "parse_expression", "special"]
+
+#: The sympy name of each function an expression may call, by the name used in model files.
+_SYMPY_FUNCTIONS = {
+    "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "atan2": "atan2",
+    "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "exp": "exp", "log": "log", "sqrt": "sqrt", "abs": "Abs",
+    "sign": "sign", "min": "Min", "max": "Max",
 }
+#: The sympy name of each named constant.
+_SYMPY_CONSTANTS = {"pi": "pi"}
+#: The names of :data:`FUNCTIONS` and :data:`CONSTANTS` (plain strings: no sympy needed).
+FUNCTION_NAMES = frozenset(_SYMPY_FUNCTIONS)
+CONSTANT_NAMES = frozenset(_SYMPY_CONSTANTS)
 _ARITY = {"atan2": (2, 2), "min": (2, 8), "max": (2, 8)}
 # The same functions on floats: calls of constants are evaluated bottom-up with these, so a
 # constant such as exp(1000) or acos(2) is refused where it is written (sympy would keep it
@@ -53,8 +49,32 @@ _FLOAT_FUNCTIONS: dict[str, Callable[..., float]] = {
     "sqrt": math.sqrt, "abs": abs, "sign": lambda x: float((x > 0) - (x < 0)), "min": min, "max": max,
 }
 
-#: Named constants; these names cannot be used for parameters or coordinates.
-CONSTANTS: dict[str, sp.Expr] = {"pi": sp.pi}
+
+@functools.cache
+def _tables() -> tuple[dict[str, Callable[..., sp.Expr]], dict[str, sp.Expr], frozenset[sp.Basic]]:
+    """``FUNCTIONS``, ``CONSTANTS`` and the constants an expression must not contain (it must
+    be real and finite): sympy objects, built on first use (importing this module does not
+    import sympy; issue 24, part 6)."""
+    functions = {name: getattr(sp, attr) for name, attr in _SYMPY_FUNCTIONS.items()}
+    constants = {name: getattr(sp, attr) for name, attr in _SYMPY_CONSTANTS.items()}
+    return functions, constants, frozenset((sp.I, sp.zoo, sp.oo, sp.nan, -sp.oo))
+
+
+if TYPE_CHECKING:
+    FUNCTIONS: dict[str, Callable[..., sp.Expr]]
+    CONSTANTS: dict[str, sp.Expr]
+
+
+def __getattr__(name: str) -> object:
+    """:data:`FUNCTIONS` (functions an expression may call, by the name used in model files)
+    and :data:`CONSTANTS` (named constants; these names cannot be used for parameters or
+    coordinates), built on first use (PEP 562)."""
+    if name == "FUNCTIONS":
+        return _tables()[0]
+    if name == "CONSTANTS":
+        return _tables()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _MAX_LENGTH = 20_000
 _MAX_DEPTH = 200
@@ -69,9 +89,10 @@ _MAX_FACTORS = 32
 # Integers beyond 2**53 are not exact doubles; they are turned into floats (and refused
 # when they leave the range of doubles), so that C and numpy see the same constant.
 _MAX_EXACT_INTEGER = 2**53
-_BINARY = {ast.Add: sp.Add, ast.Sub: None, ast.Mult: sp.Mul, ast.Div: None, ast.Pow: None}
+#: The operators an expression may use (:func:`_tables`): ``+ - * / **``.
+_BINARY_OPERATORS = frozenset((ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow))
 
-SpecialHandler = Callable[[str], sp.Expr]
+SpecialHandler: TypeAlias = "Callable[[str], sp.Expr]"
 
 
 def _number(value: int | float) -> sp.Expr:
@@ -171,14 +192,10 @@ def special(name: str, argument: str) -> sp.Expr:
     return sp.Function(name, real=True)(sp.Symbol(argument, real=True))
 
 
-#: Constants an expression must not contain: it must be real and finite.
-_NOT_FINITE = frozenset((sp.I, sp.zoo, sp.oo, sp.nan, -sp.oo))
-
-
 def _not_finite(expr: sp.Expr) -> bool:
     """Whether ``expr`` contains a complex or infinite constant (one walk over its atoms; ``has``
     with the five constants walks it five times)."""
-    return not _NOT_FINITE.isdisjoint(expr.atoms())
+    return not _tables()[2].isdisjoint(expr.atoms())
 
 
 def _from_sympy(expr: sp.Expr, names: Mapping[str, sp.Expr], where: str,
@@ -255,7 +272,7 @@ class _Walker:
             node,
             f"'{type(node).__name__}' is not allowed",
             "Only numbers, model names, + - * / ** and the functions "
-            f"{', '.join(sorted(FUNCTIONS))} may appear.",
+            f"{', '.join(sorted(FUNCTION_NAMES))} may appear.",
         )
 
     def constant(self, node: ast.Constant) -> sp.Expr:
@@ -271,9 +288,9 @@ class _Walker:
     def name(self, node: ast.Name) -> sp.Expr:
         if node.id in self.names:
             return self.names[node.id]
-        if node.id in CONSTANTS:
-            return CONSTANTS[node.id]
-        if node.id in FUNCTIONS or node.id in self.specials:
+        if node.id in CONSTANT_NAMES:
+            return _tables()[1][node.id]
+        if node.id in FUNCTION_NAMES or node.id in self.specials:
             raise self.fail(node, f"the function '{node.id}' is used without arguments", f"Call it, e.g. {node.id}(x).")
         known = ", ".join(sorted(self.names)) or "(none)"
         raise self.fail(node, f"unknown name '{node.id}'", f"Known names here: {known}.")
@@ -281,7 +298,7 @@ class _Walker:
     def binary(self, node: ast.BinOp, depth: int) -> sp.Expr:
         if isinstance(node.op, ast.BitXor):
             raise self.fail(node, "'^' is not a power operator", "Write powers as x**3.")
-        if type(node.op) not in _BINARY:
+        if type(node.op) not in _BINARY_OPERATORS:
             raise self.fail(
                 node, f"the operator '{type(node.op).__name__}' is not allowed", "Use only + - * / and **."
             )
@@ -343,8 +360,8 @@ class _Walker:
             if len(node.args) != 1 or not isinstance(node.args[0], ast.Name):
                 raise self.fail(node, f"'{fname}' takes exactly one name", f"Write e.g. {fname}(x1).")
             return self.specials[fname](node.args[0].id)
-        if fname not in FUNCTIONS:
-            allowed = ", ".join(sorted(list(FUNCTIONS) + list(self.specials)))
+        if fname not in FUNCTION_NAMES:
+            allowed = ", ".join(sorted(list(FUNCTION_NAMES) + list(self.specials)))
             raise self.fail(node, f"unknown function '{fname}'", f"Allowed functions: {allowed}.")
         low, high = _ARITY.get(fname, (1, 1))
         if not low <= len(node.args) <= high:
@@ -359,4 +376,4 @@ class _Walker:
             if not math.isfinite(value):
                 raise self.fail(node, f"'{fname}' of these constants is not a finite real number",
                                 "Check the constants (e.g. exp(1000), acos(2) and log(0) are not).")
-        return FUNCTIONS[fname](*args)
+        return _tables()[0][fname](*args)

@@ -19,16 +19,18 @@ import dataclasses
 import math
 from collections import ChainMap
 from collections.abc import Mapping, Sequence
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
-import sympy as sp
-
-from .calculus import Differentiator
 from .errors import ModelError
-from .expressions import CONSTANTS, FUNCTIONS, parse_expression
+from .expressions import CONSTANT_NAMES, FUNCTION_NAMES, parse_expression
 from .forces.base import AbstractForceElement
 from .structured import MatrixTerm, ParsedQuadratic, ParsedTerm, QuadraticConstraints, StructuredItem
 from .text import check_free_text, check_identifier, excerpt
+
+if TYPE_CHECKING:
+    import sympy as sp
+else:  # sympy is imported on first use: a warm start never uses it (issue 24, part 6)
+    from .deferred import sympy as sp
 
 __all__ = [
     "Parameter",
@@ -48,7 +50,7 @@ __all__ = [
 ]
 
 Number: TypeAlias = "str | float | int | sp.Expr"
-_RESERVED = {"t", "der", "der2", "lam", "reaction"} | set(FUNCTIONS) | set(CONSTANTS)
+_RESERVED = {"t", "der", "der2", "lam", "reaction"} | FUNCTION_NAMES | CONSTANT_NAMES
 
 
 def _check_name(name: object, what: str, reserved: frozenset[str] | set[str] = _RESERVED) -> None:
@@ -540,6 +542,8 @@ def quadratic_velocity_terms(M: sp.Matrix, q: tuple[sp.Symbol, ...], v: tuple[sp
     body, ``4 G^T J G`` of the Euler parameters, eq. (2.36)), so this costs a few derivatives per
     body instead of the ``n^2`` of ``(M v)_q`` and ``n`` derivatives of the whole kinetic energy.
     """
+    from .calculus import Differentiator
+
     n = len(q)
     index = {s: k for k, s in enumerate(q)}
     terms: list[list[sp.Expr]] = [[] for _ in range(n)]

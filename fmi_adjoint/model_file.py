@@ -224,7 +224,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 
 from . import data, mbs
@@ -232,14 +232,8 @@ from .data import parse_csv
 from .errors import DataError, ExpressionError, ModelError
 from .expressions import parse_expression
 from .files import decode_text, read_regular
-from .forces import Registry, TableLoad, element_type
-from .forces.base import AbstractLocalElement
-from .forces.registry import RESERVED_NAMES
+from .forces.registry import RESERVED_NAMES, Registry, element_type
 from .forces.registry import default_registry as default_force_registry
-from .mbs.ffrf import FloatingFrameBody, PlanarFloatingFrameBody
-from .mbs.flexible import NodalBody
-from .mbs.forces import BUSHING_DIRECTIONS
-from .mbs.sensors import BeamStrain
 from .mbs.registry import ComponentRegistry, component_type
 from .mbs.registry import default_registry as default_component_registry
 from .model import (
@@ -255,6 +249,10 @@ from .model import (
 )
 from .structured import MAX_ENTRIES, ROLES, MatrixTerm, QuadraticConstraints, SparseMatrix, StructuredItem
 from .text import excerpt
+
+if TYPE_CHECKING:  # the components are imported where a file uses them (a warm start reads none; issue 24, part 6)
+    from .forces.base import AbstractLocalElement
+    from .mbs.flexible import NodalBody
 
 __all__ = ["MODEL_FILE_KEYS", "ModelSource", "data_files", "load_model", "may_name_data_files", "model_file_inputs",
            "parse_model", "parse_system", "read_data_file"]
@@ -313,6 +311,9 @@ _BEAM_KEYS = frozenset({"length", "elements", "direction", "orientation", "E", "
 #: of a registered element type take ``type`` and the element's dataclass fields instead
 #: (``table_load``: ``file`` and ``column`` in place of ``times`` and ``values``), a ``law`` the
 #: fields but ``name`` and ``coordinates``; those keys come from the element classes.
+#: The directions of a bushing's laws: :data:`fmi_adjoint.mbs.forces.BUSHING_DIRECTIONS` (spelled
+#: out so that reading this table imports no multibody component; tests check they agree).
+_BUSHING_DIRECTIONS = ("x", "y", "z", "rx", "ry", "rz")
 MODEL_FILE_KEYS: Mapping[str, Mapping[str, frozenset[str]]] = {
     "model": {"": frozenset({"name", "description", "source", "gravity"})},
     "simulation": {"": frozenset({"t_end", "step", "alpha", "integrator", "rho_inf"})},
@@ -361,7 +362,7 @@ MODEL_FILE_KEYS: Mapping[str, Mapping[str, frozenset[str]]] = {
     # a structured term's matrix (triplets or a Matrix Market file), quadratic constraints' Hessians
     "rotation": {"axis_angle": frozenset({"axis", "angle"}), "cardan": frozenset({"cardan"}),
                  "matrix": frozenset({"matrix"})},
-    "laws": {"": frozenset(BUSHING_DIRECTIONS)},
+    "laws": {"": frozenset(_BUSHING_DIRECTIONS)},
     "matrix": {"triplets": frozenset({"rows", "cols", "values", "shape", "symmetric"}),
                "file": frozenset({"file"})},
     "hessians": {"": frozenset({"rows", "i", "j", "values"})},
@@ -971,6 +972,8 @@ class _Reader:
         return tuple(result)
 
     def forces(self) -> tuple:
+        from .forces.library import TableLoad
+
         result = []
         for k, spec in enumerate(self.array("forces")):
             where = self.where("forces", k)
@@ -1739,8 +1742,8 @@ class _Reader:
         for key in ("mass_factor", "stiffness_factor", "damping_factor"):
             if key in spec:
                 fields[key] = self.expr(spec[key], at(key))
-        cls = {"fncf": mbs.FlexibleBody, "ffrf": FloatingFrameBody, "planar_ffrf": PlanarFloatingFrameBody}
-        body = cast(NodalBody, self.component("bodies", index, cls[formulation], **fields))
+        cls = {"fncf": mbs.FlexibleBody, "ffrf": mbs.FloatingFrameBody, "planar_ffrf": mbs.PlanarFloatingFrameBody}
+        body = cast("NodalBody", self.component("bodies", index, cls[formulation], **fields))
         try:
             modes = body.basis.modes
         except ModelError as exc:
@@ -1886,10 +1889,11 @@ class _Reader:
             except ModelError as exc:
                 raise located(exc) from None
 
-    _JOINTS: Mapping[str, type] = {
-        "revolute": mbs.Revolute, "prismatic": mbs.Prismatic, "cylindrical": mbs.Cylindrical,
-        "spherical": mbs.Spherical, "universal": mbs.Universal, "planar": mbs.Planar, "fixed": mbs.Fixed,
-    }
+    @staticmethod
+    def joint_types() -> Mapping[str, type]:
+        """The built-in joint classes by ``type`` (imported on first use)."""
+        return {"revolute": mbs.Revolute, "prismatic": mbs.Prismatic, "cylindrical": mbs.Cylindrical,
+                "spherical": mbs.Spherical, "universal": mbs.Universal, "planar": mbs.Planar, "fixed": mbs.Fixed}
 
     def mbs_joint(self, index: int, spec: Any) -> object:
         if isinstance(spec, dict) and self.plugin_kind("joints", spec.get("type")):
@@ -1906,7 +1910,7 @@ class _Reader:
                 fields[key] = self.constants(spec[key], 3, at(key))
         if "drive" in spec:
             fields["drive"] = self.expr(spec["drive"], at("drive"))
-        return self.component("joints", index, self._JOINTS[kind], **fields)
+        return self.component("joints", index, self.joint_types()[kind], **fields)
 
     def mbs_force(self, index: int, spec: dict) -> object:
         """A multibody force entry of ``[[forces]]``; laws are inline tables resolved through
@@ -1927,7 +1931,7 @@ class _Reader:
             fields["joint"] = self.text(spec["joint"], at("joint"))
         if kind == "bushing":
             laws = spec["laws"]
-            directions = BUSHING_DIRECTIONS
+            directions = _BUSHING_DIRECTIONS
             if not isinstance(laws, dict) or not laws or set(laws) - MODEL_FILE_KEYS["laws"][""]:
                 raise ModelError(f"{at('laws')}: expected laws.<direction> = {{type = ..., ...}} for some of "
                                  f"{', '.join(directions)} (marker i's axes); got keys "
@@ -1953,6 +1957,8 @@ class _Reader:
         if value["type"] in RESERVED_NAMES:
             raise ModelError(f"{where}.type: '{value['type']}' is a multibody force, not a scalar law; give a "
                              "registered element such as \"linear_spring_damper\".")
+        from .forces.base import AbstractLocalElement
+
         cls = element_type(value["type"], f"{where}.type", self.registry)
         if not issubclass(cls, AbstractLocalElement):
             raise ModelError(f"{where}.type: '{cls.type_name}' acts on a coordinate, not between two ends, so it "
@@ -1975,13 +1981,15 @@ class _Reader:
         except (TypeError, ValueError, OverflowError) as exc:
             raise ModelError(f"{where}: invalid values for element type '{cls.type_name}': {exc}.") from None
 
-    _SENSORS: Mapping[str, type] = {
-        "marker_position": mbs.MarkerPosition, "marker_velocity": mbs.MarkerVelocity,
-        "marker_acceleration": mbs.MarkerAcceleration, "angular_velocity": mbs.AngularVelocity,
-        "angular_acceleration": mbs.AngularAcceleration, "orientation": mbs.Orientation,
-        "relative_displacement": mbs.RelativeDisplacement, "distance": mbs.Distance,
-        "joint_coordinate": mbs.JointCoordinate, "joint_reaction": mbs.JointReaction, "strain": BeamStrain,
-    }
+    @staticmethod
+    def sensor_types() -> Mapping[str, type]:
+        """The built-in sensor classes by ``type`` (imported on first use)."""
+        return {"marker_position": mbs.MarkerPosition, "marker_velocity": mbs.MarkerVelocity,
+                "marker_acceleration": mbs.MarkerAcceleration, "angular_velocity": mbs.AngularVelocity,
+                "angular_acceleration": mbs.AngularAcceleration, "orientation": mbs.Orientation,
+                "relative_displacement": mbs.RelativeDisplacement, "distance": mbs.Distance,
+                "joint_coordinate": mbs.JointCoordinate, "joint_reaction": mbs.JointReaction,
+                "strain": mbs.BeamStrain}
 
     def strain_sensor(self, index: int, spec: dict) -> object:
         """A ``type = "strain"`` sensor: a strain gauge on a beam element of a flexible body
@@ -2006,7 +2014,7 @@ class _Reader:
             fields["fibre"] = self.constants(spec["fibre"], 2, at("fibre"))
         if "orientation" in spec:
             fields["orientation"] = self.constants(spec["orientation"], 3, at("orientation"))
-        return self.component("sensors", index, BeamStrain, **fields)
+        return self.component("sensors", index, mbs.BeamStrain, **fields)
 
     def mbs_sensor(self, index: int, spec: Any) -> object:
         if isinstance(spec, dict) and self.plugin_kind("sensors", spec.get("type")):
@@ -2014,7 +2022,7 @@ class _Reader:
         kinds = MODEL_FILE_KEYS["sensors"]
         target = {"marker", "markers", "joint"}
         kind = self.typed_entry("sensors", index, spec, kinds, {"name", "type"})
-        make, keys = self._SENSORS[kind], kinds[kind]
+        make, keys = self.sensor_types()[kind], kinds[kind]
 
         def at(key: str) -> str:
             return self.entry_where("sensors", index, key)

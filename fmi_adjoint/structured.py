@@ -44,13 +44,17 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
-import sympy as sp
 
 from .errors import ModelError
 from .text import check_free_text, check_identifier
+
+if TYPE_CHECKING:
+    import sympy as sp
+else:  # sympy is imported on first use: a warm start never uses it (issue 24, part 6)
+    from .deferred import sympy as sp
 
 __all__ = ["DAMPING", "LOAD", "MASS", "ROLES", "STIFFNESS", "MatrixTerm", "ParsedQuadratic", "ParsedTerm",
            "QuadraticConstraints", "SparseMatrix",

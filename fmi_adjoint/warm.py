@@ -55,11 +55,14 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cache import BuildCache, fingerprint, source_fingerprint
 from .errors import FmiAdjointError, ModelError
 from .model import InputSignal, Model, Parameter, SimulationSettings
+
+if TYPE_CHECKING:
+    from .mbs.system import MultibodySystem
 
 __all__ = ["MODEL_FILE_LIMIT", "WARM_FORMAT", "DeferredModel", "ModelFacts", "description_text", "model_file_key",
            "prepare_model", "registries_text", "system_key"]
@@ -533,7 +536,6 @@ def prepare_model(source: object, *, allow_external_tables: bool = False,
     CacheError
         The cache cannot be written (as for every build).
     """
-    from .mbs.system import MultibodySystem
     from .model_file import ModelSource
 
     if isinstance(source, Model):
@@ -541,14 +543,7 @@ def prepare_model(source: object, *, allow_external_tables: bool = False,
     lower: Callable[[], Model]
     rekey: Callable[[], str | None]
     what = "the multibody system"
-    if isinstance(source, MultibodySystem):
-        system = source
-
-        def rekey() -> str | None:
-            return system_key(system)
-
-        lower = system.to_model
-    elif isinstance(source, ModelSource):  # a model file as text and tables (parallel workers); immutable
+    if isinstance(source, ModelSource):  # a model file as text and tables (parallel workers); immutable
         text = source
 
         def rekey() -> str | None:
@@ -574,6 +569,13 @@ def prepare_model(source: object, *, allow_external_tables: bool = False,
             # Parsed from the very bytes the key was taken from (the tables' place was checked).
             return parse_model(snapshot.text, str(path), path.parent, allow_external_tables=allow_external_tables,
                                tables=dict(snapshot.tables))
+    elif isinstance(source, _multibody_system()):
+        system = source
+
+        def rekey() -> str | None:
+            return system_key(system)
+
+        lower = system.to_model
     else:
         raise ModelError(f"prepare_model: {source!r} is a {type(source).__name__}; give a MultibodySystem, a "
                          "ModelSource, a Model or the path of a TOML model file.")
@@ -581,6 +583,15 @@ def prepare_model(source: object, *, allow_external_tables: bool = False,
     if key is None:
         return lower()
     return _through_cache(key, lower, cache or BuildCache.default(), _unchanged(key, rekey, lower, what))
+
+
+def _multibody_system() -> type[MultibodySystem]:
+    """:class:`~fmi_adjoint.mbs.system.MultibodySystem`, imported when a source is neither a
+    model file nor its text (the components import sympy, which a warm start of a file never
+    needs; issue 24, part 6)."""
+    from .mbs.system import MultibodySystem
+
+    return MultibodySystem
 
 
 def _unchanged(key: str, rekey: Callable[[], str | None], lower: Callable[[], Model], what: str

@@ -26,6 +26,8 @@ RANK = {
     "choices": 0,
     # lazy: a package's public names imported on first use (PEP 562)
     "lazy": 0,
+    # deferred: a module (sympy) imported on first use of an attribute (issue 24, part 6)
+    "deferred": 0,
     "sparsity": 2,
     "expressions": 2,
     "cprint": 2,

@@ -38,7 +38,23 @@ NOT_ON_THE_SIMULATE_PATH = (
     "fmi_adjoint.cli.cost_options",
     "multiprocessing",
     "ssl",
+    "scipy.linalg",
+    "scipy.sparse",
+    "sympy",
 )
+
+#: Modules that import neither sympy nor scipy's sparse and dense linear algebra: their
+#: symbolic work and the multibody components load on first use (issue 24, part 6).
+LIGHT_MODULES = ("fmi_adjoint.model", "fmi_adjoint.expressions", "fmi_adjoint.structured", "fmi_adjoint.equations",
+                 "fmi_adjoint.forces", "fmi_adjoint.forces.registry", "fmi_adjoint.mbs", "fmi_adjoint.mbs.registry",
+                 "fmi_adjoint.model_file", "fmi_adjoint.compiled", "fmi_adjoint.warm")
+#: What :data:`LIGHT_MODULES` must not load.
+SYMBOLIC = ("sympy", "scipy.sparse", "scipy.linalg")
+
+
+def _among(modules: list[str], packages: tuple[str, ...]) -> list[str]:
+    """The ``modules`` that are one of ``packages`` or a submodule of one."""
+    return sorted(name for name in modules if any(name == top or name.startswith(top + ".") for top in packages))
 
 
 def _simulate_modules(tmp_path, model: str) -> list[str]:
@@ -53,9 +69,27 @@ def _simulate_modules(tmp_path, model: str) -> list[str]:
 def test_warm_simulate_imports_no_other_command(tmp_path):
     _simulate_modules(tmp_path, "sdof")  # fills the build cache (the session's own folder)
     modules = _simulate_modules(tmp_path, "sdof")  # warm, in a fresh interpreter
-    loaded = sorted(name for name in modules
-                    if any(name == heavy or name.startswith(heavy + ".") for heavy in NOT_ON_THE_SIMULATE_PATH))
+    loaded = _among(modules, NOT_ON_THE_SIMULATE_PATH)
     assert not loaded, f"a warm simulate imported {loaded}"
+
+
+def test_the_model_modules_import_no_sympy_nor_scipy():
+    probe = f"import json, sys\nimport {', '.join(LIGHT_MODULES)}\nprint(json.dumps(sorted(sys.modules)))"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    modules = json.loads(proc.stdout.splitlines()[-1])
+    loaded = _among(modules, SYMBOLIC)
+    assert not loaded, f"importing the model modules loaded {loaded}"
+
+
+def test_names_spelled_out_for_lazy_imports_match_their_sources():
+    from fmi_adjoint import expressions
+    from fmi_adjoint.mbs.forces import BUSHING_DIRECTIONS
+    from fmi_adjoint.model_file import MODEL_FILE_KEYS
+
+    assert expressions.FUNCTION_NAMES == set(expressions.FUNCTIONS)
+    assert expressions.CONSTANT_NAMES == set(expressions.CONSTANTS)
+    assert MODEL_FILE_KEYS["laws"][""] == frozenset(BUSHING_DIRECTIONS)
 
 
 @pytest.mark.parametrize("line", [

@@ -34,11 +34,14 @@ import abc
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from typing import ClassVar, Protocol, TypeAlias
-
-import sympy as sp
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeAlias
 
 from ..errors import ModelError
+
+if TYPE_CHECKING:
+    import sympy as sp
+else:  # sympy is imported on first use: a warm start never uses it (issue 24, part 6)
+    from ..deferred import sympy as sp
 
 __all__ = [
     "ElementParameter",
@@ -49,7 +52,7 @@ __all__ = [
 ]
 
 Number: TypeAlias = "str | float | int | sp.Expr"
-ParameterValue: TypeAlias = sp.Expr | tuple[sp.Expr, ...]
+ParameterValue: TypeAlias = "sp.Expr | tuple[sp.Expr, ...]"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,52 +23,107 @@ Example::
 
 from __future__ import annotations
 
-from .applied import Force, Torque
-from .bodies import (
-    GROUND,
-    AxisAngle,
-    Body,
-    BodyKinematics,
-    Cardan,
-    Ground,
-    PlanarRigidBody,
-    PointMass,
-    RotationMatrix,
-    SpatialRigidBody,
-)
-from .elements import GeneralizedForces
-from .ffrf import FloatingFrameBody, PlanarFloatingFrameBody
-from .flexible import FlexibleBody, NodeMarker
-from .forces import Bushing, JointForce, SpringDamper, scalar_law
-from .joints import (
-    Cylindrical,
-    Fixed,
-    Joint,
-    Planar,
-    Prismatic,
-    RedundantJointsError,
-    Revolute,
-    Spherical,
-    Universal,
-)
-from .markers import Marker, MarkerFrame
-from .registry import ComponentRegistry
-from .sensors import (
-    BeamStrain,
-    AngularAcceleration,
-    AngularVelocity,
-    Distance,
-    JointCoordinate,
-    JointReaction,
-    MarkerAcceleration,
-    MarkerPosition,
-    MarkerVelocity,
-    Orientation,
-    RelativeDisplacement,
-)
-from .context import Lowering
+from typing import TYPE_CHECKING
 
-from .system import Component, MultibodySystem, SystemLowering
+from ..lazy import lazy_names
+
+if TYPE_CHECKING:  # the names for type checkers and the API reference (griffe); loaded by __getattr__
+    from .applied import Force, Torque
+    from .bodies import (
+        GROUND,
+        AxisAngle,
+        Body,
+        BodyKinematics,
+        Cardan,
+        Ground,
+        PlanarRigidBody,
+        PointMass,
+        RotationMatrix,
+        SpatialRigidBody,
+    )
+    from .elements import GeneralizedForces
+    from .ffrf import FloatingFrameBody, PlanarFloatingFrameBody
+    from .flexible import FlexibleBody, NodeMarker
+    from .forces import Bushing, JointForce, SpringDamper, scalar_law
+    from .joints import (
+        Cylindrical,
+        Fixed,
+        Joint,
+        Planar,
+        Prismatic,
+        RedundantJointsError,
+        Revolute,
+        Spherical,
+        Universal,
+    )
+    from .markers import Marker, MarkerFrame
+    from .registry import ComponentRegistry
+    from .sensors import (
+        BeamStrain,
+        AngularAcceleration,
+        AngularVelocity,
+        Distance,
+        JointCoordinate,
+        JointReaction,
+        MarkerAcceleration,
+        MarkerPosition,
+        MarkerVelocity,
+        Orientation,
+        RelativeDisplacement,
+    )
+    from .context import Lowering
+    from .system import Component, MultibodySystem, SystemLowering
+
+_LOCATIONS = {
+    "AngularAcceleration": "sensors",
+    "AngularVelocity": "sensors",
+    "AxisAngle": "bodies",
+    "BeamStrain": "sensors",
+    "Body": "bodies",
+    "BodyKinematics": "bodies",
+    "Bushing": "forces",
+    "Cardan": "bodies",
+    "Component": "system",
+    "ComponentRegistry": "registry",
+    "Cylindrical": "joints",
+    "Distance": "sensors",
+    "Fixed": "joints",
+    "FlexibleBody": "flexible",
+    "FloatingFrameBody": "ffrf",
+    "Force": "applied",
+    "GROUND": "bodies",
+    "GeneralizedForces": "elements",
+    "Ground": "bodies",
+    "Joint": "joints",
+    "JointCoordinate": "sensors",
+    "JointForce": "forces",
+    "JointReaction": "sensors",
+    "Lowering": "context",
+    "Marker": "markers",
+    "MarkerAcceleration": "sensors",
+    "MarkerFrame": "markers",
+    "MarkerPosition": "sensors",
+    "MarkerVelocity": "sensors",
+    "MultibodySystem": "system",
+    "NodeMarker": "flexible",
+    "Orientation": "sensors",
+    "Planar": "joints",
+    "PlanarFloatingFrameBody": "ffrf",
+    "PlanarRigidBody": "bodies",
+    "PointMass": "bodies",
+    "Prismatic": "joints",
+    "RedundantJointsError": "joints",
+    "RelativeDisplacement": "sensors",
+    "Revolute": "joints",
+    "RotationMatrix": "bodies",
+    "SpatialRigidBody": "bodies",
+    "Spherical": "joints",
+    "SpringDamper": "forces",
+    "SystemLowering": "system",
+    "Torque": "applied",
+    "Universal": "joints",
+    "scalar_law": "forces",
+}
 
 __all__ = [
     "GROUND",
@@ -120,3 +175,12 @@ __all__ = [
     "Torque",
     "Universal",
 ]
+
+
+#: The submodules, also reachable as attributes (``fmi_adjoint.mbs.applied``).
+_SUBMODULES = (
+    "applied", "bodies", "context", "elements", "ffrf", "flexible", "forces", "frames", "joints", "markers", "names",
+    "registry", "rotations", "sensors", "system",
+)
+
+__getattr__, __dir__ = lazy_names(__name__, _LOCATIONS, __all__, _SUBMODULES)

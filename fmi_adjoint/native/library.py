@@ -31,7 +31,6 @@ from ..sparsity import storage_override
 from ..toolchain import c_compiler, compile_shared
 from .model_header import uses_sparse_solver
 from .solver import IN_PROCESS_LINK_FLAGS, solver_key_part, sparse_solver
-from .sources import model_c_sources
 
 __all__ = ["RUNTIME_DIR", "NativeLibrary", "build_native", "find_c_compiler", "write_sources", "ENGINE_RUNTIME",
            "SPARSE_RUNTIME", "MatrixSizes"]
@@ -327,6 +326,8 @@ def build_native(model: Model, *, cache: BuildCache | None = None,
     cache = cache or BuildCache.default()
 
     def build(folder: Path) -> None:
+        from .sources import model_c_sources  # the code generators (sympy): only a build needs them
+
         generated = model_c_sources(derivation, defaults=False, second_order=second_order, cache=cache)
         # A matrix stored sparse links the solver compiled once into the cache (C++).
         solver = sparse_solver(cache, what=f"model '{model.name}'") if uses_sparse_solver(generated) else None

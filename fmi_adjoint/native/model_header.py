@@ -9,7 +9,6 @@ literals.
 
 from __future__ import annotations
 
-from ..cprint import C_MATH_CONSTANTS
 from ..integrate.initialization import INIT_MAX_ITERATIONS, INIT_TOLERANCE
 from ..integrate.schemes import (NEWTON_ITERATION_LIMIT, NEWTON_MAX_ITERATIONS, NEWTON_REUSE_CONTRACTION,
                                  NEWTON_ROUNDOFF, NEWTON_RTOL, scheme_from_settings)
@@ -89,6 +88,8 @@ def model_header_and_common(model: Model, n: int, m: int, n_y: int, patterns: di
     initialization matrices, the declarations and prototypes given) and of ``model.c`` (names,
     defaults, patterns, maps):
     the part of the generated code that does not depend on how the functions are derived."""
+    from ..cprint import C_MATH_CONSTANTS  # sympy's C printer: only a build needs it (issue 24, part 6)
+
     params = model.all_parameters
     settings = model.simulation
     # The initialization matrix dG/dz, stored like the Newton matrix (banded after a
