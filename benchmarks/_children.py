@@ -52,6 +52,16 @@ def step_and_adjoint(engine, steps: int) -> dict:
             "newton": float(np.mean(traj.newton_iterations))}
 
 
+def compile_solver(spec: dict) -> float:
+    """Compile the sparse solver into the size's empty cache (once per machine and compiler,
+    whatever the model: timed apart from a model's cold build); its CPU seconds."""
+    from fmi_adjoint.native.solver import sparse_solver
+
+    cpu = cpu_seconds()
+    sparse_solver(build_cache(spec))
+    return cpu_seconds() - cpu
+
+
 def build_cache(spec: dict):
     """The private build cache of a measured size (``spec["cache"]``)."""
     from fmi_adjoint.cache import BuildCache
