@@ -287,6 +287,21 @@ def _tree_fingerprint(folder: Path, version: str) -> str:
 
 
 @functools.cache
+def library_versions() -> tuple[str, ...]:
+    """Python's version and those of the libraries that shape generated code: sympy (derivatives),
+    numpy, scipy and pymetis (the storage and ordering of the generated matrices), from the
+    installed metadata (nothing is imported); part of the build keys."""
+    from importlib import metadata  # noqa: PLC0415 (on use: only a key needs it)
+
+    found = []
+    for name in ("sympy", "numpy", "scipy", "pymetis"):
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            found.append(f"{name} ?")
+    return (sys.version, *found)
+
+
 def source_fingerprint() -> str:
     """Fingerprint of fmi-adjoint's own code: every ``*.py``, ``*.c`` and ``*.h`` file of the
     installed package and its version.

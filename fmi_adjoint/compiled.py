@@ -36,7 +36,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import marshal
-import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -45,7 +44,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .cache import BuildCache, fingerprint, source_fingerprint
+from .cache import BuildCache, fingerprint, library_versions, source_fingerprint
 from .errors import ModelError
 from .equations import (GUESS_ARGS, INIT_ARGS, SECOND_INIT_ARGS, SECOND_STEP_ARGS, STATE_ARGS, GeneratedFunction,
                         ModelDerivatives, argument_symbols, canonical_text, differentiate, function_table,
@@ -56,12 +55,8 @@ from .model import Model, SymbolicModel, assemble
 # where a build or a first call uses them: a warm start of a cached model never does
 # (issue 24, part 6).
 if TYPE_CHECKING:
-    import sympy as sp
-
     from .assembly import AssemblyPayload, Partition, WholeSystem
     from .cse import ReducedOutputs
-else:
-    from .deferred import sympy as sp
 
 __all__ = ["GUESS_ARGS", "INIT_ARGS", "SECOND_INIT_ARGS", "SECOND_STEP_ARGS", "STATE_ARGS",
            "CompiledModel", "Derivation", "GeneratedFunction", "ModelDerivatives", "ModelStructure", "SecondOrder",
@@ -311,8 +306,7 @@ def model_key(model: Model) -> str:
     fields = {f.name: getattr(model, f.name) for f in dataclasses.fields(Model)}
     neutral = Model(**{**fields, "parameters": tuple(dataclasses.replace(par, value=0.0) for par in model.parameters),
                        "description": "", "source": ""})
-    parts: list[str | bytes] = ["model", source_fingerprint(), sys.version, f"sympy {sp.__version__}",
-                                f"numpy {np.__version__}", canonical_text(neutral)]
+    parts: list[str | bytes] = ["model", source_fingerprint(), *library_versions(), canonical_text(neutral)]
     for cls in sorted({type(e) for e in model.forces}, key=lambda c: (c.__module__, c.__qualname__)):
         parts.append(f"{cls.__module__}.{cls.__qualname__}")
         try:

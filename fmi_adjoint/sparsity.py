@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ModelError
+from .errors import CompilerError, ModelError
 
 __all__ = ["BAND_MIN_SIZE", "BAND_WORK_FRACTION", "DISSECTION_WORK_FRACTION", "SPARSE_DENSE_WORK_FACTOR",
            "SPARSE_MIN_SIZE", "SPARSE_WORK_FACTOR", "STORAGE_VARIABLE", "MatrixLayout", "MatrixStorage",
@@ -201,6 +201,9 @@ class SparsePattern:
                                                                                 self.starts[1:]))):
             raise ModelError("SparsePattern: starts and blocks do not describe diagonal blocks covering the "
                              "matrix; build a blocked pattern with block_lower_pattern.")
+        if self.blocks and self.order:
+            raise ModelError("SparsePattern: a blocked pattern orders each block (blocks[b].order), not the whole "
+                             "matrix; give order = () with blocks.")
 
     @classmethod
     def of(cls, n: int, entries: Iterable[tuple[int, int]]) -> SparsePattern:
@@ -519,8 +522,14 @@ def nested_dissection_order(pattern: SparsePattern) -> tuple[int, ...]:
     on such graphs.  METIS seeds its own generator, so the order depends only on the pattern
     (and METIS's version): the generated code, and with it every result, is reproducible.
     """
-    import pymetis  # noqa: PLC0415 (at generation only, never on a warm start)
     import scipy.sparse  # noqa: PLC0415 (as in plan_layout)
+
+    try:
+        import pymetis  # noqa: PLC0415 (at generation only, never on a warm start)
+    except ImportError:
+        raise CompilerError("ordering a sparse matrix needs the package 'pymetis' (METIS), a dependency of "
+                            "fmi-adjoint that is not installed; run 'pip install pymetis', or force dense or band "
+                            f"storage with {STORAGE_VARIABLE}=band.") from None
 
     n = len(pattern.colptr) - 1
     colptr = np.asarray(pattern.colptr, dtype=np.int64)
@@ -538,7 +547,11 @@ def nested_dissection_order(pattern: SparsePattern) -> tuple[int, ...]:
     adjacency = pymetis.CSRAdjacency(graph.indptr.astype(np.int64).tolist(), graph.indices.astype(np.int64).tolist())
     # pymetis annotates a sequence but returns the pair (order, inverse order).
     result: Any = pymetis.nested_dissection(adjacency)
-    return tuple(int(k) for k in result[0])
+    order = tuple(int(k) for k in (result[0] if isinstance(result, tuple) else result))
+    if sorted(order) != list(range(n)):
+        raise CompilerError("pymetis returned no permutation of the matrix's rows; reinstall pymetis, or force "
+                            f"dense or band storage with {STORAGE_VARIABLE}=band.")
+    return order
 
 
 def block_lower_pattern(pattern: SparsePattern, starts: tuple[int, ...]) -> SparsePattern | None:
@@ -551,6 +564,8 @@ def block_lower_pattern(pattern: SparsePattern, starts: tuple[int, ...]) -> Spar
     whole, an LU fills the strictly lower blocks' columns (on the lattice of 1 020 coordinates
     993 894 entries in the factors); by blocks the lower blocks are only multiplied.
     """
+    if len(starts) <= 2:
+        return None  # one block: the matrix itself
     n = len(pattern.colptr) - 1
     colptr = np.asarray(pattern.colptr, dtype=np.int64)
     rows = np.asarray(pattern.rowind, dtype=np.int64)

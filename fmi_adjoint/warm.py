@@ -57,7 +57,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .cache import BuildCache, fingerprint, source_fingerprint
+from .cache import BuildCache, fingerprint, library_versions, source_fingerprint
 from .errors import FmiAdjointError, ModelError
 from .model import InputSignal, Model, Parameter, SimulationSettings
 
@@ -218,16 +218,8 @@ def _plugin_text(module: str) -> str:
 
 
 def _versions() -> tuple[str, ...]:
-    """Python, sympy and numpy versions (from the installed metadata: sympy need not be imported)."""
-    from importlib import metadata
-
-    found = []
-    for name in ("sympy", "numpy"):
-        try:
-            found.append(f"{name} {metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            found.append(f"{name} ?")
-    return (sys.version, *found)
+    """The versions that shape generated code (:func:`fmi_adjoint.cache.library_versions`)."""
+    return library_versions()
 
 
 def system_key(system: object) -> str | None:

@@ -5,7 +5,8 @@ Common-subexpression elimination takes the terms in sympy's own argument order
 must not depend on the interpreter's string hashing, which differs from process to process
 (``PYTHONHASHSEED``).  Two processes with different seeds must
 print the same numpy and C text for a whole-system model and for the component types of a
-spatial chain.
+spatial chain, and the same C sources (``model.h``, ``model.c``, the types' files) for an
+assembled model: its matrices' patterns were once declared in the order of a set of strings.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ for ct in partition(spatial_chain(2, 1e-3).to_model()).types:
     for row in print_rows(derived.rows, derived.groups):
         digest.update(row.c.encode())
         digest.update(row.numpy.encode())
+from fmi_adjoint.examples.families import lattice_model
+from fmi_adjoint.native.sources import model_c_sources
+for name, text in sorted(model_c_sources(Derivation(lattice_model(2, 2, 2))).items()):
+    digest.update(name.encode())
+    digest.update(text.encode())
 print(digest.hexdigest())
 """
 

@@ -607,3 +607,13 @@ def test_fmu_of_a_1000_coordinate_lattice_is_standalone_and_bit_identical(tmp_pa
     assert 900 <= eng.compiled.n <= 1100 and is_sparse(eng)
     _assert_fmu_equals_engine(fmu, eng, 5)
     _assert_standalone(_extracted_binary(fmu, tmp_path / "x"))
+
+
+def test_a_missing_pymetis_is_named_with_the_fix(monkeypatch):
+    """Ordering a sparse matrix without pymetis: one CompilerError naming the package and the
+    fix (not an internal error)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pymetis", None)  # import pymetis raises ImportError
+    with pytest.raises(CompilerError, match=r"pip install pymetis.*FMI_ADJOINT_MATRIX_STORAGE=band"):
+        nested_dissection_order(SparsePattern.of(4, [(0, 1), (1, 2), (2, 3)]))

@@ -522,11 +522,12 @@ class FmuArchive:
                 with open(binary, "rb") as handle:
                     rebuilt = hashlib.file_digest(handle, "sha256").hexdigest()
             expected = expected_description(model, version, self.description.guid, step, sources)
-        except (FmiAdjointError, OSError, KeyError, TypeError, ValueError, OverflowError) as exc:
+        except (FmiAdjointError, ImportError, OSError, KeyError, TypeError, ValueError, OverflowError) as exc:
             return f"the embedded model cannot be rebuilt to check the binary ({type(exc).__name__})"
         if rebuilt != actual:
             return (f"the binary does not match the embedded model (building resources/model.toml gives another "
-                    f"{relative!r}: an edited binary or export.json, or another C compiler or fmi-adjoint version)")
+                    f"{relative!r}: an edited binary or export.json, or another C compiler, fmi-adjoint, scipy or "
+                    "pymetis version)")
         # The variables (names, value references, causalities, ...) are what the identification
         # addresses: the XML must be the one export writes, up to start values (which `apply`
         # changes on purpose) and the generation date.

@@ -74,7 +74,7 @@ def _global_patterns(payload: AssemblyPayload,
     sizes = payload.sizes
     entries: dict[str, set[tuple[int, int]]] = {}
     wanted = {name for fn in functions for name in fn.outputs if name in _MATRICES}
-    for name in wanted:
+    for name in sorted(wanted):  # a set of strings: sorted, or the generated code follows PYTHONHASHSEED
         entries[name] = set()
     for instance in payload.instances:
         kernels = payload.types[instance.type]

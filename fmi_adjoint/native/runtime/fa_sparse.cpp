@@ -173,6 +173,9 @@ int factor_blocked(fa_sparse *s, const double *values)
     } catch (const std::bad_alloc &) {
         s->message = "out of memory in the sparse LU factorization";
         return -1;
+    } catch (...) {
+        s->message = "the sparse LU factorization failed";
+        return -1;
     }
     s->factored = 1;
     s->message = "";
@@ -229,8 +232,8 @@ fa_sparse *fa_sparse_new(int n, const int *colptr, const int *rowind, const int 
         s->A.resize(n, n);
         s->A.resizeNonZeros(nnz);
         std::memcpy(s->A.outerIndexPtr(), colptr, sizeof(int) * (size_t)(n + 1));
-        std::memcpy(s->A.innerIndexPtr(), rowind, sizeof(int) * (size_t)(nnz > 0 ? nnz : 0));
-        std::memset(s->A.valuePtr(), 0, sizeof(double) * (size_t)(nnz > 0 ? nnz : 0));
+        if (nnz > 0) std::memcpy(s->A.innerIndexPtr(), rowind, sizeof(int) * (size_t)nnz);
+        if (nnz > 0) std::memset(s->A.valuePtr(), 0, sizeof(double) * (size_t)nnz);
         s->colamd.analyzePattern(s->A);
         return s;
     } catch (...) {
@@ -279,6 +282,7 @@ fa_sparse *fa_sparse_new_blocked(int n, const int *colptr, const int *rowind, in
             cp.push_back((int)browind[(size_t)bj].size());
             lcolptr[(size_t)j + 1] = (int)lrowind.size();
         }
+        s->blocks.reserve((size_t)nblocks); /* push_back below cannot throw and leak a block */
         for (int b = 0; b < nblocks; ++b) {
             const int size = starts[b + 1] - starts[b];
             const int *order = orders && orders[starts[b]] >= 0 ? orders + starts[b] : NULL;
@@ -318,7 +322,9 @@ int fa_sparse_factor(fa_sparse *s, const double *values)
     const int nnz = (int)s->A.nonZeros();
     try {
         double *target = s->A.valuePtr();
-        if (s->order.empty()) std::memcpy(target, values, sizeof(double) * (size_t)nnz);
+        if (s->order.empty()) {
+            if (nnz > 0) std::memcpy(target, values, sizeof(double) * (size_t)nnz);
+        }
         else for (int k = 0; k < nnz; ++k) target[k] = values[s->source[(size_t)k]];
         if ((s->order.empty() ? factor_with(s, s->colamd) : factor_with(s, s->natural)) != 0) return -1;
     } catch (const std::bad_alloc &) {

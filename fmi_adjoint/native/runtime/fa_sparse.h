@@ -61,7 +61,8 @@ FA_SPARSE_API int fa_sparse_factor(fa_sparse *s, const double *values);
  * each (column-major).  0, or -1 without a valid factorization or memory. */
 FA_SPARSE_API int fa_sparse_solve(fa_sparse *s, double *b, int nrhs, int transposed);
 
-/* Structural non-zeros of the factors L and U of the last factorization (0 before one), and
+/* Structural non-zeros of the factors L and U of the last factorization (0 before one; a blocked
+ * handle: those of its diagonal blocks plus the strictly lower blocks, used as they are), and
  * the bytes the handle holds: the pattern, the matrix copy, the factors and the permutations. */
 FA_SPARSE_API long fa_sparse_factor_nnz(const fa_sparse *s);
 FA_SPARSE_API size_t fa_sparse_bytes(const fa_sparse *s);
