@@ -32,6 +32,7 @@ import contextlib
 import contextvars
 import dataclasses
 import enum
+import functools
 import operator
 import os
 from collections.abc import Iterable, Iterator
@@ -470,6 +471,7 @@ def plan_layout(n: int, pattern: Iterable[tuple[int, int]], storage: MatrixStora
     return chosen
 
 
+@functools.lru_cache(maxsize=16)  # a plan asks for the same pattern's estimate several times
 def sparse_factor_flops(pattern: SparsePattern) -> tuple[float, int]:
     """Estimated ``(floating-point operations, non-zeros of L + U)`` of a sparse LU of ``pattern``.
 

@@ -153,32 +153,23 @@ void solve_with(fa_sparse *s, LU &lu, Eigen::Map<Eigen::MatrixXd> &B, int transp
     for (Eigen::Index i = 0; i < n; ++i) B.row(s->order[(size_t)i]) = s->work.row(i);
 }
 
-/* fa_sparse_factor of a block lower triangular handle: each diagonal block, and the strictly lower
- * blocks' values (kept with their transpose for the transposed solves). */
-int factor_blocked(fa_sparse *s, const double *values)
+/* The factorization of a block lower triangular handle (fa_sparse_factor, which catches and
+ * reports what throws): each diagonal block, and the strictly lower blocks' values (kept with
+ * their transpose for the transposed solves).  0, or -1 with the failing block's message. */
+int factor_blocks(fa_sparse *s, const double *values)
 {
-    try {
-        for (size_t b = 0; b < s->blocks.size(); ++b) {
-            const std::vector<int> &source = s->block_source[b];
-            s->block_values.resize(source.size() > 0 ? source.size() : 1);
-            for (size_t k = 0; k < source.size(); ++k) s->block_values[k] = values[source[k]];
-            if (fa_sparse_factor(s->blocks[b], s->block_values.data()) != 0) {
-                s->message = fa_sparse_message(s->blocks[b]);
-                return -1;
-            }
+    for (size_t b = 0; b < s->blocks.size(); ++b) {
+        const std::vector<int> &source = s->block_source[b];
+        s->block_values.resize(source.size() > 0 ? source.size() : 1);
+        for (size_t k = 0; k < source.size(); ++k) s->block_values[k] = values[source[k]];
+        if (fa_sparse_factor(s->blocks[b], s->block_values.data()) != 0) {
+            s->message = fa_sparse_message(s->blocks[b]);
+            return -1;
         }
-        double *lower = s->A.valuePtr();
-        for (size_t k = 0; k < s->source.size(); ++k) lower[k] = values[s->source[k]];
-        s->lower_t = s->A.transpose();
-    } catch (const std::bad_alloc &) {
-        s->message = "out of memory in the sparse LU factorization";
-        return -1;
-    } catch (...) {
-        s->message = "the sparse LU factorization failed";
-        return -1;
     }
-    s->factored = 1;
-    s->message = "";
+    double *lower = s->A.valuePtr();
+    for (size_t k = 0; k < s->source.size(); ++k) lower[k] = values[s->source[k]];
+    s->lower_t = s->A.transpose();
     return 0;
 }
 
@@ -318,15 +309,20 @@ int fa_sparse_factor(fa_sparse *s, const double *values)
             return -1;
         }
     }
-    if (!s->blocks.empty()) return factor_blocked(s, values);
     const int nnz = (int)s->A.nonZeros();
     try {
         double *target = s->A.valuePtr();
-        if (s->order.empty()) {
+        int status;
+        if (!s->blocks.empty()) {
+            status = factor_blocks(s, values);
+        } else if (s->order.empty()) {
             if (nnz > 0) std::memcpy(target, values, sizeof(double) * (size_t)nnz);
+            status = factor_with(s, s->colamd);
+        } else {
+            for (int k = 0; k < nnz; ++k) target[k] = values[s->source[(size_t)k]];
+            status = factor_with(s, s->natural);
         }
-        else for (int k = 0; k < nnz; ++k) target[k] = values[s->source[(size_t)k]];
-        if ((s->order.empty() ? factor_with(s, s->colamd) : factor_with(s, s->natural)) != 0) return -1;
+        if (status != 0) return -1;
     } catch (const std::bad_alloc &) {
         s->message = "out of memory in the sparse LU factorization";
         return -1;
