@@ -611,8 +611,15 @@ class ParsedModel:
     structured: tuple[ParsedTerm | ParsedQuadratic, ...] = ()
 
 
+#: The model parsed last and its items: a model file is parsed once when it is read (its
+#: errors reported there) and again by the build (:func:`fmi_adjoint.assembly.partition`); the
+#: items are frozen, so the second parse of the same model object is the first one's.
+_LAST_PARSED: list[tuple[Model, ParsedModel]] = []
+
+
 def parse_items(model: Model) -> ParsedModel:
     """Parse every expression of ``model`` (linear in its size; :func:`assemble` adds the sums).
+    The model parsed last is remembered (:data:`_LAST_PARSED`).
 
     Raises
     ------
@@ -620,6 +627,15 @@ def parse_items(model: Model) -> ParsedModel:
         For unknown names, invalid expressions, a prescribed coordinate that does not
         exist, or an expression of the wrong kind (e.g. a mass depending on time).
     """
+    last = _LAST_PARSED[0] if _LAST_PARSED else None
+    if last is not None and last[0] is model:
+        return last[1]
+    parsed = _parse_items(model)
+    _LAST_PARSED[:] = [(model, parsed)]
+    return parsed
+
+
+def _parse_items(model: Model) -> ParsedModel:
     coordinates = model.all_coordinates
     parameters = model.all_parameters
     n = len(coordinates)

@@ -173,8 +173,9 @@ def local_symbols(n: int, m: int, n_p: int, n_d: int) -> dict[str, tuple[sp.Symb
 class _Localizer:
     """Rewrites the contributions of one model in local symbols and collects the types."""
 
-    def __init__(self, parsed: ParsedModel):
+    def __init__(self, parsed: ParsedModel, shortcut: bool = True):
         self.parsed = parsed
+        self.shortcut = shortcut
         self.coordinate_of = {}
         for i, (q, v, a) in enumerate(zip(parsed.q, parsed.v, parsed.a)):
             self.coordinate_of[q] = self.coordinate_of[v] = self.coordinate_of[a] = i
@@ -183,6 +184,10 @@ class _Localizer:
         self.types: list[ComponentType | StructuredType] = []
         self.by_key: dict[str, int] = {}
         self.instances: list[Instance] = []
+        # The shortcut past the rewriting (:class:`_Shapes`): a signature seen before -> the
+        # type and, for each of its data slots, the index of its float in the signature's.
+        self.shapes = _Shapes()
+        self.seen: dict[tuple, tuple[int, tuple[int, ...]]] = {}
 
     def coordinates_in(self, expressions: Iterable[sp.Expr]) -> set[int]:
         found: set[int] = set()
@@ -211,6 +216,17 @@ class _Localizer:
             mapping[parsed.p[j]] = local["p"][k]
         mapping[parsed.t] = local["t"]
         shapes = [(M.rows, M.cols), (Q.rows, 1), (C.rows, 1), (Y.rows, 1)]
+        shortcut = (self.shapes.signature(expressions, {g: getattr(s, "name", "") for g, s in mapping.items()})
+                    if self.shortcut else None)
+        if shortcut is not None:
+            found = self.seen.get((kind, n, m, n_p, repr(shapes), shortcut.key))
+            if found is not None:
+                type_index, slots = found
+                self.instances.append(Instance(
+                    type=type_index, coordinates=tuple(coordinates), multipliers=tuple(multipliers),
+                    outputs=tuple(outputs), parameters=tuple(params),
+                    data=tuple(float(shortcut.floats[k]) for k in slots), what=what))
+                return
         # The symbols first, then the numbers: the order of the data slots follows the shape of
         # the *local* expressions, so two instances differing only in their model indices
         # (``q_98`` against ``q_123`` sort differently) and their numbers are one type.
@@ -229,6 +245,11 @@ class _Localizer:
         self.instances.append(Instance(
             type=self.by_key[key], coordinates=tuple(coordinates), multipliers=tuple(multipliers),
             outputs=tuple(outputs), parameters=tuple(params), data=tuple(float(f) for f in floats), what=what))
+        if shortcut is not None:
+            where = {f: k for k, f in enumerate(shortcut.floats)}
+            slots = tuple(where.get(f, -1) for f in floats)
+            if len(slots) == len(shortcut.floats) and -1 not in slots:
+                self.seen[(kind, n, m, n_p, repr(shapes), shortcut.key)] = (self.by_key[key], slots)
 
 
     def add_structured(self, what: str, ct: StructuredType, coordinates: Sequence[int], multipliers: Sequence[int],
@@ -258,6 +279,95 @@ class _Localizer:
         ct = StructuredType.quadratic(len(term.coordinates), item.m, J.rows, J.cols, H.rows, H.cols)
         self.add_structured(f"quadratic constraints '{item.name}'", ct, term.coordinates, term.multipliers, (),
                             [*item.c0, *J.values, *H.values])
+
+
+@dataclasses.dataclass(frozen=True)
+class _Signature:
+    """What decides an instance's type without rewriting it (:class:`_Shapes`): ``key``, and
+    its distinct data floats in the order of the signature's walk."""
+
+    key: tuple[tuple[int, ...], tuple[int, ...]]
+    floats: tuple[sp.Float, ...]
+
+
+class _NotLocal(Exception):
+    """An expression holds a symbol that is not one of the instance's (no shortcut)."""
+
+
+class _Shapes:
+    """Signatures of instances in their *global* symbols, a shortcut past the rewriting in local
+    symbols (``xreplace``: sympy rebuilds and re-sorts every sum and product, most of the
+    partition of a large model).
+
+    A node's shape is an interned number for ``class(shapes of its arguments)``, its symbols
+    named by their local names and its data floats masked; the arguments of sums and products
+    sorted by shape (ties keep sympy's order).  The signature is the shapes of the expressions
+    with the pattern of equal floats in the order of a walk over the sorted arguments.  Two
+    instances with one signature are the same tree up to renaming, their data floats and the
+    order of commuting arguments of equal shape, which differ in their floats only.  So the
+    second instance's data are the first one's slots filled from its own walk
+    (:meth:`_Localizer.add`); :func:`_data_floats` orders the slots of the rewritten tree by
+    the same rule.  The interned numbers are shared by all instances of one partition.
+    """
+
+    def __init__(self) -> None:
+        self.number: dict[tuple, int] = {}
+
+    def signature(self, expressions: Sequence[sp.Expr], local: dict[sp.Basic, str]) -> _Signature | None:
+        shapes: dict[sp.Basic, int] = {}
+        number = self.number
+        exponents: set[sp.Float] = set()  # float exponents stay numbers (:func:`_data_floats`)
+
+        def shape(node: sp.Basic) -> int:
+            known = shapes.get(node)
+            if known is not None:
+                return known
+            if isinstance(node, sp.Float):
+                text: tuple = ("F",)
+            elif isinstance(node, sp.Pow) and isinstance(node.exp, sp.Float):
+                exponents.add(node.exp)
+                text = ("Pow", shape(node.base), ("P", node.exp._mpf_))
+            elif isinstance(node, sp.Symbol):
+                name = local.get(node)
+                if name is None:
+                    raise _NotLocal
+                text = ("S", name)
+            elif not node.args:
+                text = (type(node).__name__, node._hashable_content())
+            else:
+                inner = [shape(arg) for arg in node.args]
+                if isinstance(node, (sp.Add, sp.Mul)):
+                    inner.sort()
+                text = (type(node).__name__, *inner)
+            found = number.setdefault(text, len(number))
+            shapes[node] = found
+            return found
+
+        try:
+            roots = tuple(shape(e) for e in expressions)
+        except _NotLocal:
+            return None
+        floats: dict[sp.Float, int] = {}
+        pattern: list[int] = []
+
+        def walk(node: sp.Basic) -> None:
+            if isinstance(node, sp.Float):
+                pattern.append(floats.setdefault(node, len(floats)))
+                return
+            if isinstance(node, sp.Pow) and isinstance(node.exp, sp.Float):
+                walk(node.base)
+                return
+            args = node.args
+            if isinstance(node, (sp.Add, sp.Mul)):
+                args = tuple(sorted(args, key=shapes.__getitem__))
+            for arg in args:
+                walk(arg)
+
+        for expr in expressions:
+            walk(expr)
+        if exponents and not exponents.isdisjoint(floats):
+            return None  # a float both exponent and data: the rewriting decides
+        return _Signature(key=(roots, tuple(pattern)), floats=tuple(floats))
 
 
 def _data_floats(expressions: Sequence[sp.Expr]) -> list[sp.Float]:
@@ -310,8 +420,12 @@ def _data_floats(expressions: Sequence[sp.Expr]) -> list[sp.Float]:
     return order
 
 
-def partition(model: Model, parsed: ParsedModel | None = None) -> Partition | WholeSystem:
-    """The component instances of ``model`` (module docstring), or why it is derived whole."""
+def partition(model: Model, parsed: ParsedModel | None = None, *, shortcut: bool = True) -> Partition | WholeSystem:
+    """The component instances of ``model`` (module docstring), or why it is derived whole.
+
+    ``shortcut=False`` rewrites every instance in its local symbols, where by default an
+    instance whose signature was seen before reuses that type (:class:`_Shapes`): the reference
+    the shortcut is tested against."""
     parsed = parsed or parse_items(model)
     if parsed.tables:
         return WholeSystem("it reads time tables or designed input signals")
@@ -323,7 +437,7 @@ def partition(model: Model, parsed: ParsedModel | None = None) -> Partition | Wh
     if any(expr.atoms(AppliedUndef) for expr in everything):
         return WholeSystem("its expressions call opaque functions")
     n = len(parsed.q)
-    localizer = _Localizer(parsed)
+    localizer = _Localizer(parsed, shortcut)
     coordinates = model.all_coordinates  # once: the property rebuilds the tuple from every element
 
     # Mass blocks: coordinates joined by an entry, or by the coordinates an entry depends on.
