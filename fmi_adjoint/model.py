@@ -239,7 +239,12 @@ class SimulationSettings:
     """Defaults for a simulation of the model (overridable on the command line).
 
     ``integrator`` is ``"hht"`` (constant ``alpha``) or ``"generalized_alpha"`` (constant
-    ``rho_inf``), see :mod:`fmi_adjoint.integrate.schemes`.
+    ``rho_inf``), see :mod:`fmi_adjoint.integrate.schemes`.  ``newton`` is ``"full"`` (refactor
+    the iteration matrix at every Newton iteration) or ``"modified"`` (keep it while the
+    iterations contract: :data:`fmi_adjoint.integrate.schemes.NEWTON_METHODS`), the model's
+    default for ``--newton``; modified suits models whose iteration matrix barely changes, such as
+    flexible bodies with their constant mass and stiffness matrices (Vanpaemel et al., eqs.
+    (11)-(12)).
     """
 
     t_end: float = 1.0
@@ -247,6 +252,7 @@ class SimulationSettings:
     alpha: float = -0.05
     integrator: str = "hht"
     rho_inf: float = 0.8
+    newton: str = "full"
 
     def __post_init__(self) -> None:
         for name in ("t_end", "step", "alpha", "rho_inf"):
@@ -266,6 +272,9 @@ class SimulationSettings:
         if not 0.0 <= self.rho_inf <= 1.0:
             raise ModelError(f"simulation.rho_inf = {self.rho_inf} is outside [0, 1] (1: undamped, 0: the highest "
                              "frequencies damped in one step).")
+        if self.newton not in ("full", "modified"):
+            raise ModelError(f"simulation.newton = {excerpt(str(self.newton))} is unknown; write \"full\" or "
+                             "\"modified\".")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,6 +15,7 @@ The format (all sections but ``model``, ``coordinates`` and ``outputs`` optional
     alpha = -0.05                # HHT damping in [-1/3, 0]
     integrator = "hht"           # or "generalized_alpha" (Arnold & Bruels 2007)
     rho_inf = 0.8                # generalized-alpha spectral radius at infinity, [0, 1]
+    newton = "full"              # or "modified": keep the iteration matrix (--newton)
 
     [parameters]
     m = 1.0                                                  # value only
@@ -316,7 +317,7 @@ _BEAM_KEYS = frozenset({"length", "elements", "direction", "orientation", "E", "
 _BUSHING_DIRECTIONS = ("x", "y", "z", "rx", "ry", "rz")
 MODEL_FILE_KEYS: Mapping[str, Mapping[str, frozenset[str]]] = {
     "model": {"": frozenset({"name", "description", "source", "gravity"})},
-    "simulation": {"": frozenset({"t_end", "step", "alpha", "integrator", "rho_inf"})},
+    "simulation": {"": frozenset({"t_end", "step", "alpha", "integrator", "rho_inf", "newton"})},
     "parameters": {"": _PARAMETER_KEYS},
     "inputs": {"": _PARAMETER_KEYS},
     "coordinates": {"": frozenset({"name", "kind", "mass", "initial_position", "initial_velocity", "fixed_position",
@@ -905,6 +906,11 @@ class _Reader:
                 if not isinstance(val, str):
                     raise ModelError(f"{self.where('simulation', key=key)}: {excerpt(repr(val))} is not an integrator; "
                                      "write \"hht\" or \"generalized_alpha\".")
+                values[key] = val
+            elif key == "newton":
+                if not isinstance(val, str):
+                    raise ModelError(f"{self.where('simulation', key=key)}: {excerpt(repr(val))} is not a Newton "
+                                     "variant; write \"full\" or \"modified\".")
                 values[key] = val
             else:
                 values[key] = self.constant(val, self.where("simulation", key=key))

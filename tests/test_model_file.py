@@ -283,6 +283,25 @@ def test_integrator_and_rho_inf_are_read(tmp_path, rho_inf, value):
     assert not np.array_equal(own.outputs(), hht.outputs())
 
 
+def test_the_model_s_newton_variant_is_its_default_and_the_command_line_s_overrides_it(tmp_path):
+    """``[simulation] newton = "modified"`` makes modified Newton the model's default
+    (``--newton full`` overrides it); without it full Newton runs.  The default run is the
+    modified-Newton run bit for bit, and factors less often than the full-Newton run."""
+    assert SimulationSettings().newton == "full"
+    assert parse_model(model_text(), source="m.toml").simulation.newton == "full"
+    text = scheme_text('newton = "modified"\n', coordinate_extra="initial_position = 0.1\n")
+    model = load_model(write(tmp_path, text))
+    assert model.simulation.newton == "modified"
+    assert scheme_from_settings(model.simulation) == HHT(alpha=-0.05, reuse_jacobian=True)
+    assert scheme_from_settings(model.simulation, newton="full") == HHT(alpha=-0.05)
+    compiled = compile_model(model)
+    own = simulate(compiled)
+    modified = simulate(compiled, solver=HHT(alpha=-0.05, reuse_jacobian=True))
+    full = simulate(compiled, solver=HHT(alpha=-0.05))
+    assert np.array_equal(own.outputs(), modified.outputs())
+    assert own.factorizations < full.factorizations
+
+
 def test_an_explicit_hht_integrator_is_read():
     settings = parse_model(scheme_text('integrator = "hht"\nrho_inf = 0.3\n'), source="m.toml").simulation
     assert (settings.integrator, settings.rho_inf) == ("hht", 0.3)
@@ -299,6 +318,8 @@ def test_an_explicit_hht_integrator_is_read():
     ('rho_inf = "abc"', "(line 8), simulation.rho_inf: unknown name 'abc'"),
     ("rho_inf = true", "(line 8), simulation.rho_inf: expected a number"),
     ("rho_inf = nan", "(line 8), simulation.rho_inf: the number nan is not finite"),
+    ('newton = "quasi"', "simulation.newton = 'quasi' is unknown; write \"full\" or \"modified\""),
+    ("newton = 1", "(line 8), simulation.newton: '1' is not a Newton variant; write \"full\" or \"modified\""),
 ])
 def test_bad_integrator_or_rho_inf_is_named(lines, fragment):
     assert line_number(scheme_text(lines + "\n"), lines) == 8

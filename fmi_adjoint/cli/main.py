@@ -109,7 +109,8 @@ def _scheme_options(parser) -> None:
                         help="generalized-alpha spectral radius at infinity in [0, 1] (default: the model's, else "
                         "0.8); 1 leaves accelerations and multipliers of constrained models unconverged")
     parser.add_argument("--newton", choices=tuple(NEWTON_METHODS),
-                        help="full: refactor the iteration matrix at every Newton iteration (default); modified: "
+                        help="full: refactor the iteration matrix at every Newton iteration (default: the model's "
+                        "[simulation] newton, else full); modified: "
                         "keep it over iterations and steps (fewer factorizations, states within about 1e-11 "
                         "relative of full Newton's, the adjoint still exact for the computed run)")
 
@@ -282,8 +283,10 @@ def _export_options(export: argparse.ArgumentParser) -> None:
     export.add_argument("--fmi", type=int, choices=(2, 3), default=2, help="FMI version")
     export.add_argument("--set", action="append", metavar="NAME=VALUE", help="parameter start value (repeatable)")
     export.add_argument("--step", type=float, help="internal integrator step [s] (default: the model's)")
-    export.add_argument("--interface", choices=("cs", "me", "both"), default="cs",
-                        help="FMI interfaces: Co-Simulation (default), Model Exchange or both (both: "
+    # The choices and default of fmi_adjoint.export (INTERFACES, DEFAULT_INTERFACE), spelled here
+    # so that the parser does not import the exporter (tests/test_fmu_both_default.py compares).
+    export.add_argument("--interface", choices=("cs", "me", "both"), default="both",
+                        help="FMI interfaces: Co-Simulation, Model Exchange or both in one FMU (default; "
                              "Co-Simulation only, with a note, for a model Model Exchange refuses)")
     _scheme_options(export)
     _jobs_option(export)

@@ -357,8 +357,8 @@ def with_newton(scheme: AbstractScheme, newton: str | None) -> AbstractScheme:
 
 def scheme_from_settings(settings, *, integrator: str | None = None, alpha: float | None = None,
                          rho_inf: float | None = None, newton: str | None = None) -> AbstractScheme:
-    """The scheme of a model's simulation settings (``integrator``, ``alpha``, ``rho_inf``),
-    with the command line's overrides (``--integrator``, ``--alpha``, ``--rho-inf``,
+    """The scheme of a model's simulation settings (``integrator``, ``alpha``, ``rho_inf``,
+    ``newton``), with the command line's overrides (``--integrator``, ``--alpha``, ``--rho-inf``,
     ``--newton``: :func:`with_newton`).
 
     Raises
@@ -368,6 +368,7 @@ def scheme_from_settings(settings, *, integrator: str | None = None, alpha: floa
         (``--alpha`` with generalized-alpha, ``--rho-inf`` with HHT).
     """
     name = settings.integrator if integrator is None else integrator
+    newton = getattr(settings, "newton", None) if newton is None else newton
     if name not in INTEGRATORS:
         raise ModelError(f"integrator {name!r} is unknown; choose one of {', '.join(INTEGRATORS)}.")
     if name == GeneralizedAlpha.name:
