@@ -35,16 +35,19 @@ def best_of(repeats: int, func) -> tuple[float, float, object]:
     return best[0], best[1], value
 
 
-def step_and_adjoint(engine, steps: int) -> dict:
+def step_and_adjoint(engine, steps: int, newton: str | None = None) -> dict:
     """CPU seconds per step of a forward run of ``steps`` steps at the model's step (best of two),
     the adjoint gradient's wall time over the forward run's (a least-squares cost on every
-    output), and the mean Newton iterations per step."""
+    output), and the mean Newton iterations per step; ``newton``: the Newton variant
+    (``--newton``; None: the model's)."""
     from fmi_adjoint.costs import LeastSquaresCost
+    from fmi_adjoint.integrate.schemes import scheme_from_settings
 
     compiled = engine.compiled
     step = compiled.model.simulation.step
+    solver = scheme_from_settings(compiled.model.simulation, newton=newton)
     p = compiled.parameter_vector()
-    t_fwd, cpu_fwd, traj = best_of(2, lambda: engine.simulate(p, t_end=steps * step, step=step))
+    t_fwd, cpu_fwd, traj = best_of(2, lambda: engine.simulate(p, t_end=steps * step, step=step, solver=solver))
     y = np.asarray(traj.outputs())
     cost = LeastSquaresCost(np.asarray(traj.t), np.zeros_like(y), tuple(compiled.output_names))
     t_adj, _, _ = best_of(1, lambda: engine.adjoint_gradient(traj, cost))

@@ -159,6 +159,15 @@ def description_text(value: object) -> str | None:
             return f"ndarray({item.dtype.str},{item.shape},{item.tobytes().hex()})"
         if numpy is not None and isinstance(item, numpy.generic) and not isinstance(item, numpy.object_):
             return f"numpy.{type(item).__name__}:{item.tobytes().hex()}"
+        scipy_sparse = sys.modules.get("scipy.sparse")
+        if scipy_sparse is not None and scipy_sparse.issparse(item):
+            # An FE model's matrices (a flexible body's): its entries in one canonical layout,
+            # duplicates summed and indices sorted, so equal matrices give one text.
+            csr = item.tocsr(copy=True)
+            csr.sum_duplicates()
+            csr.sort_indices()
+            return (f"{type(item).__name__}({csr.dtype.str},{csr.shape},{walk(csr.indptr)},{walk(csr.indices)},"
+                    f"{walk(csr.data)})")
         raise _NotCanonical(type(item).__qualname__)
 
     try:

@@ -26,7 +26,7 @@ from fmi_adjoint.examples import example_names
 TESTED_ALONE = {"macpherson": "tests/test_macpherson.py",
                 "flexible_pendulum": "tests/test_flexible_model_file.py, tests/test_fncf.py",
                 "beam_ffrf": "tests/test_beam_ffrf.py",
-                "macpherson_flexible": "tests/test_macpherson_flexible.py"}
+                "macpherson_flexible": "tests/test_macpherson_flexible.py, tests/test_flexible_fmu.py"}
 
 
 def looped_examples() -> list[str]:

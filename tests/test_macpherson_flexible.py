@@ -12,10 +12,10 @@ Craig-Bampton), the strut force of eq. (22) and the 13 parameters of Table 1.
     rigid model's (STIFF_SUSPENSION_VS_RIGID) over 0.5 s, both started unloaded; at the steel
     value they differ (the bodies deform); ``fmi-adjoint simulate macpherson_flexible`` runs from
     the model file alone;
-(c) Table 1 (slow): adjoint = forward sensitivities = central differences for the 13 parameters
-    over the first 0.2 s of the bundled measurement (k, L and b_f2 to a looser tier, see the
-    test); the table scaled by the bounds as their Sec. 5.2 is printed by
-    benchmarks/flexible_bodies.py.
+(c) Table 1 (slow): adjoint = forward sensitivities for the 13 parameters over the first 0.2 s
+    of the bundled measurement, and = central differences for k and L, with the
+    differences' own uncertainty estimated from several steps (see the test); the table scaled
+    by the bounds as their Sec. 5.2 is printed by benchmarks/flexible_bodies.py.
 """
 
 from __future__ import annotations
@@ -26,8 +26,7 @@ import numpy as np
 import pytest
 from captured_cli import cli
 from test_strut import TABLE_1  # Vanpaemel et al., Table 1: parameter -> (start, lower, upper), SI
-from tolerances import (ADJOINT_VS_FORWARD, EXACT, GRADIENT_VS_FD, GRADIENT_VS_FD_FLEXIBLE_START,
-                        STIFF_SUSPENSION_VS_RIGID)
+from tolerances import ADJOINT_VS_FORWARD, EXACT, GRADIENT_VS_FD, STIFF_SUSPENSION_VS_RIGID
 
 from fmi_adjoint import Experiment, IdentificationProblem, LeastSquaresCost
 from fmi_adjoint.errors import ModelError
@@ -49,6 +48,10 @@ STIFF = 1e6
 #: load's slowest sine, (c) 200 steps.
 STIFF_SPAN = 0.5
 GRADIENT_SPAN = 0.2
+
+#: Relative steps of the central differences of (c): their best-agreeing neighbours give the
+#: difference and its uncertainty (the test's docstring).
+FD_STEPS = (3e-4, 1e-4, 3e-5)
 
 
 
@@ -179,12 +182,21 @@ def test_the_example_simulates_from_the_command_line(engine, tmp_path):
 # -- (c) Table 1: gradients --------------------------------------------------------------------------
 
 
-@pytest.mark.slow  # one build and 2 + 4 * 13 simulations of 200 steps
+@pytest.mark.slow  # one build and 2 + 4 * 3 * 2 simulations of 200 steps
 def test_adjoint_equals_forward_sensitivities_and_central_differences_for_table_1(engine):
-    """All 13: adjoint = forward sensitivities (ADJOINT_VS_FORWARD) = central differences
-    (GRADIENT_VS_FD); k and L, which set the load on the undeformed flexible bodies at t = 0, and
-    b_f2, whose component is 3e-9 of the largest (compression hardly happens in 0.2 s), to
-    GRADIENT_VS_FD_FLEXIBLE_START (measured 8.6e-6, 3.7e-5, 1.4e-6; the others at most 2.7e-8)."""
+    """All 13: adjoint = forward sensitivities (ADJOINT_VS_FORWARD); k and L: adjoint = central
+    differences (GRADIENT_VS_FD), the differences' own uncertainty estimated and below that tier
+    too.
+
+    k and L set the spring's preload on the flexible bodies, which start undeformed: the load
+    at t = 0 excites their stiff static modes, whose oscillation the strut's friction law, sharp
+    at v = 0, sees, and the cost's higher derivatives in k and L are large.  At the usual
+    relative step 1e-3 the fourth-order differences' truncation error is then 8.6e-6 (k) and
+    3.7e-5 (L) of the gradient, not the adjoint's: it falls with the step (measured for L:
+    3.7e-5, 1.4e-6, 1.0e-10, 3.4e-11 at 1e-3, 3e-4, 1e-4, 3e-5; k: 8.6e-6, 4e-13, 8.5e-11 at
+    1e-3, 3e-4, 1e-4; c_1 at most 4.8e-9 from 1e-2 to 1e-4, round-off growing below).  So, as
+    benchmarks/large_models.py: of the relative steps :data:`FD_STEPS`, the two neighbours that
+    agree best give the difference, and their disagreement its uncertainty."""
     times, data = noisy_measurement()
     kept = times <= GRADIENT_SPAN
     experiment = Experiment(engine.compiled, LeastSquaresCost(times[kept], data[kept], CHANNELS),
@@ -194,15 +206,17 @@ def test_adjoint_equals_forward_sensitivities_and_central_differences_for_table_
     forward = problem.evaluate(problem.start, "forward").gradient
     assert np.all(adjoint != 0.0), adjoint  # the 0.2 s see every parameter of Table 1
     assert np.all(np.abs(adjoint - forward) <= ADJOINT_VS_FORWARD * np.abs(forward)), (adjoint, forward)
-    # Central differences (4 runs a parameter) for two of them, a friction and the spring
-    # stiffness: all 13 cost 52 runs (16 min of the suite); benchmarks/flexible_bodies.py prints
-    # all 13 as their Table 1.
-    names = ("c_1", "k")
+    # Central differences (4 runs a parameter and step) for the two that set the preload, whose
+    # differences are the hardest (ten of the other 11 agree to 2.7e-8 at the step 1e-3; each
+    # step and parameter costs 4 runs of the suspension).  benchmarks/flexible_bodies.py prints
+    # all 13 as their Table 1.  b_f2, a component 3e-9 of the largest, cannot be checked to the
+    # tier: the best pair of its differences (steps 3e-3 .. 1e-4) disagrees by 3.9e-6 (round-off).
+    names = ("k", "L")
     keep = [list(TABLE_1).index(name) for name in names]
     subset = IdentificationProblem([experiment], names)  # the same point: both start at the model's values
     assert np.array_equal(subset.start, problem.start[keep])
-    fd = subset.finite_differences(subset.start, rel=1e-3, order=4)
-    loose = ("k", "L", "b_f2")
-    tier = np.array([GRADIENT_VS_FD_FLEXIBLE_START if name in loose else GRADIENT_VS_FD for name in names])
-    assert np.all(np.abs(adjoint[keep] - fd) <= tier * np.abs(fd)), dict(zip(names, np.abs(adjoint[keep] - fd)
-                                                                              / np.abs(fd)))
+    estimates = np.array([subset.finite_differences(subset.start, rel=rel, order=4) for rel in FD_STEPS])
+    for j, name in enumerate(names):
+        spread, fd = min((abs(a - b), a) for a, b in zip(estimates[:-1, j], estimates[1:, j]))
+        assert spread <= GRADIENT_VS_FD * abs(fd), (name, estimates[:, j])  # the differences resolve it
+        assert abs(adjoint[keep[j]] - fd) <= GRADIENT_VS_FD * abs(fd), (name, adjoint[keep[j]], fd, spread)

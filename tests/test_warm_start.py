@@ -306,6 +306,24 @@ def test_description_text_is_exact_for_floats_and_sorted_for_mappings():
     assert text(object()) is None
 
 
+def test_description_text_of_a_sparse_matrix_is_its_entries_in_any_layout():
+    """A flexible body's FE matrices (scipy sparse) have a text, so a system built in Python with
+    one starts warm: the same entries in another layout give the same text, another entry not."""
+    import scipy.sparse
+
+    text = warm.description_text
+    dense = np.array([[2.0, 0.0, 1.0], [0.0, 3.0, 0.0], [1.0, 0.0, 4.0]])
+    csr = scipy.sparse.csr_matrix(dense)
+    rows, cols = np.nonzero(dense)
+    unsorted = scipy.sparse.csr_matrix((dense[rows, cols][::-1], (rows[::-1], cols[::-1])), shape=(3, 3))
+    assert text(csr) is not None
+    assert text(csr) == text(unsorted) == text(scipy.sparse.csc_matrix(dense).tocsr())
+    changed = dense.copy()
+    changed[2, 2] = np.nextafter(4.0, 5.0)
+    assert text(csr) != text(scipy.sparse.csr_matrix(changed))
+    assert text(csr) != text(scipy.sparse.csr_matrix(dense.T[::-1]))
+
+
 def test_a_deferred_model_pickles_as_the_lowered_model(tmp_path):
     cache = BuildCache(tmp_path / "cache")
     cold = prepare_model(_system(), cache=cache)

@@ -309,17 +309,6 @@ STIFF_FLEXIBLE_VS_RIGID = 2e-8
 #: 1.4e-7), and round-off.  Measured 4.3e-7; the steel bodies (factor 1) differ by more than 1e-4.
 STIFF_SUSPENSION_VS_RIGID = 2e-6
 
-#: Gradient against fourth-order central differences (rel. step 1e-3, as GRADIENT_VS_FD) for the
-#: parameters that set the load at t = 0 on flexible bodies that start undeformed: k and L of
-#: ``macpherson_flexible`` (the spring's preload), over 0.2 s from the design position.  The load
-#: excites the stiff static modes (up to 17 kHz, h = 1 ms) and the strut's friction law, sharp at
-#: v = 0 (v_eps = 1e-4 m/s), sees their oscillation: the cost's higher derivatives in k and L are
-#: large, and so is the differences' truncation error.  Measured 8.6e-6 (k) and 3.7e-5 (L).  Also
-#: b_f2 there, whose component is 3e-9 of the largest (the differences' round-off): 1.4e-6.  The
-#: other 10 parameters at most 2.7e-8 (GRADIENT_VS_FD), and adjoint = forward sensitivities for
-#: all 13 to ADJOINT_VS_FORWARD.
-GRADIENT_VS_FD_FLEXIBLE_START = 1e-4
-
 #: A flexible body in the floating frame of reference formulation against the same body in
 #: flexible natural coordinates (issue 25, "FNCF and floating frame agree ... at small
 #: deformation"): the beam of tests/test_ffrf.py hinged at its root and swinging for 0.3 s (tip
