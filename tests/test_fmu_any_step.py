@@ -417,7 +417,8 @@ def test_exposed_coordinates_equal_the_in_process_trajectory(version, exported, 
     names = ([f"q.{c}" for c in compiled.coordinate_names] + [f"v.{c}" for c in compiled.coordinate_names]
              + [f"lambda.{r}" for r in compiled.constraint_names])
     local = [v for v in s.description.modelVariables if v.causality == "local"]
-    assert [v.name for v in local] == names
+    # Then the accelerations der(v.<c>) of the Model Exchange interface (exported by default).
+    assert [v.name for v in local] == names + [f"der(v.{c})" for c in compiled.coordinate_names]
     assert all(v.variability == "continuous" for v in local)
     outputs = [v for v in s.description.modelVariables if v.causality == "output"]
     assert min(v.valueReference for v in local) == max(v.valueReference for v in outputs) + 1

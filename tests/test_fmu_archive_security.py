@@ -304,7 +304,7 @@ def test_nul_in_an_entry_name_is_refused(exported, work):
 def test_model_identifier_must_not_leave_the_binaries_folder(exported, description, work):
     """Finding 2: ``modelIdentifier`` names the library fmpy loads; ``../linux64/sdof`` (which
     the old checks let through, since the file exists) could as well point outside the FMU."""
-    assert description.count('modelIdentifier="sdof"') == 1
+    assert description.count('modelIdentifier="sdof"') == 2  # Co-Simulation and Model Exchange (the default)
     bad = _rezip(exported, work / "identifier.fmu", replace={
         "modelDescription.xml": description.replace('modelIdentifier="sdof"',
                                                     'modelIdentifier="../linux64/sdof"').encode()})
@@ -481,8 +481,9 @@ def test_edited_description_is_not_trusted(edit, exported, description, work, da
     elif edit == "output_on_a_parameter":
         xml = re.sub(r'(name="x"[^>]*valueReference=")(\d+)"', r'\g<1>2"', xml, count=1)
     else:
+        # Appended, so that the FMI 2 indices of ModelStructure (the Model Exchange states) still hold.
         variable = re.search(r'<ScalarVariable name="c".*?</ScalarVariable>', xml, re.S).group(0)
-        xml = xml.replace(variable, variable + variable.replace('name="c"', 'name="k"'), 1)
+        xml = xml.replace("</ModelVariables>", variable.replace('name="c"', 'name="k"') + "</ModelVariables>", 1)
     assert xml != description
     fmu = _rezip(exported, work / f"{edit}.fmu", replace={"modelDescription.xml": xml.encode()})
     with open_fmu(fmu) as archive:

@@ -222,12 +222,13 @@ def test_fd_gradient_through_the_binary_equals_the_adjoint(name, version, export
 
 
 @pytest.mark.parametrize(("name", "version"), _cases(OFF_GRID_EXAMPLE))
-def test_sensitivities_are_refused_for_a_co_simulation_fmu(name, version, exported, measured):
-    """The exported FMUs have no Model Exchange interface: ``--gradient sensitivity`` ends with
-    exit code 2 and one error line that names the path that works (``--gradient fd``).  One
-    example per version: the refusal depends only on the interfaces, which every export shares."""
+def test_sensitivities_are_refused_for_a_co_simulation_fmu(name, version, work, measured):
+    """An FMU exported with ``--interface cs`` has no Model Exchange interface: ``--gradient
+    sensitivity`` ends with exit code 2 and one error line that names the path that works
+    (``--gradient fd``).  One example per version: the refusal depends only on the interfaces."""
+    fmu = export_fmu(example_path(name), work / f"{name}_fmi{version}_cs.fmu", fmi_version=version, interface="cs")
     for command in ("identify", "gradient"):
-        code, out, err = _cli([command, "--fmu", exported(name, version), "--data", measured(name), "--params",
+        code, out, err = _cli([command, "--fmu", fmu, "--data", measured(name), "--params",
                                CASES[name].params, "--gradient", "sensitivity"])
         assert code == 2 and out == "", (command, out)
         assert err.count("fmi-adjoint: error:") == 1 and "--gradient fd" in err, (command, err)

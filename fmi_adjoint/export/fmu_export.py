@@ -23,14 +23,15 @@ Value references (``fa_fmu_common.h``)::
     1 + n_p + n_y + n + i          velocity v_i ("v.<name>")
     1 + n_p + n_y + 2 n + k        Lagrange multiplier lambda_k of constraint row k ("lambda.<row>"), k < m
 
-With Model Exchange (``--interface me`` or ``both``)
+With Model Exchange (``--interface me``, or ``both``: the default, one binary for both)
 the positions and velocities are the continuous states x = (q, v) (``fmi/fa_fmu_me.c``), and::
 
     1 + n_p + n_y + 2 n + m + i    acceleration der(v_i) ("der(v.<name>)")
 
 ``<ModelStructure>`` declares the exact structural dependencies of the derivatives and outputs
 on the states and inputs (:mod:`fmi_adjoint.export.structure`); directional derivatives (FMI 2
-and 3) and adjoint derivatives (FMI 3) are served by Model Exchange instances.  A model with a
+and 3) and adjoint derivatives (FMI 3) are served by Model Exchange instances, and their FMU
+states (``canGetAndSetFMUstate``, serializable) hold the core's time, states and parameters.  A model with a
 coordinate that has neither mass nor a constraint (massless Maxwell nodes) cannot run as Model
 Exchange: ``me`` refuses it by name, ``both`` exports Co-Simulation only.
 
@@ -98,10 +99,9 @@ __all__ = ["DEFAULT_INTERFACE", "ExportError", "FMI_LAYER_DIR", "FMI_VERSIONS", 
 FMI_VERSIONS = (2, 3)
 #: ``export --interface``: Co-Simulation, Model Exchange, or both in one FMU.
 INTERFACES = ("cs", "me", "both")
-#: The default interface.  Co-Simulation until the import side trusts FMUs that also declare
-#: Model Exchange (fmi_adjoint/fmu/archive.py ``_binary_mismatch`` refuses them, and its
-#: ``expected_description`` call must pass export.json's ``interface``).
-DEFAULT_INTERFACE = "cs"
+#: The default interface (issue 30, part 1): both in one FMU, one binary for both; Co-Simulation
+#: only, with a note, for a model Model Exchange refuses (:func:`me_refusal`).
+DEFAULT_INTERFACE = "both"
 _VERSION = "0.1.0"
 
 
@@ -221,10 +221,14 @@ def _model_description(model: Model, version: int, identifier: str, token: str, 
     if me is not None:
         exchange = _sub(root, "ModelExchange", modelIdentifier=identifier)
         if version == 2:
+            exchange.set("canGetAndSetFMUstate", "true")  # fa_fmu_get_state: with the core's t, x and p
+            exchange.set("canSerializeFMUstate", "true")
             exchange.set("providesDirectionalDerivative", "true")
             _sub_files(exchange, sources)
         else:
             exchange.set("needsCompletedIntegratorStep", "true")
+            exchange.set("canGetAndSetFMUState", "true")
+            exchange.set("canSerializeFMUState", "true")
             exchange.set("providesDirectionalDerivatives", "true")
             exchange.set("providesAdjointDerivatives", "true")
     if co_simulation or me is None:
@@ -422,14 +426,17 @@ def me_refusal(model: Model, patterns: dict[str, list[tuple[int, int]]]) -> str:
 
 
 def expected_description(model: Model, version: int, token: str, step: float, sources: list[str],
-                         interface: str = DEFAULT_INTERFACE):
+                         interface: str, sources_dir: Path):
     """The model description :func:`export_fmu` writes for ``model`` (the import side compares
     an exported FMU's XML with it before trusting the embedded model); ``interface`` as
-    recorded in ``export.json`` (exports before it existed: ``cs``)."""
+    recorded in ``export.json`` (exports before it existed, and ``both`` for a model Model
+    Exchange refuses, record none: ``cs``); ``sources_dir`` the ``sources/`` that
+    :func:`build_fmu_binary` wrote for ``model`` (its ``model.c``/``model.h`` give the Model
+    Exchange dependencies, as at export)."""
     me = None
     if interface != "cs":
-        generated = model_c_sources(Derivation(model))
-        me = model_structure(model, generated["model.c"], generated["model.h"], interface)
+        model_c, model_h = ((sources_dir / name).read_text(encoding="utf-8") for name in ("model.c", "model.h"))
+        me = model_structure(model, model_c, model_h, interface)
     return _model_description(model, version, _identifier(model.name), token, step, sources, me, interface != "me")
 
 

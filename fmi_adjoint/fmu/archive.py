@@ -487,12 +487,26 @@ class FmuArchive:
         return broken
 
     def _binary_mismatch(self, settings: dict) -> str | None:
-        """None if the Co-Simulation binary is the one the embedded model builds to, else why not."""
-        if self.description.modelExchange is not None:
-            return "it declares a Model Exchange interface, which fmi-adjoint never exports"
-        interface = self.description.coSimulation
-        if interface is None or not self.co_simulation:
-            return "it has no Co-Simulation binary for this platform"
+        """None if the binary is the one the embedded model builds to, else why not.
+
+        An export has one binary, named by the one ``modelIdentifier`` of every interface it
+        declares (:func:`~fmi_adjoint.export.export_fmu`: Co-Simulation, Model Exchange or
+        both, as ``export.json`` records in ``interface``; no record: Co-Simulation); the
+        interfaces declared are checked with the rest of the model description.
+        """
+        from ..export import INTERFACES
+
+        recorded_interface = settings.get("interface", "cs")
+        if recorded_interface not in INTERFACES:
+            return (f"resources/export.json records the interface {excerpt(str(recorded_interface), 40)}, which is "
+                    f"none of {', '.join(INTERFACES)} (a tampered file)")
+        declared = [i for i in (self.description.coSimulation, self.description.modelExchange) if i is not None]
+        if len({i.modelIdentifier for i in declared}) > 1:
+            return ("its Model Exchange and Co-Simulation interfaces name different binaries, while fmi-adjoint "
+                    "exports one for both")
+        if not declared or not (self.co_simulation or self.model_exchange):
+            return "it has no binary for this platform"
+        interface = declared[0]
         relative = f"binaries/{PLATFORM_DIRS[self.fmi_version]}/{interface.modelIdentifier}.so"
         recorded = settings.get("binary_sha256")
         if not isinstance(recorded, str):
@@ -521,7 +535,8 @@ class FmuArchive:
                                                    solver=export_scheme(settings), storage=export_storage(settings))
                 with open(binary, "rb") as handle:
                     rebuilt = hashlib.file_digest(handle, "sha256").hexdigest()
-            expected = expected_description(model, version, self.description.guid, step, sources)
+                expected = expected_description(model, version, self.description.guid, step, sources,
+                                                recorded_interface, Path(tmp) / "sources")
         except (FmiAdjointError, ImportError, OSError, KeyError, TypeError, ValueError, OverflowError) as exc:
             return f"the embedded model cannot be rebuilt to check the binary ({type(exc).__name__})"
         if rebuilt != actual:

@@ -20,8 +20,11 @@ What changes, and why (everything else is copied byte for byte, same names and o
   hashes the model file and the export settings, values included
   (:func:`~fmi_adjoint.export.instantiation_token`), so another parameterization is
   another model for every importer that caches by token;
-* ``binaries/<this platform>/<modelIdentifier>.so``: compiled from those sources;
-* ``modelDescription.xml``: the identified start values and the new token;
+* ``binaries/<this platform>/<modelIdentifier>.so``: compiled from those sources (the one
+  binary of every interface the FMU declares: Co-Simulation, Model Exchange or both);
+* ``modelDescription.xml``: the identified start values and the new token (its interfaces
+  and their model structure stay as exported: the dependencies are structural, and the
+  trust check of the rebuilt FMU compares them with its model's);
 * ``resources/export.json``: ``values`` and ``binary_sha256``, so that the rebuilt FMU
   passes the same three trust checks as a fresh export (its embedded model reproduces the
   token and builds to that very binary) and is identified on its model again.
@@ -134,7 +137,9 @@ def rebuild_fmu(archive: FmuArchive, values: Mapping[str, float], output) -> Reb
     model = load_model(archive.model_file).with_values(compiled_in)
     version, step, solver = int(settings["fmi_version"]), float(settings["step"]), export_scheme(settings)
     token = instantiation_token(text, compiled_in, step, solver, version)
-    interface = archive.description.coSimulation
+    # One binary for every interface the export declares (Co-Simulation, Model Exchange or
+    # both: the trust check saw one modelIdentifier); the model description keeps them all.
+    interface = archive.description.coSimulation or archive.description.modelExchange
     platform = PLATFORM_DIRS[archive.fmi_version]
     binary_entry = f"binaries/{platform}/{interface.modelIdentifier}.so"
     files = {entry.name for entry in archive.entries if not entry.is_dir}

@@ -1,8 +1,9 @@
-/* fmi-adjoint FMU runtime: FMI 2.0 Co-Simulation interface over the HHT engine.
+/* fmi-adjoint FMU runtime: FMI 2.0 Co-Simulation interface over the HHT engine, and Model
+ * Exchange over the core of fa_fmu_me.h (an instance of either type; FMU states of both).
  *
  * Value references: 1 + k = parameter/input k, 1 + FA_NP + j = output j (fa_fmu_common.h).
- * Log categories: "logEvents", "logStatusError".  Model Exchange and every variable type
- * other than Real are not supported.
+ * Log categories: "logEvents", "logStatusError".  Every variable type other than Real is
+ * not supported.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,13 +230,13 @@ fmi2Status fmi2SetString(fmi2Component c, const fmi2ValueReference vr[], size_t 
 fmi2Status fmi2GetFMUstate(fmi2Component c, fmi2FMUstate *FMUstate)
 {
     FA_GET(c);
-    FA_RET(fa_fmu_get_state(f, FMUstate, "fmi2GetFMUstate"));
+    FA_RET(fa_fmu_get_state(f, FA_ME_OF(f), FMUstate, "fmi2GetFMUstate"));
 }
 
 fmi2Status fmi2SetFMUstate(fmi2Component c, fmi2FMUstate FMUstate)
 {
     FA_GET(c);
-    FA_RET(fa_fmu_set_state(f, FMUstate, "fmi2SetFMUstate"));
+    FA_RET(fa_fmu_set_state(f, FA_ME_OF(f), FMUstate, "fmi2SetFMUstate"));
 }
 
 fmi2Status fmi2FreeFMUstate(fmi2Component c, fmi2FMUstate *FMUstate)

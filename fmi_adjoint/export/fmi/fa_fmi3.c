@@ -1,8 +1,9 @@
-/* fmi-adjoint FMU runtime: FMI 3.0 Co-Simulation interface over the HHT engine.
+/* fmi-adjoint FMU runtime: FMI 3.0 Co-Simulation interface over the HHT engine, and Model
+ * Exchange over the core of fa_fmu_me.h (an instance of either type; FMU states of both).
  *
  * Value references: 0 = time (independent), 1 + k = parameter/input k, 1 + FA_NP + j =
- * output j (fa_fmu_common.h).  Log categories: "logEvents", "logStatusError".  No Event
- * Mode, clocks, Model Exchange, Scheduled Execution or variable types other than Float64.
+ * output j (fa_fmu_common.h).  Log categories: "logEvents", "logStatusError".  No clocks,
+ * Scheduled Execution or variable types other than Float64.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -314,13 +315,13 @@ fmi3Status fmi3GetVariableDependencies(fmi3Instance instance, fmi3ValueReference
 fmi3Status fmi3GetFMUState(fmi3Instance instance, fmi3FMUState *FMUState)
 {
     FA_GET(instance);
-    FA_RET(fa_fmu_get_state(f, FMUState, "fmi3GetFMUState"));
+    FA_RET(fa_fmu_get_state(f, FA_ME_OF(f), FMUState, "fmi3GetFMUState"));
 }
 
 fmi3Status fmi3SetFMUState(fmi3Instance instance, fmi3FMUState FMUState)
 {
     FA_GET(instance);
-    FA_RET(fa_fmu_set_state(f, FMUState, "fmi3SetFMUState"));
+    FA_RET(fa_fmu_set_state(f, FA_ME_OF(f), FMUState, "fmi3SetFMUState"));
 }
 
 fmi3Status fmi3FreeFMUState(fmi3Instance instance, fmi3FMUState *FMUState)

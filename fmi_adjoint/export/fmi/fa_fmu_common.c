@@ -581,9 +581,12 @@ fa_status fa_fmu_no_variables(const fa_fmu *f, const unsigned int vr[], size_t n
 /* ------------------------------------------------------------------ FMU states ----- */
 
 /* data: [mode, start_time, preview_valid, time, input_value, input_time, input_slope (FA_NP
- * each), engine state...] */
+ * each), engine state..., model_exchange (1: saved by a Model Exchange instance, else 0), Model
+ * Exchange core state... (zeros for a Co-Simulation instance)] */
 #define FA_STATE_INPUTS 4
 #define FA_STATE_EXTRA (FA_STATE_INPUTS + 3 * FA_NP)
+#define FA_STATE_ME_FLAG (FA_STATE_EXTRA + fa_engine_state_size())
+#define FA_STATE_ME (FA_STATE_ME_FLAG + 1)
 typedef struct {
     unsigned magic;
     size_t n;
@@ -595,7 +598,7 @@ typedef struct {
 static const char fa_serial_magic[8] = {'F', 'A', 'F', 'M', 'U', 'S', 'T', '1'};
 #define FA_SERIAL_HEADER 32u
 
-static size_t fa_state_n(void) { return FA_STATE_EXTRA + fa_engine_state_size(); }
+static size_t fa_state_n(void) { return FA_STATE_ME + fa_me_state_size(); }
 
 static uint64_t fa_fnv1a(const void *data, size_t size)
 {
@@ -622,7 +625,7 @@ static fa_state *fa_state_check(const fa_fmu *f, void *state, const char *functi
     return s;
 }
 
-fa_status fa_fmu_get_state(fa_fmu *f, void **state, const char *function)
+fa_status fa_fmu_get_state(fa_fmu *f, const fa_me *me, void **state, const char *function)
 {
     if (fa_fmu_require(f, FA_MASK_ALIVE, function)) return FA_ERROR;
     if (!state) return fa_fmu_error(f, function, "the FMU state pointer is NULL");
@@ -644,15 +647,29 @@ fa_status fa_fmu_get_state(fa_fmu *f, void **state, const char *function)
         s->data[FA_STATE_INPUTS + FA_NP + k] = f->input_time[k];
         s->data[FA_STATE_INPUTS + 2 * FA_NP + k] = f->input_slope[k];
     }
+    s->data[FA_STATE_ME_FLAG] = me ? 1.0 : 0.0;
     fa_engine_get_state(f->engine, s->data + FA_STATE_EXTRA);
+    if (me) fa_me_get_state(me, s->data + FA_STATE_ME);
+    else memset(s->data + FA_STATE_ME, 0, sizeof(double) * fa_me_state_size());
     *state = s;
     return FA_OK;
 }
 
-fa_status fa_fmu_set_state(fa_fmu *f, void *state, const char *function)
+static const char *fa_interface_name(int model_exchange)
+{
+    return model_exchange ? "Model Exchange" : "Co-Simulation";
+}
+
+fa_status fa_fmu_set_state(fa_fmu *f, fa_me *me, void *state, const char *function)
 {
     fa_state *s = fa_state_check(f, state, function);
     if (!s) return FA_ERROR;
+    if ((s->data[FA_STATE_ME_FLAG] != 0.0) != (me != NULL))
+        return fa_fmu_error(f, function, "the FMU state was saved by a %s instance, this is a %s instance; use a "
+                            "state of this instance's interface", fa_interface_name(s->data[FA_STATE_ME_FLAG] != 0.0),
+                            fa_interface_name(me != NULL));
+    if (me && !fa_me_state_valid(s->data + FA_STATE_ME))
+        return fa_fmu_error(f, function, "the FMU state holds an invalid Model Exchange state");
     fa_settings own;
     fa_settings_of_fmu(&own);
     if (!fa_engine_state_matches(s->data + FA_STATE_EXTRA, &own))
@@ -660,6 +677,7 @@ fa_status fa_fmu_set_state(fa_fmu *f, void *state, const char *function)
                             "than this FMU's; use a state of this FMU");
     if (fa_engine_set_state(f->engine, s->data + FA_STATE_EXTRA) != 0)
         return fa_fmu_error(f, function, "the FMU state holds non-finite values");
+    if (me) fa_me_set_state(me, s->data + FA_STATE_ME);
     f->mode = (fa_mode)(int)s->data[0];
     f->start_time = s->data[1];
     f->preview_valid = s->data[2] != 0.0;
@@ -739,9 +757,10 @@ fa_status fa_fmu_deserialize(fa_fmu *f, const unsigned char *buffer, size_t size
     memcpy(s->data, buffer + FA_SERIAL_HEADER, sizeof(double) * n);
     int valid = 1;
     for (size_t i = 0; i < n; ++i) valid = valid && isfinite(s->data[i]);
-    double mode = s->data[0], preview = s->data[2];
+    double mode = s->data[0], preview = s->data[2], model_exchange = s->data[FA_STATE_ME_FLAG];
     if (!valid || !(mode == FA_MODE_INSTANTIATED || mode == FA_MODE_INITIALIZATION || mode == FA_MODE_STEP
-                    || mode == FA_MODE_TERMINATED) || !(preview == 0.0 || preview == 1.0)) {
+                    || mode == FA_MODE_TERMINATED) || !(preview == 0.0 || preview == 1.0)
+        || !(model_exchange == 0.0 || model_exchange == 1.0)) {
         free(s);
         return fa_fmu_error(f, function, "the serialized state holds invalid values");
     }

@@ -143,9 +143,11 @@ fa_status fa_fmu_no_variables(const fa_fmu *fmu, const unsigned int vr[], size_t
                               const char *function);
 fa_status fa_fmu_unsupported(const fa_fmu *fmu, const char *function, const char *why);
 
-/* FMU states: heap copies of the engine state plus the FMI-level mode. */
-fa_status fa_fmu_get_state(fa_fmu *fmu, void **state, const char *function);
-fa_status fa_fmu_set_state(fa_fmu *fmu, void *state, const char *function);
+/* FMU states: heap copies of the engine state plus the FMI-level mode, and (me not NULL: a Model
+ * Exchange instance) the Model Exchange core's time, states and parameters (fa_me_get_state).
+ * A state restores only into an instance of the interface that saved it. */
+fa_status fa_fmu_get_state(fa_fmu *fmu, const fa_me *me, void **state, const char *function);
+fa_status fa_fmu_set_state(fa_fmu *fmu, fa_me *me, void *state, const char *function);
 fa_status fa_fmu_free_state(fa_fmu *fmu, void **state, const char *function);
 fa_status fa_fmu_serialized_size(fa_fmu *fmu, void *state, size_t *size, const char *function);
 fa_status fa_fmu_serialize(fa_fmu *fmu, void *state, unsigned char *buffer, size_t size, const char *function);

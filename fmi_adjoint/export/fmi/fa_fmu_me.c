@@ -120,6 +120,35 @@ void fa_me_set_parameters(fa_me *me, const double *p)
     invalidate(me);
 }
 
+/* b = (t, tolerance, q, v, p). */
+size_t fa_me_state_size(void) { return 2 + 2 * FA_N + ONE(FA_NP); }
+
+void fa_me_get_state(const fa_me *me, double *b)
+{
+    b[0] = me->t;
+    b[1] = me->tolerance;
+    memcpy(b + 2, me->q, sizeof(double) * FA_N);
+    memcpy(b + 2 + FA_N, me->v, sizeof(double) * FA_N);
+    memcpy(b + 2 + 2 * FA_N, me->p, sizeof(double) * ONE(FA_NP));
+}
+
+int fa_me_state_valid(const double *b)
+{
+    for (size_t i = 0; i < fa_me_state_size(); ++i)
+        if (!isfinite(b[i])) return 0;
+    return b[1] >= 0.0;
+}
+
+void fa_me_set_state(fa_me *me, const double *b)
+{
+    me->t = b[0];
+    me->tolerance = b[1];
+    memcpy(me->q, b + 2, sizeof(double) * FA_N);
+    memcpy(me->v, b + 2 + FA_N, sizeof(double) * FA_N);
+    memcpy(me->p, b + 2 + 2 * FA_N, sizeof(double) * ONE(FA_NP));
+    invalidate(me);
+}
+
 int fa_me_initialize(fa_me *me, double t0)
 {
     fa_engine *engine = fa_engine_new();

@@ -81,6 +81,15 @@ int fa_me_adjoint(fa_me *me, const double *wxdot, const double *wy, double *gx, 
  * memory is exhausted or K is structurally singular. */
 int fa_me_dependencies(unsigned char *xdot_x, unsigned char *xdot_p, unsigned char *y_x, unsigned char *y_p);
 
+/* FMU state of the core (fmi2GetFMUstate / fmi3GetFMUState of a Model Exchange instance):
+ * t, the drift tolerance, q, v and p, fa_me_state_size() values.  fa_me_state_valid: 1 if
+ * b holds such a state (finite values, a tolerance >= 0), else 0; fa_me_set_state restores
+ * a valid one (and invalidates the cached solution). */
+size_t fa_me_state_size(void);
+void fa_me_get_state(const fa_me *me, double *b);
+int fa_me_state_valid(const double *b);
+void fa_me_set_state(fa_me *me, const double *b);
+
 /* Constraint violation at the current state, scaled by the tolerance's reference
  * (max|C| / (1 + max|q|), max|C_q v + C_t| / (1 + max|v|)).  Either may be NULL. */
 void fa_me_drift(fa_me *me, double *position, double *velocity);
