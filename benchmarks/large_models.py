@@ -253,11 +253,18 @@ def row(name: str, cold: dict, warm: dict, measured: dict) -> str:
             f"{cold['lower_cpu']:>9.1f} {cold['compiler_cpu']:>6.1f} {cold['solver_cpu']:>10.1f} "
             f"{warm['seconds']:>7.2f} {warm['cpu']:>8.2f} "
             f"{measured['storage']:>7} "
-            f"{nnz if nnz is not None else '-':>10} {1e6 * measured['native']:>10.0f} "
-            f"{1e6 * measured['native_cpu']:>9.0f} {1e3 * measured['init_cpu']:>7.1f} {measured['newton']:>6.2f} "
+            f"{nnz if nnz is not None else '-':>10} {_positive(1e6 * measured['native'], 10, '.0f')} "
+            f"{_positive(1e6 * measured['native_cpu'], 9, '.0f')} {_positive(1e3 * measured['init_cpu'], 7, '.1f')} "
+            f"{measured['newton']:>6.2f} "
             f"{measured['adjoint_ratio']:>7.2f} "
             f"{_fd(measured)} "
             f"{measured['peak_mb']:>7.0f} {cold['peak_mb']:>8.0f} {_dense(measured)}")
+
+
+def _positive(value: float, width: int, form: str) -> str:
+    """A time from a difference of two runs, or ``noise`` where the machine's load made the
+    difference not positive (the longer run measured faster)."""
+    return f"{value:>{width}{form}}" if value > 0 else f"{'noise':>{width}}"
 
 
 def _fd(measured: dict) -> str:

@@ -55,7 +55,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .cache import BuildCache, fingerprint, library_versions, source_fingerprint
 from .errors import FmiAdjointError, ModelError
@@ -163,7 +163,7 @@ def description_text(value: object) -> str | None:
         if scipy_sparse is not None and scipy_sparse.issparse(item):
             # An FE model's matrices (a flexible body's): its entries in one canonical layout,
             # duplicates summed and indices sorted, so equal matrices give one text.
-            csr = item.tocsr(copy=True)
+            csr = cast(Any, item).tocsr(copy=True)
             csr.sum_duplicates()
             csr.sort_indices()
             return (f"{type(item).__name__}({csr.dtype.str},{csr.shape},{walk(csr.indptr)},{walk(csr.indices)},"
