@@ -160,13 +160,14 @@ def description_text(value: object) -> str | None:
         if numpy is not None and isinstance(item, numpy.generic) and not isinstance(item, numpy.object_):
             return f"numpy.{type(item).__name__}:{item.tobytes().hex()}"
         scipy_sparse = sys.modules.get("scipy.sparse")
-        if scipy_sparse is not None and scipy_sparse.issparse(item):
+        if numpy is not None and scipy_sparse is not None and scipy_sparse.issparse(item):
             # An FE model's matrices (a flexible body's): its entries in one canonical layout,
             # duplicates summed and indices sorted, so equal matrices give one text.
             csr = cast(Any, item).tocsr(copy=True)
             csr.sum_duplicates()
             csr.sort_indices()
-            return (f"{type(item).__name__}({csr.dtype.str},{csr.shape},{walk(csr.indptr)},{walk(csr.indices)},"
+            index = [numpy.asarray(a, dtype=numpy.int64) for a in (csr.indptr, csr.indices)]  # int32 or int64
+            return (f"{type(item).__name__}({csr.dtype.str},{csr.shape},{walk(index[0])},{walk(index[1])},"
                     f"{walk(csr.data)})")
         raise _NotCanonical(type(item).__qualname__)
 

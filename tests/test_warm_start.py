@@ -318,6 +318,8 @@ def test_description_text_of_a_sparse_matrix_is_its_entries_in_any_layout():
     unsorted = scipy.sparse.csr_matrix((dense[rows, cols][::-1], (rows[::-1], cols[::-1])), shape=(3, 3))
     assert text(csr) is not None
     assert text(csr) == text(unsorted) == text(scipy.sparse.csc_matrix(dense).tocsr())
+    wide = scipy.sparse.csr_matrix((csr.data, csr.indices.astype(np.int64), csr.indptr.astype(np.int64)), shape=(3, 3))
+    assert text(wide) == text(csr)  # the index arrays' integer type is not part of the matrix
     changed = dense.copy()
     changed[2, 2] = np.nextafter(4.0, 5.0)
     assert text(csr) != text(scipy.sparse.csr_matrix(changed))
