@@ -72,13 +72,13 @@ def reduce_outputs(name: str, outputs: Sequence[sp.MatrixBase | Sequence[sp.Expr
                 if expr != 0:
                     flat.append(expr)
                     slots.append((k, (i,) if vector else (i, j)))
-    for expr in flat:
-        if expr.has(sp.Derivative):
-            raise ModelError(
-                f"{name}: an expression needs a derivative that no element supplies "
-                f"({next(iter(expr.atoms(sp.Derivative)))}); numeric elements give first derivatives "
-                "only, so they cannot act on a massless coordinate without a constraint."
-            )
+    derivative = _first_derivative(flat)
+    if derivative is not None:
+        raise ModelError(
+            f"{name}: an expression needs a derivative that no element supplies "
+            f"({derivative}); numeric elements give first derivatives "
+            "only, so they cannot act on a massless coordinate without a constraint."
+        )
     # No "basic" pre-optimizations: their factor_terms pass is superlinear (a 1 KB product of
     # 100 factors took 91 s); plain CSE finds the same shared terms in our derivatives.
     # order="none": the subexpressions are taken in the expressions' own argument order (sympy's
@@ -87,3 +87,20 @@ def reduce_outputs(name: str, outputs: Sequence[sp.MatrixBase | Sequence[sp.Expr
     # component type that sorting was half of the 17.9 s the elimination took (issue 23).
     replacements, reduced = sp.cse(flat, symbols=sp.numbered_symbols("_c"), order="none")
     return ReducedOutputs(tuple(shapes), tuple(slots), tuple(replacements), tuple(reduced))
+
+
+def _first_derivative(expressions: Sequence[sp.Expr]) -> sp.Derivative | None:
+    """An unevaluated derivative in ``expressions``, or None: one walk over their graph, each
+    shared subexpression once (``expr.has`` walks every entry's tree: a tenth of a component
+    type's printing, the entries of a Jacobian sharing most of their subtrees)."""
+    seen: set[sp.Basic] = set()
+    stack = list(expressions)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, sp.Derivative):
+            return node
+        for arg in node.args:
+            if arg not in seen:
+                seen.add(arg)
+                stack.append(arg)
+    return None

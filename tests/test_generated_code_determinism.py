@@ -55,3 +55,26 @@ def test_generated_code_does_not_depend_on_string_hashing():
     first, second = _digest("1"), _digest("4242")
     assert len(first) == 64
     assert first == second
+
+
+def test_an_unevaluated_derivative_is_refused_naming_it_and_shared_subtrees_are_walked_once():
+    """:func:`fmi_adjoint.cse.reduce_outputs` refuses an entry that still holds a derivative no
+    element supplies (a numeric element's second derivative), naming it, wherever it sits in the
+    entries' shared subtrees; entries without one are reduced."""
+    import sympy as sp
+
+    from fmi_adjoint.cse import reduce_outputs
+    from fmi_adjoint.errors import ModelError
+
+    x, y = sp.symbols("x y", real=True)
+    f = sp.Function("f")(x)
+    shared = sp.sin(x * y) + sp.cos(x) ** 2
+    deep = shared
+    for _ in range(30):  # a deep chain of shared subtrees: the walk visits each node once
+        deep = deep * shared + deep
+    reduced = reduce_outputs("step", [[deep, deep + 1]])
+    assert len(reduced.reduced) == 2
+    hidden = deep + sp.exp(y * sp.Derivative(f, x, 2))
+    with pytest.raises(ModelError, match=r"step: an expression needs a derivative that no element supplies "
+                                         r"\(Derivative\(f\(x\), \(x, 2\)\)\)"):
+        reduce_outputs("step", [[deep], sp.Matrix([[x, hidden]])])
