@@ -258,7 +258,7 @@ def suspension_rows(modes: list[int], steps: int, budget: float, span: float) ->
                 verdict = "meets" if ratio <= TARGET_STEP_RATIO else "misses"
                 print(f"suspension, 20 modes per body: {ratio:.2f}x the step of a rigid tree of {rigid['n']} "
                       f"coordinates ({verdict} the target <= {TARGET_STEP_RATIO:g}x)", flush=True)
-                status = max(status, modified_newton(rigid, Path(tmp), sources, steps, budget))
+                status = max(status, modified_newton(rigid, size, Path(tmp), sources, steps, budget))
         if results:
             table = measure("suspension", min(results), Path(tmp), sources, steps, 4 * budget, ("table_1",), span)
             if isinstance(table, str):
@@ -269,13 +269,14 @@ def suspension_rows(modes: list[int], steps: int, budget: float, span: float) ->
     return status
 
 
-def modified_newton(rigid: dict, tmp: Path, sources: str, steps: int, budget: float) -> int:
+def modified_newton(rigid: dict, size: int, tmp: Path, sources: str, steps: int, budget: float) -> int:
     """The 20-mode suspension and its rigid tree again with modified Newton (``newton =
     "modified"``, from the filled caches): the suspension's mass and stiffness are constant and
     its constraints quadratic (Vanpaemel et al., eqs. (11)-(13)), so its iteration matrix barely
-    changes and is factored rarely; 1 if a run did not finish."""
-    runs = {form: measure(form, size, tmp, sources, steps, budget, ("measure",), newton="modified")
-            for form, size in (("suspension", 20), ("rigid", rigid["n"]))}
+    changes and is factored rarely; ``size``: the one the rigid tree was measured with (its
+    cache's name); 1 if a run did not finish."""
+    runs = {form: measure(form, n, tmp, sources, steps, budget, ("measure",), newton="modified")
+            for form, n in (("suspension", 20), ("rigid", size))}
     flexible, tree = runs["suspension"], runs["rigid"]
     if isinstance(flexible, str) or isinstance(tree, str):
         print(f"modified Newton: {flexible if isinstance(flexible, str) else tree}", flush=True)

@@ -90,3 +90,24 @@ def test_terms_that_differ_in_their_floats_only_get_their_own_numbers():
     ys = [i for i in fast.instances if i.outputs]
     # y1/y2 and y3/y4 share a type each (shapes equal, numbers data).
     assert ys[0].type == ys[1].type and ys[2].type == ys[3].type
+
+
+def test_a_tree_the_rewriting_re_sorts_is_not_a_shortcut_to_wrong_numbers():
+    """sympy takes the sign out of sin(-x) by the order of its symbols' names: globally
+    ``-sin(0.5 q_10 - 0.5 q_9)`` (q_10 sorts before q_9), rewritten ``sin(0.5 q_0 - 0.5 q_1)``.
+    The first instance's numbers repeat up to sign, so matching its slots by value would pass,
+    and the second instance (0.7, -0.2) would get its numbers swapped (the reviewer's case: y2
+    came out -0.435 where it is +0.435)."""
+    coordinates = tuple(Coordinate(f"x{i}", mass="m", initial_position=0.9) for i in range(12))
+    outputs = (Output("y1", "sin(0.5*x9 - 0.5*x10)"), Output("y2", "sin(0.7*x9 - 0.2*x10)"),
+               Output("y3", "cos(0.3*x9 - 0.3*x10) + abs(0.4*x10 - 0.4*x9)"),
+               Output("y4", "cos(0.8*x9 - 0.1*x10) + abs(0.6*x10 - 0.2*x9)"))
+    model = Model(name="resorted", coordinates=coordinates, parameters=(Parameter("m", 1.0),), outputs=outputs)
+    fast, _ = assert_same_contributions(model)
+    y = {i.what: i for i in fast.instances if i.outputs}
+    ct = fast.types[y["output 'y2'"].type]
+    assert isinstance(ct, ComponentType)
+    groups = local_symbols(ct.n, ct.m, ct.n_p, ct.n_d)
+    values = {s: sp.Float(0.9) for s in groups["q"]}  # type: ignore[union-attr]
+    values.update(zip(groups["d"], map(sp.Float, y["output 'y2'"].data)))  # type: ignore[arg-type]
+    assert float(ct.Y[0].xreplace(values)) == pytest.approx(np.sin(0.7 * 0.9 - 0.2 * 0.9), rel=EXACT)

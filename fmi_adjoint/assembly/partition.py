@@ -231,7 +231,8 @@ class _Localizer:
         # the *local* expressions, so two instances differing only in their model indices
         # (``q_98`` against ``q_123`` sort differently) and their numbers are one type.
         localized = [matrix.xreplace(mapping) if matrix.rows else matrix for matrix in (M, Q, C, Y)]
-        floats = _data_floats([e for matrix in localized for e in matrix])
+        plain = [e for matrix in localized for e in matrix]
+        floats = _data_floats(plain)
         n_d = len(floats)
         if floats:
             data = dict(zip(floats, local_symbols(0, 0, 0, n_d)["d"]))
@@ -246,10 +247,18 @@ class _Localizer:
             type=self.by_key[key], coordinates=tuple(coordinates), multipliers=tuple(multipliers),
             outputs=tuple(outputs), parameters=tuple(params), data=tuple(float(f) for f in floats), what=what))
         if shortcut is not None:
-            where = {f: k for k, f in enumerate(shortcut.floats)}
-            slots = tuple(where.get(f, -1) for f in floats)
-            if len(slots) == len(shortcut.floats) and -1 not in slots:
-                self.seen[(kind, n, m, n_p, repr(shapes), shortcut.key)] = (self.by_key[key], slots)
+            # The slots are matched by position in the *rewritten* tree's own signature, and only
+            # where it is the global one: the rewriting may re-sort a tree (sympy takes the sign
+            # out of sin(-x) by the order of its symbols' names, and q_10 sorts before q_9 but
+            # q_0 before q_1), and matching by value would then give a later instance's numbers
+            # to the wrong slots where values repeat up to sign (sin(0.5 x - 0.5 y)).
+            names = {symbol: symbol.name for e in plain for symbol in e.free_symbols}
+            own = self.shapes.signature(plain, names)
+            if own is not None and own.key == shortcut.key:
+                where = {f: k for k, f in enumerate(own.floats)}
+                slots = tuple(where.get(f, -1) for f in floats)
+                if len(slots) == len(own.floats) and -1 not in slots:
+                    self.seen[(kind, n, m, n_p, repr(shapes), shortcut.key)] = (self.by_key[key], slots)
 
 
     def add_structured(self, what: str, ct: StructuredType, coordinates: Sequence[int], multipliers: Sequence[int],

@@ -166,8 +166,10 @@ class NativeLibrary:
 
         ``t_end - t0`` must be a whole number of steps (the FMU's communication grid).  The
         solver's scheme, constant and ``rtol`` are used; like an FMU, the run takes the default
-        ``max_iterations`` and full Newton, and the C engine reports non-finite parameter
-        values (as a ConvergenceError).
+        ``max_iterations``, and the C engine reports non-finite parameter values (as a
+        ConvergenceError).  The run takes full Newton whatever ``solver.reuse_jacobian`` says: an
+        FMU exported with modified Newton (``--newton modified`` or the model's ``[simulation]
+        newton``) differs from it by the Newton tolerance times the contraction.
         """
         n_steps = int(round((t_end - t0) / step))
         if n_steps < 1 or abs(n_steps * step - (t_end - t0)) > 1e-9 * step * n_steps:
