@@ -379,6 +379,11 @@ _MBS_FORCES = tuple(MODEL_FILE_KEYS["forces"])
 _INLINE_TABLES = frozenset({"rotation", "laws", "matrix", "hessians", "beam", "fe", "modes", "damping"})
 _SECTIONS = frozenset(MODEL_FILE_KEYS) - _INLINE_TABLES
 
+#: The ``[simulation]`` keys whose values are names, not numbers: what each names (for
+#: messages) and its choices (SimulationSettings checks the value).
+_SIMULATION_NAMES = {"integrator": ("an integrator", '"hht" or "generalized_alpha"'),
+                     "newton": ("a Newton variant", '"full" or "modified"')}
+
 
 def load_model(path: str | os.PathLike, registry: Registry | None = None, *,
                allow_external_tables: bool = False, components: ComponentRegistry | None = None) -> Model:
@@ -902,15 +907,11 @@ class _Reader:
         sim = self.table(self.doc.get("simulation", {}), where, MODEL_FILE_KEYS["simulation"][""])
         values: dict[str, object] = {}
         for key, val in sim.items():
-            if key == "integrator":
+            if key in _SIMULATION_NAMES:
+                what, choices = _SIMULATION_NAMES[key]
                 if not isinstance(val, str):
-                    raise ModelError(f"{self.where('simulation', key=key)}: {excerpt(repr(val))} is not an integrator; "
-                                     "write \"hht\" or \"generalized_alpha\".")
-                values[key] = val
-            elif key == "newton":
-                if not isinstance(val, str):
-                    raise ModelError(f"{self.where('simulation', key=key)}: {excerpt(repr(val))} is not a Newton "
-                                     "variant; write \"full\" or \"modified\".")
+                    raise ModelError(f"{self.where('simulation', key=key)}: {excerpt(repr(val))} is not {what}; "
+                                     f"write {choices}.")
                 values[key] = val
             else:
                 values[key] = self.constant(val, self.where("simulation", key=key))

@@ -218,19 +218,28 @@ class _Localizer:
         shapes = [(M.rows, M.cols), (Q.rows, 1), (C.rows, 1), (Y.rows, 1)]
         shortcut = (self.shapes.signature(expressions, {g: getattr(s, "name", "") for g, s in mapping.items()})
                     if self.shortcut else None)
-        if shortcut is not None:
-            found = self.seen.get((kind, n, m, n_p, repr(shapes), shortcut.key))
-            if found is not None:
-                type_index, slots = found
-                self.instances.append(Instance(
-                    type=type_index, coordinates=tuple(coordinates), multipliers=tuple(multipliers),
-                    outputs=tuple(outputs), parameters=tuple(params),
-                    data=tuple(float(shortcut.floats[k]) for k in slots), what=what))
-                return
+        seen_as = None if shortcut is None else (kind, n, m, n_p, repr(shapes), shortcut.key)
+        found = None if seen_as is None else self.seen.get(seen_as)
+        if shortcut is not None and found is not None:
+            type_index, data = found[0], tuple(float(shortcut.floats[k]) for k in found[1])
+        else:
+            type_index, plain, floats = self._rewrite(kind, (n, m, n_p, shapes), mapping, (M, Q, C, Y))
+            data = tuple(float(f) for f in floats)
+            if seen_as is not None:
+                self._remember(seen_as, type_index, plain, floats)
+        self.instances.append(Instance(
+            type=type_index, coordinates=tuple(coordinates), multipliers=tuple(multipliers),
+            outputs=tuple(outputs), parameters=tuple(params), data=data, what=what))
+
+    def _rewrite(self, kind: str, sizes: tuple[int, int, int, list[tuple[int, int]]], mapping: dict[sp.Basic, sp.Basic],
+                 matrices: tuple[sp.Matrix, ...]) -> tuple[int, list[sp.Expr], list[sp.Float]]:
+        """The type of one instance rewritten in local symbols (added if new), its local
+        expressions before the data slots, and the floats of its data slots."""
+        n, m, n_p, shapes = sizes
         # The symbols first, then the numbers: the order of the data slots follows the shape of
         # the *local* expressions, so two instances differing only in their model indices
         # (``q_98`` against ``q_123`` sort differently) and their numbers are one type.
-        localized = [matrix.xreplace(mapping) if matrix.rows else matrix for matrix in (M, Q, C, Y)]
+        localized = [matrix.xreplace(mapping) if matrix.rows else matrix for matrix in matrices]
         plain = [e for matrix in localized for e in matrix]
         floats = _data_floats(plain)
         n_d = len(floats)
@@ -241,25 +250,25 @@ class _Localizer:
                           canonical_text(tuple(tuple(matrix) for matrix in localized)))
         if key not in self.by_key:
             self.by_key[key] = len(self.types)
-            self.types.append(ComponentType(kind, n, m, Y.rows, n_p, n_d, localized[0], localized[1], localized[2],
-                                            localized[3], key))
-        self.instances.append(Instance(
-            type=self.by_key[key], coordinates=tuple(coordinates), multipliers=tuple(multipliers),
-            outputs=tuple(outputs), parameters=tuple(params), data=tuple(float(f) for f in floats), what=what))
-        if shortcut is not None:
-            # The slots are matched by position in the *rewritten* tree's own signature, and only
-            # where it is the global one: the rewriting may re-sort a tree (sympy takes the sign
-            # out of sin(-x) by the order of its symbols' names, and q_10 sorts before q_9 but
-            # q_0 before q_1), and matching by value would then give a later instance's numbers
-            # to the wrong slots where values repeat up to sign (sin(0.5 x - 0.5 y)).
-            names = {symbol: symbol.name for e in plain for symbol in e.free_symbols}
-            own = self.shapes.signature(plain, names)
-            if own is not None and own.key == shortcut.key:
-                where = {f: k for k, f in enumerate(own.floats)}
-                slots = tuple(where.get(f, -1) for f in floats)
-                if len(slots) == len(own.floats) and -1 not in slots:
-                    self.seen[(kind, n, m, n_p, repr(shapes), shortcut.key)] = (self.by_key[key], slots)
+            M, Q, C, Y = localized
+            self.types.append(ComponentType(kind, n, m, Y.rows, n_p, n_d, M, Q, C, Y, key))
+        return self.by_key[key], plain, floats
 
+    def _remember(self, seen_as: tuple, type_index: int, plain: list[sp.Expr], floats: list[sp.Float]) -> None:
+        """Let later instances of the signature in ``seen_as`` take type ``type_index``.
+
+        The slots are matched by position in the *rewritten* tree's own signature, and only
+        where it is the global one: the rewriting may re-sort a tree (sympy takes the sign out
+        of sin(-x) by the order of its symbols' names, and q_10 sorts before q_9 but q_0 before
+        q_1), and matching by value would then give a later instance's numbers to the wrong
+        slots where values repeat up to sign (sin(0.5 x - 0.5 y))."""
+        own = self.shapes.signature(plain, {symbol: symbol.name for e in plain for symbol in e.free_symbols})
+        if own is None or own.key != seen_as[-1]:
+            return
+        where = {f: k for k, f in enumerate(own.floats)}
+        slots = tuple(where.get(f, -1) for f in floats)
+        if len(slots) == len(own.floats) and -1 not in slots:
+            self.seen[seen_as] = (type_index, slots)
 
     def add_structured(self, what: str, ct: StructuredType, coordinates: Sequence[int], multipliers: Sequence[int],
                        parameters: Sequence[int], data: Sequence[float]) -> None:
@@ -314,9 +323,9 @@ class _Shapes:
     with the pattern of equal floats in the order of a walk over the sorted arguments.  Two
     instances with one signature are the same tree up to renaming, their data floats and the
     order of commuting arguments of equal shape, which differ in their floats only.  So the
-    second instance's data are the first one's slots filled from its own walk
-    (:meth:`_Localizer.add`); :func:`_data_floats` orders the slots of the rewritten tree by
-    the same rule.  The interned numbers are shared by all instances of one partition.
+    second instance's data are the first one's slots filled from its own walk, matched by
+    position in the first one's rewritten tree (:meth:`_Localizer._remember`).  The interned
+    numbers are shared by all instances of one partition.
     """
 
     def __init__(self) -> None:
