@@ -27,6 +27,7 @@ from sympy.core.function import AppliedUndef
 from sympy.printing.pycode import PythonCodePrinter
 
 from .cse import ReducedOutputs, reduce_outputs
+from .expressions import TABLE_RATE_SUFFIX
 
 __all__ = ["ArgumentGroup", "compile_source", "function_source", "generate_function", "load_function", "numeric_calls",
            "opaque_name"]
@@ -79,6 +80,19 @@ def _interpolator(times: Sequence[float], values: Sequence[float]) -> Callable:
         return np.interp(t, xs, ys)
 
     return table
+
+
+def _rate(times: Sequence[float], values: Sequence[float]) -> Callable:
+    """The slope of the segment holding ``t`` (right-sided at a table time, 0 outside the
+    table): :func:`fmi_adjoint.model.table_function`'s rate, as the C code computes it."""
+    xs = np.asarray(times, dtype=float)
+    slopes = np.append(np.diff(np.asarray(values, dtype=float)) / np.diff(xs), 0.0)
+
+    def rate(t):
+        k = np.searchsorted(xs, t, side="right") - 1
+        return np.where(k >= 0, slopes[np.clip(k, 0, len(xs) - 1)], 0.0)
+
+    return rate
 
 
 def numeric_calls(sym) -> dict[str, Callable]:
@@ -181,6 +195,7 @@ def load_function(name: str, source: str, tables: Mapping[str, tuple[Sequence[fl
     namespace: dict[str, object] = {"numpy": np, "math": math, "functools": functools}
     for table, (times, values) in tables.items():
         namespace[table] = _interpolator(times, values)
+        namespace[table + TABLE_RATE_SUFFIX] = _rate(times, values)
     namespace.update(calls)
     code = code if code is not None else compile_source(name, source)
     exec(code, namespace)  # noqa: S102 -- source printed by sympy from validated trees, see module docstring

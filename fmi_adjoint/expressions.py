@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 else:
     from .deferred import sympy as sp
 
-__all__ = ["FUNCTIONS", "CONSTANTS", "FUNCTION_NAMES", "CONSTANT_NAMES", "parse_expression", "special"]
+__all__ = ["FUNCTIONS", "CONSTANTS", "FUNCTION_NAMES", "CONSTANT_NAMES", "TABLE_RATE_SUFFIX", "parse_expression",
+           "special"]
 
 #: The sympy name of each function an expression may call, by the name used in model files.
 _SYMPY_FUNCTIONS = {
@@ -38,6 +39,10 @@ _SYMPY_FUNCTIONS = {
 _SYMPY_CONSTANTS = {"pi": "pi"}
 #: The names of :data:`FUNCTIONS` and :data:`CONSTANTS` (plain strings: no sympy needed).
 FUNCTION_NAMES = frozenset(_SYMPY_FUNCTIONS)
+
+#: A time table's function ``tbl_k(t)`` has the derivative ``tbl_k_rate(t)``, the slope of its
+#: segment (:func:`fmi_adjoint.model.table_function`); the code generators print both by name.
+TABLE_RATE_SUFFIX = "_rate"
 CONSTANT_NAMES = frozenset(_SYMPY_CONSTANTS)
 _ARITY = {"atan2": (2, 2), "min": (2, 8), "max": (2, 8)}
 # The same functions on floats: calls of constants are evaluated bottom-up with these, so a

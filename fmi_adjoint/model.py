@@ -16,13 +16,14 @@ constraints whose multiplier is the driving force.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections import ChainMap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from .errors import ModelError
-from .expressions import CONSTANT_NAMES, FUNCTION_NAMES, parse_expression
+from .expressions import CONSTANT_NAMES, FUNCTION_NAMES, TABLE_RATE_SUFFIX, parse_expression
 from .forces.base import AbstractForceElement
 from .structured import MatrixTerm, ParsedQuadratic, ParsedTerm, QuadraticConstraints, StructuredItem
 from .text import check_free_text, check_identifier, excerpt
@@ -41,6 +42,7 @@ __all__ = [
     "Output",
     "SimulationSettings",
     "InputSignal",
+    "table_function",
     "Model",
     "ParsedModel",
     "SymbolicModel",
@@ -195,7 +197,8 @@ class Output:
 
 @dataclasses.dataclass(frozen=True)
 class InputSignal:
-    """An input driven by knot values: ``u(t) = sum_k xi_k phi_k(t)``.
+    """An input driven by knot values, ``u(t) = sum_k xi_k phi_k(t)``, or by measured data,
+    ``u(t) = phi(t)`` (no knots, one table: a channel of a bench file, issue 26 part 7).
 
     Each basis function ``phi_k`` is a time table (interpolated linearly, so both engines
     evaluate it the same way); the knot values ``xi_k`` are ordinary parameters (``knots``),
@@ -212,12 +215,20 @@ class InputSignal:
     tables : tuple of (times, values)
         One table per knot; its times strictly increasing and spanning the simulated time.
     knots : tuple of Parameter
-        The knot-value parameters, one per table.
+        The knot-value parameters, one per table; none for measured data (one table, the
+        input's value itself: interpolated linearly, not held).
+    source : str
+        Where measured data come from (file, channel, unit conversion), for reports.
+
+    A measured input acts wherever the input's name is used: in a force, in a prescribed
+    motion (a displacement: its rate enters the initial velocity, see
+    :func:`table_function`) or in any expression.
     """
 
     input: str
     tables: tuple[tuple[tuple[float, ...], tuple[float, ...]], ...]
-    knots: tuple[Parameter, ...]
+    knots: tuple[Parameter, ...] = ()
+    source: str = ""
 
     def __post_init__(self) -> None:
         tables = tuple((tuple(float(x) for x in times), tuple(float(x) for x in values))
@@ -225,13 +236,30 @@ class InputSignal:
         object.__setattr__(self, "tables", tables)
         object.__setattr__(self, "knots", tuple(self.knots))
         where = f"signal of input '{self.input}'"
-        if len(tables) != len(self.knots) or len(tables) < 2:
+        check_free_text(self.source, f"{where}: source")
+        if self.measured:
+            if len(tables) != 1:
+                raise ModelError(f"{where}: measured data are one table (times, values); give one.")
+        elif len(tables) != len(self.knots) or len(tables) < 2:
             raise ModelError(f"{where}: give one table per knot, and at least 2 knots.")
         for times, values in tables:
             if len(times) < 2 or len(values) != len(times) or any(b <= a for a, b in zip(times, times[1:])):
                 raise ModelError(f"{where}: each table needs at least two increasing times and a value per time.")
             if not all(math.isfinite(x) for x in times + values):
                 raise ModelError(f"{where}: a table contains NaN or infinite values.")
+
+    @property
+    def measured(self) -> bool:
+        """Driven by measured data (one table, no knots) rather than by knot values."""
+        return not self.knots
+
+    def value(self, table: Callable[[tuple[float, ...], tuple[float, ...]], sp.Expr],
+              knot: Callable[[str], sp.Expr]) -> sp.Expr:
+        """``u(t)`` as an expression: ``table(times, values)`` is a table's function of ``t``,
+        ``knot(name)`` a knot parameter's symbol."""
+        if self.measured:
+            return table(*self.tables[0])
+        return sp.Add(*(knot(k.name) * table(times, values) for k, (times, values) in zip(self.knots, self.tables)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -513,10 +541,33 @@ class _Context:
         return parse_expression(value, names, where=where)
 
     def table(self, times: tuple[float, ...], values: tuple[float, ...], where: str) -> sp.Expr:
-        func = sp.Function(f"tbl_{len(self.tables)}", real=True)
+        func = table_function(f"tbl_{len(self.tables)}")
         self.tables.append((func, times, values))
         self.table_sources.append(where)
         return func(self.t)
+
+
+def _zero_rate(self, argindex: int = 1) -> sp.Expr:
+    return sp.S.Zero
+
+
+def table_function(name: str) -> sp.FunctionClass:
+    """The opaque function ``name(t)`` of a time table interpolated linearly, and its rate.
+
+    Its derivative is ``<name>_rate(t)``, the slope of the table's segment that holds ``t``
+    (right-sided at a table time, 0 outside the table, where the end values are held); the
+    rate's derivative is 0 (a piecewise linear function's second derivative almost everywhere).
+    So a drive ``q - u(t)`` of a measured input has its velocity and acceleration rows
+    (``C_t``, ``C_tt`` of the initialization, :func:`fmi_adjoint.equations.differentiate`) of the
+    interpolation the step itself sees.  Both engines print the two functions by name
+    (:data:`fmi_adjoint.expressions.TABLE_RATE_SUFFIX`)."""
+    rate = sp.Function(f"{name}{TABLE_RATE_SUFFIX}", real=True, fdiff=_zero_rate)
+
+    def fdiff(self, argindex: int = 1) -> sp.Expr:
+        return rate(self.args[0])
+
+    return sp.Function(name, real=True, fdiff=fdiff)
+
 
 
 class _Lazy(Mapping):
@@ -656,10 +707,9 @@ def _parse_items(model: Model) -> ParsedModel:
     ctx = _Context(model, coordinates, parameters, t, q, v, p)
     index = {c.name: i for i, c in enumerate(coordinates)}
     for signal in model.signals:
-        # Every expression naming the input sees u(t) = sum_k xi_k phi_k(t) (InputSignal).
-        ctx.define(signal.input, sp.Add(*(
-            ctx.params[knot.name] * ctx.table(times, values, f"model '{model.name}': signal of input '{signal.input}'")
-            for knot, (times, values) in zip(signal.knots, signal.tables))))
+        # Every expression naming the input sees u(t) (InputSignal).
+        where = f"model '{model.name}': {'measured data' if signal.measured else 'signal'} of input '{signal.input}'"
+        ctx.define(signal.input, signal.value(functools.partial(ctx.table, where=where), ctx.params.__getitem__))
     masses, entries = _parse_masses(model, ctx, index)
     forces = _parse_forces(model, ctx, index)
     rows, names, groups = _parse_constraints(model, ctx, index, q)

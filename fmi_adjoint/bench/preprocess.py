@@ -29,6 +29,12 @@ detrending and resampling (issue 26, parts 2-4), each explicit and recorded.
    denser than it, after a zero-phase low-pass filter at 0.8 times the grid's Nyquist
    frequency (anti-aliasing: the 4th-order Butterworth filter applied forwards and backwards,
    ``scipy.signal.sosfiltfilt``).
+
+Channels that drive model inputs (``--input INPUT=CHANNEL``, :attr:`Preprocessing.inputs`) are
+not compared: :func:`prepare` leaves them out (unless an output is mapped to the same
+channel), and :func:`input_channels` takes them on the compared clock (steps 2-4: the same
+time unit, shift and window start, :func:`clock_shift`; the whole record, not only the window)
+in the inputs' units (:mod:`fmi_adjoint.bench.inputs`).
 """
 
 from __future__ import annotations
@@ -43,10 +49,11 @@ import numpy as np
 from ..data import Measurement, name_list
 from ..errors import DataError
 from ..text import excerpt
+from .inputs import MeasuredChannel, input_channel
 from .units import UnitConversion, convert_unit, time_factor
 
 __all__ = ["AbstractDetrend", "DETRENDS", "Prepared", "Preprocessing", "RemoveLinearTrend", "RemoveOffset",
-           "TimeShift", "prepare"]
+           "TimeShift", "clock_shift", "input_channels", "prepare"]
 
 #: The anti-aliasing filter's cut-off as a share of the new grid's Nyquist frequency.
 ANTI_ALIAS_SHARE = 0.8
@@ -109,10 +116,42 @@ class Preprocessing:
     time_shift: TimeShift | None = None
     detrend: AbstractDetrend | None = None
     resample: bool = False
+    #: ``(input, channel)``: channels that drive model inputs (module docstring).
+    inputs: tuple[tuple[str, str], ...] = ()
 
     def channels(self) -> tuple[str, ...] | None:
-        """The channels a file is read for (None: those named like outputs)."""
+        """The compared channels a file is read for (None: those named like outputs)."""
         return tuple(channel for _, channel in self.mapping) or None
+
+    def input_channels(self) -> tuple[str, ...]:
+        """The channels that drive inputs (read besides the compared ones)."""
+        return tuple(channel for _, channel in self.inputs if channel not in (self.channels() or ()))
+
+
+def clock_shift(measurement: Measurement, preprocessing: Preprocessing) -> tuple[float, float]:
+    """Seconds per unit of the file's times and the seconds subtracted from them (the time
+    shift and the window's start: steps 2-4 of the module docstring)."""
+    factor, shift = _time_shift(measurement, preprocessing)
+    if preprocessing.window is not None:
+        shift += preprocessing.window[0]
+    return factor, shift
+
+
+def _time_shift(measurement: Measurement, preprocessing: Preprocessing) -> tuple[float, float]:
+    """Seconds per unit of the file's times and ``--time-shift`` in seconds (steps 2-3)."""
+    factor = time_factor(measurement.time_unit, measurement.source)
+    times = measurement.times * factor if factor != 1.0 else measurement.times
+    return factor, 0.0 if preprocessing.time_shift is None else preprocessing.time_shift.amount(times)
+
+
+def input_channels(measurement: Measurement, preprocessing: Preprocessing, *, units: dict[str, str],
+                   model: str) -> tuple[MeasuredChannel, ...]:
+    """The channels of ``preprocessing.inputs`` as input time courses on the compared clock,
+    each in its input's unit (``units``: by input name; "" where none is declared)."""
+    _, shift = clock_shift(measurement, preprocessing)
+    return tuple(input_channel(measurement, channel, input_name=name, input_unit=units.get(name, ""), model=model,
+                               shift=shift)
+                 for name, channel in preprocessing.inputs)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -142,6 +181,16 @@ def prepare(measurement: Measurement, preprocessing: Preprocessing, *, output_na
     notices: list[str] = []
     times, columns, values = measurement.times, measurement.columns, measurement.values
     units = list(measurement.units) if measurement.units else [""] * len(columns)
+    for name, channel in preprocessing.inputs:
+        if channel not in columns:
+            raise DataError(f"--input {excerpt(name)}={excerpt(channel)}: {where} has no channel {excerpt(channel)}. "
+                            f"Channels: {name_list(list(columns))}.")
+    driving = set(preprocessing.input_channels()) - set(output_names)
+    if driving & set(columns):  # channels that drive inputs are not compared
+        keep = [c for c, name in enumerate(columns) if name not in driving]
+        columns, values, units = tuple(columns[c] for c in keep), values[:, keep], [units[c] for c in keep]
+    if preprocessing.inputs:
+        record["inputs"] = dict(preprocessing.inputs)
     originals = list(columns)
     if preprocessing.mapping:
         index, renamed = [], []
@@ -157,11 +206,10 @@ def prepare(measurement: Measurement, preprocessing: Preprocessing, *, output_na
         values, columns, units = values[:, index], tuple(renamed), [units[i] for i in index]
         originals = [originals[i] for i in index]
         record["mapping"] = dict((o, c) for o, c in preprocessing.mapping)
-    factor = time_factor(measurement.time_unit, where)
+    factor, shift = _time_shift(measurement, preprocessing)
     if factor != 1.0:
         times = times * factor
         record["time_unit"] = {"unit": measurement.time_unit, "to_seconds": factor}
-    shift = 0.0 if preprocessing.time_shift is None else preprocessing.time_shift.amount(times)
     if preprocessing.window is not None:
         t0, t1 = preprocessing.window
         inside = (times - shift >= t0) & (times - shift <= t1)

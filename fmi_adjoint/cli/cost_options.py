@@ -12,7 +12,7 @@ from ..errors import ModelError
 from ..identify.data_costs import COSTS, KINDS, WINDOWS, CostOptions, NoiseWeighting
 from ..text import excerpt
 
-__all__ = ["add_bench_options", "add_cost_options", "cost_options_from_args", "preprocessing_from_args"]
+__all__ = ["add_bench_options", "add_cost_options", "cost_options_from_args", "pairs", "preprocessing_from_args"]
 
 
 def _pair(text: str | None, option: str, example: str) -> tuple[float, float] | None:
@@ -160,19 +160,17 @@ def add_bench_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--resample", action="store_true",
                        help="resample the data onto the integrator's step grid (low-pass filtered first where "
                        "they are denser)")
+    group.add_argument("--input", action="append", metavar="INPUT=CHANNEL",
+                       help="drive the model input INPUT (an [inputs] entry) with the data channel CHANNEL of each "
+                       "experiment's file, interpolated linearly and converted to the input's unit (a force, a "
+                       "prescribed displacement or any expression naming the input; repeat per input)")
 
 
 def preprocessing_from_args(args: argparse.Namespace) -> Preprocessing:
     """The :class:`~fmi_adjoint.bench.preprocess.Preprocessing` of a parsed command line
     (without the per-file window)."""
-    mapping: list[tuple[str, str]] = []
-    for item in args.map or []:
-        output, sep, channel = item.partition("=")
-        if not sep or not output.strip() or not channel.strip():
-            raise ModelError(f"--map {excerpt(item)}: expected OUTPUT=CHANNEL, e.g. --map a1=AccZ_Mount.")
-        if output.strip() in (o for o, _ in mapping):
-            raise ModelError(f"--map: the output {excerpt(output.strip())} is mapped twice; map it once.")
-        mapping.append((output.strip(), channel.strip()))
+    mapping = pairs(args.map, "--map", "OUTPUT=CHANNEL", "--map a1=AccZ_Mount", "output")
+    inputs = pairs(getattr(args, "input", None), "--input", "INPUT=CHANNEL", "--input z_road=RoadZ", "input")
     shift = None
     if args.time_shift is not None:
         if args.time_shift.strip() == "start":
@@ -186,5 +184,19 @@ def preprocessing_from_args(args: argparse.Namespace) -> Preprocessing:
                 raise ModelError(f"--time-shift {excerpt(args.time_shift)}: give the seconds subtracted from the "
                                  "data's times (e.g. 1234.5) or 'start' (the first sample's time).")
             shift = TimeShift(seconds)
-    return Preprocessing(mapping=tuple(mapping), time_shift=shift,
-                         detrend=DETRENDS[args.detrend] if args.detrend else None, resample=bool(args.resample))
+    return Preprocessing(mapping=mapping, time_shift=shift,
+                         detrend=DETRENDS[args.detrend] if args.detrend else None, resample=bool(args.resample),
+                         inputs=inputs)
+
+
+def pairs(items: list[str] | None, option: str, form: str, example: str, what: str) -> tuple[tuple[str, str], ...]:
+    """``NAME=CHANNEL`` items of a repeatable option, each name once."""
+    pairs: list[tuple[str, str]] = []
+    for item in items or []:
+        name, sep, channel = item.partition("=")
+        if not sep or not name.strip() or not channel.strip():
+            raise ModelError(f"{option} {excerpt(item)}: expected {form}, e.g. {example}.")
+        if name.strip() in (n for n, _ in pairs):
+            raise ModelError(f"{option}: the {what} {excerpt(name.strip())} is given twice; give it once.")
+        pairs.append((name.strip(), channel.strip()))
+    return tuple(pairs)

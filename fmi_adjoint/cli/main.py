@@ -202,6 +202,12 @@ def _simulate_options(sim: argparse.ArgumentParser) -> None:
     _common_model_options(sim)
     sim.add_argument("-o", "--output", metavar="OUT.csv", help="CSV file (default: stdout)")
     _engine_option(sim)
+    group = sim.add_argument_group("measured inputs")
+    group.add_argument("--input", action="append", metavar="INPUT=CHANNEL",
+                       help="drive the model input INPUT (an [inputs] entry) with the channel CHANNEL of "
+                       "--input-data, interpolated linearly and converted to the input's unit (repeat per input)")
+    group.add_argument("--input-data", metavar="DATA",
+                       help="the file of the --input channels (CSV/TSV, MDF 3/4, MAT, HDF5; its times as recorded)")
 
 
 def _gradient_options(grad: argparse.ArgumentParser) -> None:
@@ -411,9 +417,10 @@ def cmd_simulate(args) -> int:
     except ModelError as exc:
         raise model_error_in(str(model_path(args.model)), exc) from None
     settings = model.model.simulation
-    check_time_span(settings.t_end if args.t_end is None else args.t_end,
-                    settings.step if args.step is None else args.step)
+    t_end = settings.t_end if args.t_end is None else args.t_end
+    check_time_span(t_end, settings.step if args.step is None else args.step)
     check_csv_columns(model.output_names)  # before simulating: the CSV could not be read back
+    engine = _driven(engine, args, t_end)
     traj = engine.simulate(p, t_end=args.t_end, step=args.step, solver=_solver(args, settings))
     times, outputs = traj.t, traj.outputs()
     bad = np.argwhere(~np.isfinite(outputs))
@@ -428,6 +435,23 @@ def cmd_simulate(args) -> int:
     else:
         write_csv_rows(sys.stdout, times, columns)
     return 0
+
+
+def _driven(engine, args, t_end: float):
+    """``simulate``'s engine with the ``--input`` channels of ``--input-data`` driving inputs
+    (:func:`~fmi_adjoint.identify.spec.driven_engine`)."""
+    from ..bench.preprocess import Preprocessing  # noqa: PLC0415 (only with --input)
+    from ..identify.data_costs import DataFile  # noqa: PLC0415 (as above)
+    from ..identify.spec import driven_engine  # noqa: PLC0415 (as above)
+    from .cost_options import pairs  # noqa: PLC0415 (as above)
+
+    if (args.input is None) != (args.input_data is None):
+        raise ModelError("--input INPUT=CHANNEL and --input-data DATA go together: give both, or neither.")
+    if args.input is None:
+        return engine
+    inputs = pairs(args.input, "--input", "INPUT=CHANNEL", "--input z_road=RoadZ", "input")
+    data = DataFile.from_path(args.input_data, preprocessing=Preprocessing(inputs=inputs), outputs=())
+    return driven_engine(engine, data, t_end=t_end)
 
 
 class _Setup:
@@ -488,8 +512,9 @@ def _problem(args, bounds=None) -> _Setup:
     if args.fmu is not None:
         if preprocessing != Preprocessing() or any(key in spec.partition("@")[2] for spec in args.data or []
                                                    for key in ("window=", "with=")):
-            raise ModelError("--map, --time-shift, --detrend, --resample, window= and with= apply to model files; for "
-                             "an FMU give one CSV file with columns named like its outputs.")
+            raise ModelError("--map, --time-shift, --detrend, --resample, --input, window= and with= apply to model "
+                             "files; for an FMU give one CSV file with columns named like its outputs, and its input "
+                             "signals with --inputs INPUTS.csv (columns named like the FMU's inputs).")
         return _fmu_problem(args, options, names, bounds)
     if args.model is None:
         raise ModelError("give MODEL (a TOML file or example name) or --fmu MODEL.fmu.")

@@ -24,7 +24,7 @@ import dataclasses
 import functools
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -41,15 +41,16 @@ from ..costs import (
 from ..costs.fourier import KINDS, WINDOWS
 from ..bench import detect_format
 from ..bench.merge import merge_measurements
-from ..bench.preprocess import Prepared, Preprocessing, prepare
+from ..bench.inputs import MeasuredChannel
+from ..bench.preprocess import Prepared, Preprocessing, input_channels, prepare
 from ..data import Measurement, name_list, parse_csv, read_csv_bytes, sniff_delimiter, split_unit
 from ..errors import DataError
 from ..integrate import time_grid
 from ..text import excerpt
 from .guards import Notice, check_data_end, check_data_start
 
-__all__ = ["COSTS", "KINDS", "WINDOWS", "CostOptions", "DataFile", "Target", "build_cost", "prepared_data",
-           "preprocessing_report", "step_grid"]
+__all__ = ["COSTS", "KINDS", "WINDOWS", "CostOptions", "DataFile", "Target", "build_cost", "input_courses",
+           "prepared_data", "preprocessing_report", "step_grid"]
 
 COSTS = ("time", "fourier", "orders", "pod")
 _HEADER_BYTES = 4 * 1024 * 1024
@@ -193,8 +194,9 @@ class DataFile:
         if fmt.name == "csv":
             return cls(str(path), read_csv_bytes(path), events, None, "csv", preprocessing)
         mapped = preprocessing.channels()
-        channels = mapped if mapped is not None else outputs
+        channels = _with_inputs(mapped if mapped is not None else outputs, preprocessing)
         measurement = fmt.read(Path(path), channels, present_only=mapped is None and channels is not None)
+        _check_inputs_read(fmt, [Path(path)], measurement, preprocessing)
         return cls(str(path), b"", events, measurement, fmt.name, preprocessing)
 
     @classmethod
@@ -209,10 +211,11 @@ class DataFile:
             return cls.from_path(paths[0], preprocessing=preprocessing, outputs=outputs)
         preprocessing = preprocessing or Preprocessing()
         mapped = preprocessing.channels()
-        channels = mapped if mapped is not None else outputs
+        channels = _with_inputs(mapped if mapped is not None else outputs, preprocessing)
         parts = [detect_format(path).read(Path(path), channels, present_only=channels is not None)
                  for path in paths]
         merged = merge_measurements(parts)
+        _check_inputs_read(detect_format(paths[0]), [Path(p) for p in paths], merged, preprocessing)
         return cls(merged.source, b"", False, merged, "merged", preprocessing)
 
     def header(self) -> list[str]:
@@ -255,6 +258,42 @@ class DataFile:
         if self.measurement is None and self.preprocessing == Preprocessing():
             return hashlib.sha256(self.name.encode() + b"\0" + self.raw).hexdigest()
         return hashlib.sha256(self.name.encode() + b"\0" + self.content_digest()).hexdigest()
+
+
+def _with_inputs(channels: Sequence[str] | None, preprocessing: Preprocessing) -> tuple[str, ...] | None:
+    """The channels to read: the compared ones and those that drive inputs (None: all)."""
+    if channels is None:
+        return None
+    return tuple(channels) + tuple(c for c in preprocessing.input_channels() if c not in channels)
+
+
+def _check_inputs_read(fmt, paths: Sequence[Path], measurement: Measurement, preprocessing: Preprocessing) -> None:
+    """A channel that drives an input and is in none of the files: the reader's own error,
+    which names the file's channels (the compared channels were read with ``present_only``)."""
+    missing = [c for c in preprocessing.input_channels() if c not in measurement.columns]
+    if missing:
+        fmt.read(paths[0], missing)
+        raise DataError(f"{paths[0]}: no channel {excerpt(missing[0])} for --input.")  # the reader found it: a merge
+
+
+def input_courses(data: DataFile, *, units: Mapping[str, str], model: str) -> tuple[MeasuredChannel, ...]:
+    """The channels of ``data`` that drive model inputs (``--input INPUT=CHANNEL``), on the
+    compared clock and in the inputs' ``units`` (:func:`~fmi_adjoint.bench.preprocess.input_channels`);
+    a merged record (``with=``) keeps each channel's own samples."""
+    if not data.preprocessing.inputs:
+        return ()
+    measurement = data.read()
+    if data.format == "merged":
+        measurement = _own_samples(measurement, data.preprocessing.input_channels())
+    return input_channels(measurement, data.preprocessing, units=dict(units), model=model)
+
+
+def _own_samples(measurement: Measurement, channels: Sequence[str]) -> Measurement:
+    """The rows where every channel of ``channels`` has a value (a merged record's channels
+    are NaN at the other loggers' times)."""
+    index = [measurement.columns.index(c) for c in channels if c in measurement.columns]
+    keep = np.isfinite(measurement.values[:, index]).all(axis=1) if index else slice(None)
+    return dataclasses.replace(measurement, times=measurement.times[keep], values=measurement.values[keep])
 
 
 def _check_channel(options: CostOptions, model: Target, file: str, columns: tuple[str, ...]) -> str:

@@ -19,17 +19,19 @@ import numpy as np
 from ..budget import MEMORY_LIMIT_ENV, MemoryEstimate, doubles
 from ..compiled import CompiledModel
 from ..engines import ENGINE_CHOICES, AbstractEngine, AbstractEngineChoice, choose_engine, engine_choice
-from ..errors import ExpressionError, ModelError
+from ..bench.inputs import check_coverage
+from ..errors import DataError, ExpressionError, ModelError
 from ..integrate import AbstractScheme
 from ..integrate.hht import MAX_STEPS
 from ..integrate.inputs import ParameterValues
-from ..model import Model
+from ..model import InputSignal, Model
 from ..model_file import ModelSource
+from ..text import excerpt
 from ..warm import prepare_model
-from .data_costs import CostOptions, DataFile, Target, build_cost
+from .data_costs import CostOptions, DataFile, Target, build_cost, input_courses
 from .problem import Experiment, IdentificationProblem
 
-__all__ = ["ENGINES", "ExperimentSpec", "ProblemSpec", "build_engine", "check_time_span"]
+__all__ = ["ENGINES", "ExperimentSpec", "ProblemSpec", "build_engine", "check_time_span", "driven_engine"]
 
 #: ``--engine`` names (:data:`~fmi_adjoint.engines.ENGINE_CHOICES`).
 ENGINES = tuple(ENGINE_CHOICES)
@@ -204,10 +206,45 @@ def experiment_list(engine: AbstractEngine, specs: Sequence[ExperimentSpec], *, 
             model.parameter_index(name)
         experiment_cost, end = build_cost(cost, Target.of_model(model), spec.data, t_end=t_end, step=h)
         check_time_span(end, h, t_end_option="--t-end (or the last sample time)")
-        experiments.append(Experiment(model, experiment_cost, values=own, t_end=end, step=step, solver=solver,
-                                      name=spec.name, engine=engine))
+        own_engine = driven_engine(engine, spec.data, t_end=end)
+        experiments.append(Experiment(own_engine.compiled, experiment_cost, values=own, t_end=end, step=step,
+                                      solver=solver, name=spec.name, engine=own_engine))
     identification_memory(engine, experiments, parameters).check()
     return experiments
+
+
+def driven_engine(engine: AbstractEngine, data: DataFile, *, t_end: float) -> AbstractEngine:
+    """``engine``, or with channels of ``data`` driving model inputs (``--input INPUT=CHANNEL``)
+    the engine of its model with those inputs as measured data
+    (:class:`~fmi_adjoint.model.InputSignal`; built through the cache, as every build).
+
+    The data are compiled into the experiment's model, as a ``table_load``'s table: one build
+    per distinct excitation (a cache entry each), shared by every run of the experiment.
+
+    Raises
+    ------
+    DataError
+        An input the model does not have or one driven already, a channel the file does not
+        have, incompatible units, gaps, a record that does not cover ``[0, t_end]``.
+    """
+    if not data.preprocessing.inputs:
+        return engine
+    model = engine.compiled.model
+    declared = {p.name: p for p in model.all_parameters if p.causality == "input"}
+    driven = {s.input for s in model.signals}
+    for name, channel in data.preprocessing.inputs:
+        if name not in declared:
+            raise DataError(f"--input {excerpt(name)}={excerpt(channel)}: {excerpt(name)} is not an input of model "
+                            f"'{model.name}'; inputs: {', '.join(declared) or '(none: declare one in [inputs])'}.")
+        if name in driven:
+            raise DataError(f"--input {excerpt(name)}={excerpt(channel)}: the model already drives {excerpt(name)} "
+                            "with a signal; give one source for it.")
+    courses = input_courses(data, units={n: p.unit for n, p in declared.items()}, model=f"'{model.name}'")
+    for course in courses:
+        check_coverage(course, t_end)
+    signals = tuple(InputSignal(c.input, ((tuple(c.times.tolist()), tuple(c.values.tolist())),), source=c.source)
+                    for c in courses)
+    return choose_engine(dataclasses.replace(model, signals=model.signals + signals), engine_choice(engine.name)).engine
 
 
 def identification_memory(engine: AbstractEngine, experiments: Sequence[Experiment], parameters: int

@@ -33,6 +33,7 @@ import sympy as sp
 from ..compiled import Derivation, GeneratedFunction, ModelDerivatives, group_sizes
 from ..cprint import C_MATH_CONSTANTS, CPrinter, c_reduced_assignments, indexed
 from ..errors import NoCCodeError
+from ..expressions import TABLE_RATE_SUFFIX
 from ..forces.numeric import numeric_elements
 from ..sparsity import MatrixLayout
 from .model_header import MODEL_HEADER, layout_of_patterns, model_header_and_common
@@ -61,6 +62,21 @@ def _table_code(tables) -> tuple[list[str], list[str]]:
             + "_t[mid] <= t) lo = mid; else hi = mid; }",
             f"    double w = (t - {name}_t[lo]) / ({name}_t[hi] - {name}_t[lo]);",
             f"    return {name}_y[lo] + w * ({name}_y[hi] - {name}_y[lo]);",
+            "}",
+            "",
+        ]
+        # The rate (fmi_adjoint.model.table_function): the slope of the segment holding t,
+        # right-sided at a table time, 0 outside the table (codegen._rate computes the same).
+        rate = name + TABLE_RATE_SUFFIX
+        declarations.append(f"double {rate}(double t);")
+        lines += [
+            f"double {rate}(double t)",
+            "{",
+            f"    if (!(t >= {name}_t[0]) || t >= {name}_t[{n - 1}]) return 0.0;",
+            f"    int lo = 0, hi = {n - 1};",
+            "    while (hi - lo > 1) { int mid = (lo + hi) / 2; if (" + name
+            + "_t[mid] <= t) lo = mid; else hi = mid; }",
+            f"    return ({name}_y[hi] - {name}_y[lo]) / ({name}_t[hi] - {name}_t[lo]);",
             "}",
             "",
         ]
@@ -176,7 +192,7 @@ def whole_system_c_sources(derivation: Derivation, *, defaults: bool = True,
     sym = d.sym
     model = sym.model
     n, m = len(sym.q), len(sym.lam)
-    tables = {str(f) for f, _, _ in sym.tables}
+    tables = {str(f) + suffix for f, _, _ in sym.tables for suffix in ("", TABLE_RATE_SUFFIX)}
     printer = CPrinter(indexed(_GROUPS), tables, function_names)
     table_lines, table_declarations = _table_code(sym.tables)
     rows = derivation.table + tuple(extra_rows)
