@@ -708,7 +708,8 @@ def _parse_items(model: Model) -> ParsedModel:
     index = {c.name: i for i, c in enumerate(coordinates)}
     for signal in model.signals:
         # Every expression naming the input sees u(t) (InputSignal).
-        where = f"model '{model.name}': {'measured data' if signal.measured else 'signal'} of input '{signal.input}'"
+        where = (f"model '{model.name}': measured data of input '{signal.input}' ({signal.source or 'no source'})"
+                 if signal.measured else f"model '{model.name}': signal of input '{signal.input}'")
         ctx.define(signal.input, signal.value(functools.partial(ctx.table, where=where), ctx.params.__getitem__))
     masses, entries = _parse_masses(model, ctx, index)
     forces = _parse_forces(model, ctx, index)

@@ -23,6 +23,10 @@ The format (all sections but ``model``, ``coordinates`` and ``outputs`` optional
 
     [inputs]                     # excitations an FMU exposes as inputs; the value is
     F_ext = { value = 0.0, unit = "N" }   # used while unconnected; usable like parameters
+    z = { value = 0.0, unit = "m", file = "shaker.csv", channel = "z_shaker" }
+                                 # measured: a channel of a bench data file (CSV, MDF, MAT,
+                                 # HDF5) next to the model file, in the input's unit,
+                                 # interpolated linearly; an export leaves it out
 
     [[coordinates]]
     name = "x"
@@ -203,6 +207,22 @@ DOF map), read by :func:`fmi_adjoint.flexible.read_matrix_market` from a private
 bytes read under these rules.  The matrix terms come first in ``Model.matrix_terms``, then
 the quadratic constraints, each in file order.
 
+Measured inputs (issue 26, part 7): an ``[inputs]`` entry with ``file`` and ``channel`` (both
+or neither) is driven by that channel of a bench data file, read by the bench readers
+(:func:`fmi_adjoint.bench.read_data`: CSV/TSV with any delimiter, decimal commas and ``name
+[unit]`` headers, MDF 3/4, MAT v5/v7.3, HDF5, recognised by their first bytes) under the rules
+of ``table_load`` files: inside the model file's folder unless external tables are allowed, a
+regular file of at most 512 MiB; its bytes travel with the model (:class:`ModelSource`) and key
+warm starts.  The binary formats' libraries read files, not bytes, so the reader runs on a
+private temporary copy of the bytes read under these rules (as a flexible body's ``fe`` files
+are read).  The channel is converted to the input's ``unit``
+(:func:`fmi_adjoint.bench.inputs.input_channel`: incompatible units, gaps and times that do
+not increase are refused), its times are the file's (t = 0 is the file's 0), and the model
+gets a measured :class:`~fmi_adjoint.model.InputSignal` in ``Model.signals``: every expression
+naming the input sees the channel interpolated linearly.  A run past the record's end is
+refused when it starts.  An exported FMU leaves the measured data out and exposes the input
+as an input, for the importer to drive (:func:`fmi_adjoint.export.export_fmu`).
+
 The documentation site's reference (docs/reference/model-file.md) lists every key with its
 meaning, generated from :data:`MODEL_FILE_KEYS`, the table the reader checks keys against.
 
@@ -241,6 +261,7 @@ from .model import (
     parse_items,
     Constraint,
     Coordinate,
+    InputSignal,
     MassEntry,
     Model,
     Output,
@@ -300,6 +321,12 @@ _MBS_SECTIONS = ("bodies", "markers", "joints", "sensors")
 #: The ``formulation`` of a flexible body (:meth:`_Reader.flexible_body`).
 _FLEXIBLE_FORMULATIONS = ("fncf", "ffrf", "planar_ffrf")
 _PARAMETER_KEYS = frozenset({"value", "unit", "bounds", "description"})
+#: The keys of an ``[inputs]`` entry driven by measured data (both or neither).
+_MEASURED_KEYS = frozenset({"file", "channel"})
+#: Largest bench data file a measured input reads (the limit of CSV and MAT v5 files,
+#: :data:`fmi_adjoint.bench.matlab.MAX_MAT_BYTES`), checked before reading: its bytes key warm
+#: starts and travel to parallel workers whatever its format.
+_MAX_INPUT_DATA_BYTES = 512 * 1024 * 1024
 _BODY_KEYS = frozenset({"name", "type", "mass", "position", "velocity", "fixed_position", "fixed_velocity"})
 _JOINT_KEYS = frozenset({"name", "type", "markers", "axis", "drive"})
 _VECTOR_SENSOR = frozenset({"name", "type", "marker", "frame", "components"})
@@ -319,7 +346,7 @@ MODEL_FILE_KEYS: Mapping[str, Mapping[str, frozenset[str]]] = {
     "model": {"": frozenset({"name", "description", "source", "gravity"})},
     "simulation": {"": frozenset({"t_end", "step", "alpha", "integrator", "rho_inf", "newton"})},
     "parameters": {"": _PARAMETER_KEYS},
-    "inputs": {"": _PARAMETER_KEYS},
+    "inputs": {"": _PARAMETER_KEYS | _MEASURED_KEYS},
     "coordinates": {"": frozenset({"name", "kind", "mass", "initial_position", "initial_velocity", "fixed_position",
                                    "fixed_velocity"})},
     "mass_matrix": {"": frozenset({"row", "col", "value"})},
@@ -408,8 +435,9 @@ def load_model(path: str | os.PathLike, registry: Registry | None = None, *,
 
 
 def model_file_inputs(path: str | os.PathLike) -> list[tuple[str, Path]]:
-    """The files a model file reads: itself, its ``table_load`` files (role ``"table file"``)
-    and its Matrix Market files (``"matrix file"``), as ``(role, path)`` pairs (for
+    """The files a model file reads: itself, its ``table_load`` files (role ``"table file"``),
+    its Matrix Market files (``"matrix file"``) and the rest of :func:`data_files` (the bench
+    files of measured inputs among them), as ``(role, path)`` pairs (for
     :func:`~fmi_adjoint.files.check_not_input`: an output must not overwrite them).
 
     Best effort on purpose: a file that cannot be read or parsed here is reported by
@@ -447,11 +475,13 @@ def data_files(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The data files the parsed TOML ``doc`` of a model file names, as ``(role, name as
     written)``: ``"table file"`` for a ``table_load``'s ``file``, ``"matrix file"`` for a
     ``[[matrix_terms]]`` ``matrix`` or ``[[quadratic_constraints]]`` ``jacobian`` given as
-    ``{ file = ... }``, and a flexible body's ``fe`` files: ``"node file"``, ``"matrix file"``
-    (``mass``, ``stiffness``) and ``"DOF map"``.  Best effort: entries that are not well formed (a name that is not a
-    string or holds NUL) are left out; the reader reports them.  The one list of what a model
-    file reads: :func:`model_file_inputs`, the warm-start key (:mod:`fmi_adjoint.warm`) and the
-    FMU export (:func:`~fmi_adjoint.export.export_fmu`) take it from here.
+    ``{ file = ... }``, a flexible body's ``fe`` files: ``"node file"``, ``"matrix file"``
+    (``mass``, ``stiffness``) and ``"DOF map"``, and ``"input data file"`` for the bench file of
+    a measured input (an ``[inputs]`` entry's ``file``).  Best effort: entries that are not
+    well formed (a name that is not a string or holds NUL) are left out; the reader reports
+    them.  The one list of what a model file reads: :func:`model_file_inputs`, the warm-start
+    key (:mod:`fmi_adjoint.warm`) and the FMU export (:func:`~fmi_adjoint.export.export_fmu`)
+    take it from here.
     """
     found: list[tuple[str, object]] = []
     forces = doc.get("forces", [])
@@ -469,23 +499,29 @@ def data_files(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
         fe = body.get("fe") if isinstance(body, dict) else None
         if isinstance(fe, dict):
             found += [(role, fe[key]) for key, role in _FE_FILES.items() if key in fe]
+    inputs = doc.get("inputs", {})
+    for spec in inputs.values() if isinstance(inputs, dict) else []:
+        if isinstance(spec, dict) and "file" in spec:
+            found.append(("input data file", spec["file"]))
     return [(role, name) for role, name in found if isinstance(name, str) and "\0" not in name]
 
 
 def read_data_file(role: str, path: Path) -> bytes:
     """The bytes of a data file of :func:`data_files`: a regular file within its limit (512 MiB
-    for a table, 256 MiB for a Matrix Market file, a node file or a DOF map), checked before
-    reading.
+    for a table or a measured input's bench file, 256 MiB for a Matrix Market file, a node file
+    or a DOF map), checked before reading.
 
     Raises
     ------
     DataError
-        A table file that is missing, not a regular file or too large.
+        A table file or bench file that is missing, not a regular file or too large.
     ModelError
         Likewise a matrix file.
     """
     if role == "table file":
         return data.read_csv_bytes(path)
+    if role == "input data file":
+        return read_regular(path, _MAX_INPUT_DATA_BYTES, "a data file (CSV, MDF, MAT or HDF5)", DataError)
     what = {"node file": "a node list (id x y z per line)",
             "DOF map": "a DOF map (equation node DOF per line)"}.get(role, "a Matrix Market file (.mtx)")
     return read_regular(path, _MAX_MATRIX_BYTES, what, ModelError)
@@ -517,8 +553,8 @@ class ModelSource:
     directory : str
         The file's folder (table file names are relative to it).
     tables : tuple of (str, bytes)
-        Each data file's name as written in the model file (``table_load`` tables and Matrix
-        Market files, :func:`data_files`), and its bytes.
+        Each data file's name as written in the model file (``table_load`` tables, Matrix
+        Market files, the bench files of measured inputs: :func:`data_files`), and its bytes.
     """
 
     text: str
@@ -875,12 +911,14 @@ class _Reader:
             if isinstance(entries, (list, dict)) and len(entries) > limit:
                 raise ModelError(f"{self.where(section)}: {len(entries)} entries; the limit is {limit}, which bounds "
                                  "the time and memory to build the model. Split the model or reduce it.")
+        name = self.text(head["name"], self.where("model", key="name"))
+        parameters = self.parameters()
         items = dict(
-            name=self.text(head["name"], self.where("model", key="name")),
+            name=name,
             description=self.text(head.get("description", ""), self.where("model", key="description")),
             source=self.text(head.get("source", ""), self.where("model", key="source")),
             simulation=self.simulation(),
-            parameters=self.parameters(),
+            parameters=parameters,
             coordinates=self.coordinates(),
             mass_matrix=self.mass_matrix(),
             forces=self.forces(),
@@ -888,6 +926,7 @@ class _Reader:
             prescribed=self.prescribed(),
             outputs=self.outputs(),
             matrix_terms=self.structured(),
+            signals=self.measured_inputs(name, parameters),
         )
         return head, items
 
@@ -930,6 +969,10 @@ class _Reader:
             where = self.where(section, key=name)
             if not isinstance(spec, dict):
                 spec = {"value": spec}
+            if section == "parameters" and _MEASURED_KEYS & set(spec):
+                raise ModelError(f"{where}: 'file' and 'channel' drive an input by measured data, and {excerpt(name)} "
+                                 "is a parameter; move the entry to [inputs] to drive it by a data channel, or remove "
+                                 "them.")
             spec = self.table(spec, where, MODEL_FILE_KEYS[section][""], {"value"})
             bounds = spec.get("bounds", [-math.inf, math.inf])
             if not isinstance(bounds, list) or len(bounds) != 2:
@@ -1071,6 +1114,40 @@ class _Reader:
         if self.read_tables is not None:
             self.read_tables[name] = raw
         return file, raw
+
+    # -- measured inputs (issue 26, part 7) --------------------------------------------
+    def measured_inputs(self, model: str, parameters: tuple[Parameter, ...]) -> tuple[InputSignal, ...]:
+        """The ``[inputs]`` entries with ``file`` and ``channel``, each as the measured
+        :class:`~fmi_adjoint.model.InputSignal` of that channel (module docstring), in file order."""
+        section = self.doc.get("inputs", {})
+        units = {p.name: p.unit for p in parameters if p.causality == "input"}
+        return tuple(self.measured_input(name, spec, units[name], model) for name, spec in section.items()
+                     if isinstance(spec, dict) and _MEASURED_KEYS & set(spec))
+
+    def measured_input(self, name: str, spec: dict, unit: str, model: str) -> InputSignal:
+        """The input ``name`` (in ``unit``) of model ``model`` driven by ``spec``'s channel."""
+        from .bench.contract import MissingChannel
+        from .bench.inputs import input_channel, missing_input_channel
+
+        where = self.where("inputs", key=name)
+        if not _MEASURED_KEYS <= set(spec):
+            given, missing = ("file", "channel") if "file" in spec else ("channel", "file")
+            raise ModelError(f"{where}: '{given}' without '{missing}'; give both (a data file next to the model file "
+                             "and its channel) to drive the input by measured data, or neither.")
+        name_of_file = self.text(spec["file"], f"{where}.file")
+        channel = self.text(spec["channel"], f"{where}.channel")
+        try:
+            _, raw = self.data_file(name_of_file, f"{where}.file", "input data file", "the data file")
+            measurement = _read_channel(raw, name_of_file, channel)
+            measured = input_channel(measurement, channel, input_name=name, input_unit=unit, model=f"model '{model}'")
+        except MissingChannel as exc:
+            raise ModelError(f"{where}: {missing_input_channel(exc, name)}") from None
+        except DataError as exc:
+            raise ModelError(f"{where}: {exc}") from None
+        try:
+            return InputSignal(name, ((tuple(measured.times), tuple(measured.values)),), source=measured.source)
+        except ModelError as exc:
+            raise ModelError(f"{where}: {exc}") from None
 
     # -- structured terms (issue 24, part 2; fmi_adjoint.structured) ---------------------------
     def structured(self) -> tuple[StructuredItem, ...]:
@@ -2064,6 +2141,28 @@ class _Reader:
                                  "2 (acceleration).")
             fields["derivative"] = int(value)
         return self.component("sensors", index, make, **fields)
+
+
+def _read_channel(raw: bytes, name: str, channel: str) -> data.Measurement:
+    """Channel ``channel`` of the bench data file ``name`` (as the model file writes it) from its
+    bytes ``raw``, by :func:`fmi_adjoint.bench.read_data` on a private temporary copy: the
+    binary formats' libraries (asammdf, h5py) read files, and the bytes are those the warm-start
+    key and the parallel workers have (:class:`ModelSource`).  Messages name ``name``."""
+    import tempfile
+
+    from .bench import read_data
+    from .bench.contract import MissingChannel
+
+    with tempfile.TemporaryDirectory(prefix="fmi_adjoint_input_") as tmp:
+        path = Path(tmp) / (Path(name).name or "data")
+        path.write_bytes(raw)
+        try:
+            measurement = read_data(path, [channel])
+        except MissingChannel as exc:
+            raise MissingChannel(name, exc.channel, exc.available) from None
+        except DataError as exc:
+            raise DataError(str(exc).replace(str(path), name)) from None
+    return dataclasses.replace(measurement, source=name)
 
 
 def _id_ranges(ids: list[int]) -> str:

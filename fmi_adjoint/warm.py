@@ -16,9 +16,10 @@ lowering or parsing:
   trees; a value of any other type has no canonical text, and the system is then simply
   lowered, every time), the source files of the classes in it that are not fmi-adjoint's;
 * a model file: its path and text, ``allow_external_tables`` and its data files, the
-  ``table_load`` tables and the Matrix Market files of structured terms (name, resolved path,
-  bytes), read once: a cold start parses those very bytes, and a file outside the model's
-  folder is not read unless allowed (:func:`model_file_key`);
+  ``table_load`` tables, the Matrix Market files of structured terms and the bench files of
+  measured inputs (name, resolved path, bytes), read once: a cold start parses those very
+  bytes, and a file outside the model's folder is not read unless allowed
+  (:func:`model_file_key`);
 * a :class:`~fmi_adjoint.model_file.ModelSource` (a model file as parallel workers receive
   it): its text and tables (``digest()``);
 
@@ -68,7 +69,7 @@ __all__ = ["MODEL_FILE_LIMIT", "WARM_FORMAT", "DeferredModel", "ModelFacts", "de
            "prepare_model", "registries_text", "system_key"]
 
 #: Version of the ``warm`` entry's layout; part of every key.
-WARM_FORMAT = 1
+WARM_FORMAT = 2
 _FACTS = "facts.json"
 
 
@@ -248,9 +249,9 @@ MODEL_FILE_LIMIT = 4 * 1024 * 1024
 
 @dataclasses.dataclass(frozen=True)
 class _FileSnapshot:
-    """A model file's text and data files (``table_load`` tables and Matrix Market files;
-    name as written: bytes) as read once: the key is taken from these bytes and the model
-    parsed from them, never re-read."""
+    """A model file's text and data files (:func:`~fmi_adjoint.model_file.data_files`: tables,
+    Matrix Market files, the bench files of measured inputs; name as written: bytes) as read
+    once: the key is taken from these bytes and the model parsed from them, never re-read."""
 
     key: str
     text: str
@@ -329,13 +330,14 @@ def _parameter(data: Mapping[str, Any]) -> Parameter:
 
 def _signal_json(s: InputSignal) -> dict:
     return {"input": s.input, "tables": [[list(t), list(v)] for t, v in s.tables],
-            "knots": [_parameter_json(k) for k in s.knots]}
+            "knots": [_parameter_json(k) for k in s.knots], "source": s.source}
 
 
 def _signal(data: Mapping[str, Any]) -> InputSignal:
+    # A measured input (issue 26, part 7) has no knots and names its data in ``source``.
     return InputSignal(str(data["input"]),
                        tuple((tuple(map(float, t)), tuple(map(float, v))) for t, v in data["tables"]),
-                       tuple(_parameter(k) for k in data["knots"]))
+                       tuple(_parameter(k) for k in data["knots"]), str(data["source"]))
 
 
 @dataclasses.dataclass(frozen=True)

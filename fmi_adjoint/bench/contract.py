@@ -31,8 +31,8 @@ from ..errors import DataError
 from ..files import file_kind
 from ..text import excerpt
 
-__all__ = ["AbstractFormat", "EXTRA", "MAX_SAMPLES", "check_channels", "check_regular", "check_samples",
-           "check_times", "measurement_of", "numeric", "require"]
+__all__ = ["AbstractFormat", "EXTRA", "MAX_SAMPLES", "MissingChannel", "check_channels", "check_regular",
+           "check_samples", "check_times", "measurement_of", "numeric", "require"]
 
 #: The pip extra that installs the optional readers' libraries.
 EXTRA = "bench"
@@ -116,9 +116,19 @@ def check_channels(available: Sequence[str], channels: Sequence[str] | None, whe
         raise DataError(f"{where}: no channel is named like an output ({name_list(list(channels))}). Channels: "
                         f"{name_list(list(available))}. Map each output to its channel with --map OUTPUT=CHANNEL.")
     if missing:
-        raise DataError(f"{where}: no channel {excerpt(missing[0])}. Channels: {name_list(list(available))}. "
-                        "Map an output to an existing channel with --map OUTPUT=CHANNEL.")
+        raise MissingChannel(where, missing[0], tuple(available))
     return list(channels)
+
+
+class MissingChannel(DataError):
+    """A channel asked for that the file does not have; the message's fix is the command
+    line's for outputs (``--map``); who asks for another purpose (a measured input) words its own
+    from ``source``, ``channel`` and ``available``."""
+
+    def __init__(self, source: str, channel: str, available: tuple[str, ...]):
+        self.source, self.channel, self.available = source, channel, available
+        super().__init__(f"{source}: no channel {excerpt(channel)}. Channels: {name_list(list(available))}. "
+                         "Map an output to an existing channel with --map OUTPUT=CHANNEL.")
 
 
 def measurement_of(times: np.ndarray, columns: Sequence[str], vectors: Sequence[np.ndarray], units: Sequence[str],

@@ -30,9 +30,10 @@ import numpy as np
 from ..data import Measurement, name_list
 from ..errors import DataError
 from ..text import excerpt
-from .units import UnitConversion, convert_unit, time_factor
+from .contract import MissingChannel
+from .units import DRIVING, UnitConversion, convert_unit, time_factor
 
-__all__ = ["MeasuredChannel", "check_coverage", "input_channel"]
+__all__ = ["MeasuredChannel", "check_coverage", "input_channel", "missing_input_channel"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -76,10 +77,9 @@ def input_channel(measurement: Measurement, channel: str, *, input_name: str, in
     """
     where = measurement.source or "data"
     if channel not in measurement.columns:
-        raise DataError(f"--input {excerpt(input_name)}={excerpt(channel)}: {where} has no channel "
-                        f"{excerpt(channel)}. Channels: {name_list(list(measurement.columns))}.")
+        raise missing_input_channel(MissingChannel(where, channel, measurement.columns), input_name)
     conversion = convert_unit(measurement.unit(channel), input_unit, channel=channel, output=input_name,
-                              source=where, model=model)
+                              source=where, model=model, role=DRIVING)
     values = np.array(measurement.column(channel), dtype=float)
     if conversion.status == "converted":
         values = conversion.factor * values + conversion.offset
@@ -98,6 +98,12 @@ def input_channel(measurement: Measurement, channel: str, *, input_name: str, in
     if conversion.status == "converted":
         text += f", converted to {input_unit}"
     return MeasuredChannel(input_name, times, values, text, conversion)
+
+
+def missing_input_channel(error: MissingChannel, input_name: str) -> DataError:
+    """The error for a channel that should drive ``input_name`` and is not in the file."""
+    return DataError(f"{error.source} has no channel {excerpt(error.channel)} to drive the input "
+                     f"{excerpt(input_name)}. Channels: {name_list(list(error.available))}; give one of them.")
 
 
 def check_coverage(channel: MeasuredChannel, t_end: float, *, t0: float = 0.0) -> None:

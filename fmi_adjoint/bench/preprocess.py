@@ -49,7 +49,8 @@ import numpy as np
 from ..data import Measurement, name_list
 from ..errors import DataError
 from ..text import excerpt
-from .inputs import MeasuredChannel, input_channel
+from .contract import MissingChannel
+from .inputs import MeasuredChannel, input_channel, missing_input_channel
 from .units import UnitConversion, convert_unit, time_factor
 
 __all__ = ["AbstractDetrend", "DETRENDS", "Prepared", "Preprocessing", "RemoveLinearTrend", "RemoveOffset",
@@ -183,8 +184,7 @@ def prepare(measurement: Measurement, preprocessing: Preprocessing, *, output_na
     units = list(measurement.units) if measurement.units else [""] * len(columns)
     for name, channel in preprocessing.inputs:
         if channel not in columns:
-            raise DataError(f"--input {excerpt(name)}={excerpt(channel)}: {where} has no channel {excerpt(channel)}. "
-                            f"Channels: {name_list(list(columns))}.")
+            raise missing_input_channel(MissingChannel(where, channel, tuple(columns)), name)
     driving = set(preprocessing.input_channels()) - set(output_names)
     if driving & set(columns):  # channels that drive inputs are not compared
         keep = [c for c, name in enumerate(columns) if name not in driving]

@@ -28,7 +28,7 @@ from ..errors import DataError
 from ..text import excerpt
 from .contract import require
 
-__all__ = ["UnitConversion", "convert_unit", "time_factor"]
+__all__ = ["COMPARED", "DRIVING", "ChannelRole", "UnitConversion", "convert_unit", "time_factor"]
 
 
 @functools.cache
@@ -73,10 +73,29 @@ def _parse(text: str, what: str):
                         "mm, deg or N*m.") from None
 
 
+@dataclasses.dataclass(frozen=True)
+class ChannelRole:
+    """What a channel is converted for, in messages: ``what`` (an output it is compared with,
+    an input it drives), ``verb`` (what is done with it) and ``fix`` (for incompatible units)."""
+
+    what: str
+    verb: str
+    fix: str
+
+
+#: A channel compared with a model output (the default).
+COMPARED = ChannelRole("output", "compared with", "map the output to the right channel (--map OUTPUT=CHANNEL) or "
+                       "correct the unit")
+#: A channel that drives a model input (:mod:`fmi_adjoint.bench.inputs`).
+DRIVING = ChannelRole("input", "drives", "drive the input with a channel of its dimension, or correct the input's "
+                      "unit or the file's")
+
+
 def convert_unit(data_unit: str, output_unit: str, *, channel: str, output: str, source: str,
-                 model: str) -> UnitConversion:
+                 model: str, role: ChannelRole = COMPARED) -> UnitConversion:
     """The conversion of channel ``channel`` of ``source`` (in ``data_unit``) to output
-    ``output`` of ``model`` (in ``output_unit``); see the module docstring.
+    ``output`` of ``model`` (in ``output_unit``); see the module docstring.  ``role``: an input
+    the channel drives instead of an output (:data:`DRIVING`), in messages.
 
     Raises
     ------
@@ -89,18 +108,17 @@ def convert_unit(data_unit: str, output_unit: str, *, channel: str, output: str,
     if not data_unit or not output_unit:
         return UnitConversion(data_unit, output_unit, status="unchecked")
     source_unit = _parse(data_unit, f"{source}: the unit of channel {excerpt(channel)}")
-    target_unit = _parse(output_unit, f"the unit of output {excerpt(output)} of {model}")
+    target_unit = _parse(output_unit, f"the unit of {role.what} {excerpt(output)} of {model}")
     if source_unit is None or target_unit is None:
         unknown, where = (data_unit, f"channel {excerpt(channel)} of {source}") if source_unit is None else (
-            output_unit, f"output {excerpt(output)} of {model}")
+            output_unit, f"{role.what} {excerpt(output)} of {model}")
         return UnitConversion(data_unit, output_unit, status="unknown", notice=(
-            f"the unit {excerpt(unknown)} of {where} is not a known unit: {excerpt(channel)} is compared with "
+            f"the unit {excerpt(unknown)} of {where} is not a known unit: {excerpt(channel)} {role.verb} "
             f"{excerpt(output)} unconverted; write the unit like m/s^2, mm or deg if it is one."))
     if source_unit.dimensionality != target_unit.dimensionality:
-        raise DataError(f"{source}: channel {excerpt(channel)} is in {excerpt(data_unit)}, the output "
+        raise DataError(f"{source}: channel {excerpt(channel)} is in {excerpt(data_unit)}, the {role.what} "
                         f"{excerpt(output)} of {model} in {excerpt(output_unit)}: incompatible units "
-                        f"({source_unit.dimensionality} against {target_unit.dimensionality}); map the output to "
-                        "the right channel (--map OUTPUT=CHANNEL) or correct the unit.")
+                        f"({source_unit.dimensionality} against {target_unit.dimensionality}); {role.fix}.")
     registry = _registry()
     offset = float(registry.Quantity(0.0, source_unit).to(target_unit).magnitude)
     factor = float(registry.Quantity(1.0, source_unit).to(target_unit).magnitude) - offset

@@ -440,15 +440,15 @@ def cmd_simulate(args) -> int:
 def _driven(engine, args, t_end: float):
     """``simulate``'s engine with the ``--input`` channels of ``--input-data`` driving inputs
     (:func:`~fmi_adjoint.identify.spec.driven_engine`)."""
-    from ..bench.preprocess import Preprocessing  # noqa: PLC0415 (only with --input)
-    from ..identify.data_costs import DataFile  # noqa: PLC0415 (as above)
-    from ..identify.spec import driven_engine  # noqa: PLC0415 (as above)
-    from .cost_options import pairs  # noqa: PLC0415 (as above)
-
     if (args.input is None) != (args.input_data is None):
         raise ModelError("--input INPUT=CHANNEL and --input-data DATA go together: give both, or neither.")
     if args.input is None:
         return engine
+    from ..bench.preprocess import Preprocessing  # noqa: PLC0415 (only with --input: a warm start imports less)
+    from ..identify.data_costs import DataFile  # noqa: PLC0415 (as above)
+    from ..identify.spec import driven_engine  # noqa: PLC0415 (as above)
+    from .cost_options import pairs  # noqa: PLC0415 (as above)
+
     inputs = pairs(args.input, "--input", "INPUT=CHANNEL", "--input z_road=RoadZ", "input")
     data = DataFile.from_path(args.input_data, preprocessing=Preprocessing(inputs=inputs), outputs=())
     return driven_engine(engine, data, t_end=t_end)

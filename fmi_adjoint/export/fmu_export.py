@@ -14,6 +14,14 @@ The FMU runs the C engine (``native/runtime/fa_engine.c``, HHT or generalized-al
                                 the files it reads (Matrix Market files of structured terms,
                                 table_load CSVs), at the names the model file gives them
 
+A measured input (an ``[inputs]`` entry with ``file`` and ``channel``, issue 26 part 7) is an
+experiment's excitation, not part of the FMU: the export leaves it out
+(:func:`without_measured_inputs`) and the FMU exposes the input as an input, for the importer
+to drive.  ``resources/model.toml`` is then the model file without the two keys (so the
+import's trust check rebuilds the very binary without the data file), ``export.json`` lists
+what was left out (``measured_inputs_left_out``: input, file, channel) and the data file is
+not carried.
+
 Value references (``fa_fmu_common.h``)::
 
     0                              time (FMI 3 only)
@@ -94,7 +102,7 @@ FMI_LAYER_DIR = Path(__file__).resolve().parent / "fmi"
 
 __all__ = ["DEFAULT_INTERFACE", "ExportError", "FMI_LAYER_DIR", "FMI_VERSIONS", "INTERFACES", "build_description",
            "build_fmu_binary", "expected_description", "export_fmu", "export_scheme", "export_storage",
-           "instantiation_token", "si_decomposition", "validate_against_schema"]
+           "instantiation_token", "si_decomposition", "validate_against_schema", "without_measured_inputs"]
 
 FMI_VERSIONS = (2, 3)
 #: ``export --interface``: Co-Simulation, Model Exchange, or both in one FMU.
@@ -599,12 +607,76 @@ def _cached_binary(src: Path, c_sources: list[str], solver: SparseSolver | None 
                           "cache folder (FMI_ADJOINT_CACHE) or run 'fmi-adjoint cache clear'.") from None
 
 
+#: A ``key = "string"`` pair of a TOML line: the key bare or quoted, possibly dotted
+#: (``z.file``, ``inputs.z.file``), the value a basic or literal one-line string.  Group 1 is
+#: the last part of the key.
+_STRING_PAIR = re.compile(r"""(?:(?:[A-Za-z0-9_-]+|"[^"\n]*"|'[^'\n]*')\s*\.\s*)*["']?([A-Za-z0-9_-]+)["']?\s*=\s*"""
+                          r"""(?:"(?:[^"\\\n]|\\.)*"|'[^'\n]*')""")
+
+
+def without_measured_inputs(text: str, source: str = "model file") -> tuple[str, list[dict]]:
+    """The model file ``text`` without the ``file`` and ``channel`` keys of its measured inputs
+    (module docstring), and what was left out (``{"input", "file", "channel"}`` each).
+
+    Each key is removed from the text itself (comments and layout kept): the candidate cuts of
+    a ``file = "..."`` pair (with the comma before or after it in an inline table, or its whole
+    line) are tried, and a cut is taken only if the file then parses to the same TOML document
+    less exactly that key.
+
+    Raises
+    ------
+    ExportError
+        A key written in a way no cut removes alone (the fix: write the input as an inline
+        table on one line).
+    """
+    doc = tomllib.loads(text)
+    inputs = doc.get("inputs")
+    left_out = [{"input": name, "file": spec.get("file"), "channel": spec.get("channel")}
+                for name, spec in (inputs.items() if isinstance(inputs, dict) else ())
+                if isinstance(spec, dict) and ("file" in spec or "channel" in spec)]
+    for entry in left_out:
+        for key in ("file", "channel"):
+            if key in doc["inputs"][entry["input"]]:
+                del doc["inputs"][entry["input"]][key]
+                text = _cut_key(text, key, repr(doc), f"{source}: inputs.{entry['input']}.{key}")
+    return text, left_out
+
+
+def _cut_key(text: str, key: str, expected: str, where: str) -> str:
+    """``text`` with one ``key = "..."`` pair removed such that it parses to the document whose
+    ``repr`` is ``expected`` (:func:`without_measured_inputs`)."""
+    for match in _STRING_PAIR.finditer(text):
+        if match.group(1) != key:
+            continue
+        start, end = match.span()
+        line_start = text.rfind("\n", 0, start) + 1
+        line_end = text.find("\n", end)
+        line_end = len(text) if line_end < 0 else line_end + 1
+        before = re.search(r",\s*$", text[line_start:start])
+        after = re.match(r"\s*,\s*", text[end:line_end])
+        cuts = [(line_start, line_end)]
+        if before:
+            cuts.append((line_start + before.start(), end))
+        if after:
+            cuts.append((start, end + after.end()))
+        for first, last in cuts:
+            candidate = text[:first] + text[last:]
+            try:
+                if repr(tomllib.loads(candidate)) == expected:
+                    return candidate
+            except ValueError:  # TOMLDecodeError: not this cut
+                continue
+    raise ExportError(f"{where}: the export leaves measured data out of the FMU, but cannot remove this key from "
+                      "the model file's text; write the input as one inline table, e.g. "
+                      "z = { value = 0.0, unit = \"m\", file = \"data.csv\", channel = \"z\" }.")
+
+
 def _carry_data_files(read: ModelSource, resources: Path) -> None:
     """Write the files the model file reads (the Matrix Market files of its structured terms,
     the CSV files of its ``table_load`` elements, the node, matrix and DOF-map files of its
-    flexible bodies' ``fe`` tables) into ``resources/`` at the names the model
-    file gives them, so that the import's trust check
-    (:attr:`~fmi_adjoint.fmu.archive.FmuArchive.native`), which rebuilds
+    flexible bodies' ``fe`` tables; not the data of measured inputs, which the export leaves
+    out of ``read.text``) into ``resources/`` at the names the model file gives them, so that
+    the import's trust check (:attr:`~fmi_adjoint.fmu.archive.FmuArchive.native`), which rebuilds
     ``resources/model.toml``, finds them as the export did.  Their values are
     compiled into the binary: the FMU runs without them.  A file named outside the model's
     folder (``--allow-external-tables``) cannot be placed so and is not carried: such an
@@ -643,7 +715,8 @@ def export_fmu(
     ----------
     source : path
         TOML model file (it is embedded in ``resources/``, with the Matrix Market files of its
-        structured terms: :func:`_carry_data_files`).
+        structured terms: :func:`_carry_data_files`; measured inputs are left out:
+        :func:`without_measured_inputs`).
     output : path
         The ``.fmu`` to write; it appears only when everything succeeded.
     fmi_version : {2, 3}
@@ -682,6 +755,11 @@ def export_fmu(
     check_writable(output)
     # Read once: the Matrix Market files carried into resources/ are the bytes the model was built from.
     read = ModelSource.from_path(source, allow_external_tables=allow_external_tables)
+    # The FMU is the model without its measured inputs, as the embedded model file says (the
+    # import's trust check rebuilds that file).
+    text, left_out = without_measured_inputs(read.text, str(source))
+    if left_out:
+        read = ModelSource(text, read.source, read.directory, read.tables)
     model = read.load().with_values(values or {})
     settings = model.simulation
     step = settings.step if step is None else float(step)
@@ -691,9 +769,15 @@ def export_fmu(
     if not step > 0:
         raise ModelError(f"--step {step}: the step must be positive.")
     identifier = _identifier(model.name)
-    token = instantiation_token(source.read_text(encoding="utf-8"), values, step, solver, fmi_version)
 
     with tempfile.TemporaryDirectory(prefix="fmi_adjoint_export_") as tmp:
+        embedded = Path(tmp) / "model.toml"
+        if left_out:
+            embedded.write_bytes(text.encode("utf-8"))
+        else:
+            shutil.copy(source, embedded)
+        # The importer derives the token from resources/model.toml as read_text reads it.
+        token = instantiation_token(embedded.read_text(encoding="utf-8"), values, step, solver, fmi_version)
         root = Path(tmp) / "fmu"
         storage = storage_override()
         binary, c_sources = build_fmu_binary(model, root, fmi_version=fmi_version, token=token, step=step,
@@ -714,7 +798,7 @@ def export_fmu(
         resources = root / "resources"
         resources.mkdir()
         _carry_data_files(read, resources)
-        shutil.copy(source, resources / "model.toml")
+        shutil.copy(embedded, resources / "model.toml")
         # binary_sha256: an importer trusts the embedded model only for this very binary,
         # and only if the model rebuilds to it (fmi_adjoint.fmu.archive.FmuArchive.native).
         (resources / "export.json").write_text(json.dumps(
@@ -722,6 +806,7 @@ def export_fmu(
              **solver.record(), "values": values or {},
              **({"matrix_storage": storage.name.lower()} if storage is not None else {}),
              "model_file": source.name, **({"interface": interface} if me is not None else {}),
+             **({"measured_inputs_left_out": left_out} if left_out else {}),
              "binary_sha256": hashlib.sha256(binary.read_bytes()).hexdigest()}, indent=2) + "\n")
         # Zip next to the target, then rename: no partial .fmu on any failure.
         with atomic_output(output, "wb") as handle:

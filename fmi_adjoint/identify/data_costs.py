@@ -41,7 +41,8 @@ from ..costs import (
 from ..costs.fourier import KINDS, WINDOWS
 from ..bench import detect_format
 from ..bench.merge import merge_measurements
-from ..bench.inputs import MeasuredChannel
+from ..bench.contract import MissingChannel
+from ..bench.inputs import MeasuredChannel, missing_input_channel
 from ..bench.preprocess import Prepared, Preprocessing, input_channels, prepare
 from ..data import Measurement, name_list, parse_csv, read_csv_bytes, sniff_delimiter, split_unit
 from ..errors import DataError
@@ -272,8 +273,12 @@ def _check_inputs_read(fmt, paths: Sequence[Path], measurement: Measurement, pre
     which names the file's channels (the compared channels were read with ``present_only``)."""
     missing = [c for c in preprocessing.input_channels() if c not in measurement.columns]
     if missing:
-        fmt.read(paths[0], missing)
-        raise DataError(f"{paths[0]}: no channel {excerpt(missing[0])} for --input.")  # the reader found it: a merge
+        name = next(n for n, c in preprocessing.inputs if c == missing[0])
+        try:
+            fmt.read(paths[0], missing)
+        except MissingChannel as error:
+            raise missing_input_channel(error, name) from None
+        raise DataError(f"{paths[0]}: no channel {excerpt(missing[0])} to drive the input {excerpt(name)}.")
 
 
 def input_courses(data: DataFile, *, units: Mapping[str, str], model: str) -> tuple[MeasuredChannel, ...]:

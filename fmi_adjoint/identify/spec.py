@@ -221,30 +221,35 @@ def driven_engine(engine: AbstractEngine, data: DataFile, *, t_end: float) -> Ab
     The data are compiled into the experiment's model, as a ``table_load``'s table: one build
     per distinct excitation (a cache entry each), shared by every run of the experiment.
 
+    The experiment's channel replaces measured data a model file names for the same input
+    (``[inputs] z = { file, channel }``: the model's default excitation).
+
     Raises
     ------
     DataError
-        An input the model does not have or one driven already, a channel the file does not
-        have, incompatible units, gaps, a record that does not cover ``[0, t_end]``.
+        An input the model does not have or one driven by a designed signal, a channel the file
+        does not have, incompatible units, gaps, a record that does not cover ``[0, t_end]``.
     """
     if not data.preprocessing.inputs:
         return engine
     model = engine.compiled.model
     declared = {p.name: p for p in model.all_parameters if p.causality == "input"}
-    driven = {s.input for s in model.signals}
+    designed = {s.input for s in model.signals if not s.measured}
     for name, channel in data.preprocessing.inputs:
         if name not in declared:
             raise DataError(f"--input {excerpt(name)}={excerpt(channel)}: {excerpt(name)} is not an input of model "
                             f"'{model.name}'; inputs: {', '.join(declared) or '(none: declare one in [inputs])'}.")
-        if name in driven:
-            raise DataError(f"--input {excerpt(name)}={excerpt(channel)}: the model already drives {excerpt(name)} "
-                            "with a signal; give one source for it.")
+        if name in designed:
+            raise DataError(f"--input {excerpt(name)}={excerpt(channel)}: the model drives {excerpt(name)} with a "
+                            "designed signal (knot values); give one source for it.")
     courses = input_courses(data, units={n: p.unit for n, p in declared.items()}, model=f"'{model.name}'")
     for course in courses:
         check_coverage(course, t_end)
-    signals = tuple(InputSignal(c.input, ((tuple(c.times.tolist()), tuple(c.values.tolist())),), source=c.source)
-                    for c in courses)
-    return choose_engine(dataclasses.replace(model, signals=model.signals + signals), engine_choice(engine.name)).engine
+    # The experiment's record replaces measured data the model file names for the same input.
+    replaced = {c.input for c in courses}
+    signals = tuple(s for s in model.signals if s.input not in replaced) + tuple(
+        InputSignal(c.input, ((tuple(c.times.tolist()), tuple(c.values.tolist())),), source=c.source) for c in courses)
+    return choose_engine(dataclasses.replace(model, signals=signals), engine_choice(engine.name)).engine
 
 
 def identification_memory(engine: AbstractEngine, experiments: Sequence[Experiment], parameters: int

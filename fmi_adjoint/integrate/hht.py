@@ -135,7 +135,8 @@ def prepare_run(model: CompiledModel, p: np.ndarray | None, *, t_end: float | No
         if grid[0] < first or grid[-1] > last:
             raise ModelError(
                 f"{where}: the table covers [{first:g}, {last:g}] s but the simulation runs over "
-                f"[{grid[0]:g}, {grid[-1]:g}] s; extend the table or shorten the simulation (--t-end)."
+                f"[{grid[0]:g}, {grid[-1]:g}] s; extend the table (measured data: a record that covers the run) or "
+                f"shorten the simulation (--t-end)."
             )
     return run
 
