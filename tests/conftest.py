@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,13 @@ def golden():
         return data
 
     return load
+
+
+@pytest.fixture
+def private_tmp(tmp_path, monkeypatch) -> Path:
+    """A private system temporary folder (tmp_path/tmp), so that extraction can be watched: what an
+    FMU or SSP reader extracts lands there and must be gone after use."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -184,15 +183,6 @@ def applied(handback, work) -> dict:
     assert code == 0, err
     assert str(fmu) in err and str(ssv) in err
     return {**handback, "new_fmu": fmu, "ssv": ssv}
-
-
-@pytest.fixture
-def private_tmp(tmp_path, monkeypatch) -> Path:
-    """A private system temporary folder (tmp_path/tmp), so that extraction can be watched."""
-    folder = tmp_path / "tmp"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
 
 
 def _problem(archive, data_path: Path, names, step: float, t_end: float, method: str, **kwargs) -> FmuProblem:

@@ -67,6 +67,8 @@ RANK = {
     "design": 12,
     "examples": 12,
     "fmu": 12,
+    # ssp (issue 28): systems of FMUs from SSP 1.0 files and the co-simulation master that runs them
+    "ssp": 13,
     # report (issue 27): HTML reports of identifications, designs and validations
     "report": 13,
     "cli": 14,
@@ -267,7 +269,7 @@ def test_the_cycle_check_refuses_the_fmu_cycles_it_replaced(edge):
 #: Packages whose modules never write to the console: what the user should know travels as values
 #: (notes on the result, :attr:`~fmi_adjoint.fmu.choice.GradientChoice.notes`, ...) to cli/, which
 #: prints them (issue 29).  Writing to a stream the caller passes (``log=``) is fine.
-QUIET_COMPONENTS = ("fmu",)
+QUIET_COMPONENTS = ("fmu", "ssp")
 
 
 def console_writes(path: Path) -> list[str]:

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["main", "build_parser"]
 
 
-def _common_model_options(parser: argparse.ArgumentParser, fmu: bool = False) -> None:
+def _common_model_options(parser: argparse.ArgumentParser, fmu: bool = False, optional: bool = False) -> None:
     if fmu:
         parser.add_argument("model", metavar="MODEL", nargs="?", help="TOML model file or bundled example name "
                             "(or --fmu)")
@@ -80,7 +80,8 @@ def _common_model_options(parser: argparse.ArgumentParser, fmu: bool = False) ->
                            "reported with success false)")
         _fmu_process_options(group)
     else:
-        parser.add_argument("model", metavar="MODEL", help="TOML model file or bundled example name")
+        parser.add_argument("model", metavar="MODEL", nargs="?" if optional else None,
+                            help="TOML model file or bundled example name")
     parser.add_argument("--set", action="append", metavar="NAME=VALUE", help="parameter value (repeatable)")
     parser.add_argument("--step", type=float, help="integrator step h [s] (default: the model's)")
     _scheme_options(parser)
@@ -199,9 +200,25 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _simulate_options(sim: argparse.ArgumentParser) -> None:
-    _common_model_options(sim)
+    _common_model_options(sim, optional=True)
     sim.add_argument("-o", "--output", metavar="OUT.csv", help="CSV file (default: stdout)")
     _engine_option(sim)
+    system = sim.add_argument_group("a system of FMUs (SSP 1.0) instead of MODEL: co-simulation")
+    system.add_argument("--ssp", metavar="SYSTEM.ssp",
+                        help="an .ssp archive or an .ssd file of Co-Simulation FMUs; --step is the macro step, "
+                        "--set COMPONENT.NAME=VALUE sets a component's parameter, the columns are "
+                        "COMPONENT.CONNECTOR of every component output and the system's outputs")
+    system.add_argument("--order", choices=("jacobi", "gauss-seidel"), default="jacobi",
+                        help="jacobi (default): every component steps from the same coupling values, in parallel; "
+                        "gauss-seidel: one after another along the connections")
+    system.add_argument("--extrapolation", choices=("hold", "linear"), default="hold",
+                        help="hold (default): inputs held over the macro step (first order in the step); linear: "
+                        "their slopes sent to FMUs that can interpolate inputs (second order)")
+    system.add_argument("--error-estimate", action="store_true",
+                        help="also run at half the macro step and print each column's estimated coupling error")
+    system.add_argument("--inputs", metavar="INPUTS.csv",
+                        help="the system's inputs: 'time' and one column per system input connector")
+    _fmu_process_options(system)
     group = sim.add_argument_group("measured inputs")
     group.add_argument("--input", action="append", metavar="INPUT=CHANNEL",
                        help="drive the model input INPUT (an [inputs] entry) with the channel CHANNEL of "
@@ -408,6 +425,14 @@ def cmd_examples(args) -> int:
 def cmd_simulate(args) -> int:
     from ..integrate.inputs import ParameterValues  # noqa: PLC0415 (the engine's module, loaded by resolve_engine)
 
+    if args.ssp is not None:
+        return _simulate_system(args)
+    if args.model is None:
+        raise ModelError("give MODEL (a TOML file or example name) or --ssp SYSTEM.ssp.")
+    for option, default in (("order", "jacobi"), ("extrapolation", "hold"), ("error_estimate", False),
+                            ("inputs", None), ("fmu_timeout", None), ("verbose", False)):
+        if getattr(args, option) != default:
+            raise ModelError(f"--{option.replace('_', '-')} applies to --ssp; remove it or give --ssp.")
     _check_solver_options(args)
     _check_outputs({"-o": args.output}, model_inputs(args.model))
     engine = resolve_engine(args.model, engine=args.engine, allow_external_tables=args.allow_external_tables)
@@ -434,6 +459,65 @@ def cmd_simulate(args) -> int:
         print(f"wrote {len(times)} rows to {args.output}", file=sys.stderr)
     else:
         write_csv_rows(sys.stdout, times, columns)
+    return 0
+
+
+def _simulate_system(args) -> int:
+    """``simulate --ssp``: co-simulate an SSP system of FMUs (:mod:`fmi_adjoint.ssp.master`)."""
+    from ..data import read_csv  # noqa: PLC0415 (only for --ssp)
+    from ..ssp.master import (  # noqa: PLC0415 (as above)
+        APPROXIMATIONS,
+        ORDERS,
+        InputTable,
+        MasterSettings,
+        estimate_error,
+        simulate_system,
+    )
+    from ..ssp.reading import open_system  # noqa: PLC0415 (as above)
+
+    if args.model is not None:
+        raise ModelError(f"give MODEL or --ssp, not both (MODEL {excerpt(args.model)} and --ssp {excerpt(args.ssp)}).")
+    for option in ("integrator", "alpha", "rho_inf", "newton", "jobs", "input", "input_data"):
+        if getattr(args, option) is not None:
+            raise ModelError(f"--{option.replace('_', '-')} applies to a model file, not to --ssp; remove it.")
+    if args.engine != "auto" or args.allow_external_tables:
+        raise ModelError("--engine and --allow-external-tables apply to a model file, not to --ssp; remove them.")
+    if args.step is None:
+        raise ModelError("--ssp needs --step H, the macro step of the co-simulation in seconds (e.g. --step 1e-3).")
+    check_time_span(args.t_end, args.step)
+    _check_outputs({"-o": args.output}, [("system", args.ssp), ("inputs file", args.inputs)])
+    settings = MasterSettings(step=args.step, order=ORDERS[args.order],
+                              approximation=APPROXIMATIONS[args.extrapolation])
+    values = parse_assignments(args.set)
+    table = None
+    if args.inputs:
+        data = read_csv(args.inputs)
+        table = InputTable(data.times, data.columns, data.values)
+    process = _fmu_process_settings(args)
+    with open_system(args.ssp) as system:
+        t_end = args.t_end if args.t_end is not None else system.structure.stop_time
+        if t_end is None:
+            raise ModelError(f"{args.ssp} has no DefaultExperiment stopTime; give --t-end.")
+        check_time_span(t_end, args.step)
+        options = {"values": values, "inputs": table, "timeout": process["timeout"], "log": process["log"]}
+        if args.error_estimate:
+            estimate = estimate_error(system.structure, system.archives, t_end, settings, **options)
+            result = estimate.results[0]
+        else:
+            result = simulate_system(system.structure, system.archives, t_end, settings, **options)
+    check_csv_columns(result.columns, "column")
+    columns = {name: result.values[:, k] for k, name in enumerate(result.columns)}
+    if args.output:
+        write_csv(args.output, result.times, columns)
+        print(f"wrote {len(result.times)} rows to {args.output}", file=sys.stderr)
+    else:
+        write_csv_rows(sys.stdout, result.times, columns)
+    if args.error_estimate:
+        factor = 1.0 / (1.0 - 2.0 ** -settings.approximation.order)
+        print(f"estimated coupling error at H = {args.step:g} s ({settings.order.name}, {settings.approximation.name}: "
+              f"{factor:g} x the difference to H/2):", file=sys.stderr)
+        for name, difference in zip(estimate.columns, estimate.difference):
+            print(f"  {name:24s} {factor * difference:.3g}", file=sys.stderr)
     return 0
 
 

@@ -48,8 +48,8 @@ from ..text import excerpt
 from .variables import MAX_ARRAY_ELEMENTS, FmuVariable, array_shapes, count_error, kind_of, parse_start
 
 __all__ = ["FmuError", "FmuVariable", "FmuArchive", "ArchiveEntry", "open_fmu", "PLATFORM_DIRS", "MAX_EVENT_INDICATORS",
-           "MAX_CONTINUOUS_STATES", "MAX_VARIABLES", "MAX_ARRAY_ELEMENTS", "count_error", "parse_description",
-           "schema_problems"]
+           "MAX_CONTINUOUS_STATES", "MAX_VARIABLES", "MAX_ARRAY_ELEMENTS", "check_zip_entries", "count_error",
+           "extract_zip_entry", "parse_description", "parse_xml", "schema_problems"]
 
 #: Binary folder of this platform, per FMI major version.
 PLATFORM_DIRS = {2: "linux64", 3: "x86_64-linux"}
@@ -143,25 +143,26 @@ def _finite_number(value: object) -> bool:
         return False
 
 
-def _normalized_name(path: Path, raw: str) -> tuple[str, bool]:
+def _normalized_name(path: Path, raw: str, what: str = "FMU") -> tuple[str, bool]:
     """The normalized path of the entry named ``raw`` and whether it is a folder (FmuError
     for names that are absolute, leave the folder, are empty or carry control characters)."""
     if "\x00" in raw:
         raise FmuError(f"{path}: the archive entry {raw.split(chr(0))[0]!r} has a NUL character in its name "
-                       "(a trick to hide the real name); the FMU is refused. Obtain a clean FMU from its author.")
+                       f"(a trick to hide the real name); the {what} is refused. Obtain a clean {what} from its "
+                       "author.")
     if any(unicodedata.category(ch) in _BAD_CATEGORIES for ch in raw):
         raise FmuError(f"{path}: the archive entry {raw!r} has control or invisible characters in its name; the "
-                       "FMU is refused. Obtain a clean FMU from its author.")
+                       f"{what} is refused. Obtain a clean {what} from its author.")
     slashed = raw.replace("\\", "/")
     if slashed.startswith("/") or re.match(r"^[A-Za-z]:", slashed) or ".." in slashed.split("/"):
         raise FmuError(
-            f"{path}: the archive entry {raw!r} points outside the FMU folder (path traversal); "
-            "the FMU is refused. Obtain a clean FMU from its author."
+            f"{path}: the archive entry {raw!r} points outside the {what} folder (path traversal); "
+            f"the {what} is refused. Obtain a clean {what} from its author."
         )
     name = posixpath.normpath(slashed) if slashed else ""
     if name in ("", "."):
-        raise FmuError(f"{path}: the archive has an entry with an empty name ({raw!r}); the FMU is refused. "
-                       "Obtain a clean FMU from its author.")
+        raise FmuError(f"{path}: the archive has an entry with an empty name ({raw!r}); the {what} is refused. "
+                       f"Obtain a clean {what} from its author.")
     return name, slashed.endswith("/")
 
 
@@ -172,16 +173,18 @@ def _collision_key(name: str) -> str:
     return "/".join(part.rstrip(" .") for part in folded.split("/"))
 
 
-def _check_entries(path: Path, archive: zipfile.ZipFile) -> list[tuple[zipfile.ZipInfo, ArchiveEntry]]:
+def check_zip_entries(path: Path, archive: zipfile.ZipFile, what: str = "FMU"
+                      ) -> list[tuple[zipfile.ZipInfo, ArchiveEntry]]:
     """Every entry with its normalized name, or FmuError for the first unsafe one.
 
     The header sizes are checked here as a first, cheap filter; extraction counts the
-    bytes it really unpacks (:func:`_extract_entry`), because the headers may lie.
+    bytes it really unpacks (:func:`extract_zip_entry`), because the headers may lie.  ``what``
+    names the archive in messages (an FMU, an SSP archive).
     """
     infos = archive.infolist()
     if len(infos) > _MAX_ENTRIES:
         raise FmuError(f"{path}: the archive has {len(infos)} entries (limit {_MAX_ENTRIES}); this is not a normal "
-                       "FMU.")
+                       f"{what}.")
     checked: list[tuple[zipfile.ZipInfo, ArchiveEntry]] = []
     seen: dict[str, str] = {}
     files: dict[str, str] = {}
@@ -189,30 +192,30 @@ def _check_entries(path: Path, archive: zipfile.ZipFile) -> list[tuple[zipfile.Z
     total = 0
     for info in infos:
         raw = info.orig_filename
-        name, is_dir = _normalized_name(path, raw)
+        name, is_dir = _normalized_name(path, raw, what)
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):
-            raise FmuError(f"{path}: the archive entry {raw!r} is a symbolic link; the FMU is refused.")
+            raise FmuError(f"{path}: the archive entry {raw!r} is a symbolic link; the {what} is refused.")
         if info.flag_bits & 0x1:
-            raise FmuError(f"{path}: the archive entry {raw!r} is encrypted; an FMU must not be. Obtain an "
-                           "unencrypted FMU.")
+            raise FmuError(f"{path}: the archive entry {raw!r} is encrypted; an {what} must not be. Obtain an "
+                           f"unencrypted {what}.")
         key = _collision_key(name)
         if key in seen:
             raise FmuError(
                 f"{path}: the archive entries {seen[key]!r} and {raw!r} extract to the same file (one would "
-                "replace the other); the FMU is refused. Obtain a clean FMU from its author."
+                f"replace the other); the {what} is refused. Obtain a clean {what} from its author."
             )
         seen[key] = raw
         if is_dir:
             folders.add(key)
         else:
             files[key] = raw
-            _check_size(path, raw, info.file_size, info.compress_size)
+            _check_size(path, raw, info.file_size, info.compress_size, what)
             if name == "modelDescription.xml" and info.file_size > _MAX_XML_BYTES:
                 raise _xml_size_error(path)
             total += info.file_size
             if total > _MAX_TOTAL_BYTES:
-                raise _total_error(path)
+                raise _total_error(path, what)
         parts = key.split("/")
         folders.update("/".join(parts[:k]) for k in range(1, len(parts)))
         checked.append((info, ArchiveEntry(name=name, raw=raw, is_dir=is_dir, date_time=tuple(info.date_time),
@@ -224,7 +227,7 @@ def _check_entries(path: Path, archive: zipfile.ZipFile) -> list[tuple[zipfile.Z
     if clashes:
         raise FmuError(
             f"{path}: the archive entry {files[clashes[0]]!r} is a file, but other entries use it as a folder; the "
-            "FMU is refused. Obtain a clean FMU from its author."
+            f"{what} is refused. Obtain a clean {what} from its author."
         )
     return checked
 
@@ -243,44 +246,52 @@ def _without_zip64(extra: bytes) -> bytes:
     return b"".join(out) if k == len(extra) else b""
 
 
-def _check_size(path: Path, raw: str, size: int, packed: int) -> None:
+def _check_size(path: Path, raw: str, size: int, packed: int, what: str = "FMU") -> None:
     """FmuError if an entry that unpacked (so far) to ``size`` bytes from ``packed`` is too
     large or too strongly compressed."""
     if size > _MAX_ENTRY_BYTES:
         raise FmuError(f"{path}: the archive entry {raw!r} unpacks to more than {_MAX_ENTRY_BYTES / 1024**2:g} MiB "
-                       "(limit per entry); the FMU is refused.")
+                       f"(limit per entry); the {what} is refused.")
     if size > _RATIO_FLOOR and size > _MAX_RATIO * max(packed, 1):
         raise FmuError(f"{path}: the archive entry {raw!r} unpacks to more than {_MAX_RATIO} times its packed size "
-                       f"({packed} bytes), as a zip bomb does; the FMU is refused.")
+                       f"({packed} bytes), as a zip bomb does; the {what} is refused.")
 
 
 def _xml_size_error(path: Path) -> FmuError:
     return FmuError(f"{path}: modelDescription.xml is larger than {_MAX_XML_BYTES // 1024**2} MiB; the FMU is refused.")
 
 
-def _total_error(path: Path) -> FmuError:
-    return FmuError(f"{path}: the archive unpacks to more than {_MAX_TOTAL_BYTES / 1024**2:g} MiB in total; the FMU "
+def _total_error(path: Path, what: str = "FMU") -> FmuError:
+    return FmuError(f"{path}: the archive unpacks to more than {_MAX_TOTAL_BYTES / 1024**2:g} MiB in total; the {what} "
                     "is refused.")
+
+
+def parse_xml(data: bytes, label: str, standard: str, refused: str, fix: str) -> etree._Element:
+    """Parse an XML document of a standard that never uses DTDs (FMI, SSP) without DTDs,
+    entities or network: a DOCTYPE or ENTITY is refused before parsing and again after it (the
+    parser's own view), malformed XML named.  ``label`` names the document, ``refused`` what is
+    refused (``the FMU``), ``fix`` how to get a good one, in the FmuError's text."""
+    if re.search(rb"<!\s*(DOCTYPE|ENTITY)", data, re.IGNORECASE):
+        raise FmuError(f"{label} declares a DOCTYPE or ENTITY (external entities are an attack vector and "
+                       f"{standard} never uses them); {refused} is refused. Remove the declaration.")
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
+    try:
+        root = etree.fromstring(data, parser)
+    except etree.XMLSyntaxError as exc:
+        raise FmuError(f"{label} is malformed XML ({exc}); {fix}.") from None
+    docinfo = root.getroottree().docinfo
+    if docinfo.doctype or docinfo.internalDTD is not None:
+        raise FmuError(f"{label} declares a DOCTYPE (external entities are an attack vector and {standard} never "
+                       f"uses them); {refused} is refused. Remove the declaration.")
+    return root
 
 
 def parse_description(path: Path, data: bytes) -> etree._Element:
     """Parse modelDescription.xml without DTDs or entities (FmuError naming the problem)."""
     if len(data) > _MAX_XML_BYTES:
         raise _xml_size_error(path)
-    if re.search(rb"<!\s*(DOCTYPE|ENTITY)", data, re.IGNORECASE):
-        raise FmuError(
-            f"{path}: modelDescription.xml declares a DOCTYPE or ENTITY (external entities are an attack "
-            "vector and FMI never uses them); the FMU is refused. Remove the declaration."
-        )
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
-    try:
-        root = etree.fromstring(data, parser)
-    except etree.XMLSyntaxError as exc:
-        raise FmuError(f"{path}: modelDescription.xml is malformed XML ({exc}); fix or re-export the FMU.") from None
+    root = parse_xml(data, f"{path}: modelDescription.xml", "FMI", "the FMU", "fix or re-export the FMU")
     docinfo = root.getroottree().docinfo
-    if docinfo.doctype or docinfo.internalDTD is not None:
-        raise FmuError(f"{path}: modelDescription.xml declares a DOCTYPE (external entities are an attack vector "
-                       "and FMI never uses them); the FMU is refused. Remove the declaration.")
     if (docinfo.encoding or "UTF-8").upper().replace("_", "-") not in ("UTF-8", "UTF8"):
         raise FmuError(f"{path}: modelDescription.xml is encoded as {docinfo.encoding}; FMI requires UTF-8.")
     if root.tag != "fmiModelDescription":
@@ -721,7 +732,7 @@ def _not_a_derivative(name_of: str, where: str, variable: etree._Element) -> Fmu
 def _extract(path: Path, directory: Path) -> tuple[ArchiveEntry, ...]:
     """Check every entry, then extract them into ``directory`` with bounded sizes."""
     with zipfile.ZipFile(path) as archive:
-        checked = _check_entries(path, archive)
+        checked = check_zip_entries(path, archive)
         description = next((e for _, e in checked if e.name == "modelDescription.xml"), None)
         if description is None or description.is_dir:
             raise FmuError(f"{path}: no modelDescription.xml at the root of the archive; this is not an FMU.")
@@ -735,22 +746,22 @@ def _extract(path: Path, directory: Path) -> tuple[ArchiveEntry, ...]:
                 target.mkdir(parents=True, exist_ok=True)
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
-            total = _extract_entry(path, archive, info, entry, target, total)
+            total = extract_zip_entry(path, archive, info, entry, target, total)
     return tuple(entry for _, entry in checked)
 
 
-def _extract_entry(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, entry: ArchiveEntry, target: Path,
-                   total: int) -> int:
+def extract_zip_entry(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo, entry: ArchiveEntry, target: Path,
+                      total: int, what: str = "FMU") -> int:
     """Stream one entry into ``target`` (created, never overwritten), counting the bytes
     really unpacked against the limits; returns the new running total."""
     written = 0
     with archive.open(info) as source, open(target, "xb") as sink:
         while chunk := source.read(_CHUNK):
             written += len(chunk)
-            _check_size(path, entry.raw, written, info.compress_size)
+            _check_size(path, entry.raw, written, info.compress_size, what)
             if entry.name == "modelDescription.xml" and written > _MAX_XML_BYTES:
                 raise _xml_size_error(path)
             if total + written > _MAX_TOTAL_BYTES:
-                raise _total_error(path)
+                raise _total_error(path, what)
             sink.write(chunk)
     return total + written

@@ -179,7 +179,10 @@ def _values(size: int, what: str) -> Callable[[object], np.ndarray]:
 #: What the array answering a call holds (the calls :func:`_call_size` knows).
 _CALL_ARRAYS = {"initial_states": "the states", "derivatives": "the state derivatives",
                 "rhs": "the derivatives and outputs", "get_real": "the values", "get_values": "the values",
-                "directional": "the directional derivative"}
+                "directional": "the directional derivative", "step": "the outputs", "exchange": "the outputs"}
+#: The co-simulation master's calls (:mod:`fmi_adjoint.ssp.master`): the argument holding the
+#: output references, one float answered per reference.
+_OUTPUT_ARGUMENT = {"step": 5, "exchange": 2}
 
 
 def _call_size(method: str, method_args: tuple, n_states: int) -> int | None:
@@ -190,6 +193,8 @@ def _call_size(method: str, method_args: tuple, n_states: int) -> int | None:
         return n_states + len(method_args[0] if method_args else ())
     if method in ("get_real", "get_values", "directional"):
         return len(method_args[0])
+    if method in _OUTPUT_ARGUMENT:
+        return len(method_args[_OUTPUT_ARGUMENT[method]])
     return None
 
 

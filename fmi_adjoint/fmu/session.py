@@ -5,7 +5,9 @@ the tool's: a binary that crashes, hangs or prints ends in one :class:`FmuError`
 FMU, the FMI call and the fix, and the tool's stdout stays clean.  :class:`FmuSession` is the
 parent's handle on that process, with the methods the identification needs; a whole
 simulation is one request, point evaluations carry their point (``set_point`` travels with
-the next evaluation).
+the next evaluation).  A co-simulation master sends one request per component and macro step
+(:meth:`FmuSession.step_request`, :meth:`FmuSession.exchange_request`) to all its components'
+sessions at once (:func:`run_each`), so that they step in parallel.
 
 The instance is created once and reset between runs (``fmi2Reset`` / ``fmi3Reset``).  At
 every start all real parameters are set to their start values from the model description,
@@ -56,7 +58,8 @@ from .replies import MalformedReply, expectation, one_line, reply_limit, split
 from .variables import NUMERIC_KINDS, element_names, reference_key, resolve
 from .worker import Progress, decode_reply, pack
 
-__all__ = ["DEFAULT_TIMEOUT", "STARTUP_ALLOWANCE", "FmuSession", "INTERFACES", "run_parallel", "start_values"]
+__all__ = ["DEFAULT_TIMEOUT", "STARTUP_ALLOWANCE", "FmuSession", "INTERFACES", "run_each", "run_parallel",
+           "start_values"]
 
 INTERFACES = ("ModelExchange", "CoSimulation")
 
@@ -260,7 +263,7 @@ class FmuSession:
         self._instantiated()
         if self._busy:
             raise FmuError(f"internal error: {self.archive.path.name}: a request is already in progress.")
-        expected = expectation(op, args, self.n_states)
+        expected, limit = expectation(op, args, self.n_states), reply_limit(op, args, self.n_states)
         try:
             self._requests.send_bytes(pickle.dumps((op, args), protocol=pickle.HIGHEST_PROTOCOL))
         except (BrokenPipeError, ConnectionError):
@@ -269,7 +272,7 @@ class FmuSession:
             self.kill()
             raise
         self._busy, self._expected = True, expected
-        self._limit = reply_limit(op, args, self.n_states)
+        self._limit = limit
         self._since = time.monotonic()
 
     def _check_deadline(self) -> None:
@@ -513,6 +516,34 @@ class FmuSession:
         self._point = None
         return self._request(*self.cs_job(values, grid, outputs, inputs))
 
+    # -- a co-simulation master's steps (:mod:`fmi_adjoint.ssp.master`) --------------------
+    def step_request(self, t: float, h: float, input_refs: Sequence, inputs: Sequence[float],
+                     output_refs: Sequence, slopes: Sequence[float] = ()) -> tuple[str, tuple]:
+        """The request of :meth:`step`, to send with :meth:`submit` (answered by :meth:`result`)
+        or :func:`run_each`, so that several components step at once."""
+        return "call", (None, "step", (float(t), float(h), list(input_refs), [float(v) for v in inputs],
+                                       [float(v) for v in slopes], list(output_refs)))
+
+    def step(self, t: float, h: float, input_refs: Sequence, inputs: Sequence[float], output_refs: Sequence,
+             slopes: Sequence[float] = ()) -> np.ndarray:
+        """One communication step of a started Co-Simulation instance: set the inputs (references
+        of :meth:`refs`) and, with ``slopes``, their time derivatives (FMI 2
+        ``fmi2SetRealInputDerivatives``, order 1, for an FMU that ``canInterpolateInputs``),
+        ``doStep`` from ``t`` by ``h``, and return the outputs at ``t + h``."""
+        self._point = None
+        return self._request(*self.step_request(t, h, input_refs, inputs, output_refs, slopes))
+
+    def exchange_request(self, input_refs: Sequence, inputs: Sequence[float],
+                         output_refs: Sequence) -> tuple[str, tuple]:
+        """The request of :meth:`exchange` (for :meth:`submit` or :func:`run_each`)."""
+        return "call", (None, "exchange", (list(input_refs), [float(v) for v in inputs], list(output_refs)))
+
+    def exchange(self, input_refs: Sequence, inputs: Sequence[float], output_refs: Sequence) -> np.ndarray:
+        """Set inputs and read outputs at the current communication point, in one request (an
+        iteration on an algebraic loop)."""
+        self._point = None
+        return self._request(*self.exchange_request(input_refs, inputs, output_refs))
+
     def simulate_fmu(self, **options) -> dict[str, np.ndarray]:
         """``fmpy.simulate_fmu`` on the extraction folder, in the worker; the result by column."""
         signal_table = options.pop("input", None)
@@ -577,6 +608,33 @@ def start_values(archive: FmuArchive, values: Mapping[str, float],
         refs.append(resolve(archive, name).wire())
         vals.append(float(value))
     return refs, vals
+
+
+
+def run_each(sessions: Sequence[FmuSession], requests: Sequence[tuple[str, tuple]]) -> list:
+    """The answers to ``requests[k]`` sent to ``sessions[k]``, all at once (each session's worker
+    runs its own: components of a co-simulation step in parallel).  The first error (a refused
+    call, a crash, a timeout) kills the workers still busy and propagates, as does any
+    interrupt."""
+    results: list = [None] * len(sessions)
+    running: dict[int, FmuSession] = {}
+    try:
+        for k, (session, (op, args)) in enumerate(zip(sessions, requests, strict=True)):
+            session.submit(op, args)
+            running[k] = session
+        while running:
+            ready = wait([s._replies for s in running.values()], timeout=_POLL)
+            for k, session in list(running.items()):
+                if session._replies in ready:
+                    del running[k]
+                    results[k] = session.result()
+                else:
+                    session._check_deadline()
+    except BaseException:
+        for session in running.values():
+            session.kill()
+        raise
+    return results
 
 
 def run_parallel(sessions: Sequence[FmuSession], jobs: Sequence[tuple[str, tuple]]) -> list:

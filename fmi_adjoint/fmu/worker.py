@@ -41,7 +41,9 @@ Design
 Whole simulations are one request (Co-Simulation: every ``doStep``; Model Exchange: the
 adaptive Radau IIA run of :mod:`.me_run` with its sensitivities runs in the worker); the per-point
 requests of the sensitivity path carry the point with them (``set_point`` is sent with
-the next evaluation).
+the next evaluation).  A co-simulation master (:mod:`fmi_adjoint.ssp.master`) steps an instance
+one macro step per request (``step``: inputs, ``doStep``, outputs) and iterates algebraic loops
+with ``exchange`` (inputs, outputs at the communication point).
 """
 
 from __future__ import annotations
@@ -430,16 +432,46 @@ class _Instance:
             t, h = float(grid[k]), float(grid[k + 1] - grid[k])
             if len(input_refs) and k > 0:
                 self.set_real(input_refs, input_table[k])
-            if self.fmi3:
-                result = self._call(f"fmi3DoStep at t = {t:g} s", self.fmu.doStep, t, h)
-                if result and len(result) > 1 and result[1]:  # terminateSimulation
-                    raise _Failure(f"{self.fmu_name}: the FMU asked to terminate at t = {t:g} s.")
-            else:
-                self._call(f"fmi2DoStep at t = {t:g} s", self.fmu.doStep, t, h)
+            self._do_step(t, h)
             out[k + 1] = self.get_real(outputs)
         self._call("terminating", self.fmu.terminate)
         self._terminated = True
         return out
+
+    def _do_step(self, t: float, h: float) -> None:
+        """``fmi2DoStep``/``fmi3DoStep`` from ``t`` by ``h``; an FMU asking to terminate (FMI 3
+        ``terminateSimulation``) or refusing the step (fmpy raises on ``fmi2Discard`` and
+        ``fmi2Error``) ends the run with a _Failure naming the time."""
+        if self.fmi3:
+            result = self._call(f"fmi3DoStep at t = {t:g} s", self.fmu.doStep, t, h)
+            if result and len(result) > 1 and result[1]:  # terminateSimulation
+                raise _Failure(f"{self.fmu_name}: the FMU asked to terminate at t = {t:g} s.")
+        else:
+            self._call(f"fmi2DoStep at t = {t:g} s", self.fmu.doStep, t, h)
+
+    def step(self, t: float, h: float, input_refs: Sequence, inputs: Sequence[float], slopes: Sequence[float],
+             output_refs: Sequence) -> np.ndarray:
+        """One communication step of a co-simulation master (:mod:`fmi_adjoint.ssp.master`):
+        set ``inputs``, and with ``slopes`` (FMI 2, ``canInterpolateInputs``) their first time
+        derivatives through ``fmi2SetRealInputDerivatives`` (order 1; ``input_refs`` are then
+        float64 scalars), step from ``t`` by ``h``, and return the values of ``output_refs`` at
+        ``t + h``."""
+        self.set_values(input_refs, inputs)
+        if len(slopes):
+            if self.fmi3:
+                raise _Failure(f"{self.fmu_name}: FMI 3 Co-Simulation takes no input derivatives; hold the inputs "
+                               "(zero-order hold).")
+            refs = [_typed(r)[1] for r in input_refs]
+            self._call(f"fmi2SetRealInputDerivatives at t = {t:g} s", self.fmu.setRealInputDerivatives, refs,
+                       [1] * len(refs), [float(s) for s in slopes])
+        self._do_step(float(t), float(h))
+        return self.get_values(output_refs)
+
+    def exchange(self, input_refs: Sequence, inputs: Sequence[float], output_refs: Sequence) -> np.ndarray:
+        """Set ``inputs`` and return ``output_refs`` at the current communication point (one
+        iteration of an algebraic loop between direct-feedthrough ports)."""
+        self.set_values(input_refs, inputs)
+        return self.get_values(output_refs)
 
     def initial_states(self) -> np.ndarray:
         buffer = (ctypes.c_double * self.n_states)()
@@ -670,7 +702,7 @@ def _serve(request_fd: int, reply_fd: int, progress_path: str, fmu_name: str, pa
             elif op == "call":
                 point, method, method_args = args
                 if method not in ("start", "initial_states", "derivatives", "rhs", "get_real", "set_real",
-                                  "get_values", "set_values", "directional"):
+                                  "get_values", "set_values", "directional", "step", "exchange"):
                     raise _Failure(f"internal error: the FMU worker has no method {method!r}.")
                 live = _live(instance)
                 if point is not None:

@@ -1,0 +1,657 @@
+"""A co-simulation master for a system of Co-Simulation FMUs (issue 28, part 2).
+
+API
+---
+::
+
+    from fmi_adjoint.ssp.master import (GaussSeidel, InputTable, Jacobi, LinearExtrapolation,
+                                        MasterSettings, ZeroOrderHold, estimate_error, simulate_system)
+
+    settings = MasterSettings(step=1e-3, order=Jacobi(), approximation=ZeroOrderHold())
+    result = simulate_system(structure, archives, t_end=1.0, settings=settings,
+                             values={"A.c1": 900.0}, inputs=InputTable(times, ("u",), table))
+    result.column("A.x1")          # SystemResult(times, columns, values): one row per communication point
+    estimate = estimate_error(structure, archives, t_end=1.0, settings=settings, runs=3)
+
+``structure`` is a :class:`~.structure.SystemStructure`, ``archives`` maps every component's name
+to its opened :class:`~fmi_adjoint.fmu.archive.FmuArchive` (what :func:`.reading.open_system`
+returns as ``.structure`` and ``.archives``).  ``values`` are the user's ``--set
+COMPONENT.NAME=VALUE``, applied after the SSD's parameter bindings.  Every error is one
+:class:`~fmi_adjoint.errors.FmuError` naming the component, connector or loop and the fix; the
+component processes are ended whatever happens.
+
+Method
+------
+Every component instance lives in its own sandboxed worker process
+(:class:`~fmi_adjoint.fmu.session.FmuSession`); one macro step is one request per component
+(set inputs, ``doStep``, get outputs: the worker's ``step``), sent to all components at once
+where the order allows (:func:`~fmi_adjoint.fmu.session.run_each`).
+
+* **Initialization**: every component is instantiated, its parameters set (start values of the
+  model description, then the SSD's bindings ``SystemStructure.parameters``, then ``values``),
+  initialized at ``t_start`` (enter/exit initialization mode), and the coupling is then made
+  consistent at ``t_start`` (below) before the first row is recorded.  The consistency is
+  reached after ``fmi2ExitInitializationMode`` (FMI 2.0.x, 4.2.1: inputs may be set and outputs
+  read at a communication point), so an FMU whose *initial state* depends on its inputs starts
+  from its inputs' start values.
+* **Orders** (strategies are objects): :class:`Jacobi` steps all components from the coupling
+  values at ``t_n``, in parallel; :class:`GaussSeidel` steps them one after another in the order
+  of the connections (a component follows those whose outputs it reads; a cycle is broken at
+  the component that comes first in the SSD), each reading the outputs its predecessors have
+  just computed at ``t_{n+1}``.
+* **Input approximation**: :class:`ZeroOrderHold` holds each input over the macro step (the
+  coupling error is of first order in H: Arnold, Clauß & Schierz, "Error analysis and error
+  estimates for co-simulation in FMI for model exchange and co-simulation V2.0", Archive of
+  Mechanical Engineering 60 (2013) 75-94);
+  :class:`LinearExtrapolation` also sends the input's slope through
+  ``fmi2SetRealInputDerivatives`` (order 1) to the FMUs that declare ``canInterpolateInputs``
+  (FMI 2 only; the others hold): the slope of the last macro step extrapolated (Jacobi) or,
+  for an input read from a predecessor that has already stepped (Gauss–Seidel), the slope to
+  its new value, and for a system input the table's own slope; second order in H.
+* **Consistent coupling at every communication point**: an input is ``factor * output +
+  offset`` of the output that drives it (the connection's :class:`~.structure.Transformation`)
+  or, for a system input, the input table interpolated linearly.  Where an output depends
+  directly on an input (the FMU's ``ModelStructure``: an output without ``dependencies`` depends
+  on every input, FMI 2.0.x, 2.2.8), the outputs are re-read after the inputs are set
+  (the worker's ``exchange``), and the equations ``u = C(y(u))`` are solved by Newton's method
+  to ``loop_tolerance`` (``max|u - C(y(u))| <= loop_tolerance * (1 + max|u|)``), the Jacobian
+  ``I - dC/dy dy/du`` from the FMU's directional derivatives where its CoSimulation element
+  declares ``providesDirectionalDerivative`` (else, or once it refuses one, forward
+  differences of relative step 1e-7),
+  reused while the residual falls by half per iteration and recomputed otherwise.  A system
+  without such outputs needs no iteration; an acyclic chain of them converges in one Newton
+  step when the components are linear.  A loop that does not converge in
+  ``max_loop_iterations`` iterations, or whose Jacobian's condition number exceeds
+  :data:`MAX_LOOP_CONDITION` (no unique solution, e.g. a loop gain of 1), is refused naming its
+  ports.
+* **Macro steps** of size H from ``t_start`` to ``t_end``, the last one shorter when H does not
+  divide the span (a remainder below 1e-9 H is dropped).
+
+Recorded at every communication point: every component output connector as
+``COMPONENT.CONNECTOR`` and every system output connector by its own name, in SSD order.
+
+Model Exchange components are refused for now (:data:`MODEL_EXCHANGE_REFUSAL`).
+
+Error estimate (:func:`estimate_error`): the system run at H, H/2 (and H/4 with ``runs=3``); per
+column the largest difference d(H, H/2) at the communication points of H between the runs at H
+and H/2, and with three runs the observed order ``p = log2(d(H, H/2) / d(H/2, H/4))``.  For a
+method of order p, d(H, H/2) = (1 - 2^-p) e(H) to leading order, so the error of the run at H
+is about ``d / (1 - 2^-p)`` (Richardson): twice the difference for zero-order hold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import TextIO
+
+import numpy as np
+
+from ..errors import FmuError
+from ..fmu.archive import FmuArchive
+from ..fmu.session import DEFAULT_TIMEOUT, FmuSession, run_each, start_values
+from ..text import excerpt
+from .structure import Component, Connection, Endpoint, SystemStructure
+
+__all__ = ["ErrorEstimate", "GaussSeidel", "InputTable", "Jacobi", "LinearExtrapolation", "MasterSettings",
+           "MODEL_EXCHANGE_REFUSAL", "SystemResult", "ZeroOrderHold", "estimate_error", "simulate_system"]
+
+MODEL_EXCHANGE_REFUSAL = ("not yet: Model Exchange components in a co-simulation; export or choose the "
+                          "CoSimulation implementation")
+#: Relative step of the forward differences of an algebraic loop's Jacobian.
+DIFFERENCE_STEP = 1e-7
+#: Largest condition number of a loop's Jacobian ``I - dC/dy dy/du`` that is solved: the
+#: differences are accurate to about 1e-9 relative (round-off over DIFFERENCE_STEP), so beyond
+#: 1e6 the Newton step is mostly noise and the loop is taken as singular (no unique solution).
+MAX_LOOP_CONDITION = 1e6
+
+
+# -- strategies -------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Jacobi:
+    """All components step from the coupling values at the start of the macro step, in parallel."""
+
+    name = "Jacobi"
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussSeidel:
+    """The components step one after another, in the order of the connections (module docstring)."""
+
+    name = "Gauss-Seidel"
+
+
+@dataclasses.dataclass(frozen=True)
+class ZeroOrderHold:
+    """Inputs held over the macro step; the coupling error is of first order in H."""
+
+    name = "zero-order hold"
+    order = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class LinearExtrapolation:
+    """Inputs with slopes (``fmi2SetRealInputDerivatives``) where the FMU can interpolate inputs;
+    second order in H where every driven FMU can."""
+
+    name = "linear extrapolation"
+    order = 2
+
+
+#: The orders and input approximations by their command-line names (``simulate --ssp``).
+ORDERS: dict[str, Jacobi | GaussSeidel] = {"jacobi": Jacobi(), "gauss-seidel": GaussSeidel()}
+APPROXIMATIONS: dict[str, ZeroOrderHold | LinearExtrapolation] = {"hold": ZeroOrderHold(),
+                                                                    "linear": LinearExtrapolation()}
+
+
+@dataclasses.dataclass(frozen=True)
+class MasterSettings:
+    """How the master runs a system (module docstring).
+
+    Attributes
+    ----------
+    step : float
+        The macro step H [s].
+    order : Jacobi or GaussSeidel
+    approximation : ZeroOrderHold or LinearExtrapolation
+    loop_tolerance : float
+        Of the algebraic loops (relative to 1 + the inputs' size).
+    max_loop_iterations : int
+        Newton iterations allowed per communication point.
+    """
+
+    step: float
+    order: Jacobi | GaussSeidel = Jacobi()
+    approximation: ZeroOrderHold | LinearExtrapolation = ZeroOrderHold()
+    loop_tolerance: float = 1e-10
+    max_loop_iterations: int = 20
+
+    def __post_init__(self):
+        if not (isinstance(self.step, (int, float)) and math.isfinite(self.step) and self.step > 0):
+            raise FmuError(f"macro step {self.step!r}: give a positive number of seconds.")
+        if not isinstance(self.order, (Jacobi, GaussSeidel)):
+            raise FmuError(f"order {self.order!r}: give Jacobi() or GaussSeidel().")
+        if not isinstance(self.approximation, (ZeroOrderHold, LinearExtrapolation)):
+            raise FmuError(f"input approximation {self.approximation!r}: give ZeroOrderHold() or "
+                           "LinearExtrapolation().")
+        if not (isinstance(self.loop_tolerance, (int, float)) and math.isfinite(self.loop_tolerance)
+                and self.loop_tolerance > 0):
+            raise FmuError(f"loop tolerance {self.loop_tolerance!r}: give a positive number.")
+        if not (isinstance(self.max_loop_iterations, int) and self.max_loop_iterations >= 1):
+            raise FmuError(f"max_loop_iterations {self.max_loop_iterations!r}: give a whole number of at least 1.")
+
+
+@dataclasses.dataclass(frozen=True)
+class InputTable:
+    """The system's inputs over time: ``values[k, j]`` is column ``columns[j]`` at ``times[k]``
+    (interpolated linearly, held beyond the ends)."""
+
+    times: np.ndarray
+    columns: tuple[str, ...]
+    values: np.ndarray
+
+    def __post_init__(self):
+        times, values = np.asarray(self.times, dtype=float), np.asarray(self.values, dtype=float)
+        if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) <= 0) or not np.all(np.isfinite(times)):
+            raise FmuError("input table: the times must be finite and increasing; give one row per time.")
+        if values.shape != (times.size, len(self.columns)) or not np.all(np.isfinite(values)):
+            raise FmuError(f"input table: the values must be finite, {times.size} rows by {len(self.columns)} "
+                           "columns (one per name).")
+        object.__setattr__(self, "times", times)
+        object.__setattr__(self, "values", values)
+
+    def at(self, name: str, t: float) -> float:
+        return float(np.interp(t, self.times, self.values[:, self.columns.index(name)]))
+
+
+@dataclasses.dataclass(frozen=True)
+class SystemResult:
+    """``values[k, j]`` is column ``columns[j]`` at the communication point ``times[k]``."""
+
+    times: np.ndarray
+    columns: tuple[str, ...]
+    values: np.ndarray
+
+    def column(self, name: str) -> np.ndarray:
+        if name not in self.columns:
+            raise FmuError(f"the result has no column {excerpt(name)}; columns: {', '.join(self.columns)}.")
+        return self.values[:, self.columns.index(name)]
+
+
+@dataclasses.dataclass(frozen=True)
+class ErrorEstimate:
+    """Per column of the result at H: ``difference[j]`` = max |y_H - y_{H/2}| over the points of
+    H, and with three runs ``order[j]`` = log2(d(H, H/2) / d(H/2, H/4)) (NaN where both are 0);
+    ``results`` are the runs, at ``steps``."""
+
+    steps: tuple[float, ...]
+    columns: tuple[str, ...]
+    difference: np.ndarray
+    order: np.ndarray | None
+    results: tuple[SystemResult, ...]
+
+
+# -- the system as the master sees it -------------------------------------------------------
+Port = tuple[str, str]  # (component, connector)
+
+
+class _Plan:
+    """The wiring of a system: per component its input and output ports and the feedthrough,
+    the coupling of every connected input, the loops and the Gauss-Seidel order."""
+
+    def __init__(self, structure: SystemStructure, archives: Mapping[str, FmuArchive]):
+        self.structure = structure
+        self.components: list[Component] = list(structure.components)
+        for component in self.components:
+            if component.name not in archives:
+                raise FmuError(f"{structure.source}: no FMU was opened for the component {excerpt(component.name)}.")
+            archive = archives[component.name]
+            if component.implementation == "ModelExchange" or not archive.co_simulation:
+                raise FmuError(f"{structure.source}: component {excerpt(component.name)} "
+                               f"({archive.path.name}): {MODEL_EXCHANGE_REFUSAL}.")
+        self.archives = archives
+        #: Connected inputs per component, in SSD connector order, and their connections.
+        self.inputs: dict[str, list[str]] = {}
+        self.outputs: dict[str, list[str]] = {}
+        self.driving: dict[Port, Connection] = {}
+        for component in self.components:
+            self.inputs[component.name] = []
+            self.outputs[component.name] = [c.name for c in component.connectors if c.kind == "output"]
+            for connector in component.connectors:
+                if connector.kind == "input":
+                    connection = structure.driving(Endpoint(component.name, connector.name))
+                    if connection is not None:
+                        self.inputs[component.name].append(connector.name)
+                        self.driving[(component.name, connector.name)] = connection
+        for (name, end), connection in self.driving.items():
+            start = connection.start
+            if start.element is not None and start.connector not in self.outputs.get(start.element, ()):
+                raise FmuError(f"{structure.source}: the connection to {name}.{end} starts at "
+                               f"{start.label()}, which is not an output of a component; connect an output.")
+        #: System outputs: name -> connection from a component output.
+        self.system_outputs: dict[str, Connection] = {}
+        for connector in structure.connectors:
+            if connector.kind == "output":
+                connection = structure.driving(Endpoint(None, connector.name))
+                if connection is not None and connection.start.element is not None:
+                    self.system_outputs[connector.name] = connection
+        self.feedthrough = {c.name: self._feedthrough(c.name) for c in self.components}
+        self.loop_ports = self._loop_ports()
+        self.order = self._gauss_seidel_order()
+
+    def _feedthrough(self, name: str) -> dict[str, set[str]]:
+        """Output connector -> the connected inputs it depends on directly (ModelStructure)."""
+        archive, inputs = self.archives[name], set(self.inputs[name])
+        out: dict[str, set[str]] = {}
+        declared = {u.variable.name: u.dependencies for u in archive.description.outputs}
+        for output in self.outputs[name]:
+            dependencies = declared.get(output)
+            names = inputs if dependencies is None else {v.name for v in dependencies} & inputs
+            if names:
+                out[output] = names
+        return out
+
+    def _edges(self) -> dict[tuple[str, Port], list[tuple[str, Port]]]:
+        """The graph of direct dependencies between ports: input -> output of the same component
+        (feedthrough), output -> input it drives."""
+        edges: dict[tuple[str, Port], list[tuple[str, Port]]] = {}
+        for name, outputs in self.feedthrough.items():
+            for output, inputs in outputs.items():
+                for connector in inputs:
+                    edges.setdefault(("in", (name, connector)), []).append(("out", (name, output)))
+        for port, connection in self.driving.items():
+            if connection.start.element is not None:
+                edges.setdefault(("out", (connection.start.element, connection.start.connector)), []).append(
+                    ("in", port))
+        return edges
+
+    def _loop_ports(self) -> list[Port]:
+        """The inputs on a cycle of direct dependencies (an algebraic loop), in plan order."""
+        edges = self._edges()
+        looped = []
+        for port in self.driving:
+            seen, stack = set(), list(edges.get(("in", port), ()))
+            while stack:
+                node = stack.pop()
+                if node == ("in", port):
+                    looped.append(port)
+                    break
+                if node not in seen:
+                    seen.add(node)
+                    stack.extend(edges.get(node, ()))
+        return looped
+
+    def _gauss_seidel_order(self) -> list[str]:
+        """Components after those whose outputs they read; ties and cycles by SSD order."""
+        names = [c.name for c in self.components]
+        before = {name: {c.start.element for (n, _), c in self.driving.items()
+                         if n == name and c.start.element not in (None, name)} for name in names}
+        order: list[str] = []
+        while len(order) < len(names):
+            ready = [n for n in names if n not in order and before[n] <= set(order)]
+            order.append(ready[0] if ready else next(n for n in names if n not in order))
+        return order
+
+    def check_table(self, table: InputTable | None) -> None:
+        """FmuError unless ``table`` has a column for every connected system input (no table:
+        the driven inputs keep the FMUs' own values)."""
+        for port, connection in self.driving.items():
+            start = connection.start
+            if table is not None and start.element is None and start.connector not in table.columns:
+                raise FmuError(f"{self.structure.source}: the system input {connection.start.connector!r} drives "
+                               f"{port[0]}.{port[1]} but the input table has no such column; columns: "
+                               f"{', '.join(table.columns) or '(none)'}.")
+
+    def feedthrough_inputs(self) -> list[Port]:
+        """Connected inputs some output depends on directly, in plan order."""
+        return [port for port in self.driving
+                if any(port[1] in inputs for inputs in self.feedthrough[port[0]].values())]
+
+    def columns(self) -> list[str]:
+        return ([f"{c.name}.{o}" for c in self.components for o in self.outputs[c.name]]
+                + list(self.system_outputs))
+
+
+class _Run:
+    """One run of the master (sessions, coupling values, the loop's Jacobian)."""
+
+    def __init__(self, plan: _Plan, settings: MasterSettings, inputs: InputTable | None, sessions):
+        self.plan, self.settings, self.table = plan, settings, inputs
+        self.sessions: dict[str, FmuSession] = sessions
+        self.in_refs = {n: s.refs(plan.inputs[n]) for n, s in sessions.items()}
+        self.out_refs = {n: s.refs(plan.outputs[n]) for n, s in sessions.items()}
+        #: Current outputs and the inputs each FMU holds now, by port.
+        self.y: dict[Port, float] = {}
+        self.u: dict[Port, float] = {}
+        self.previous_u: dict[Port, float] = {}
+        self.fed = plan.feedthrough_inputs()
+        self.jacobian: np.ndarray | None = None
+        #: Components that declare directional derivatives but refused one (differences instead).
+        self.refused: set[str] = set()
+        self.last_h = 0.0
+        self.interpolating = {n: (settings.approximation.order == 2 and s.archive.fmi_version == 2
+                                  and _cs_flag(s.archive, "canInterpolateInputs")
+                                  and all(isinstance(r, int) for r in self.in_refs[n]))
+                              for n, s in sessions.items()}
+
+    # -- coupling -------------------------------------------------------------------------
+    def coupled(self, port: Port, t: float) -> float | None:
+        """The value the coupling gives the input ``port`` at ``t`` (None: an unconnected
+        system input without a table column keeps the FMU's own value)."""
+        connection = self.plan.driving[port]
+        start = connection.start
+        if start.element is None:
+            if self.table is None:
+                return None
+            value = self.table.at(start.connector, t)
+        else:
+            value = self.y[(start.element, start.connector)]
+        return connection.transformation.apply(value)
+
+    def _set_outputs(self, name: str, values: np.ndarray) -> None:
+        for connector, value in zip(self.plan.outputs[name], values):
+            self.y[(name, connector)] = float(value)
+
+    # -- the consistent coupling at a communication point -----------------------------------
+    def settle(self, t: float) -> None:
+        """Make the inputs consistent with the outputs at ``t`` (module docstring)."""
+        if not self.fed:  # no output depends on an input directly: the outputs stand
+            for port in self.plan.driving:
+                value = self.coupled(port, t)
+                if value is not None:
+                    self.u[port] = value
+            return
+        settings, fed, last = self.settings, self.fed, math.inf
+        for iteration in range(settings.max_loop_iterations + 1):
+            target = {port: self.coupled(port, t) for port in self.plan.driving}
+            current = np.array([self.u.get(p, np.nan) for p in fed])
+            wanted = np.array([np.nan if target[p] is None else target[p] for p in fed])
+            known = ~np.isnan(wanted)
+            residual = np.where(known, current - wanted, 0.0)
+            residual[np.isnan(residual)] = np.inf  # never set yet
+            scale = 1.0 + float(np.max(np.abs(np.where(known, wanted, 0.0)), initial=0.0))
+            size = float(np.max(np.abs(residual), initial=0.0))
+            if size <= settings.loop_tolerance * scale:
+                for port, value in target.items():
+                    if value is not None:
+                        self.u[port] = value
+                return
+            if iteration == settings.max_loop_iterations:
+                break
+            if not np.all(np.isfinite(current[known])):
+                new = wanted  # the first pass: take the coupling's values
+            else:
+                if self.jacobian is None or (iteration > 0 and size > 0.5 * last):
+                    self.jacobian = self._jacobian(t)
+                condition = np.linalg.cond(self.jacobian)
+                if not condition <= MAX_LOOP_CONDITION:
+                    raise FmuError(self._loop_text(t, "has no unique solution (the condition number of its "
+                                                      f"Jacobian is {condition:.3g})"))
+                step = np.linalg.solve(self.jacobian, residual)
+                new = current - step
+            last = size
+            new = np.where(known, new, current)
+            self._exchange({port: float(v) for port, v in zip(fed, new) if not math.isnan(v)}, t)
+        raise FmuError(self._loop_text(t, f"did not converge in {settings.max_loop_iterations} iterations "
+                                          f"(residual {size:.3g})"))
+
+    def _loop_text(self, t: float, what: str) -> str:
+        ports = self.plan.loop_ports or self.fed
+        return (f"{self.plan.structure.source}: the algebraic loop through "
+                f"{', '.join(f'{c}.{p}' for c, p in ports)} {what} at t = {t:g} s; raise max_loop_iterations, "
+                "or break the loop (a component without direct feedthrough, or a delay) if it has no solution.")
+
+    def _exchange(self, values: Mapping[Port, float], t: float) -> None:
+        """Set the fed inputs (and every other connected input) to ``values`` and re-read the
+        outputs of the components concerned, in parallel."""
+        names = [n for n in self.sessions if any(p[0] == n for p in values)]
+        requests = []
+        for name in names:
+            refs, inputs, ports = [], [], []
+            for ref, connector in zip(self.in_refs[name], self.plan.inputs[name]):
+                port = (name, connector)
+                value = values.get(port, self.u.get(port))
+                if value is None:
+                    value = self.coupled(port, t)
+                if value is not None:
+                    refs.append(ref)
+                    inputs.append(value)
+                    ports.append(port)
+            self.u.update(zip(ports, inputs))
+            requests.append(self.sessions[name].exchange_request(refs, inputs, self.out_refs[name]))
+        for name, outputs in zip(names, run_each([self.sessions[n] for n in names], requests)):
+            self._set_outputs(name, outputs)
+
+    def _jacobian(self, t: float) -> np.ndarray:
+        """``I - dC/dy dy/du`` over the fed inputs (module docstring)."""
+        fed = self.fed
+        n = len(fed)
+        dy: dict[tuple[Port, Port], float] = {}  # (output port, input port) -> dy/du
+        for name, session in self.sessions.items():
+            mine = [p for p in fed if p[0] == name]
+            if not mine:
+                continue
+            outputs = list(self.plan.feedthrough[name])
+            out_refs = session.refs(outputs)
+            directional = _cs_flag(session.archive, "providesDirectionalDerivative") and name not in self.refused
+            for port in mine:
+                ref = session.refs([port[1]])[0]
+                column = None
+                if directional and isinstance(ref, int):
+                    try:
+                        column = session.directional(out_refs, ref)
+                    except FmuError:  # declared but refused: differences from now on
+                        self.refused.add(name)
+                        directional = False
+                if column is None:
+                    # The base point is read again after the perturbation (which it also undoes): an
+                    # FMU that interpolated its inputs over the step holds another value now.
+                    u0 = self.u[port]
+                    delta = DIFFERENCE_STEP * (1.0 + abs(u0))
+                    plus = session.exchange([ref], [u0 + delta], out_refs)
+                    column = (plus - session.exchange([ref], [u0], out_refs)) / delta
+                for output, value in zip(outputs, column):
+                    dy[((name, output), port)] = float(value)
+        jacobian = np.eye(n)
+        for row, port in enumerate(fed):
+            connection = self.plan.driving[port]
+            start = connection.start
+            if start.element is None:
+                continue
+            for k, source in enumerate(fed):
+                derivative = dy.get(((start.element, start.connector), source))
+                if derivative:
+                    jacobian[row, k] -= connection.transformation.factor * derivative
+        return jacobian
+
+    # -- macro steps ----------------------------------------------------------------------
+    def step(self, t: float, h: float) -> None:
+        """One macro step from ``t`` to ``t + h``; the coupling consistent at ``t + h`` after it."""
+        if isinstance(self.settings.order, Jacobi):
+            names = list(self.sessions)
+            requests = [self._step_request(name, t, h, fresh=False) for name in names]
+            results = run_each([self.sessions[n] for n in names], requests)
+            for name, outputs in zip(names, results):
+                self._set_outputs(name, outputs)
+        else:
+            for name in self.plan.order:
+                request = self._step_request(name, t, h, fresh=True)
+                self._set_outputs(name, run_each([self.sessions[name]], [request])[0])
+        self.previous_u, self.last_h = dict(self.u), h
+        self.settle(t + h)
+
+    def _step_request(self, name: str, t: float, h: float, fresh: bool) -> tuple[str, tuple]:
+        """The step of one component: its inputs at ``t`` (Gauss-Seidel, ``fresh``: zero-order
+        hold takes the predecessors' new values at ``t + h``) and their slopes."""
+        refs, values, slopes = [], [], []
+        stepped = set(self.plan.order[: self.plan.order.index(name)]) if fresh else set()
+        for ref, connector in zip(self.in_refs[name], self.plan.inputs[name]):
+            port = (name, connector)
+            start = self.plan.driving[port].start
+            now = self.u.get(port)
+            if now is None:
+                continue
+            new = self.coupled(port, t + h) if start.element in stepped or start.element is None else None
+            if not self.interpolating[name]:
+                refs.append(ref)
+                values.append(new if new is not None and start.element is not None else now)
+                continue
+            if new is not None:
+                slope = (new - now) / h
+            elif port in self.previous_u and self.last_h:
+                slope = (now - self.previous_u[port]) / self.last_h
+            else:
+                slope = 0.0
+            refs.append(ref)
+            values.append(now)
+            slopes.append(slope)
+        return self.sessions[name].step_request(t, h, refs, values, self.out_refs[name], slopes)
+
+    def record(self) -> list[float]:
+        row = [self.y[(c.name, o)] for c in self.plan.components for o in self.plan.outputs[c.name]]
+        for connection in self.plan.system_outputs.values():
+            start = connection.start
+            row.append(connection.transformation.apply(self.y[(str(start.element), start.connector)]))
+        return row
+
+
+def _cs_flag(archive: FmuArchive, name: str) -> bool:
+    """A capability flag of the FMU's ``<CoSimulation>`` element, read from the XML (fmpy 0.3
+    keeps only FMI 2 spellings; FMI 3 writes ``providesDirectionalDerivatives``)."""
+    element = archive.root.find("CoSimulation")
+    if element is None:
+        return False
+    spellings = (name, name + "s") if archive.fmi_version == 3 else (name,)
+    return any(element.get(spelling, "false") in ("true", "1") for spelling in spellings)
+
+
+def _component_values(structure: SystemStructure, values: Mapping[str, float]) -> dict[str, dict[str, float]]:
+    """Per component: the SSD's parameter bindings, then the user's ``COMPONENT.NAME`` values."""
+    out: dict[str, dict[str, float]] = {c.name: dict(structure.parameter_values(c.name)) for c in structure.components}
+    for key, value in values.items():
+        name, dot, variable = key.partition(".")
+        if not dot or not variable:
+            raise FmuError(f"--set {excerpt(key)}: name a component's variable as COMPONENT.NAME.")
+        if name not in out:
+            structure.component(name)  # raises, listing the components
+        out[name][variable] = value
+    return out
+
+
+def _grid(t_start: float, t_end: float, step: float) -> np.ndarray:
+    """Communication points from ``t_start`` to ``t_end`` by ``step``, the last step shorter."""
+    if not (math.isfinite(t_end) and t_end > t_start):
+        raise FmuError(f"end time {t_end!r}: give a time after the start time {t_start:g} s.")
+    count = math.floor((t_end - t_start) / step * (1 + 1e-12))
+    grid = t_start + step * np.arange(count + 1)
+    if t_end - grid[-1] > 1e-9 * step:
+        grid = np.append(grid, t_end)
+    else:
+        grid[-1] = t_end if abs(grid[-1] - t_end) <= 1e-9 * step else grid[-1]
+    return grid
+
+
+def simulate_system(structure: SystemStructure, archives: Mapping[str, FmuArchive], t_end: float,
+                    settings: MasterSettings, *, t_start: float | None = None,
+                    values: Mapping[str, float] | None = None, inputs: InputTable | None = None,
+                    timeout: float = DEFAULT_TIMEOUT, log: TextIO | None = None) -> SystemResult:
+    """Co-simulate ``structure`` from ``t_start`` (default: the SSD's start time, else 0) to
+    ``t_end`` (module docstring); one row per communication point."""
+    plan = _Plan(structure, archives)
+    plan.check_table(inputs)
+    t0 = float(t_start if t_start is not None else structure.start_time or 0.0)
+    grid = _grid(t0, float(t_end), float(settings.step))
+    per_component = _component_values(structure, values or {})
+    sessions: dict[str, FmuSession] = {}
+    try:
+        for component in plan.components:
+            sessions[component.name] = FmuSession(archives[component.name], "CoSimulation", timeout=timeout,
+                                                  log=log, wait=False)
+        requests = []
+        for component in plan.components:
+            refs, vals = start_values(archives[component.name], per_component[component.name], {})
+            requests.append(("call", (None, "start", (refs, vals, float(grid[0]), float(grid[-1])))))
+        run_each(list(sessions.values()), requests)
+        run = _Run(plan, settings, inputs, sessions)
+        names = list(sessions)
+        first = run_each([sessions[n] for n in names],
+                         [sessions[n].exchange_request([], [], run.out_refs[n]) for n in names])
+        for name, outputs in zip(names, first):
+            run._set_outputs(name, outputs)
+        run.settle(float(grid[0]))
+        rows = [run.record()]
+        for k in range(grid.size - 1):
+            run.step(float(grid[k]), float(grid[k + 1] - grid[k]))
+            rows.append(run.record())
+    finally:
+        for session in sessions.values():
+            session.close()
+    return SystemResult(grid, tuple(plan.columns()), np.array(rows, dtype=float))
+
+
+def estimate_error(structure: SystemStructure, archives: Mapping[str, FmuArchive], t_end: float,
+                   settings: MasterSettings, *, runs: int = 2, **options) -> ErrorEstimate:
+    """Step-halving estimate of the coupling error of the run at ``settings.step`` (module
+    docstring): runs at H, H/2 and, with ``runs=3``, H/4 (``options`` as for
+    :func:`simulate_system`)."""
+    if runs not in (2, 3):
+        raise FmuError(f"runs={runs!r}: the estimate compares 2 runs (H, H/2) or 3 (H, H/2, H/4).")
+    results = [simulate_system(structure, archives, t_end,
+                               dataclasses.replace(settings, step=settings.step / 2 ** k), **options)
+               for k in range(runs)]
+    coarse = results[0]
+
+    def at_coarse(result: SystemResult) -> np.ndarray:
+        return np.column_stack([np.interp(coarse.times, result.times, result.values[:, j])
+                                for j in range(result.values.shape[1])])
+
+    sampled = [coarse.values] + [at_coarse(r) for r in results[1:]]
+    differences = [np.max(np.abs(a - b), axis=0) for a, b in zip(sampled, sampled[1:])]
+    order = None
+    if runs == 3:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            order = np.log2(differences[0] / differences[1])
+    return ErrorEstimate(tuple(settings.step / 2 ** k for k in range(runs)), coarse.columns, differences[0], order,
+                         tuple(results))
+
