@@ -34,11 +34,13 @@ from .loading import (
     resolve_engine,
 )
 from .parallel_options import add_parallel_options, dask_settings
+from .ssp_options import add_master_options, master_settings
 
 if TYPE_CHECKING:
     from ..identify.data_costs import CostOptions
     from ..identify.spec import ProblemSpec
     from ..integrate import AbstractScheme
+    from ..scale import AbstractExecutor
 
 # A command imports what only it needs when it runs (and its options' choices when its parser
 # is built, build_parser), so that a warm `simulate` does not load the design code, the
@@ -208,12 +210,7 @@ def _simulate_options(sim: argparse.ArgumentParser) -> None:
                         help="an .ssp archive or an .ssd file of Co-Simulation FMUs; --step is the macro step, "
                         "--set COMPONENT.NAME=VALUE sets a component's parameter, the columns are "
                         "COMPONENT.CONNECTOR of every component output and the system's outputs")
-    system.add_argument("--order", choices=("jacobi", "gauss-seidel"), default="jacobi",
-                        help="jacobi (default): every component steps from the same coupling values, in parallel; "
-                        "gauss-seidel: one after another along the connections")
-    system.add_argument("--extrapolation", choices=("hold", "linear"), default="hold",
-                        help="hold (default): inputs held over the macro step (first order in the step); linear: "
-                        "their slopes sent to FMUs that can interpolate inputs (second order)")
+    add_master_options(system)
     system.add_argument("--error-estimate", action="store_true",
                         help="also run at half the macro step and print each column's estimated coupling error")
     system.add_argument("--inputs", metavar="INPUTS.csv",
@@ -247,6 +244,13 @@ def _identify_options(ident: argparse.ArgumentParser) -> None:
 
     _common_model_options(ident, fmu=True)
     _data_options(ident)
+    system = ident.add_argument_group("a system of FMUs (SSP 1.0) instead of MODEL: co-simulation")
+    system.add_argument("--ssp", metavar="SYSTEM.ssp",
+                        help="an .ssp archive or an .ssd file of Co-Simulation FMUs; --step is the macro step, "
+                        "--params and --set name COMPONENT.NAME, the data columns COMPONENT.CONNECTOR of a component "
+                        "output or a system output's name; gradients by central differences of whole system runs, "
+                        "in parallel (--workers, --dask)")
+    add_master_options(system, "--master-order")
     ident.add_argument("--bounds", action="append", metavar="P=LO:HI", help="bounds (default: the model's)")
     ident.add_argument("--method", choices=("auto", *OPTIMIZERS), default="auto",
                        help="'auto' (default): Gauss-Newton (least_squares) for --cost time, L-BFGS-B with the "
@@ -328,9 +332,13 @@ def _apply_options(apply: argparse.ArgumentParser) -> None:
 
 
 def _validate_options(check: argparse.ArgumentParser) -> None:
-    check.add_argument("fmu", metavar="IDENTIFIED.fmu")
-    check.add_argument("--data", required=True, metavar="DATA.csv", help="'time' and one column per FMU output")
-    check.add_argument("--inputs", metavar="INPUTS.csv", help="input signals: 'time' and one column per FMU input")
+    from .ssp_validate import add_ssp_validate_options  # noqa: PLC0415 (this command's parser only)
+
+    check.add_argument("fmu", metavar="IDENTIFIED.fmu", nargs="?", help="the FMU to validate (or give --ssp)")
+    check.add_argument("--data", required=True, metavar="DATA.csv",
+                       help="'time' and one column per FMU output (--ssp: per COMPONENT.CONNECTOR or system output)")
+    check.add_argument("--inputs", metavar="INPUTS.csv",
+                       help="input signals: 'time' and one column per FMU input (--ssp: per system input)")
     check.add_argument("-o", "--output", required=True, metavar="REPORT", help="folder for report.json and report.png")
     check.add_argument("--result", metavar="RESULT.json",
                        help="the identification's result: validate through the interface it used")
@@ -340,6 +348,7 @@ def _validate_options(check: argparse.ArgumentParser) -> None:
                        help="self-contained HTML report (opens offline in any browser): per output the measured and "
                        "re-simulated signals and their difference, and the RMS table")
     _fmu_process_options(check)
+    add_ssp_validate_options(check)
 
 
 def _demo_options(demo: argparse.ArgumentParser) -> None:
@@ -363,7 +372,8 @@ _COMMAND_PARSERS: tuple[tuple[str, str, str | None, Callable[[argparse.ArgumentP
      "An FMU exported by fmi-adjoint is rebuilt with the identified values compiled in (needs a C compiler; binaries "
      "for other platforms keep the old values); any other FMU gets them as start values only, which importers that "
      "ignore start values do not see: add --ssp for them.", _apply_options),
-    ("validate", "re-simulate an FMU through fmpy and compare it with data", None, _validate_options),
+    ("validate", "re-simulate an FMU through fmpy (or a system of FMUs, --ssp) and compare it with data", None,
+     _validate_options),
     ("demo", "identify the engine-mount parameters from the bundled measurement", None, _demo_options),
 )
 
@@ -408,7 +418,8 @@ def _data_inputs(args) -> list[tuple[str, str | None]]:
     """The files of ``--data FILE[@...]`` and ``--inputs``, and ``--fmu``, as (role, path)."""
     files = [("data file", file) for spec in args.data or []
              for file in (spec.partition("@")[0], *data_companions(spec))]
-    return files + [("inputs file", getattr(args, "inputs", None)), ("FMU", getattr(args, "fmu", None))]
+    return files + [("inputs file", getattr(args, "inputs", None)), ("FMU", getattr(args, "fmu", None)),
+                    ("system", getattr(args, "ssp", None))]
 
 
 def cmd_examples(args) -> int:
@@ -465,14 +476,7 @@ def cmd_simulate(args) -> int:
 def _simulate_system(args) -> int:
     """``simulate --ssp``: co-simulate an SSP system of FMUs (:mod:`fmi_adjoint.ssp.master`)."""
     from ..data import read_csv  # noqa: PLC0415 (only for --ssp)
-    from ..ssp.master import (  # noqa: PLC0415 (as above)
-        APPROXIMATIONS,
-        ORDERS,
-        InputTable,
-        MasterSettings,
-        estimate_error,
-        simulate_system,
-    )
+    from ..ssp.master import InputTable, estimate_error, simulate_system  # noqa: PLC0415 (as above)
     from ..ssp.reading import open_system  # noqa: PLC0415 (as above)
 
     if args.model is not None:
@@ -482,12 +486,9 @@ def _simulate_system(args) -> int:
             raise ModelError(f"--{option.replace('_', '-')} applies to a model file, not to --ssp; remove it.")
     if args.engine != "auto" or args.allow_external_tables:
         raise ModelError("--engine and --allow-external-tables apply to a model file, not to --ssp; remove them.")
-    if args.step is None:
-        raise ModelError("--ssp needs --step H, the macro step of the co-simulation in seconds (e.g. --step 1e-3).")
+    settings = master_settings(args, args.order)
     check_time_span(args.t_end, args.step)
     _check_outputs({"-o": args.output}, [("system", args.ssp), ("inputs file", args.inputs)])
-    settings = MasterSettings(step=args.step, order=ORDERS[args.order],
-                              approximation=APPROXIMATIONS[args.extrapolation])
     values = parse_assignments(args.set)
     table = None
     if args.inputs:
@@ -570,7 +571,9 @@ class _Setup:
             print(f"fmi-adjoint: warning: {text}", file=sys.stderr)
 
     #: The executor of a distributed problem (closed with the setup).
-    executor = None
+    executor: AbstractExecutor | None = None
+    #: Whether the problem is a co-simulated system (``--ssp``; ``archive`` is its SystemArchive).
+    system = False
 
     def close(self) -> None:
         self.problem.close()
@@ -593,12 +596,22 @@ def _problem(args, bounds=None) -> _Setup:
     )
     names = parse_names(args.params)
     preprocessing = preprocessing_from_args(args)
+    # The data preparation of model files (refused for an FMU and a system, which read plain files).
+    prepared = preprocessing != Preprocessing() or any(key in spec.partition("@")[2] for spec in args.data or []
+                                                       for key in ("window=", "with="))
+    model_only = "--map, --time-shift, --detrend, --resample, --input, window= and with= apply to model files"
+    if getattr(args, "ssp", None) is not None:
+        if prepared:
+            raise ModelError(f"{model_only}; for --ssp give CSV files with columns named COMPONENT.CONNECTOR (or a "
+                             "system output's name), and the system's inputs with --inputs INPUTS.csv.")
+        return _system_problem(args, options, names, bounds)
+    for option, default in (("master_order", "jacobi"), ("extrapolation", "hold")):
+        if getattr(args, option, default) != default:
+            raise ModelError(f"--{option.replace('_', '-')} applies to --ssp; remove it or give --ssp.")
     if args.fmu is not None:
-        if preprocessing != Preprocessing() or any(key in spec.partition("@")[2] for spec in args.data or []
-                                                   for key in ("window=", "with=")):
-            raise ModelError("--map, --time-shift, --detrend, --resample, --input, window= and with= apply to model "
-                             "files; for an FMU give one CSV file with columns named like its outputs, and its input "
-                             "signals with --inputs INPUTS.csv (columns named like the FMU's inputs).")
+        if prepared:
+            raise ModelError(f"{model_only}; for an FMU give one CSV file with columns named like its outputs, and "
+                             "its input signals with --inputs INPUTS.csv (columns named like the FMU's inputs).")
         return _fmu_problem(args, options, names, bounds)
     if args.model is None:
         raise ModelError("give MODEL (a TOML file or example name) or --fmu MODEL.fmu.")
@@ -716,14 +729,84 @@ def _fmu_problem(args, options, names, bounds) -> _Setup:
     return setup
 
 
+def _system_problem(args, options, names, bounds) -> _Setup:
+    """``identify --ssp``: the identification problem across a co-simulated system
+    (:class:`~fmi_adjoint.ssp.problem.SystemProblem`), its finite-difference runs on the
+    executor (a local process pool by default, ``--workers``, or ``--dask``)."""
+    from ..data import read_csv  # noqa: PLC0415 (only for --ssp)
+    from ..fmu.choice import GradientChoice  # noqa: PLC0415 (as above)
+    from ..identify.data_costs import DataFile  # noqa: PLC0415 (as above)
+    from ..identify.guards import data_notices  # noqa: PLC0415 (as above)
+    from ..integrate.inputs import ParameterValues  # noqa: PLC0415 (as above)
+    from ..scale.select import choose_executor  # noqa: PLC0415 (as above)
+    from ..ssp.problem import SystemProblem, system_experiment, system_target  # noqa: PLC0415 (as above)
+    from ..ssp.reading import open_system  # noqa: PLC0415 (as above)
+    from .loading import experiment_settings  # noqa: PLC0415 (as above)
+
+    if args.model is not None or args.fmu is not None:
+        given = f"MODEL {excerpt(args.model)}" if args.model is not None else f"--fmu {excerpt(args.fmu)}"
+        raise ModelError(f"give MODEL, --fmu or --ssp, one of them ({given} and --ssp {excerpt(args.ssp)}).")
+    for option in ("integrator", "alpha", "rho_inf", "newton", "jobs", "rtol", "atol", "max_steps", "max_events",
+                   "run_timeout"):
+        if getattr(args, option) is not None:
+            raise ModelError(f"--{option.replace('_', '-')} does not apply to --ssp (Co-Simulation components run "
+                             "their own solvers under the master); remove it.")
+    if args.engine != "auto" or args.allow_external_tables:
+        raise ModelError("--engine and --allow-external-tables apply to a model file, not to --ssp; remove them.")
+    if args.gradient not in ("auto", "fd") or args.interface not in ("auto", "cs"):
+        raise ModelError("--ssp identifies Co-Simulation components by central differences of whole system runs: "
+                         "remove --gradient and --interface (or give --gradient fd --interface cs).")
+    settings = master_settings(args, args.master_order)
+    settings_values = parse_assignments(args.set)
+    inputs = read_csv(args.inputs) if args.inputs else None
+    dask, timeout = dask_settings(args)
+    process = _fmu_process_settings(args)
+    system = open_system(args.ssp)
+    executor: AbstractExecutor | None = None
+    try:
+        target = system_target(system.structure, system.archives)
+        experiments = []
+        for spec in args.data:
+            file, values = experiment_settings(spec, settings_values, names)
+            data = DataFile.from_path(file, outputs=target.output_names)
+            experiments.append(system_experiment(target, data, values, name=Path(file).stem, t_end=args.t_end,
+                                                 step=args.step, cost=options, inputs=inputs,
+                                                 inputs_file=args.inputs))
+        problem = SystemProblem(system.structure, system.archives, experiments, names, settings, bounds=bounds,
+                                start=ParameterValues.of(settings_values), **process)
+        # The stencil's runs in parallel: 2 per parameter and experiment (central differences).
+        executor = choose_executor(workers=args.workers, dask=dask, tasks=2 * len(names) * len(experiments),
+                                   preload=("fmi_adjoint.ssp.problem",), dask_timeout=timeout)
+        problem.executor = executor
+    except BaseException:
+        if executor is not None:
+            executor.close()
+        system.close()
+        raise
+    choice = GradientChoice("fd", "Co-Simulation components: central differences of whole system runs, in parallel",
+                            "CoSimulation", "every component of the system runs its Co-Simulation interface "
+                            "under the master")
+    setup = _Setup(problem, options, choice, system)
+    setup.executor, setup.system = executor, True
+    setup.add_notices(data_notices(target, _data_costs(args, problem), options=options))
+    return setup
+
+
 def _fmu_result_guards(setup: _Setup, result) -> list[tuple[str, bool]]:
-    """The guards of an FMU fit's result (:meth:`~fmi_adjoint.fmu.problem.FmuProblem.result_guards`):
-    (warning, untrusted) pairs; none for model files and the embedded model's adjoint path."""
+    """The guards of an FMU or system fit's result
+    (:meth:`~fmi_adjoint.fmu.problem.FmuProblem.result_guards`,
+    :meth:`~fmi_adjoint.ssp.problem.SystemProblem.result_guards`): (warning, untrusted) pairs;
+    none for model files and the embedded model's adjoint path."""
     from ..fmu.problem import FmuProblem
 
-    if not isinstance(setup.problem, FmuProblem):
-        return []
-    return setup.problem.result_guards(result.parameters, result.std_errors)
+    if isinstance(setup.problem, FmuProblem):
+        return setup.problem.result_guards(result.parameters, result.std_errors)
+    if setup.system:
+        from ..ssp.problem import SystemProblem  # noqa: PLC0415 (only for --ssp)
+
+        assert isinstance(setup.problem, SystemProblem)  # _system_problem made it
+        return setup.problem.result_guards(result.parameters, result.std_errors)
+    return []
 
 
 def _data_costs(args, problem) -> list[tuple[str, object]]:
@@ -915,7 +998,7 @@ def _fit_warnings(args, setup: _Setup, outcome) -> tuple[list[str], bool]:
     problem, result = setup.problem, outcome.best
     best = outcome.starts[outcome.best_start]
     # An FMU problem runs one start: its warnings advise other start values, not --starts.
-    starts_available = setup.choice is None
+    starts_available = setup.choice is None or setup.system
     # A parameter on a bound, a cost far above the noise floor, a channel best matched with a
     # time lag, a fit that did not move.
     bounds = bound_notices(problem, result, starts_available=starts_available)
@@ -1119,12 +1202,20 @@ def cmd_validate(args) -> int:
     from ..data import read_csv
     from ..fmu.archive import open_fmu
     from ..fmu.result_file import check_result_fmu
-    from ..fmu.validation import resimulate_against_data, write_validation
+    from ..fmu.validation import resimulate_against_data
+    from .ssp_validate import check_no_system_options, validate_system
+    from .validation_files import check_html_report, check_report_folder, write_reports
 
+    if args.ssp is not None:
+        return validate_system(args)
+    if args.fmu is None:
+        raise ModelError("give IDENTIFIED.fmu or --ssp SYSTEM.ssp.")
+    check_no_system_options(args)
     settings = _fmu_process_settings(args)
-    _check_report_folder(args.output, [("data file", args.data), ("inputs file", args.inputs), ("FMU", args.fmu)])
+    files = [("data file", args.data), ("inputs file", args.inputs), ("FMU", args.fmu)]
+    check_report_folder(args.output, files)
     if args.report:
-        _check_html_report(args)
+        check_html_report(args.report, args.output, [*files, ("result file", args.result)])
     data = read_csv(args.data, events=True)
     inputs = read_csv(args.inputs) if args.inputs else None
     interface = _validate_interface(args)
@@ -1141,36 +1232,8 @@ def cmd_validate(args) -> int:
             for text in notes:
                 _note(text)
         validation = resimulate_against_data(archive, data, inputs, interface=interface, **settings)
-    if args.report:  # before report.json (as identify writes its report before RESULT.json)
-        from ..report.validation import validation_report
-
-        validation_report(validation, notes=notes).write(args.report)
-    try:
-        write_validation(validation, args.output)
-    except BaseException:
-        if args.report:
-            Path(args.report).unlink(missing_ok=True)
-        raise
-    summary = validation.summary
-    for name, stats in summary["outputs"].items():
-        rel = stats["relative_rms_error"]
-        print(f"{name:16s} RMS error {stats['rms_error']:.6g}   max {stats['max_abs_error']:.6g}"
-              + (f"   ({100 * rel:.3g} % of the signal RMS)" if rel is not None else ""))
-    print(f"wrote {Path(args.output) / 'report.json'} and {Path(args.output) / 'report.png'}", file=sys.stderr)
-    if args.report:
-        print(f"wrote {args.report}", file=sys.stderr)
+    write_reports(validation, args.output, args.report, notes)
     return 0
-
-
-def _check_html_report(args) -> None:
-    """``validate --report``: writable, no input of the command, and neither report.json nor
-    report.png of the ``-o`` folder."""
-    _check_outputs({"--report": args.report}, [("data file", args.data), ("inputs file", args.inputs),
-                                               ("FMU", args.fmu), ("result file", args.result)])
-    for name in ("report.json", "report.png"):
-        if same_file(args.report, Path(args.output) / name):
-            raise OutputFileError(f"--report {args.report!r} is the {name} that -o {args.output!r} writes; give "
-                                  "another file name (REPORT.html).")
 
 
 def _note_other_values(args, archive) -> str | None:
@@ -1199,20 +1262,6 @@ def _validate_interface(args) -> str | None:
         raise ModelError(f"--interface {args.interface} differs from the {recorded} interface {args.result} was "
                          "identified with; drop --interface to validate as identified.")
     return chosen or recorded
-
-
-def _check_report_folder(folder: str, inputs: list[tuple[str, str | None]]) -> None:
-    """``validate -o``: a folder (existing or to be made) that is no input and whose
-    report files would overwrite no input."""
-    path = Path(folder)
-    if os.path.lexists(path) and not path.is_dir():
-        raise OutputFileError(f"-o {folder!r}: it exists and is not a folder; give a folder for report.json and "
-                              "report.png.")
-    check_not_input(path, inputs)
-    for name in ("report.json", "report.png"):
-        check_not_input(path / name, inputs, f"-o {folder!r}: the report file")
-        if path.is_dir():
-            check_writable(path / name)
 
 
 def cmd_design(args) -> int:

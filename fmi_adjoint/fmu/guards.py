@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AtResult", "CURVATURE_FACTOR", "FitProblem", "HELD_INPUT_FRACTION", "HeldInputCheck", "SE_SPAN",
            "SMOOTHNESS_TOLERANCE", "UNCONVERGED_RELATIVE", "UNCONVERGED_SE", "WIDE_FACTOR", "at_result",
+           "beyond_standard_errors",
            "convergence_warning", "discretization_warning", "held_input_check", "held_input_warning",
            "smoothness_warning"]
 
@@ -126,6 +128,22 @@ def at_result(problem: FitProblem, x: np.ndarray) -> AtResult | None:
 
 def _standard_errors(std_errors, n: int) -> np.ndarray:
     return np.array([np.nan if s is None else float(s) for s in (std_errors or [None] * n)], dtype=float)
+
+
+def beyond_standard_errors(shift: np.ndarray, x: np.ndarray, std_errors, nominal: np.ndarray,
+                           names: Sequence[str]) -> str | None:
+    """``NAME +shift (ratio standard errors)`` for each parameter whose ``shift`` (a step to the
+    minimum, a bias) exceeds :data:`UNCONVERGED_SE` standard errors and :data:`UNCONVERGED_RELATIVE`
+    of the parameter (NaN, no standard error, is not far; nor a shift below what the runs
+    resolve); None if there is none."""
+    se = _standard_errors(std_errors, len(x))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.abs(shift) / se
+    relative = np.abs(shift) / np.maximum(np.abs(x), nominal)
+    far = [k for k in range(len(x)) if ratios[k] > UNCONVERGED_SE and relative[k] > UNCONVERGED_RELATIVE]
+    if not far:
+        return None
+    return ", ".join(f"{names[k]} {shift[k]:+.3g} ({ratios[k]:.3g} standard errors)" for k in far)
 
 
 def smoothness_warning(problem: FitProblem, at: AtResult, std_errors) -> str | None:
@@ -342,16 +360,10 @@ def convergence_warning(problem: FitProblem, at: AtResult, std_errors) -> str | 
     """
     if std_errors is None:
         return None
-    x, se = at.x, _standard_errors(std_errors, len(at.x))
     step = np.linalg.lstsq(at.jacobian, -at.residuals, rcond=None)[0]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.abs(step) / se
-    relative = np.abs(step) / np.maximum(np.abs(x), problem.nominal)
-    # NaN (no standard error) is not far; nor a step below what the runs resolve.
-    far = [k for k in range(len(x)) if ratios[k] > UNCONVERGED_SE and relative[k] > UNCONVERGED_RELATIVE]
-    if not far:
+    shown = beyond_standard_errors(step, at.x, std_errors, problem.nominal, problem.names)
+    if shown is None:
         return None
-    shown = ", ".join(f"{problem.names[k]} {step[k]:+.3g} ({ratios[k]:.3g} standard errors)" for k in far)
     return (f"the optimizer stopped before the minimum: a Gauss-Newton step from the result moves {shown}; the "
             "stopping test is relative to the start cost, so a start with a large cost stops early; use "
             "--method least_squares, or start again from the result (--set NAME=VALUE).")
@@ -372,16 +384,10 @@ def discretization_warning(problem: FitProblem, at: AtResult, std_errors) -> str
     estimate = problem.discretization_error(at.x)
     if estimate is None or "parameter_bias" not in estimate:
         return None
-    x = at.x
     bias = np.array([estimate["parameter_bias"][n] for n in problem.names], dtype=float)
-    se = _standard_errors(std_errors, len(x))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.abs(bias) / se
-    relative = np.abs(bias) / np.maximum(np.abs(x), problem.nominal)
-    far = [k for k in range(len(x)) if ratios[k] > UNCONVERGED_SE and relative[k] > UNCONVERGED_RELATIVE]
-    if not far:
+    shown = beyond_standard_errors(bias, at.x, std_errors, problem.nominal, problem.names)
+    if shown is None:
         return None
     rtol = problem.tolerances.rtol
-    shown = ", ".join(f"{problem.names[k]} {bias[k]:+.3g} ({ratios[k]:.3g} standard errors)" for k in far)
     return (f"the discretization error of the Model Exchange runs (--rtol {rtol:g}) biases the result by about "
             f"{shown}: the standard errors do not cover it; give a tighter tolerance (--rtol {rtol / 100:g}).")

@@ -51,7 +51,7 @@ from .simulation import FmuSimulator, RunOutputs, SensitivityRequest
 from .variables import check_names, declared_variable, resolve
 from .windows import EventWindows
 
-__all__ = ["FmuProblem", "fmu_problem"]
+__all__ = ["FmuProblem", "RunsProblem", "declared_parameter", "fmu_problem"]
 
 
 def fmu_problem(
@@ -153,7 +153,7 @@ def _native_problem(archive, experiments, names, bounds, start) -> Identificatio
     return IdentificationProblem(runs, names, bounds=bounds, start=start)
 
 
-def _declared(archive: FmuArchive, name: str) -> tuple[float | None, float, float, float | None]:
+def declared_parameter(archive: FmuArchive, name: str) -> tuple[float | None, float, float, float | None]:
     """(start, min, max, nominal) of the parameter ``name``, an array element ``A[i,j]`` included."""
     ref = resolve(archive, name)
     # By name: FMI 2 value references are unique per base type only (an Integer may share one).
@@ -164,7 +164,104 @@ def _declared(archive: FmuArchive, name: str) -> tuple[float | None, float, floa
     return start, variable.min, variable.max, variable.nominal
 
 
-class FmuProblem:
+_declared = declared_parameter  # the name tests/test_fmu_variable_types.py imports
+
+
+class RunsProblem:
+    """What an identification problem computes from whole runs (one :class:`RunOutputs` per
+    experiment at its sample times) and its gradient path: costs, gradients, least-squares
+    residuals and their Jacobian, Gauss-Newton statistics and the noise floor.  A subclass
+    runs the simulations (:meth:`run`, :meth:`run_points`) and names its gradient path
+    (:attr:`path`, :meth:`path_outputs`): :class:`FmuProblem` (one FMU) and
+    :class:`~fmi_adjoint.ssp.problem.SystemProblem` (a co-simulated system, issue 28)."""
+
+    experiments: tuple[FmuExperiment, ...]
+    names: tuple[str, ...]
+    #: Per identified parameter: the scale of its difference steps, and its bounds.
+    nominal: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    simulations: int
+    path: AbstractGradientPath
+
+    def run(self, exp: FmuExperiment, x: np.ndarray, *, sensitivity: SensitivityRequest | None = None,
+            tolerances: Tolerances | None = None) -> RunOutputs:
+        raise NotImplementedError
+
+    def run_points(self, points: Sequence[np.ndarray],
+                   nodes: Sequence[np.ndarray | None] | None = None) -> list[list[RunOutputs]]:
+        raise NotImplementedError
+
+    def path_outputs(self, x: np.ndarray) -> list[RunOutputs]:
+        raise NotImplementedError
+
+    def sampled_outputs(self, index: int, x: np.ndarray) -> np.ndarray:
+        """Outputs of experiment ``index`` at its sample times, at identified values ``x``."""
+        return self.run(self.experiments[index], np.asarray(x, dtype=float)).Y
+
+    def cost(self, x: np.ndarray) -> float:
+        """Total cost at the identified values ``x``."""
+        return sum(exp.cost.evaluate(self.run(exp, x).Y, np.zeros(0)).J for exp in self.experiments)
+
+    # -- gradients -----------------------------------------------------------------------
+    def evaluate(self, x: np.ndarray, method: str = "adjoint") -> Evaluation:
+        """Cost and gradient; ``method`` "fd" forces finite differences, anything else uses the
+        problem's own path (``gradient_method``)."""
+        x = np.asarray(x, dtype=float)
+        sims0 = self.simulations
+        started = time.perf_counter()
+        if method == "fd":
+            runs, used = DifferencePath().outputs(self, x), "fd"
+        else:
+            runs = self.path_outputs(x)
+            used = self.path.method  # the sensitivity path may have given way
+        J, gradient = 0.0, np.zeros(len(self.names))
+        for exp, run in zip(self.experiments, runs):
+            value = exp.cost.evaluate(run.Y, np.zeros(0))
+            assert run.dY is not None  # a gradient path always fills it
+            J += value.J
+            gradient += np.einsum("sc,scp->p", value.dJ_dY, run.dY)
+        elapsed = time.perf_counter() - started
+        return Evaluation(J=J, gradient=gradient, method=used, forward_seconds=elapsed / (1 + len(x)),
+                          gradient_seconds=elapsed, simulations=self.simulations - sims0)
+
+    def finite_differences(self, x: np.ndarray) -> np.ndarray:
+        """The gradient by central differences of whole simulations (in parallel)."""
+        return self.evaluate(x, "fd").gradient
+
+    # -- least squares and statistics ----------------------------------------------------------
+    @property
+    def has_residuals(self) -> bool:
+        """Whether every experiment's cost is a least-squares cost (:meth:`residuals` answers)."""
+        return all(e.cost.sum_of_squares for e in self.experiments)
+
+    def residuals(self, x: np.ndarray, jacobian: bool = True):
+        """Stacked least-squares residuals and their Jacobian (from the problem's gradient path)."""
+        x = np.asarray(x, dtype=float)
+        for exp in self.experiments:
+            if not isinstance(exp.cost, LeastSquaresCost):
+                raise IdentificationError(f"experiment '{exp.name}': {type(exp.cost).__name__} is not a sum of "
+                                          "squares; use the lbfgsb method.")
+        runs = self.path_outputs(x) if jacobian else [self.run(exp, x) for exp in self.experiments]
+        rs, jacs = [], []
+        for exp, run in zip(self.experiments, runs):
+            r, factors = exp.cost.residuals(run.Y)
+            rs.append(r)
+            if jacobian:
+                assert run.dY is not None
+                jacs.append((factors[:, :, None] * run.dY).reshape(-1, len(x)))
+        return np.concatenate(rs), (np.vstack(jacs) if jacobian else None)
+
+    def statistics(self, x: np.ndarray) -> dict:
+        """Standard errors and correlations from the Gauss-Newton Hessian."""
+        r, Jr = self.residuals(x)
+        return gauss_newton_statistics(r, Jr)
+
+    def noise_floor(self) -> float | None:
+        return costs_noise_floor(exp.cost for exp in self.experiments)
+
+
+class FmuProblem(RunsProblem):
     """Experiments on one FMU sharing the identified parameters ``names`` (see the module docstring).
 
     It owns worker processes: close it (also after an error or an interrupt).
@@ -182,7 +279,7 @@ class FmuProblem:
         for name in bounds or {}:
             if name not in self.names:
                 raise IdentificationError(f"bounds given for '{name}', which is not identified; add it to --params.")
-        declared = [_declared(archive, name) for name in self.names]
+        declared = [declared_parameter(archive, name) for name in self.names]
         self.lower = np.array([(bounds or {}).get(n, (d[1], d[2]))[0] for n, d in zip(self.names, declared)],
                               dtype=float)
         self.upper = np.array([(bounds or {}).get(n, (d[1], d[2]))[1] for n, d in zip(self.names, declared)],
@@ -294,68 +391,6 @@ class FmuProblem:
         return [[self.simulator.finish(exp, replies[i * n_exp + e]) for e, exp in enumerate(self.experiments)]
                 for i in range(len(points))]
 
-    def sampled_outputs(self, index: int, x: np.ndarray) -> np.ndarray:
-        """Outputs of experiment ``index`` at its sample times, at identified values ``x``."""
-        return self.run(self.experiments[index], np.asarray(x, dtype=float)).Y
-
-    def cost(self, x: np.ndarray) -> float:
-        """Total cost at the identified values ``x``."""
-        return sum(exp.cost.evaluate(self.run(exp, x).Y, np.zeros(0)).J for exp in self.experiments)
-
-    # -- gradients -----------------------------------------------------------------------
-    def evaluate(self, x: np.ndarray, method: str = "adjoint") -> Evaluation:
-        """Cost and gradient; ``method`` "fd" forces finite differences, anything else uses the
-        problem's own path (``gradient_method``)."""
-        x = np.asarray(x, dtype=float)
-        sims0 = self.simulations
-        started = time.perf_counter()
-        if method == "fd":
-            runs, used = DifferencePath().outputs(self, x), "fd"
-        else:
-            runs = self.path_outputs(x)
-            used = self.path.method  # the sensitivity path may have given way
-        J, gradient = 0.0, np.zeros(len(self.names))
-        for exp, run in zip(self.experiments, runs):
-            value = exp.cost.evaluate(run.Y, np.zeros(0))
-            assert run.dY is not None  # a gradient path always fills it
-            J += value.J
-            gradient += np.einsum("sc,scp->p", value.dJ_dY, run.dY)
-        elapsed = time.perf_counter() - started
-        return Evaluation(J=J, gradient=gradient, method=used, forward_seconds=elapsed / (1 + len(x)),
-                          gradient_seconds=elapsed, simulations=self.simulations - sims0)
-
-    def finite_differences(self, x: np.ndarray) -> np.ndarray:
-        """The gradient by central differences of whole simulations (in parallel)."""
-        return self.evaluate(x, "fd").gradient
-
-    # -- least squares and statistics ----------------------------------------------------------
-    @property
-    def has_residuals(self) -> bool:
-        """Whether every experiment's cost is a least-squares cost (:meth:`residuals` answers)."""
-        return all(e.cost.sum_of_squares for e in self.experiments)
-
-    def residuals(self, x: np.ndarray, jacobian: bool = True):
-        """Stacked least-squares residuals and their Jacobian (from the problem's gradient path)."""
-        x = np.asarray(x, dtype=float)
-        for exp in self.experiments:
-            if not isinstance(exp.cost, LeastSquaresCost):
-                raise IdentificationError(f"experiment '{exp.name}': {type(exp.cost).__name__} is not a sum of "
-                                          "squares; use the lbfgsb method.")
-        runs = self.path_outputs(x) if jacobian else [self.run(exp, x) for exp in self.experiments]
-        rs, jacs = [], []
-        for exp, run in zip(self.experiments, runs):
-            r, factors = exp.cost.residuals(run.Y)
-            rs.append(r)
-            if jacobian:
-                assert run.dY is not None
-                jacs.append((factors[:, :, None] * run.dY).reshape(-1, len(x)))
-        return np.concatenate(rs), (np.vstack(jacs) if jacobian else None)
-
-    def statistics(self, x: np.ndarray) -> dict:
-        """Standard errors and correlations from the Gauss-Newton Hessian."""
-        r, Jr = self.residuals(x)
-        return gauss_newton_statistics(r, Jr)
-
     def discretization_error(self, x: np.ndarray) -> dict | None:
         """Estimated discretization error of a Model Exchange fit at ``x`` (None for
         Co-Simulation, whose solver is the FMU's own).
@@ -389,9 +424,6 @@ class FmuProblem:
             bias = np.linalg.lstsq(Jr, np.concatenate(delta_r), rcond=None)[0]
             out["parameter_bias"] = dict(zip(self.names, map(float, bias)))
         return out
-
-    def noise_floor(self) -> float | None:
-        return costs_noise_floor(exp.cost for exp in self.experiments)
 
     def result_guards(self, x: np.ndarray, std_errors) -> list[tuple[str, bool]]:
         """Warnings on the fit at ``x`` (issue 32), each with whether it makes the result

@@ -3,8 +3,14 @@
 :func:`simulate_with_fmpy` re-simulates through fmpy's own drivers (CVode for Model Exchange)
 with the FMU's start values applied, and :func:`validate_fmu_against_data` compares that with
 measured data and writes a report (per-output RMS and maximum error, PNG, JSON); in two steps,
-:func:`resimulate_against_data` (the :class:`FmuValidation`: the signals and the summary, nothing
+:func:`resimulate_against_data` (the :class:`Validation`: the signals and the summary, nothing
 written) and :func:`write_validation`.
+
+What is not FMU-specific serves every validation (``validate --ssp`` of a system of FMUs,
+:mod:`fmi_adjoint.ssp.validation`, too): :class:`Validation` (the signals, the summary, and what
+was re-simulated how, in words), :func:`check_output_columns` (the data's columns against the
+outputs), :func:`error_statistics` (per output the RMS and maximum error) and
+:func:`write_validation`.
 """
 
 from __future__ import annotations
@@ -28,9 +34,8 @@ from .me_run import between_matched_events, match_event_rows
 from .session import DEFAULT_TIMEOUT, FmuSession
 from .variables import FLOAT_KINDS, NUMERIC_KINDS, declared_variable, held_inputs, numeric_names, resolve
 
-__all__ = ["FmuValidation", "resimulate_against_data", "sample_recorded",
-           "simulate_with_fmpy", "validate_fmu_against_data",
-           "write_validation"]
+__all__ = ["FmuValidation", "Validation", "check_output_columns", "error_statistics", "resimulate_against_data",
+           "sample_recorded", "simulate_with_fmpy", "validate_fmu_against_data", "write_validation"]
 
 
 def simulate_with_fmpy(archive: FmuArchive, times: np.ndarray, outputs, inputs: Measurement | None = None,
@@ -138,26 +143,43 @@ def _typed(kind: str, value: float) -> float | int | bool:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class FmuValidation:
-    """An FMU re-simulated against measured data (:func:`resimulate_against_data`).
+class Validation:
+    """A model (an FMU, or a system of FMUs) re-simulated against measured data
+    (:func:`resimulate_against_data`, :func:`fmi_adjoint.ssp.validation.resimulate_system`).
 
     Attributes
     ----------
     data : Measurement
-        The measurement (its ``columns`` are FMU outputs).
+        The measurement (its ``columns`` are outputs of the model).
     simulated : numpy.ndarray
-        The FMU's outputs at ``data.times``, one column per ``data.columns``.
+        The model's outputs at ``data.times``, one column per ``data.columns``.
     units : dict
-        The unit of each output ("" where the FMU declares none).
+        The unit of each output ("" where the model declares none).
     summary : dict
-        What ``report.json`` holds: the FMU, the data, the samples, the interface, and per output
-        the RMS and maximum absolute error and the RMS relative to the measurement's RMS.
+        What ``report.json`` holds: the model, the data, the samples, how it was re-simulated,
+        and per output the RMS and maximum absolute error and the RMS relative to the
+        measurement's RMS (:func:`error_statistics`).
+    kind, path : str
+        What was validated, for reports: ``FMU`` or ``system``, and its file.
+    method : str
+        How it was re-simulated, completing "re-simulated through ...": e.g. ``fmpy
+        (CoSimulation interface)``.
+    legend : str
+        The re-simulated signal's name in plots.
     """
 
     data: Measurement
     simulated: np.ndarray
     units: dict[str, str]
     summary: dict
+    kind: str = "FMU"
+    path: str = ""
+    method: str = ""
+    legend: str = "re-simulated"
+
+
+#: The former name of :class:`Validation` (an FMU's validation).
+FmuValidation = Validation
 
 
 def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, inputs: Measurement | None = None,
@@ -176,7 +198,7 @@ def validate_fmu_against_data(archive: FmuArchive, data: Measurement, folder, in
 
 
 def resimulate_against_data(archive: FmuArchive, data: Measurement, inputs: Measurement | None = None, *,
-                            timeout: float = DEFAULT_TIMEOUT, log=None, interface: str | None = None) -> FmuValidation:
+                            timeout: float = DEFAULT_TIMEOUT, log=None, interface: str | None = None) -> Validation:
     """Check that ``data``'s columns are outputs (and ``inputs``' inputs) of the FMU,
     re-simulate (:func:`simulate_with_fmpy`) and compare; writes nothing.
 
@@ -186,14 +208,7 @@ def resimulate_against_data(archive: FmuArchive, data: Measurement, inputs: Meas
     the re-simulation's own event (:func:`sample_recorded`)."""
     outputs = list(data.columns)
     # The numeric names `identify` fits (Integer, Boolean, Enumeration, array elements A[i,j]).
-    known = numeric_names(archive, "output")
-    if not outputs:
-        raise FmuError(f"{data.source}: no column besides 'time'; add columns named like the FMU's outputs "
-                       f"({', '.join(known)}).")
-    for name in outputs:
-        if name not in known:
-            raise FmuError(f"{data.source}: column {excerpt(name, 80)} matches no output of {archive.path.name}. "
-                           f"Outputs: {', '.join(known) or 'none'}.")
+    check_output_columns(data, numeric_names(archive, "output"), archive.path.name, "the FMU's outputs")
     if inputs is not None:
         names = numeric_names(archive, "input")
         for name in inputs.columns:
@@ -212,21 +227,47 @@ def resimulate_against_data(archive: FmuArchive, data: Measurement, inputs: Meas
                                    interface=interface)
     if not np.all(np.isfinite(simulated)):
         raise FmuError(f"{archive.path.name}: the re-simulation gives non-finite outputs; check the start values.")
+    summary = {"fmu": str(archive.path), "data": data.source, "samples": int(data.times.size),
+               "outputs": error_statistics(data, simulated), "interface": interface}
+    # An array element A[i,j] is no variable of its own: no unit.
+    units = {name: archive.variables[name].unit if name in archive.variables else "" for name in outputs}
+    return Validation(data=data, simulated=simulated, units=units, summary=summary, path=str(archive.path),
+                      method=f"fmpy ({interface} interface)", legend="re-simulated (fmpy)")
+
+
+def check_output_columns(data: Measurement, known, model: str, outputs: str) -> None:
+    """FmuError unless ``data`` has columns and each is one of the ``known`` output names of
+    ``model`` (its name in messages; ``outputs``: how its outputs are called, e.g. "the FMU's
+    outputs").  Every unknown column is named, and the outputs listed."""
+    known = list(known)
+    if not data.columns:
+        raise FmuError(f"{data.source}: no column besides 'time'; add columns named like {outputs} "
+                       f"({', '.join(known)}).")
+    unknown = [name for name in data.columns if name not in known]
+    if len(unknown) == 1:
+        raise FmuError(f"{data.source}: column {excerpt(unknown[0], 80)} matches no output of {model}. "
+                       f"Outputs: {', '.join(known) or 'none'}.")
+    if unknown:
+        raise FmuError(f"{data.source}: columns {', '.join(excerpt(n, 80) for n in unknown[:10])}"
+                       f"{f' and {len(unknown) - 10} more' if len(unknown) > 10 else ''} match no output of {model}. "
+                       f"Outputs: {', '.join(known) or 'none'}.")
+
+
+def error_statistics(data: Measurement, simulated: np.ndarray) -> dict[str, dict]:
+    """Per column of ``data``: the RMS and maximum absolute error of ``simulated`` (a column
+    each) and the RMS relative to the measurement's RMS (None where that is zero), as
+    ``report.json`` holds them."""
     per_output: dict[str, dict] = {}
-    summary = {"fmu": str(archive.path), "data": data.source, "samples": int(data.times.size), "outputs": per_output,
-               "interface": interface}
-    for k, name in enumerate(outputs):
+    for k, name in enumerate(data.columns):
         error = simulated[:, k] - data.values[:, k]
         rms = float(np.sqrt(np.mean(error**2)))
         scale = float(np.sqrt(np.mean(data.values[:, k] ** 2)))
         per_output[name] = {"rms_error": rms, "max_abs_error": float(np.max(np.abs(error))),
                             "relative_rms_error": rms / scale if scale > 0 else None}
-    # An array element A[i,j] is no variable of its own: no unit.
-    units = {name: archive.variables[name].unit if name in archive.variables else "" for name in outputs}
-    return FmuValidation(data=data, simulated=simulated, units=units, summary=summary)
+    return per_output
 
 
-def write_validation(validation: FmuValidation, folder) -> None:
+def write_validation(validation: Validation, folder) -> None:
     """Write ``report.png`` and ``report.json`` of ``validation`` into ``folder`` (made if
     missing), each atomically."""
     folder = Path(folder)
@@ -234,24 +275,25 @@ def write_validation(validation: FmuValidation, folder) -> None:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise FmuError(f"cannot create the report folder {str(folder)!r}: {exc.strerror}.") from None
-    _plot(folder / "report.png", validation.data, validation.simulated, validation.summary)
+    _plot(folder / "report.png", validation)
     with atomic_output(folder / "report.json") as handle:
         handle.write(json.dumps(validation.summary, indent=2) + "\n")
 
 
-def _plot(path: Path, data: Measurement, simulated: np.ndarray, summary: dict) -> None:
+def _plot(path: Path, validation: Validation) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
+    data, simulated, summary = validation.data, validation.simulated, validation.summary
     n = len(data.columns)
     fig, axes = plt.subplots(n, 1, figsize=(9, 2.8 * n + 0.6), squeeze=False, constrained_layout=True)
     for k, name in enumerate(data.columns):
         ax = axes[k, 0]
         stats = summary["outputs"][name]
         ax.plot(data.times, data.values[:, k], color="0.45", lw=1.2, label="measured")
-        ax.plot(data.times, simulated[:, k], color="tab:blue", lw=1.0, ls="--", label="re-simulated (fmpy)")
+        ax.plot(data.times, simulated[:, k], color="tab:blue", lw=1.0, ls="--", label=validation.legend)
         ax.set_title(f"{name}: RMS error {stats['rms_error']:.3g}, max {stats['max_abs_error']:.3g}")
         ax.set_xlabel("time [s]")
         ax.legend(loc="best", fontsize=8)

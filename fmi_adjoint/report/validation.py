@@ -1,10 +1,11 @@
-"""The HTML report of an FMU validation (``fmi-adjoint validate --report``).
+"""The HTML report of a validation (``fmi-adjoint validate --report``, of an FMU or, with
+``--ssp``, of a system of FMUs).
 
 The numbers are the summary ``validate`` writes to ``report.json``
-(:func:`~fmi_adjoint.fmu.validation.resimulate_against_data`: per output the RMS and maximum
-error and the RMS relative to the measurement's), the signals the measured and the re-simulated
-outputs of the same :class:`~fmi_adjoint.fmu.validation.FmuValidation`.  The page: a summary
-(which FMU against which data, through which interface, the worst fit), the RMS table, and per
+(:func:`~fmi_adjoint.fmu.validation.error_statistics`: per output the RMS and maximum error and
+the RMS relative to the measurement's), the signals the measured and the re-simulated outputs
+of the same :class:`~fmi_adjoint.fmu.validation.Validation`.  The page: a summary (which FMU or
+system against which data, re-simulated how, the worst fit), the RMS table, and per
 output the measured and re-simulated signals over their difference (measured − re-simulated,
 as an identification's residual); the summary itself as a
 JSON block (``<script type="application/json" id="validation-json">``).
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..fmu.validation import FmuValidation
+from ..fmu.validation import Validation
 from .html import Page, plot_text
 
 __all__ = ["LARGE_ERROR", "validation_report"]
@@ -27,13 +28,13 @@ LARGE_ERROR = 0.1
 _MEASURED, _SIMULATED, _DIFFERENCE = "#555555", "#1f77b4", "#d62728"
 
 
-def validation_report(validation: FmuValidation, *, title: str | None = None, notes: Sequence[str] = ()) -> Page:
+def validation_report(validation: Validation, *, title: str | None = None, notes: Sequence[str] = ()) -> Page:
     """The report page of ``validation``; ``notes`` (plain sentences, e.g. that the FMU does not
     carry RESULT.json's values) are shown as warnings in the summary."""
     summary = validation.summary
-    fmu, data = Path(str(summary["fmu"])).name, Path(str(summary["data"])).name
-    page = Page(title or f"Validation of {fmu} against {data}",
-                subtitle=f"re-simulated through fmpy ({summary['interface']}), {summary['samples']} samples")
+    model, data = Path(validation.path).name, Path(str(summary["data"])).name
+    page = Page(title or f"Validation of {model} against {data}",
+                subtitle=f"re-simulated through {validation.method}, {summary['samples']} samples")
     _summary(page, validation, notes)
     _table(page, validation)
     page.section("Signals")
@@ -49,11 +50,11 @@ def validation_report(validation: FmuValidation, *, title: str | None = None, no
     return page
 
 
-def _summary(page: Page, validation: FmuValidation, notes: Sequence[str]) -> None:
+def _summary(page: Page, validation: Validation, notes: Sequence[str]) -> None:
     summary = validation.summary
     page.section("Summary")
     outputs = list(summary["outputs"])
-    page.paragraph(f"The FMU {summary['fmu']} was re-simulated through fmpy ({summary['interface']} interface) at "
+    page.paragraph(f"The {validation.kind} {validation.path} was re-simulated through {validation.method} at "
                    f"the {summary['samples']} sample times of {summary['data']} and compared with its "
                    f"{len(outputs)} measured output{'s' if len(outputs) != 1 else ''} ({', '.join(outputs)}).")
     relative = {name: stats["relative_rms_error"] for name, stats in summary["outputs"].items()
@@ -74,7 +75,7 @@ def _summary(page: Page, validation: FmuValidation, notes: Sequence[str]) -> Non
         page.bullets(warnings, kind="warning")
 
 
-def _table(page: Page, validation: FmuValidation) -> None:
+def _table(page: Page, validation: Validation) -> None:
     page.section("RMS errors")
     rows, flagged = [], []
     for name, stats in validation.summary["outputs"].items():
@@ -87,7 +88,7 @@ def _table(page: Page, validation: FmuValidation) -> None:
                caption=f"flagged: RMS error above {100 * LARGE_ERROR:g} % of the signal's RMS")
 
 
-def _output_figure(page: Page, validation: FmuValidation, k: int, name: str) -> None:
+def _output_figure(page: Page, validation: Validation, k: int, name: str) -> None:
     unit = validation.units.get(name, "")
     label = f"{name} [{unit}]" if unit else name
     t = validation.data.times
@@ -95,7 +96,7 @@ def _output_figure(page: Page, validation: FmuValidation, k: int, name: str) -> 
     data = [
         {"type": "scatter", "mode": "lines", "name": "measured", "x": t, "y": measured,
          "line": {"color": _MEASURED, "width": 2.2}},
-        {"type": "scatter", "mode": "lines", "name": "re-simulated (fmpy)", "x": t, "y": simulated,
+        {"type": "scatter", "mode": "lines", "name": validation.legend, "x": t, "y": simulated,
          "line": {"color": _SIMULATED, "width": 1.3, "dash": "dash"}},
         {"type": "scatter", "mode": "lines", "name": "difference", "x": t, "y": measured - simulated,
          "xaxis": "x2", "yaxis": "y2", "line": {"color": _DIFFERENCE, "width": 1.0}},

@@ -94,8 +94,9 @@ from ..fmu.session import DEFAULT_TIMEOUT, FmuSession, run_each, start_values
 from ..text import excerpt
 from .structure import Component, Connection, Endpoint, SystemStructure
 
-__all__ = ["ErrorEstimate", "GaussSeidel", "InputTable", "Jacobi", "LinearExtrapolation", "MasterSettings",
-           "MODEL_EXCHANGE_REFUSAL", "SystemResult", "ZeroOrderHold", "estimate_error", "simulate_system"]
+__all__ = ["APPROXIMATIONS", "ErrorEstimate", "GaussSeidel", "InputTable", "Jacobi", "LinearExtrapolation",
+           "MasterSettings", "MODEL_EXCHANGE_REFUSAL", "ORDERS", "SystemResult", "ZeroOrderHold", "estimate_error",
+           "simulate_system", "system_columns"]
 
 MODEL_EXCHANGE_REFUSAL = ("not yet: Model Exchange components in a co-simulation; export or choose the "
                           "CoSimulation implementation")
@@ -577,6 +578,13 @@ def _component_values(structure: SystemStructure, values: Mapping[str, float]) -
             structure.component(name)  # raises, listing the components
         out[name][variable] = value
     return out
+
+
+def system_columns(structure: SystemStructure, archives: Mapping[str, FmuArchive]) -> tuple[str, ...]:
+    """The columns of the master's result for ``structure`` (module docstring: every component
+    output ``COMPONENT.CONNECTOR``, then the system's outputs), after the checks the master makes
+    before any run (a Model Exchange component is refused, :data:`MODEL_EXCHANGE_REFUSAL`)."""
+    return tuple(_Plan(structure, archives).columns())
 
 
 def _grid(t_start: float, t_end: float, step: float) -> np.ndarray:
