@@ -35,6 +35,20 @@ With Model Exchange (``--interface me``, or ``both``: the default, one binary fo
 the positions and velocities are the continuous states x = (q, v) (``fmi/fa_fmu_me.c``), and::
 
     1 + n_p + n_y + 2 n + m + i    acceleration der(v_i) ("der(v.<name>)")
+    1 + n_p + n_y + 3 n + m        the drift tolerance ("me.drift_tolerance", :data:`DRIFT_TOLERANCE`), m > 0
+
+The drift tolerance is a tunable real parameter (start ``FA_ME_DRIFT_TOLERANCE`` of
+``fmi/fa_fmu_me.h``, min ``FA_ME_DRIFT_TOLERANCE_MIN``, unit "1"): after an integrator step
+whose constraint violation exceeds it (``max|C(q)| > tol (1 + max|q|)`` or
+``max|C_q v + C_t| > tol (1 + max|v|)``), ``CompletedIntegratorStep`` asks for Event Mode,
+where q and v are projected back onto the constraints.  Its name holds a dot, which no model
+name can (model names are identifiers, :mod:`fmi_adjoint.text`), and starts with none of the
+exposed prefixes (``q.``, ``v.``, ``lambda.``, ``der(``): it cannot collide with a model's own
+variable.  ``variableNamingConvention="flat"`` makes the dot an ordinary character of the name
+(under "structured" it would denote a member of a record ``me``).  Listed only with Model
+Exchange and only for a model with constraints (without, nothing drifts); in an FMU with both
+interfaces a Co-Simulation instance takes it (range-checked) and returns it without effect: the
+index-3 integrator holds the constraints itself.
 
 ``<ModelStructure>`` declares the exact structural dependencies of the derivatives and outputs
 on the states and inputs (:mod:`fmi_adjoint.export.structure`); directional derivatives (FMI 2
@@ -78,6 +92,7 @@ import tomllib
 import uuid
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 from lxml import etree
 
@@ -100,9 +115,10 @@ from .structure import MeStructure, generated_patterns, me_structure, unsupporte
 #: The FMI 2/3 API layer of exported FMUs (compiled only into FMUs, never in-process).
 FMI_LAYER_DIR = Path(__file__).resolve().parent / "fmi"
 
-__all__ = ["DEFAULT_INTERFACE", "ExportError", "FMI_LAYER_DIR", "FMI_VERSIONS", "INTERFACES", "build_description",
-           "build_fmu_binary", "expected_description", "export_fmu", "export_scheme", "export_storage",
-           "instantiation_token", "si_decomposition", "validate_against_schema", "without_measured_inputs"]
+__all__ = ["DEFAULT_INTERFACE", "DRIFT_TOLERANCE", "DriftTolerance", "ExportError", "FMI_LAYER_DIR", "FMI_VERSIONS",
+           "INTERFACES", "build_description", "build_fmu_binary", "expected_description", "export_fmu",
+           "export_scheme", "export_storage", "instantiation_token", "si_decomposition", "validate_against_schema",
+           "without_measured_inputs"]
 
 FMI_VERSIONS = (2, 3)
 #: ``export --interface``: Co-Simulation, Model Exchange, or both in one FMU.
@@ -111,6 +127,29 @@ INTERFACES = ("cs", "me", "both")
 #: only, with a note, for a model Model Exchange refuses (:func:`me_refusal`).
 DEFAULT_INTERFACE = "both"
 _VERSION = "0.1.0"
+
+
+def _me_header_constant(name: str) -> str:
+    """The value of ``#define <name> <value>`` in ``fmi/fa_fmu_me.h`` (one source for C and XML)."""
+    match = re.search(rf"^#define {name} (\S+)$", (FMI_LAYER_DIR / "fa_fmu_me.h").read_text(encoding="utf-8"), re.M)
+    if match is None:
+        raise ExportError(f"{name} is missing from {FMI_LAYER_DIR / 'fa_fmu_me.h'}; reinstall fmi-adjoint.")
+    return match.group(1)
+
+
+class DriftTolerance(NamedTuple):
+    """The Model Exchange drift tolerance as a variable (module docstring)."""
+
+    name: str
+    start: float
+    min: float
+    unit: str
+
+
+#: The drift tolerance of Model Exchange: start and min as the C core defines them
+#: (``FA_ME_DRIFT_TOLERANCE``, ``FA_ME_DRIFT_TOLERANCE_MIN``).
+DRIFT_TOLERANCE = DriftTolerance("me.drift_tolerance", float(_me_header_constant("FA_ME_DRIFT_TOLERANCE")),
+                                 float(_me_header_constant("FA_ME_DRIFT_TOLERANCE_MIN")), "1")
 
 
 class ExportError(FmiAdjointError, RuntimeError):
@@ -138,6 +177,7 @@ def _units(model: Model, me: bool = False) -> list[str]:
     units += [unit for c in model.all_coordinates for unit in (c.unit, f"{c.unit}/s")]
     if me:
         units += [f"{c.unit}/s^2" for c in model.all_coordinates if c.unit]
+        units += [DRIFT_TOLERANCE.unit] if _multiplier_names(model) else []
     return sorted({u for u in units if u})
 
 
@@ -290,6 +330,8 @@ def _model_description(model: Model, version: int, identifier: str, token: str, 
             output_refs.append(vr)
     first = 1 + n_p + len(model.outputs)
     names = {par.name for par in params} | {out.name for out in model.outputs}
+    if me is not None and _multiplier_names(model):
+        names.add(DRIFT_TOLERANCE.name)
     for i, (name, unit, description) in enumerate(_exposed_states(model)):
         if name in names:
             raise ExportError(f"model '{model.name}': the exposed variable '{name}' is named twice; rename the "
@@ -344,7 +386,10 @@ def _sub_files(parent, sources: list[str]) -> None:
 
 def _me_variables(model: Model, version: int, variables, first: int, first_a: int) -> None:
     """Model Exchange: v.<c> is the derivative of q.<c>, and der(v.<c>) (vr ``FA_VR_A + i``,
-    ``fa_fmu_common.h``) the derivative of v.<c> (FMI 2.0 Sec. 2.2.7, FMI 3.0 Sec. 2.4.7.4)."""
+    ``fa_fmu_common.h``) the derivative of v.<c> (FMI 2.0 Sec. 2.2.7, FMI 3.0 Sec. 2.4.7.4);
+    then, for a model with constraints, the drift tolerance (vr ``FA_VR_DRIFT_TOLERANCE``), a
+    tunable parameter (initial exact: FMI 2.0 Sec. 2.2.7 Table, FMI 3.0 Sec. 2.4.7.4), which no
+    derivative or output depends on (nothing in ``<ModelStructure>``)."""
     coordinates = model.all_coordinates
     n = len(coordinates)
     elements = list(variables)
@@ -363,6 +408,21 @@ def _me_variables(model: Model, version: int, variables, first: int, first_a: in
             _sub(variables, "Float64", name=name, valueReference=first_a + i, causality="local",
                  variability="continuous", initial="calculated", description=description, unit=unit,
                  derivative=first + n + i)
+    if not _multiplier_names(model):
+        return
+    tolerance = {"start": repr(DRIFT_TOLERANCE.start), "min": repr(DRIFT_TOLERANCE.min),
+                 "unit": DRIFT_TOLERANCE.unit}
+    common = {"name": DRIFT_TOLERANCE.name, "valueReference": first_a + n, "causality": "parameter",
+              "variability": "tunable", "description": _DRIFT_DESCRIPTION}
+    if version == 2:
+        _sub(_sub(variables, "ScalarVariable", **common), "Real", **tolerance)
+    else:
+        _sub(variables, "Float64", **common, **tolerance)
+
+
+_DRIFT_DESCRIPTION = ("Model Exchange: relative tolerance of the constraint drift; after an integrator step with "
+                      "max|C(q)| > tol (1 + max|q|) or max|C_q v + C_t| > tol (1 + max|v|) the FMU asks for Event "
+                      "Mode and projects q and v onto the constraints (no effect under Co-Simulation)")
 
 
 def _me_structure(model: Model, version: int, structure, me: MeStructure, output_refs: list[int],

@@ -125,16 +125,21 @@ def rebuild_fmu(archive: FmuArchive, values: Mapping[str, float], output) -> Reb
     if obstacle is not None:
         raise FmuError(f"{archive.path.name} cannot be rebuilt with the identified values: {obstacle}.")
     settings = dict(archive.native or {})
+    embedded = load_model(archive.model_file)
+    # The model's own parameters: a parameter the export adds (the Model Exchange drift
+    # tolerance "me.drift_tolerance") is no model value; its start value stays in the model
+    # description (description_with_start_values below writes a handed-back one there).
+    own = {p.name for p in embedded.all_parameters}
     # What the identification ran: the export's values, overridden by the start values the
     # model description declares (which the trust check lets differ from them, and which every
     # run sets before initialization), overridden by the identified values.
     declared = {v.name: float(v.start) for v in archive.variables.values()
                 if v.causality == "parameter" and v.variability in ("fixed", "tunable") and v.is_real
-                and v.start is not None}
+                and v.start is not None and v.name in own}
     compiled_in = {**(settings["values"] or {}), **declared,
-                   **{name: float(value) for name, value in values.items()}}
+                   **{name: float(value) for name, value in values.items() if name in own}}
     text = archive.model_file.read_text(encoding="utf-8")
-    model = load_model(archive.model_file).with_values(compiled_in)
+    model = embedded.with_values(compiled_in)
     version, step, solver = int(settings["fmi_version"]), float(settings["step"]), export_scheme(settings)
     token = instantiation_token(text, compiled_in, step, solver, version)
     # One binary for every interface the export declares (Co-Simulation, Model Exchange or

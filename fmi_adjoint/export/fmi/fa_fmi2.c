@@ -161,7 +161,9 @@ fmi2Status fmi2Terminate(fmi2Component c)
 fmi2Status fmi2Reset(fmi2Component c)
 {
     FA_GET(c);
-    FA_RET(fa_fmu_reset(f, "fmi2Reset"));
+    fa_status s = fa_fmu_reset(f, "fmi2Reset");
+    fa_fmu_sync_me(f, FA_ME_OF(f));
+    FA_RET(s);
 }
 
 /* ------------------------------------------------------------------------ variables -- */
@@ -179,7 +181,7 @@ fmi2Status fmi2SetReal(fmi2Component c, const fmi2ValueReference vr[], size_t nv
 {
     FA_GET(c);
     fa_status s = fa_fmu_set_reals(f, vr, nvr, value, "fmi2SetReal");
-    if (FA_ME_OF(f)) fa_me_set_parameters(FA_ME_OF(f), fa_engine_parameters(f->engine));
+    fa_fmu_sync_me(f, FA_ME_OF(f));
     FA_RET(s);
 }
 

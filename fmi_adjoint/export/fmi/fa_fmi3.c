@@ -188,7 +188,9 @@ fmi3Status fmi3Terminate(fmi3Instance instance)
 fmi3Status fmi3Reset(fmi3Instance instance)
 {
     FA_GET(instance);
-    FA_RET(fa_fmu_reset(f, "fmi3Reset"));
+    fa_status s = fa_fmu_reset(f, "fmi3Reset");
+    fa_fmu_sync_me(f, FA_ME_OF(f));
+    FA_RET(s);
 }
 
 /* ------------------------------------------------------------------------ variables -- */
@@ -214,7 +216,7 @@ fmi3Status fmi3SetFloat64(fmi3Instance instance, const fmi3ValueReference valueR
         FA_RET(fa_fmu_error(f, "fmi3SetFloat64", "nValues = %lu differs from nValueReferences = %lu (all variables "
                             "are scalars)", (unsigned long)nValues, (unsigned long)nValueReferences));
     fa_status s = fa_fmu_set_reals(f, FA_VRS(valueReferences), nValueReferences, values, "fmi3SetFloat64");
-    if (FA_ME_OF(f)) fa_me_set_parameters(FA_ME_OF(f), fa_engine_parameters(f->engine));
+    fa_fmu_sync_me(f, FA_ME_OF(f));
     FA_RET(s);
 }
 

@@ -147,6 +147,7 @@ int fa_fmu_setup(fa_fmu *f, const char *name, int has_time_vr, int logging_on, f
     f->preview_valid = 0;
     fa_hold_inputs(f);
     f->has_time_vr = has_time_vr;
+    f->drift_tolerance = FA_ME_DRIFT_TOLERANCE;
     f->logging_on = logging_on;
     f->categories = FA_CAT_ALL;
     f->emit = emit;
@@ -232,6 +233,13 @@ fa_status fa_fmu_exit_initialization_me(fa_fmu *f, fa_me *me, const char *functi
 
 static fa_status fa_unknown_vr(const fa_fmu *f, unsigned int vr, const char *function);
 
+void fa_fmu_sync_me(const fa_fmu *f, fa_me *me)
+{
+    if (!me) return;
+    fa_me_set_parameters(me, fa_engine_parameters(f->engine));
+    fa_me_set_drift_tolerance(me, f->drift_tolerance);
+}
+
 fa_status fa_fmu_me_get_reals(fa_fmu *f, fa_me *me, const unsigned int vr[], size_t nvr, double value[],
                               const char *function)
 {
@@ -247,6 +255,7 @@ fa_status fa_fmu_me_get_reals(fa_fmu *f, fa_me *me, const unsigned int vr[], siz
         else if (r >= FA_VR_Q && r < FA_VR_LAMBDA) value[i] = x[r - FA_VR_Q];
         else if (r >= FA_VR_LAMBDA && r < FA_VR_END) value[i] = lam[r - FA_VR_LAMBDA];
         else if (r >= FA_VR_A && r < FA_VR_A + FA_N) value[i] = xdot[FA_N + r - FA_VR_A];
+        else if (FA_IS_DRIFT_TOLERANCE(r)) value[i] = f->drift_tolerance;
         else return fa_unknown_vr(f, r, function);
     }
     return FA_OK;
@@ -264,7 +273,8 @@ fa_status fa_fmu_derivative_product(fa_fmu *f, fa_me *me, const unsigned int unk
     if ((nk && (!knowns || !(adjoint ? result : seed))) || (nu && (!unknowns || !(adjoint ? seed : result))))
         return fa_fmu_error(f, function, "NULL array with nUnknowns = %lu, nKnowns = %lu", (unsigned long)nu,
                             (unsigned long)nk);
-    double dx[FA_ME_NX] = {0}, dp[FA_ONE(FA_NP)] = {0}, dxdot[FA_ME_NX] = {0}, dy[FA_ONE(FA_NY)] = {0};
+    /* nothing: the seed or weight of the drift tolerance (no derivative or output depends on it) */
+    double dx[FA_ME_NX] = {0}, dp[FA_ONE(FA_NP)] = {0}, dxdot[FA_ME_NX] = {0}, dy[FA_ONE(FA_NY)] = {0}, nothing = 0.0;
     double **known = malloc((nk + nu + 1) * sizeof *known), **unknown = known + nk;
     if (!known) return fa_fmu_error(f, function, "out of memory");
     fa_status status = FA_OK;
@@ -272,8 +282,10 @@ fa_status fa_fmu_derivative_product(fa_fmu *f, fa_me *me, const unsigned int unk
         const unsigned int r = knowns[k];
         if (r >= 1 && r < 1 + FA_NP) known[k] = dp + r - 1;
         else if (r >= FA_VR_Q && r < FA_VR_LAMBDA) known[k] = dx + r - FA_VR_Q;
+        else if (FA_IS_DRIFT_TOLERANCE(r)) known[k] = &nothing;
         else status = fa_fmu_error(f, function, "vr %u is not a known (the knowns are the states q, v with vr %d..%d "
-                                   "and the parameters and inputs with vr 1..%d)", r, FA_VR_Q, FA_VR_LAMBDA - 1, FA_NP);
+                                   "and the parameters and inputs with vr 1..%d%s)", r, FA_VR_Q, FA_VR_LAMBDA - 1,
+                                   FA_NP, FA_M > 0 ? ", and the drift tolerance" : "");
     }
     for (size_t u = 0; u < nu && status == FA_OK; ++u) {
         const unsigned int r = unknowns[u];
@@ -314,6 +326,7 @@ fa_status fa_fmu_reset(fa_fmu *f, const char *function)
     f->start_time = 0.0;
     f->time = 0.0;
     f->preview_valid = 0;
+    f->drift_tolerance = FA_ME_DRIFT_TOLERANCE;
     fa_hold_inputs(f);
     fa_log(f, FA_OK, FA_CATEGORY_EVENTS, "%s: reset to the instantiated state (default parameters)", function);
     return FA_OK;
@@ -403,7 +416,10 @@ fa_status fa_fmu_do_step(fa_fmu *f, double t_c, double h, double *reached, const
 
 /* ------------------------------------------------------------------- variables ----- */
 
-typedef enum { FA_VAR_TIME, FA_VAR_PARAMETER, FA_VAR_OUTPUT, FA_VAR_STATE, FA_VAR_ACCELERATION, FA_VAR_UNKNOWN } fa_var_kind;
+typedef enum {
+    FA_VAR_TIME, FA_VAR_PARAMETER, FA_VAR_OUTPUT, FA_VAR_STATE, FA_VAR_ACCELERATION, FA_VAR_DRIFT_TOLERANCE,
+    FA_VAR_UNKNOWN
+} fa_var_kind;
 
 static fa_var_kind fa_classify(const fa_fmu *f, unsigned int vr, size_t *index)
 {
@@ -424,15 +440,21 @@ static fa_var_kind fa_classify(const fa_fmu *f, unsigned int vr, size_t *index)
         *index = (size_t)vr - (size_t)FA_VR_A;
         return FA_VAR_ACCELERATION;
     }
+    /* Both interfaces: one model description serves both in an FMU with both (fa_fmu_common.h). */
+    if (FA_IS_DRIFT_TOLERANCE(vr)) return FA_VAR_DRIFT_TOLERANCE;
     return FA_VAR_UNKNOWN;
 }
 
 static fa_status fa_unknown_vr(const fa_fmu *f, unsigned int vr, const char *function)
 {
+    char me[128] = "", tolerance[64] = "";
+    if (f->model_exchange)
+        snprintf(me, sizeof me, ", %d accelerations der(v) with vr %d..%d", FA_N, FA_VR_A, FA_VR_A + FA_N - 1);
+    if (FA_M > 0) snprintf(tolerance, sizeof tolerance, ", the drift tolerance with vr %d", FA_VR_DRIFT_TOLERANCE);
     return fa_fmu_error(f, function, "unknown value reference %u (model '%s' has %s%d parameters/inputs with "
-                        "vr 1..%d, %d outputs with vr %d..%d and %d coordinates, velocities and multipliers with "
-                        "vr %d..%d)", vr, FA_MODEL_NAME, f->has_time_vr ? "time with vr 0, " : "", FA_NP, FA_NP,
-                        FA_NY, FA_NP + 1, FA_NP + FA_NY, FA_VR_END - FA_VR_Q, FA_VR_Q, FA_VR_END - 1);
+                        "vr 1..%d, %d outputs with vr %d..%d, %d coordinates, velocities and multipliers with "
+                        "vr %d..%d%s%s)", vr, FA_MODEL_NAME, f->has_time_vr ? "time with vr 0, " : "", FA_NP, FA_NP,
+                        FA_NY, FA_NP + 1, FA_NP + FA_NY, FA_VR_END - FA_VR_Q, FA_VR_Q, FA_VR_END - 1, me, tolerance);
 }
 
 /* Before ExitInitializationMode the engine is initialized on the fly ("preview") so that
@@ -490,6 +512,7 @@ fa_status fa_fmu_get_reals(fa_fmu *f, const unsigned int vr[], size_t nvr, doubl
         case FA_VAR_OUTPUT: value[i] = y[index]; break;
         case FA_VAR_STATE: value[i] = qvl[index]; break;
         case FA_VAR_ACCELERATION: value[i] = a[index]; break; /* the initial unknowns der(v) (setup modes) */
+        case FA_VAR_DRIFT_TOLERANCE: value[i] = f->drift_tolerance; break;
         default: break;
         }
     }
@@ -521,11 +544,22 @@ fa_status fa_fmu_set_reals(fa_fmu *f, const unsigned int vr[], size_t nvr, const
                 return fa_fmu_error(f, function, "value %g for '%s' (vr %u) is not finite", value[i],
                                     fa_parameter_names[index], vr[i]);
             break;
+        case FA_VAR_DRIFT_TOLERANCE:
+            /* Accepted in every mode that takes parameters, Continuous-Time Mode included: no
+               derivative or output depends on it, so a change makes nothing discontinuous; it
+               decides only whether the next CompletedIntegratorStep asks for Event Mode. */
+            if (!fa_me_drift_tolerance_valid(value[i]))
+                return fa_fmu_error(f, function, "value %g for 'me.drift_tolerance' (vr %u) is not allowed: the drift "
+                                    "tolerance must be a finite number >= %g (its min; the default is %g)", value[i],
+                                    vr[i], FA_ME_DRIFT_TOLERANCE_MIN, FA_ME_DRIFT_TOLERANCE);
+            break;
         }
     }
     double *p = fa_engine_parameters(f->engine);
     for (size_t i = 0; i < nvr; ++i) {
-        if (fa_classify(f, vr[i], &index) == FA_VAR_PARAMETER) {
+        const fa_var_kind kind = fa_classify(f, vr[i], &index);
+        if (kind == FA_VAR_DRIFT_TOLERANCE) f->drift_tolerance = value[i];
+        if (kind == FA_VAR_PARAMETER) {
             p[index] = value[i];
             /* A new value: held from now on until derivatives are given again; a derivative given
                at this same communication point (before the value: FMI 2 fixes no order) is kept. */
@@ -582,7 +616,8 @@ fa_status fa_fmu_no_variables(const fa_fmu *f, const unsigned int vr[], size_t n
 
 /* data: [mode, start_time, preview_valid, time, input_value, input_time, input_slope (FA_NP
  * each), engine state..., model_exchange (1: saved by a Model Exchange instance, else 0), Model
- * Exchange core state... (zeros for a Co-Simulation instance)] */
+ * Exchange core state... (for a Co-Simulation instance zeros but the drift tolerance, at
+ * FA_ME_STATE_TOLERANCE)] */
 #define FA_STATE_INPUTS 4
 #define FA_STATE_EXTRA (FA_STATE_INPUTS + 3 * FA_NP)
 #define FA_STATE_ME_FLAG (FA_STATE_EXTRA + fa_engine_state_size())
@@ -651,6 +686,7 @@ fa_status fa_fmu_get_state(fa_fmu *f, const fa_me *me, void **state, const char 
     fa_engine_get_state(f->engine, s->data + FA_STATE_EXTRA);
     if (me) fa_me_get_state(me, s->data + FA_STATE_ME);
     else memset(s->data + FA_STATE_ME, 0, sizeof(double) * fa_me_state_size());
+    s->data[FA_STATE_ME + FA_ME_STATE_TOLERANCE] = f->drift_tolerance;
     *state = s;
     return FA_OK;
 }
@@ -670,6 +706,8 @@ fa_status fa_fmu_set_state(fa_fmu *f, fa_me *me, void *state, const char *functi
                             fa_interface_name(me != NULL));
     if (me && !fa_me_state_valid(s->data + FA_STATE_ME))
         return fa_fmu_error(f, function, "the FMU state holds an invalid Model Exchange state");
+    if (!fa_me_drift_tolerance_valid(s->data[FA_STATE_ME + FA_ME_STATE_TOLERANCE]))
+        return fa_fmu_error(f, function, "the FMU state holds an invalid drift tolerance");
     fa_settings own;
     fa_settings_of_fmu(&own);
     if (!fa_engine_state_matches(s->data + FA_STATE_EXTRA, &own))
@@ -678,6 +716,7 @@ fa_status fa_fmu_set_state(fa_fmu *f, fa_me *me, void *state, const char *functi
     if (fa_engine_set_state(f->engine, s->data + FA_STATE_EXTRA) != 0)
         return fa_fmu_error(f, function, "the FMU state holds non-finite values");
     if (me) fa_me_set_state(me, s->data + FA_STATE_ME);
+    f->drift_tolerance = s->data[FA_STATE_ME + FA_ME_STATE_TOLERANCE];
     f->mode = (fa_mode)(int)s->data[0];
     f->start_time = s->data[1];
     f->preview_valid = s->data[2] != 0.0;

@@ -10,7 +10,12 @@
  * input k (entry k of the engine's parameter array), 1 + FA_NP + j = output j, then the
  * exposed coordinates (causality local, read only): FA_VR_Q + i = position q_i,
  * FA_VR_V + i = velocity v_i (i < FA_N, model order) and FA_VR_LAMBDA + k = Lagrange
- * multiplier lambda_k (k < FA_M, the constraint rows in model order).
+ * multiplier lambda_k (k < FA_M, the constraint rows in model order).  Then, read by Model
+ * Exchange instances only, FA_VR_A + i = der(v_i), and (a model with constraints only)
+ * FA_VR_DRIFT_TOLERANCE, the drift tolerance of the Model Exchange projection (fa_fmu_me.h), a
+ * tunable parameter: a Co-Simulation instance (of an FMU with both interfaces, whose one model
+ * description lists it) takes and returns it, range-checked, without effect (the index-3
+ * integrator holds the position constraints at every step; nothing is projected).
  *
  * Communication steps (fa_fmu_do_step): any positive step.  A communication step between two
  * points of the grid t0 + i * FA_STEP takes the grid steps (the in-process run bit for bit);
@@ -51,6 +56,9 @@ typedef enum {
 #define FA_VR_LAMBDA (FA_VR_V + FA_N)
 #define FA_VR_END (FA_VR_LAMBDA + FA_M) /* one past the last value reference of Co-Simulation */
 #define FA_VR_A FA_VR_END /* Model Exchange: der(v_i) = a_i, i < FA_N */
+#define FA_VR_DRIFT_TOLERANCE (FA_VR_A + FA_N) /* "me.drift_tolerance" */
+/* A model without constraints has no drift and no drift tolerance (its vr is unknown). */
+#define FA_IS_DRIFT_TOLERANCE(vr) (FA_M > 0 && (vr) == (unsigned int)FA_VR_DRIFT_TOLERANCE)
 
 #define FA_MASK(mode) (1u << (mode))
 #define FA_MASK_SETUP (FA_MASK(FA_MODE_INSTANTIATED) | FA_MASK(FA_MODE_INITIALIZATION))
@@ -75,6 +83,9 @@ struct fa_fmu {
     double input_value[FA_ONE(FA_NP)], input_time[FA_ONE(FA_NP)], input_slope[FA_ONE(FA_NP)];
     int has_time_vr;       /* FMI 3: vr 0 is time */
     int model_exchange;    /* a Model Exchange instance: der(v) (vr FA_VR_A + i) can be read */
+    /* vr FA_VR_DRIFT_TOLERANCE; a Model Exchange instance keeps its core's copy equal
+     * (fa_fmu_sync_me); saved in FMU states of both interfaces. */
+    double drift_tolerance;
     int logging_on;
     unsigned categories;   /* bit 0: logEvents, bit 1: logStatusError */
     fa_emit_fn emit;
@@ -113,13 +124,18 @@ fa_status fa_fmu_exit_initialization(fa_fmu *fmu, const char *function);
 /* The same, then (me not NULL: a Model Exchange instance) the core's consistent initialization
  * at the start time with the parameters set (fa_me_initialize). */
 fa_status fa_fmu_exit_initialization_me(fa_fmu *fmu, fa_me *me, const char *function);
-/* Model Exchange: the variables at the core's (t, x, p): parameters, outputs, q, v, lambda and
- * der(v) = a (vr FA_VR_A + i, i < FA_N; time vr 0 where fmu->has_time_vr). */
+/* Model Exchange: the core takes the parameters and the drift tolerance of the instance (after
+ * SetReal/SetFloat64 and Reset). */
+void fa_fmu_sync_me(const fa_fmu *fmu, fa_me *me);
+/* Model Exchange: the variables at the core's (t, x, p): parameters, outputs, q, v, lambda,
+ * der(v) = a (vr FA_VR_A + i, i < FA_N; time vr 0 where fmu->has_time_vr) and the drift
+ * tolerance. */
 fa_status fa_fmu_me_get_reals(fa_fmu *fmu, fa_me *me, const unsigned int vr[], size_t nvr, double value[],
                               const char *function);
 /* Model Exchange: J seed (adjoint = 0; seed over knowns, result over unknowns) or J^T seed
  * (adjoint = 1; seed over unknowns, result over knowns) of J = d(xdot, y)/d(x, p) (fa_me_directional,
- * fa_me_adjoint).  Knowns: parameters and inputs 1 + k, q and v; unknowns: outputs, der(q) = v
+ * fa_me_adjoint).  Knowns: parameters and inputs 1 + k, q and v (and the drift tolerance, on
+ * which nothing depends: zero); unknowns: outputs, der(q) = v
  * (the vr of v), der(v) = a (FA_VR_A + i).  me NULL: not supported (Co-Simulation instance). */
 fa_status fa_fmu_derivative_product(fa_fmu *fmu, fa_me *me, const unsigned int unknowns[], size_t nu,
                                     const unsigned int knowns[], size_t nk, const double seed[], double result[],

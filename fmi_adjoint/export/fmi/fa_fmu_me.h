@@ -33,8 +33,13 @@
 #define FA_ME_NX (2 * FA_N)
 
 /* Default drift tolerance (relative): the FMU asks for event mode when
- * max|C(q)| > tol (1 + max|q|) or max|C_q v + C_t| > tol (1 + max|v|). */
+ * max|C(q)| > tol (1 + max|q|) or max|C_q v + C_t| > tol (1 + max|v|).  The FMU exposes it
+ * as the tunable parameter "me.drift_tolerance" (fa_fmu_common.h FA_VR_DRIFT_TOLERANCE; the
+ * model description's start value is read from this line by fmi_adjoint/export/fmu_export.py). */
 #define FA_ME_DRIFT_TOLERANCE 1e-8
+/* Smallest tolerance accepted (the variable's min): about 50 units of double-precision
+ * round-off of the scaled violation; a tighter band is round-off the projection cannot meet. */
+#define FA_ME_DRIFT_TOLERANCE_MIN 1e-14
 /* Newton iterations of the position projection before it gives up. */
 #define FA_ME_PROJECTION_ITERATIONS 20
 
@@ -81,10 +86,14 @@ int fa_me_adjoint(fa_me *me, const double *wxdot, const double *wy, double *gx, 
  * memory is exhausted or K is structurally singular. */
 int fa_me_dependencies(unsigned char *xdot_x, unsigned char *xdot_p, unsigned char *y_x, unsigned char *y_p);
 
+/* 1 if tolerance is a drift tolerance the core accepts (finite, >= FA_ME_DRIFT_TOLERANCE_MIN). */
+int fa_me_drift_tolerance_valid(double tolerance);
+
 /* FMU state of the core (fmi2GetFMUstate / fmi3GetFMUState of a Model Exchange instance):
- * t, the drift tolerance, q, v and p, fa_me_state_size() values.  fa_me_state_valid: 1 if
- * b holds such a state (finite values, a tolerance >= 0), else 0; fa_me_set_state restores
- * a valid one (and invalidates the cached solution). */
+ * t, the drift tolerance (at FA_ME_STATE_TOLERANCE), q, v and p, fa_me_state_size() values.
+ * fa_me_state_valid: 1 if b holds such a state (finite values, a valid tolerance), else 0;
+ * fa_me_set_state restores a valid one (and invalidates the cached solution). */
+#define FA_ME_STATE_TOLERANCE 1
 size_t fa_me_state_size(void);
 void fa_me_get_state(const fa_me *me, double *b);
 int fa_me_state_valid(const double *b);
@@ -95,8 +104,9 @@ void fa_me_set_state(fa_me *me, const double *b);
 void fa_me_drift(fa_me *me, double *position, double *velocity);
 /* After a completed integrator step: *enter_event_mode = 1 when a drift exceeds the tolerance. */
 void fa_me_completed_step(fa_me *me, int *enter_event_mode);
-/* Event mode: mass-orthogonal projection of q onto C(q) = 0 (Newton), then of v onto
- * C_q v + C_t = 0; *changed = 1 if the states moved.  0 or -1 (singular, no convergence). */
+/* Event mode: mass-orthogonal projection of q onto C(q) = 0 (Newton, until the violation is
+ * 1e-3 of the tolerance, or within the tolerance and no longer falling: round-off), then of v
+ * onto C_q v + C_t = 0; *changed = 1 if the states moved.  0 or -1 (singular, no convergence). */
 int fa_me_project(fa_me *me, int *changed);
 
 #if defined(__GNUC__) && !defined(FA_EXPORT_ALL)
