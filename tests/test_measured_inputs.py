@@ -273,3 +273,22 @@ def test_the_command_lines_channel_replaces_the_model_files_measured_input(bench
     exact = choose_engine(truth, "native").engine.simulate().outputs()[:, 0]
     simulated = np.genfromtxt(out, delimiter=",", names=True)["x"]
     assert np.max(np.abs(simulated - exact)) < GRADIENT_VS_FD * np.max(np.abs(exact))
+
+
+def test_two_loggers_share_the_compared_clock_and_the_data_file_is_not_overwritten(bench):
+    """``--time-shift start`` on a record of two loggers shifts the driving channel by the
+    record's first time (100 s), not its own logger's (100.5 s): here it starts 0.5 s into
+    the run, which is refused, where shifting it by its own start would drive the model 0.5 s
+    early.  And ``-o`` naming the ``--input-data`` file is refused before anything is written."""
+    t = np.linspace(0.0, 1.0, 1001)
+    (bench / "xa.csv").write_text("time,x [m]\n" + "".join(f"{100.0 + a:.4f},0\n" for a in t))
+    (bench / "zb.csv").write_text("time,z_shaker [mm]\n" + "".join(f"{100.5 + a:.4f},{1e3 * z:.9e}\n"
+                                                                 for a, z in zip(t, _shaker(t))))
+    code, _, err = cli(["identify", str(bench / "shaker_mass.toml"), "--data",
+                        f"{bench / 'xa.csv'}@with={bench / 'zb.csv'}", "--time-shift", "start", "--params", "k",
+                        "--input", "z=z_shaker"])
+    assert code == 2 and "recorded from 0.5 s to 1.5 s (on the compared clock)" in error_line(err), err
+    before = (bench / "bench.csv").read_bytes()
+    code, _, err = cli(["simulate", str(bench / "shaker_mass.toml"), "--input", "z=z_shaker", "--input-data",
+                        str(bench / "bench.csv"), "-o", str(bench / "bench.csv")])
+    assert code == 2 and "input data file" in error_line(err) and (bench / "bench.csv").read_bytes() == before

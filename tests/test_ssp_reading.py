@@ -14,6 +14,7 @@ import stat
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from lxml import etree
 
@@ -420,6 +421,12 @@ REFUSALS = {
         ("osc.x0 -> gain.u: LinearTransformation: factor='INF'", "not finite")),
     "stop time not a number": (lambda root: _element(root, "ssd:DefaultExperiment").set("stopTime", "NaN"),
                                ("DefaultExperiment stopTime='NaN' is not a finite time",)),
+    "dotted component name": (lambda root: _e(_element(root, "ssd:System/ssd:Elements"), "ssd:Component", name="a.b",
+                                              source=FMU_FILES["duffing"]),
+                              ("component 'a.b'", "must not contain dots", "COMPONENT.CONNECTOR")),
+    "formula component name": (lambda root: _e(_element(root, "ssd:System/ssd:Elements"), "ssd:Component",
+                                               name="=cmd", source=FMU_FILES["duffing"]),
+                               ("component '=cmd'", "nor start with = + - @")),
     "system binding without component": (lambda root: _element(
         root, "ssd:System/ssd:ParameterBindings/ssd:ParameterBinding").set("prefix", "nobody."),
         ("'nobody.c' names no component",)),
@@ -584,3 +591,20 @@ def test_oversized_ssd_is_refused_unread(fmus, tmp_path, monkeypatch):
     with pytest.raises(FmuError) as caught:
         open_system(ssd)
     _one_error(caught, str(ssd), "larger than")
+
+
+def test_the_rig_runs_with_its_integer_system_input_unset_or_held(fmus, tmp_path):
+    """The master on the rig (an Integer input fed through to an output): without an input table
+    the input keeps the FMU's value (no Newton on it: it is no Real port), and from a table it
+    is held between samples (m = 2 n stays a whole number) instead of interpolated."""
+    from fmi_adjoint.ssp.master import InputTable, MasterSettings, simulate_system
+
+    ssp = write_ssp_archive(tmp_path / "rig.ssp", fmus, base_ssd())
+    with open_system(ssp) as system:
+        t0 = system.structure.start_time or 0.0
+        unset = simulate_system(system.structure, system.archives, t0 + 0.5, MasterSettings(0.1))
+        assert np.all(np.isfinite(unset.values))
+        table = InputTable(np.array([t0, t0 + 0.25, t0 + 0.5]), ("n_in",), np.array([[1.0], [2.0], [3.0]]))
+        held = simulate_system(system.structure, system.archives, t0 + 0.5, MasterSettings(0.1), inputs=table)
+    m = held.column("m_out")
+    assert np.array_equal(m, np.round(m)) and set(m.tolist()) <= {2.0, 4.0, 6.0}, m

@@ -146,13 +146,23 @@ def _time_shift(measurement: Measurement, preprocessing: Preprocessing) -> tuple
 
 
 def input_channels(measurement: Measurement, preprocessing: Preprocessing, *, units: dict[str, str],
-                   model: str) -> tuple[MeasuredChannel, ...]:
+                   model: str, merged: bool = False) -> tuple[MeasuredChannel, ...]:
     """The channels of ``preprocessing.inputs`` as input time courses on the compared clock,
-    each in its input's unit (``units``: by input name; "" where none is declared)."""
+    each in its input's unit (``units``: by input name; "" where none is declared).
+
+    ``merged``: a record of several loggers on one clock (``with=``, NaN where a channel's logger
+    has no sample): each channel keeps its own samples, shifted as the whole record is (the
+    shift of ``--time-shift start`` is the record's first time, not the channel's)."""
     _, shift = clock_shift(measurement, preprocessing)
-    return tuple(input_channel(measurement, channel, input_name=name, input_unit=units.get(name, ""), model=model,
-                               shift=shift)
-                 for name, channel in preprocessing.inputs)
+    courses = []
+    for name, channel in preprocessing.inputs:
+        own = measurement
+        if merged and channel in measurement.columns:
+            keep = np.isfinite(measurement.column(channel))
+            own = dataclasses.replace(measurement, times=measurement.times[keep], values=measurement.values[keep])
+        courses.append(input_channel(own, channel, input_name=name, input_unit=units.get(name, ""), model=model,
+                                     shift=shift))
+    return tuple(courses)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

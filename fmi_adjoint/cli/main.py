@@ -445,7 +445,7 @@ def cmd_simulate(args) -> int:
         if getattr(args, option) != default:
             raise ModelError(f"--{option.replace('_', '-')} applies to --ssp; remove it or give --ssp.")
     _check_solver_options(args)
-    _check_outputs({"-o": args.output}, model_inputs(args.model))
+    _check_outputs({"-o": args.output}, [*model_inputs(args.model), ("input data file", args.input_data)])
     engine = resolve_engine(args.model, engine=args.engine, allow_external_tables=args.allow_external_tables)
     model = engine.compiled
     try:
@@ -476,7 +476,7 @@ def cmd_simulate(args) -> int:
 def _simulate_system(args) -> int:
     """``simulate --ssp``: co-simulate an SSP system of FMUs (:mod:`fmi_adjoint.ssp.master`)."""
     from ..data import read_csv  # noqa: PLC0415 (only for --ssp)
-    from ..ssp.master import InputTable, estimate_error, simulate_system  # noqa: PLC0415 (as above)
+    from ..ssp.master import InputTable, check_input_span, estimate_error, simulate_system  # noqa: PLC0415
     from ..ssp.reading import open_system  # noqa: PLC0415 (as above)
 
     if args.model is not None:
@@ -500,6 +500,8 @@ def _simulate_system(args) -> int:
         if t_end is None:
             raise ModelError(f"{args.ssp} has no DefaultExperiment stopTime; give --t-end.")
         check_time_span(t_end, args.step)
+        if table is not None:
+            check_input_span(table.times, float(system.structure.start_time or 0.0), t_end, args.inputs)
         options = {"values": values, "inputs": table, "timeout": process["timeout"], "log": process["log"]}
         if args.error_estimate:
             estimate = estimate_error(system.structure, system.archives, t_end, settings, **options)
@@ -771,7 +773,8 @@ def _system_problem(args, options, names, bounds) -> _Setup:
             data = DataFile.from_path(file, outputs=target.output_names)
             experiments.append(system_experiment(target, data, values, name=Path(file).stem, t_end=args.t_end,
                                                  step=args.step, cost=options, inputs=inputs,
-                                                 inputs_file=args.inputs))
+                                                 inputs_file=args.inputs,
+                                                 t_start=float(system.structure.start_time or 0.0)))
         problem = SystemProblem(system.structure, system.archives, experiments, names, settings, bounds=bounds,
                                 start=ParameterValues.of(settings_values), **process)
         # The stencil's runs in parallel: 2 per parameter and experiment (central differences).

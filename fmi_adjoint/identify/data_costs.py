@@ -287,18 +287,8 @@ def input_courses(data: DataFile, *, units: Mapping[str, str], model: str) -> tu
     a merged record (``with=``) keeps each channel's own samples."""
     if not data.preprocessing.inputs:
         return ()
-    measurement = data.read()
-    if data.format == "merged":
-        measurement = _own_samples(measurement, data.preprocessing.input_channels())
-    return input_channels(measurement, data.preprocessing, units=dict(units), model=model)
-
-
-def _own_samples(measurement: Measurement, channels: Sequence[str]) -> Measurement:
-    """The rows where every channel of ``channels`` has a value (a merged record's channels
-    are NaN at the other loggers' times)."""
-    index = [measurement.columns.index(c) for c in channels if c in measurement.columns]
-    keep = np.isfinite(measurement.values[:, index]).all(axis=1) if index else slice(None)
-    return dataclasses.replace(measurement, times=measurement.times[keep], values=measurement.values[keep])
+    return input_channels(data.read(), data.preprocessing, units=dict(units), model=model,
+                          merged=data.format == "merged")
 
 
 def _check_channel(options: CostOptions, model: Target, file: str, columns: tuple[str, ...]) -> str:

@@ -141,10 +141,17 @@ def _run_one(request: bytes, context: WorkerContext) -> bytes:
             "(numbers, arrays, tuples, instances of module-level classes) from Task.run."))
 
 
+def _exit_on_sigterm(signum, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _serve(conn: Connection) -> None:
     """Main function of a worker process: run the tasks sent over ``conn``, one at a time,
     until end-of-file.  The worker's one :class:`WorkerContext` lives here."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The pool stops busy workers with SIGTERM (an interrupted run): leave through the finally
+    # below, so that what the tasks kept (FMU sessions, extracted folders) is removed.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     _die_with_parent()
     context = WorkerContext()
     try:

@@ -96,7 +96,7 @@ from .structure import Component, Connection, Endpoint, SystemStructure
 
 __all__ = ["APPROXIMATIONS", "ErrorEstimate", "GaussSeidel", "InputTable", "Jacobi", "LinearExtrapolation",
            "MasterSettings", "MODEL_EXCHANGE_REFUSAL", "ORDERS", "SystemResult", "ZeroOrderHold", "estimate_error",
-           "simulate_system", "system_columns"]
+           "check_input_span", "simulate_system", "system_columns"]
 
 MODEL_EXCHANGE_REFUSAL = ("not yet: Model Exchange components in a co-simulation; export or choose the "
                           "CoSimulation implementation")
@@ -204,6 +204,21 @@ class InputTable:
 
     def at(self, name: str, t: float) -> float:
         return float(np.interp(t, self.times, self.values[:, self.columns.index(name)]))
+
+    def held(self, name: str, t: float) -> float:
+        """The value of the last sample at or before ``t`` (the first before the table): an
+        Integer or Boolean input changes at its samples only, never between them."""
+        k = max(int(np.searchsorted(self.times, t, side="right")) - 1, 0)
+        return float(self.values[k, self.columns.index(name)])
+
+
+def check_input_span(times: np.ndarray, t0: float, t_end: float, source: str) -> None:
+    """FmuError unless the input samples ``times`` (of the file ``source``) cover the run from
+    ``t0`` to ``t_end``: beyond its ends a table would hold its last values, which no bench did."""
+    tolerance = 1e-12 * max(1.0, abs(t0), abs(t_end))
+    if times[0] > t0 + tolerance or times[-1] < t_end - tolerance:
+        raise FmuError(f"{source}: the inputs span [{times[0]:g}, {times[-1]:g}] s but the simulation runs over "
+                       f"[{t0:g}, {t_end:g}] s; extend the input file or shorten the run (--t-end).")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -344,10 +359,16 @@ class _Plan:
                                f"{port[0]}.{port[1]} but the input table has no such column; columns: "
                                f"{', '.join(table.columns) or '(none)'}.")
 
+    def connector_type(self, port: Port) -> str:
+        """``Real``, ``Integer`` or ``Boolean`` (:data:`~.structure.CONNECTOR_TYPES`)."""
+        return self.structure.component(port[0]).connector(port[1]).type
+
     def feedthrough_inputs(self) -> list[Port]:
-        """Connected inputs some output depends on directly, in plan order."""
+        """Connected Real inputs some output depends on directly, in plan order (an Integer or
+        Boolean input takes its coupled value as it is: Newton's method does not apply to it)."""
         return [port for port in self.driving
-                if any(port[1] in inputs for inputs in self.feedthrough[port[0]].values())]
+                if self.connector_type(port) == "Real"
+                and any(port[1] in inputs for inputs in self.feedthrough[port[0]].values())]
 
     def columns(self) -> list[str]:
         return ([f"{c.name}.{o}" for c in self.components for o in self.outputs[c.name]]
@@ -366,7 +387,9 @@ class _Run:
         self.y: dict[Port, float] = {}
         self.u: dict[Port, float] = {}
         self.previous_u: dict[Port, float] = {}
-        self.fed = plan.feedthrough_inputs()
+        # Inputs fed by an unconnected system input without a table column keep the FMU's value.
+        self.fed = [port for port in plan.feedthrough_inputs()
+                    if plan.driving[port].start.element is not None or inputs is not None]
         self.jacobian: np.ndarray | None = None
         #: Components that declare directional derivatives but refused one (differences instead).
         self.refused: set[str] = set()
@@ -385,7 +408,8 @@ class _Run:
         if start.element is None:
             if self.table is None:
                 return None
-            value = self.table.at(start.connector, t)
+            value = (self.table.at(start.connector, t) if self.plan.connector_type(port) == "Real"
+                     else self.table.held(start.connector, t))
         else:
             value = self.y[(start.element, start.connector)]
         return connection.transformation.apply(value)

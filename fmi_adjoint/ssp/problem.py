@@ -75,7 +75,7 @@ from ..identify.spec import check_time_span
 from ..integrate.inputs import ParameterValues
 from ..scale import AbstractExecutor, WorkerContext
 from ..text import excerpt
-from .master import InputTable, MasterSettings, SystemResult, simulate_system, system_columns
+from .master import InputTable, MasterSettings, SystemResult, check_input_span, simulate_system, system_columns
 from .structure import SystemStructure
 
 __all__ = ["SystemBytes", "SystemProblem", "SystemRunTask", "system_experiment", "system_target"]
@@ -101,16 +101,16 @@ def system_target(structure: SystemStructure, archives: Mapping[str, FmuArchive]
 
 def system_experiment(target: Target, data: DataFile, values: Mapping[str, float], *, name: str,
                       t_end: float | None, step: float, cost: CostOptions,
-                      inputs: Measurement | None = None, inputs_file: str | None = None) -> FmuExperiment:
+                      inputs: Measurement | None = None, inputs_file: str | None = None,
+                      t_start: float = 0.0) -> FmuExperiment:
     """One experiment on the system from the measurement ``data`` (columns named like the
     ``target``'s outputs), with the settings ``values`` and macro step ``step``; ``inputs``
     (read from ``inputs_file``, named in messages) drive the system's input connectors and must
-    cover the simulated span."""
+    cover the simulated span from ``t_start`` (the system's start time)."""
     experiment_cost, end = build_cost(cost, target, data, t_end=t_end, step=step)
     check_time_span(end, step, t_end_option="--t-end (or the last sample time)")
-    if inputs is not None and (inputs.times[0] > 1e-12 or inputs.times[-1] < end * (1 - 1e-12)):
-        raise FmuError(f"{inputs_file}: the inputs span [{inputs.times[0]:g}, {inputs.times[-1]:g}] s but the "
-                       f"simulation needs [0, {end:g}] s; extend the input file.")
+    if inputs is not None:
+        check_input_span(inputs.times, t_start, end, str(inputs_file))
     return FmuExperiment(experiment_cost, t_end=end, step=step, inputs=inputs, values=dict(values), name=name)
 
 

@@ -395,6 +395,11 @@ class _Reader:
     def _component(self, element, where: str) -> Component:
         name = element.get("name")
         here = f"{where}, component {excerpt(name, 60)}"
+        # The name prefixes its ports (COMPONENT.CONNECTOR, COMPONENT.PARAM) and heads CSV columns:
+        # no dot (ambiguous), no control characters, nothing a spreadsheet reads as a formula.
+        if not re.fullmatch(r"[^\x00-\x1f\x7f.=+@\-][^\x00-\x1f\x7f.]*", name or ""):
+            raise FmuError(f"{here}: the name must not contain dots or control characters, nor start with = + - @ "
+                           "(its ports are named COMPONENT.CONNECTOR, and CSV columns after them); rename it.")
         kind = element.get("type", FMU_COMPONENT_TYPE)
         if kind != FMU_COMPONENT_TYPE:
             raise FmuError(f"{here}: type {excerpt(kind, 60)}; only FMU components ({FMU_COMPONENT_TYPE}) are "

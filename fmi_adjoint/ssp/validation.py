@@ -56,7 +56,7 @@ from ..fmu.archive import FmuArchive
 from ..fmu.session import DEFAULT_TIMEOUT
 from ..fmu.validation import Validation, check_output_columns, error_statistics, sample_recorded
 from ..text import excerpt
-from .master import InputTable, MasterSettings, simulate_system
+from .master import InputTable, MasterSettings, check_input_span, simulate_system
 from .structure import Endpoint, SystemStructure
 
 __all__ = ["resimulate_system", "system_inputs", "system_outputs"]
@@ -120,9 +120,7 @@ def resimulate_system(structure: SystemStructure, archives: Mapping[str, FmuArch
                            f"{', '.join(excerpt(n, 80) for n in unknown[:10])} match{'' if len(unknown) > 1 else 'es'} "
                            f"no input of {structure.source}. Inputs: {', '.join(known) or 'none'}.")
         driving, _ = _in_model_units(inputs, known, structure, notes, DRIVING)
-        if driving.times[0] > times[0] + 1e-12 or driving.times[-1] < times[-1] * (1 - 1e-12):
-            raise FmuError(f"{inputs.source}: the inputs span [{driving.times[0]:g}, {driving.times[-1]:g}] s but "
-                           f"the data need [{times[0]:g}, {times[-1]:g}] s; extend the input file.")
+        check_input_span(driving.times, t0, float(times[-1]), inputs.source)
         table = InputTable(driving.times, driving.columns, driving.values)
     result = simulate_system(structure, archives, float(times[-1]), settings, t_start=t0, values=values,
                              inputs=table, timeout=timeout, log=log)
