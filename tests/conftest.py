@@ -34,6 +34,12 @@ def pytest_configure(config) -> None:
     # command would then see it ignored.  A Python handler is reset to the default on exec.
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # One BLAS thread per test process (the xdist workers inherit the variables and read them
+    # when they import numpy): on the shared 2-core machine a threaded OpenBLAS waits for its
+    # threads, a 6002 x 13 SVD 0.17 s instead of 1.5 ms (the FMU workers do the same:
+    # fmi_adjoint/fmu/session.py, _worker_environment).
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, "1")
     # A checkpoint key for the run, never the user's (~/.config/fmi-adjoint/checkpoint.key);
     # the xdist workers inherit the controller's.
     if not os.environ.get("PYTEST_XDIST_WORKER"):

@@ -1349,7 +1349,7 @@ def _dask_verify(case: Case, folder: Path, shared: Path, state: DaskState, outco
     if state is None:
         return None
     try:
-        if "distributed" in sys.modules:  # a Client may exist: its __del__ runs at exit (~0.2 s a collection)
+        if "distributed" in sys.modules:  # a Client may exist: its __del__ runs at exit (see _heap_frozen)
             gc.collect()
     finally:
         state.resolver.__exit__(None, None, None)
@@ -1378,9 +1378,24 @@ def dask_installed():
         pytest.skip("--dask needs pip install 'fmi-adjoint[dask]'")
 
 
+@contextlib.contextmanager
+def _heap_frozen():
+    """The objects alive before the cases out of the garbage collector's sight (``gc.freeze``):
+    the full collection after each case (:func:`_dask_verify`) then scans only the objects the
+    cases made, among them any ``Client`` a case left behind, instead of the whole heap of the
+    test process (measured: 0.29 s a collection, 11 of the family's 20 s)."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def test_fuzz_dask_addresses(sandbox, security_shared, dask_installed):
     """Finding 5: malformed ``--dask`` addresses end with one line, no traceback, in time."""
-    _assert_family([dask_case(k) for k in range(COUNTS["dask"])], sandbox, security_shared)
+    with _heap_frozen():
+        _assert_family([dask_case(k) for k in range(COUNTS["dask"])], sandbox, security_shared)
 
 
 def test_dask_closed_port_in_a_process(security_shared, dask_installed, tmp_path):

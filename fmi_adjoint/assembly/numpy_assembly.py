@@ -80,6 +80,9 @@ class _Group:
         self.functions = kernel_functions(kernels)
         self.rows = {row.name: row for row in kernels.rows}
         self._scatter: dict[str, sps.csr_array] = {}
+        #: Their transposes, kept: ``S.T`` is a new array object at every call (half the time of a
+        #: Python-engine run of engine_on_mounts went into making them, 509 000 calls).
+        self._scatter_t: dict[str, sps.sparray] = {}
 
     def gather(self, group: str, value: np.ndarray | None) -> np.ndarray:
         kind = GROUP_KIND[group]
@@ -128,7 +131,10 @@ class _Group:
         if matrix.shape[0] == 0 or matrix.shape[1] == 0:
             return
         flat = np.broadcast_to(value, batch + (self.count,) + local_shape).reshape(-1, matrix.shape[0])
-        out.reshape(-1, matrix.shape[1])[...] += (matrix.T @ flat.T).T
+        transposed = self._scatter_t.get(name)
+        if transposed is None:
+            transposed = self._scatter_t[name] = matrix.T
+        out.reshape(-1, matrix.shape[1])[...] += (transposed @ flat.T).T
 
 
 class AssembledModel:
