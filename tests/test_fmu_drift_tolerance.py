@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import re
 import zipfile
-from ctypes import byref
 
 import fmpy
 import fmpy.validation
@@ -32,7 +31,6 @@ from fmpy.fmi1 import FMICallException
 from fmpy.fmi2 import (FMU2Model, FMU2Slave, calloc, fmi2CallbackAllocateMemoryTYPE, fmi2CallbackFreeMemoryTYPE,
                        fmi2CallbackFunctions, fmi2CallbackLoggerTYPE, free)
 from fmpy.fmi3 import FMU3Model, FMU3Slave
-from fmpy.logging import addLoggerProxy
 from lxml import etree
 
 from fmi_adjoint.examples import example_path
@@ -77,7 +75,10 @@ class Instance:
             self.callbacks.logger = fmi2CallbackLoggerTYPE(log)
             self.callbacks.allocateMemory = fmi2CallbackAllocateMemoryTYPE(calloc)
             self.callbacks.freeMemory = fmi2CallbackFreeMemoryTYPE(free)
-            addLoggerProxy(byref(self.callbacks))
+            # No fmpy.logging.addLoggerProxy: it keeps the logger in a process-wide global of fmpy's
+            # C library, which every later instance with fmpy's default callbacks then calls after
+            # this one is freed (a segmentation fault in a later test).  Our FMUs send formatted
+            # messages ('%' as "%%"), so the logger needs no formatting.
             self.fmu.instantiate(callbacks=self.callbacks)
         else:
             self.fmu.instantiate(logMessage=lambda env, status, category, message:

@@ -335,3 +335,21 @@ def test_the_tolerance_check_fails_on_literal_tolerances():
     assert [int(v.split(":")[1]) for v in found] == [6, 7, 8, 9, 10, 11], found
     assert all("use a named tier of tests/tolerances.py" in v for v in found)
 
+
+
+def _logger_proxies(source: str) -> list[int]:
+    """Lines that call fmpy's ``addLoggerProxy``."""
+    return [node.lineno for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and (getattr(node.func, "id", None) == "addLoggerProxy"
+                                               or getattr(node.func, "attr", None) == "addLoggerProxy")]
+
+
+def test_no_test_installs_fmpys_logger_proxy():
+    """fmpy's ``addLoggerProxy`` keeps the logger in a process-wide global of its C library: after
+    the test that installed it frees its callbacks, every later FMU of the worker process that
+    logs through fmpy's default callbacks calls freed memory (a segmentation fault in another,
+    later test: seen with an FMU's error message)."""
+    found = [f"{path.name}:{line}" for path in FILES if path.name != Path(__file__).name
+             for line in _logger_proxies(path.read_text(encoding="utf-8"))]
+    assert found == [], "do not call addLoggerProxy in tests; give the logger your own callbacks only"
+    assert _logger_proxies("from fmpy.logging import addLoggerProxy\naddLoggerProxy(byref(cb))\n") == [2]

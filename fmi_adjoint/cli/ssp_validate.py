@@ -52,12 +52,12 @@ def check_no_system_options(args) -> None:
 def _check_options(args) -> None:
     """``validate --ssp``: no FMU and none of the FMU's options; a positive macro step (if given:
     :func:`.ssp_options.master_settings` requires it)."""
-    if getattr(args, "fmu", None) is not None:
+    if args.fmu is not None:
         raise ModelError(f"give IDENTIFIED.fmu or --ssp, not both (IDENTIFIED.fmu {excerpt(args.fmu)} and --ssp "
                          f"{excerpt(args.ssp)}).")
-    if getattr(args, "result", None) is not None:
+    if args.result is not None:
         raise ModelError("--result applies to an FMU's validation, not to --ssp; remove it.")
-    if getattr(args, "interface", "auto") != "auto":
+    if args.interface != "auto":
         raise ModelError("--interface applies to an FMU's validation, not to --ssp (the master runs every component "
                          "through Co-Simulation); remove it.")
     check_time_span(None, args.step)
