@@ -597,10 +597,12 @@ def test_the_rig_runs_with_its_integer_system_input_unset_or_held(fmus, tmp_path
     """The master on the rig (an Integer input fed through to an output): without an input table
     the input keeps the FMU's value (no Newton on it: it is no Real port), and from a table it
     is held between samples (m = 2 n stays a whole number) instead of interpolated."""
-    from fmi_adjoint.ssp.master import InputTable, MasterSettings, simulate_system
+    from fmi_adjoint.ssp.master import InputTable, MasterSettings, held_inputs_note, simulate_system
 
     ssp = write_ssp_archive(tmp_path / "rig.ssp", fmus, base_ssd())
     with open_system(ssp) as system:
+        # Said, not silent: the note the commands print without --inputs.
+        assert "system input n_in of" in held_inputs_note(system.structure)
         t0 = system.structure.start_time or 0.0
         unset = simulate_system(system.structure, system.archives, t0 + 0.5, MasterSettings(0.1))
         assert np.all(np.isfinite(unset.values))

@@ -476,7 +476,13 @@ def cmd_simulate(args) -> int:
 def _simulate_system(args) -> int:
     """``simulate --ssp``: co-simulate an SSP system of FMUs (:mod:`fmi_adjoint.ssp.master`)."""
     from ..data import read_csv  # noqa: PLC0415 (only for --ssp)
-    from ..ssp.master import InputTable, check_input_span, estimate_error, simulate_system  # noqa: PLC0415
+    from ..ssp.master import (  # noqa: PLC0415
+        InputTable,
+        check_input_span,
+        estimate_error,
+        held_inputs_note,
+        simulate_system,
+    )
     from ..ssp.reading import open_system  # noqa: PLC0415 (as above)
 
     if args.model is not None:
@@ -502,6 +508,8 @@ def _simulate_system(args) -> int:
         check_time_span(t_end, args.step)
         if table is not None:
             check_input_span(table.times, float(system.structure.start_time or 0.0), t_end, args.inputs)
+        elif (held := held_inputs_note(system.structure)) is not None:
+            _note(held)
         options = {"values": values, "inputs": table, "timeout": process["timeout"], "log": process["log"]}
         if args.error_estimate:
             estimate = estimate_error(system.structure, system.archives, t_end, settings, **options)
@@ -741,6 +749,7 @@ def _system_problem(args, options, names, bounds) -> _Setup:
     from ..identify.guards import data_notices  # noqa: PLC0415 (as above)
     from ..integrate.inputs import ParameterValues  # noqa: PLC0415 (as above)
     from ..scale.select import choose_executor  # noqa: PLC0415 (as above)
+    from ..ssp.master import held_inputs_note  # noqa: PLC0415 (as above)
     from ..ssp.problem import SystemProblem, system_experiment, system_target  # noqa: PLC0415 (as above)
     from ..ssp.reading import open_system  # noqa: PLC0415 (as above)
     from .loading import experiment_settings  # noqa: PLC0415 (as above)
@@ -791,6 +800,8 @@ def _system_problem(args, options, names, bounds) -> _Setup:
                             "under the master")
     setup = _Setup(problem, options, choice, system)
     setup.executor, setup.system = executor, True
+    if inputs is None and (held := held_inputs_note(system.structure)) is not None:
+        setup.notes.append(held)
     setup.add_notices(data_notices(target, _data_costs(args, problem), options=options))
     return setup
 

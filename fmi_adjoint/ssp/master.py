@@ -96,7 +96,7 @@ from .structure import Component, Connection, Endpoint, SystemStructure
 
 __all__ = ["APPROXIMATIONS", "ErrorEstimate", "GaussSeidel", "InputTable", "Jacobi", "LinearExtrapolation",
            "MasterSettings", "MODEL_EXCHANGE_REFUSAL", "ORDERS", "SystemResult", "ZeroOrderHold", "estimate_error",
-           "check_input_span", "simulate_system", "system_columns"]
+           "check_input_span", "held_inputs_note", "simulate_system", "system_columns"]
 
 MODEL_EXCHANGE_REFUSAL = ("not yet: Model Exchange components in a co-simulation; export or choose the "
                           "CoSimulation implementation")
@@ -212,6 +212,22 @@ class InputTable:
         return float(self.values[k, self.columns.index(name)])
 
 
+def held_inputs_note(structure: SystemStructure) -> str | None:
+    """The note for a run without an input table: the system inputs that drive components
+    leave those components at their inputs' start values over the whole run (None where no
+    system input drives a component).  With a table every such input needs a column
+    (:meth:`_Plan.check_table`)."""
+    held = sorted({c.start.connector for c in structure.connections
+                   if c.start.element is None and c.end.element is not None})
+    if not held:
+        return None
+    many = len(held) > 1
+    return (f"the system input{'s' if many else ''} {', '.join(held)} of {structure.source} "
+            f"{'have' if many else 'has'} no input signal: the components {'they drive' if many else 'it drives'} "
+            "keep their inputs' start values over the whole run; give the signals with --inputs INPUTS.csv (a column "
+            "per input).")
+
+
 def check_input_span(times: np.ndarray, t0: float, t_end: float, source: str) -> None:
     """FmuError unless the input samples ``times`` (of the file ``source``) cover the run from
     ``t0`` to ``t_end``: beyond its ends a table would hold its last values, which no bench did."""
@@ -267,6 +283,8 @@ class _Plan:
                 raise FmuError(f"{structure.source}: component {excerpt(component.name)} "
                                f"({archive.path.name}): {MODEL_EXCHANGE_REFUSAL}.")
         self.archives = archives
+        #: Every component connector's type, by port (read at every macro step).
+        self.types: dict[Port, str] = {(c.name, k.name): k.type for c in self.components for k in c.connectors}
         #: Connected inputs per component, in SSD connector order, and their connections.
         self.inputs: dict[str, list[str]] = {}
         self.outputs: dict[str, list[str]] = {}
@@ -361,7 +379,7 @@ class _Plan:
 
     def connector_type(self, port: Port) -> str:
         """``Real``, ``Integer`` or ``Boolean`` (:data:`~.structure.CONNECTOR_TYPES`)."""
-        return self.structure.component(port[0]).connector(port[1]).type
+        return self.types[port]
 
     def feedthrough_inputs(self) -> list[Port]:
         """Connected Real inputs some output depends on directly, in plan order (an Integer or

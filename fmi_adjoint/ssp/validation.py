@@ -56,7 +56,7 @@ from ..fmu.archive import FmuArchive
 from ..fmu.session import DEFAULT_TIMEOUT
 from ..fmu.validation import Validation, check_output_columns, error_statistics, sample_recorded
 from ..text import excerpt
-from .master import InputTable, MasterSettings, check_input_span, simulate_system
+from .master import InputTable, MasterSettings, check_input_span, held_inputs_note, simulate_system
 from .structure import Endpoint, SystemStructure
 
 __all__ = ["resimulate_system", "system_inputs", "system_outputs"]
@@ -112,6 +112,9 @@ def resimulate_system(structure: SystemStructure, archives: Mapping[str, FmuArch
         raise FmuError(f"{data.source}: the data start at t = {times[0]:g} s, before the start time {t0:g} s of "
                        f"{structure.source} ({given}); drop the earlier rows or shift the time.")
     table = None
+    held = held_inputs_note(structure) if inputs is None else None
+    if held is not None:
+        notes.append(held)
     if inputs is not None:
         known = system_inputs(structure)
         unknown = [name for name in inputs.columns if name not in known]
