@@ -36,8 +36,6 @@ import numpy as np
 import pytest
 from fmpy import read_model_description
 from fmpy.fmi1 import FMICallException
-from fmpy.fmi2 import FMU2Slave
-from fmpy.fmi3 import FMU3Slave
 from lxml import etree
 
 from fmi_adjoint import NativeEngine, load_model, read_csv
@@ -46,6 +44,7 @@ from fmi_adjoint.export import export_fmu, validate_against_schema
 from fmi_adjoint.export.fmu_export import si_decomposition
 from fmi_adjoint.toolchain import c_compiler
 from captured_cli import cli as _cli
+from fmu_slave import Slave
 from bundled import looped_examples
 from tolerances import EXACT, ORDER, RAMP_INPUT_ROUNDOFF
 
@@ -85,52 +84,6 @@ def exported(work) -> Callable[[str, int], Path]:
     """``exported(name, version)``: the bundled example's FMU, exported once per module."""
     return functools.cache(lambda name, version: Path(export_fmu(
         example_path(name), work / f"{name}_fmi{version}.fmu", fmi_version=version)))
-
-
-class Slave:
-    """A started FMU (fmpy's FMU2Slave / FMU3Slave, default logger) addressed by variable name."""
-
-    def __init__(self, path: Path, work: Path, values: dict[str, float] | None = None):
-        self.description = read_model_description(str(path))
-        self.version = 2 if self.description.fmiVersion.startswith("2") else 3
-        folder = work / f"{path.stem}_unzipped"
-        if not folder.is_dir():
-            with zipfile.ZipFile(path) as archive:
-                archive.extractall(folder)
-        self.vr = {v.name: v.valueReference for v in self.description.modelVariables}
-        cls = FMU2Slave if self.version == 2 else FMU3Slave
-        token = self.description.guid if self.version == 2 else self.description.instantiationToken
-        identifier = self.description.coSimulation.modelIdentifier
-        self.slave = cls(guid=token, unzipDirectory=str(folder), modelIdentifier=identifier, instanceName="h1")
-        self.slave.instantiate()
-        if values:
-            self.set(values)
-        if self.version == 2:
-            self.slave.setupExperiment(startTime=0.0)
-            self.slave.enterInitializationMode()
-        else:
-            self.slave.enterInitializationMode(startTime=0.0)
-        self.slave.exitInitializationMode()
-        self.t = 0.0
-
-    def set(self, values: dict[str, float]) -> None:
-        vrs = [self.vr[k] for k in values]
-        if self.version == 2:
-            self.slave.setReal(vrs, list(values.values()))
-        else:
-            self.slave.setFloat64(vrs, list(values.values()))
-
-    def get(self, names) -> np.ndarray:
-        vrs = [self.vr[k] for k in names]
-        return np.array(self.slave.getReal(vrs) if self.version == 2 else self.slave.getFloat64(vrs))
-
-    def step_to(self, t: float) -> None:
-        self.slave.doStep(currentCommunicationPoint=self.t, communicationStepSize=t - self.t)
-        self.t = t
-
-    def close(self) -> None:
-        self.slave.terminate()
-        self.slave.freeInstance()
 
 
 def _engine(name: str, text: str | None = None, folder: Path | None = None) -> NativeEngine:

@@ -90,6 +90,8 @@ def test_identify_ssp_recovers_the_truth_within_its_standard_errors(system, tmp_
         assert abs(value - truth) <= WITHIN_STD_ERRORS * se, (name, value, se)
     assert result["interface"] == "CoSimulation" and result["gradient_method"]["method"] == "fd"
     assert result["integrator"]["macro_step"] == STEP
+    # The system's identity, which `apply --system` checks (tests/test_ssp_apply.py).
+    assert set(result["system_identity"]["components"]) == {"A", "B"}
     assert set(result["discretization_error"]["parameter_bias"]) == set(TRUTH)
     # the data were made at STEP: the runs at STEP are off the continuous system (module docstring)
     assert code == 1 and not result["success"], err

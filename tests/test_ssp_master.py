@@ -143,6 +143,21 @@ def split(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def split3(tmp_path_factory):
+    """{"A": archive, "B": archive} of the halves exported as FMI 3 (no input derivatives:
+    intermediate update)."""
+    folder = tmp_path_factory.mktemp("ssp_master_fmi3")
+    archives = {}
+    for name, text in (("A", MODEL_A), ("B", MODEL_B)):
+        (folder / f"{name}.toml").write_text(text)
+        export_fmu(folder / f"{name}.toml", folder / f"{name}.fmu", interface="cs", fmi_version=3)
+        archives[name] = open_fmu(folder / f"{name}.fmu")
+    yield archives
+    for archive in archives.values():
+        archive.close()
+
+
+@pytest.fixture(scope="module")
 def monolithic(tmp_path_factory) -> tuple[np.ndarray, np.ndarray]:
     """(times, [x1, x2]) of the monolithic model at the FMUs' internal step."""
     path = tmp_path_factory.mktemp("ssp_monolithic") / "mono.toml"
@@ -170,6 +185,19 @@ def test_split_model_converges_to_the_monolithic_one_with_the_claimed_order(spli
     assert abs(slope - approximation.order) <= ORDER, errors
     for name in ("A.x1", "B.x2"):  # the step-halving estimate sees the same order
         assert abs(estimate.order[estimate.columns.index(name)] - approximation.order) <= ORDER
+
+
+def test_fmi3_halves_take_the_extrapolated_inputs_at_their_intermediate_updates(split3, monolithic):
+    """FMI 3 has no input derivatives: the worker sets the extrapolated ramps when the FMUs call
+    back inside fmi3DoStep (providesIntermediateUpdate), and the Jacobi master with linear
+    extrapolation keeps its second order (before: FMI 3 FMUs held their inputs, first order)."""
+    times, reference = monolithic
+    settings = MasterSettings(STEPS[0], Jacobi(), LinearExtrapolation())
+    estimate = estimate_error(_split_structure(), split3, T_END, settings, runs=3)
+    errors = [max(np.max(np.abs(result.column(name) - np.interp(result.times, times, reference[:, j])))
+                  for j, name in enumerate(("A.x1", "B.x2"))) for result in estimate.results]
+    slope = np.polyfit(np.log(STEPS), np.log(errors), 1)[0]
+    assert abs(slope - LinearExtrapolation.order) <= ORDER, (slope, errors)
 
 
 def _write_ssp(folder: Path) -> Path:

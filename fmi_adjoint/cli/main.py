@@ -323,9 +323,13 @@ def _export_options(export: argparse.ArgumentParser) -> None:
 
 def _apply_options(apply: argparse.ArgumentParser) -> None:
     apply.add_argument("result", metavar="RESULT.json", help="written by `fmi-adjoint identify -o`")
-    apply.add_argument("--fmu", required=True, metavar="MODEL.fmu", help="the FMU the parameters belong to")
+    apply.add_argument("--fmu", metavar="MODEL.fmu", help="the FMU the parameters belong to (or give --system)")
+    apply.add_argument("--system", metavar="SYSTEM.ssp",
+                       help="the system (.ssp archive or .ssd file) an `identify --ssp` ran on: -o writes a copy of "
+                       "it as an .ssp archive with the identified values in its parameter bindings")
     apply.add_argument("-o", "--output", metavar="IDENTIFIED.fmu",
-                       help="the FMU with the identified values (compiled in where possible, and as start values)")
+                       help="the FMU with the identified values (compiled in where possible, and as start values); "
+                       "with --system: IDENTIFIED.ssp, the system with the values bound")
     apply.add_argument("--ssv", metavar="OUT.ssv", help="SSP 1.0 parameter-values file")
     apply.add_argument("--ssp", metavar="OUT.ssp",
                        help="SSP 1.0 archive: the FMU of -o and a parameter binding of the identified values")
@@ -371,7 +375,9 @@ _COMMAND_PARSERS: tuple[tuple[str, str, str | None, Callable[[argparse.ArgumentP
     ("apply", "hand identified parameters back: an FMU, an SSV file and/or an SSP archive",
      "An FMU exported by fmi-adjoint is rebuilt with the identified values compiled in (needs a C compiler; binaries "
      "for other platforms keep the old values); any other FMU gets them as start values only, which importers that "
-     "ignore start values do not see: add --ssp for them.", _apply_options),
+     "ignore start values do not see: add --ssp for them. The result of `identify --ssp` goes back into its system: "
+     "`apply RESULT.json --system SYSTEM.ssp -o IDENTIFIED.ssp` binds the values in the SSP's parameter bindings.",
+     _apply_options),
     ("validate", "re-simulate an FMU through fmpy (or a system of FMUs, --ssp) and compare it with data", None,
      _validate_options),
     ("demo", "identify the engine-mount parameters from the bundled measurement", None, _demo_options),
@@ -1183,11 +1189,22 @@ def cmd_apply(args) -> int:
     from ..fmu.archive import open_fmu
     from ..fmu.apply import hand_back
     from ..fmu.result_file import check_result_fmu, read_result_interface, read_result_parameters
+    from ..ssp.handback import result_subject
 
+    if args.system is not None:
+        return _apply_system(args)
+    if args.fmu is None:
+        raise ModelError("apply: give --fmu MODEL.fmu (the FMU identified) or --system SYSTEM.ssp (the system "
+                         "`identify --ssp` ran on).")
     if not (args.output or args.ssv or args.ssp):
         raise ModelError("apply: give -o IDENTIFIED.fmu, --ssv OUT.ssv and/or --ssp OUT.ssp.")
     _check_outputs({"-o": args.output, "--ssv": args.ssv, "--ssp": args.ssp},
                    [("RESULT.json", args.result), ("FMU", args.fmu)])
+    kind, subject = result_subject(args.result)
+    if kind == "system":
+        raise ModelError(f"{args.result} is the result of `identify --ssp` on the system {excerpt(subject)}, whose "
+                         f"parameters are COMPONENT.NAME: hand it back with `fmi-adjoint apply {args.result} --system "
+                         f"{excerpt(subject)} -o IDENTIFIED.ssp`.")
     values = read_result_parameters(args.result)
     interface = read_result_interface(args.result)
     with open_fmu(args.fmu) as archive:
@@ -1209,6 +1226,49 @@ def cmd_apply(args) -> int:
     if report.ssp:
         print(f"wrote {report.ssp} (SSP 1.0: the FMU and a parameter binding of {len(values)} parameters)",
               file=sys.stderr)
+    return 0
+
+
+def _apply_system(args) -> int:
+    """``apply RESULT.json --system SYSTEM.ssp -o IDENTIFIED.ssp``: the identified values of an
+    ``identify --ssp`` bound in a copy of the system (:func:`~fmi_adjoint.ssp.handback.hand_back_system`)."""
+    from ..fmu.result_file import read_result_parameters
+    from ..ssp.handback import check_result_system, hand_back_system, result_subject
+    from ..ssp.reading import open_system
+
+    if args.fmu is not None:
+        raise ModelError(f"give --fmu or --system, not both (--fmu {excerpt(args.fmu)} and --system "
+                         f"{excerpt(args.system)}).")
+    if args.ssv or args.ssp:
+        raise ModelError("--ssv and --ssp write the hand-back of one FMU; with --system, -o IDENTIFIED.ssp is the "
+                         "system with the values in its parameter bindings: remove them.")
+    if not args.output:
+        raise ModelError("apply --system: give -o IDENTIFIED.ssp, the system with the identified values bound.")
+    if Path(args.output).suffix.lower() != ".ssp":
+        raise ModelError(f"apply --system writes an .ssp archive (the SSD, its FMUs and parameter files; also for an "
+                         f".ssd), not -o {excerpt(args.output)}: give -o IDENTIFIED.ssp.")
+    _check_outputs({"-o": args.output}, [("RESULT.json", args.result), ("system", args.system)])
+    kind, subject = result_subject(args.result)
+    if kind == "fmu":
+        raise ModelError(f"{args.result} is the result of an identification of the FMU {excerpt(subject)}, not of a "
+                         f"system: hand it back with `fmi-adjoint apply {args.result} --fmu {excerpt(subject)} -o "
+                         "IDENTIFIED.fmu`.")
+    if kind == "model":
+        raise ModelError(f"{args.result} is the result of a model file's identification, not of a system (`identify "
+                         "--ssp`): export the model with the values instead (`fmi-adjoint export MODEL --set "
+                         "NAME=VALUE -o OUT.fmu`).")
+    values = read_result_parameters(args.result)
+    with open_system(args.system) as system:
+        other = check_result_system(args.result, system)
+        if other is not None:
+            _note(other)
+        report = hand_back_system(system, args.system, values, args.output, name=Path(args.result).stem)
+    for text in report.notes:
+        _note(text)
+    files = ", ".join(dict.fromkeys(file for _, file in report.added))
+    parts = [f"{', '.join(n for n, _ in report.updated)} updated in their bindings" if report.updated else "",
+             f"{', '.join(n for n, _ in report.added)} bound by new bindings to {files}" if report.added else ""]
+    print(f"wrote {report.path} (SSP 1.0: {'; '.join(p for p in parts if p)})", file=sys.stderr)
     return 0
 
 

@@ -269,8 +269,10 @@ class LeastSquaresCost(AbstractCost):
             if e.size < 3 or not np.any(e != 0):
                 continue
             e0, e1 = e[:-1], e[1:]
-            corr = float(np.sum(e0 * e1) / np.sqrt(np.sum(e0**2) * np.sum(e1**2)))
-            out[c] = corr <= RESOLVED_CORRELATION
+            norm = float(np.sqrt(np.sum(e0**2) * np.sum(e1**2)))
+            if norm == 0.0:  # one isolated non-zero pseudo-residual: no correlation to judge
+                continue
+            out[c] = float(np.sum(e0 * e1)) / norm <= RESOLVED_CORRELATION
         return out
 
     def _pseudo_residual_terms(self) -> tuple[np.ndarray, np.ndarray]:

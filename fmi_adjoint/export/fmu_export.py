@@ -74,8 +74,12 @@ integrator's order as the communication step shrinks.
 Inputs are held over a communication step, or, in FMI 2 after
 ``fmi2SetRealInputDerivatives`` (order 1; ``canInterpolateInputs``), vary linearly inside it:
 ``u(t) = u(t_c) + du/dt (t - t_c)`` at the end of every internal step, until the next
-``fmi2SetReal`` of the input.  FMI 3 has no input-derivative function for Co-Simulation; its
-inputs are held.
+``fmi2SetReal`` of the input.  FMI 3 has no input-derivative function for Co-Simulation; an
+FMI 3 Co-Simulation FMU with inputs declares ``providesIntermediateUpdate`` and its inputs
+``intermediateUpdate``: an importer that passes an ``intermediateUpdate`` callback to
+``fmi3InstantiateCoSimulation`` is called back before every internal step with the step's end
+time and ``intermediateVariableSetRequested``, and sets the inputs at that time in Intermediate
+Update Mode (FMI 3.0, sec. 4.2.3); without the callback the inputs are held.
 """
 
 from __future__ import annotations
@@ -314,9 +318,11 @@ def _model_description(model: Model, version: int, identifier: str, token: str, 
                        variability=variability, description=par.description)
             _sub(var, "Real", start=repr(float(par.value)), unit=par.unit or None, **limits)
         else:
+            # An input may be set in Intermediate Update Mode (fmi3DoStep calls the importer back).
             _sub(variables, "Float64", name=par.name, valueReference=1 + k, causality=causality,
                  variability=variability, description=par.description, start=repr(float(par.value)),
-                 unit=par.unit or None, **limits)
+                 unit=par.unit or None, **limits,
+                 intermediateUpdate="true" if causality == "input" and (co_simulation or me is None) else None)
     for j, out in enumerate(model.outputs):
         vr = 1 + n_p + j
         if version == 2:
@@ -376,6 +382,8 @@ def _co_simulation(root, model: Model, version: int, identifier: str, step: floa
         cs.set("canGetAndSetFMUState", "true")
         cs.set("canSerializeFMUState", "true")
         cs.set("fixedInternalStepSize", repr(step))
+        if any(par.causality == "input" for par in model.all_parameters):  # the inputs' intermediate update
+            cs.set("providesIntermediateUpdate", "true")
 
 
 def _sub_files(parent, sources: list[str]) -> None:

@@ -28,7 +28,7 @@ from .start_values import check_parameters, write_reparameterized_fmu
 if TYPE_CHECKING:
     from .rebuild import RebuiltFmu
 
-__all__ = ["HandBack", "hand_back"]
+__all__ = ["HandBack", "hand_back", "staged_outputs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +55,7 @@ class HandBack:
 
 
 @contextlib.contextmanager
-def _staged(targets: Mapping[str, Path | None]) -> Iterator[dict[str, Path]]:
+def staged_outputs(targets: Mapping[str, Path | None]) -> Iterator[dict[str, Path]]:
     """A temporary file next to each target (None: skipped); all are moved onto their targets
     (``os.replace``) only when the block succeeds, else removed: no half-written output."""
     given = {key: target for key, target in targets.items() if target is not None}
@@ -128,7 +128,7 @@ def hand_back(archive: FmuArchive, values: Mapping[str, float], *, fmu=None, ssv
     notes: list[str] = []
     warnings: list[str] = []
     rebuilt = None
-    with _staged(targets) as staged, tempfile.TemporaryDirectory(prefix="fmi_adjoint_apply_") as tmp:
+    with staged_outputs(targets) as staged, tempfile.TemporaryDirectory(prefix="fmi_adjoint_apply_") as tmp:
         if fmu is not None or ssp is not None:
             handed = staged.get("fmu") or Path(tmp) / "handed_back.fmu"
             obstacle = rebuild_obstacle(archive)

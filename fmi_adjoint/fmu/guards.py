@@ -271,8 +271,8 @@ def held_input_warning(problem: FitProblem, at: AtResult, std_errors) -> tuple[s
     """The warning that a Co-Simulation FMU's held inputs bias the fit, and whether the bias is
     significant (None: no Co-Simulation inputs, or none changes by more than
     :data:`HELD_INPUT_FRACTION` of its range within a communication step).  Discrete inputs
-    (held by definition) and the inputs of an FMU that interpolates them (``canInterpolateInputs``:
-    it gets their derivatives, :meth:`.simulation.FmuSimulator.interpolates_inputs`) are not
+    (held by definition) and the inputs of an FMU that interpolates them (``canInterpolateInputs``
+    or FMI 3 intermediate update: :meth:`.simulation.FmuSimulator.interpolates_inputs`) are not
     checked; the warning names the input, the RMS difference between the held and the
     interpolated input over the run, and the parameters' bias.
 
@@ -287,7 +287,7 @@ def held_input_warning(problem: FitProblem, at: AtResult, std_errors) -> tuple[s
     """
     if problem.interface != "CoSimulation":
         return None
-    # An FMU that interpolates its inputs (canInterpolateInputs) gets their derivatives: no staircase.
+    # An FMU that interpolates its inputs (FMI 2 derivatives, FMI 3 intermediate update): no staircase.
     held = [exp for exp in map(problem.simulator.with_held_inputs, problem.experiments)
             if not problem.simulator.interpolates_inputs(exp)]
     check = held_input_check(held)
@@ -310,7 +310,7 @@ def held_input_warning(problem: FitProblem, at: AtResult, std_errors) -> tuple[s
                       for n, b, q in zip(problem.names, bias, ratios))
     smaller = check.step * HELD_INPUT_FRACTION / fraction
     why_held = ("it does not declare canInterpolateInputs" if problem.archive.fmi_version == 2
-                else "an FMI 3 FMU, whose input derivatives fmpy cannot pass")
+                else "an FMI 3 FMU that does not provide intermediate update of this input")
     fix = f"give a smaller communication step (--step {smaller:.3g} or smaller)"
     if problem.archive.model_exchange:
         fix += " or --interface me (this FMU has Model Exchange, whose inputs are interpolated between samples)"

@@ -199,14 +199,17 @@ def run_model_exchange(instance, request: dict) -> dict:
 
 
 def run_interpolated_co_simulation(instance, request: dict) -> dict:
-    """A Co-Simulation run whose continuous inputs the FMU interpolates within each step (FMI 2.0,
-    sec. 4.2.2: ``canInterpolateInputs``, ``fmi2SetRealInputDerivatives``).
+    """A Co-Simulation run whose continuous inputs vary within each step: FMI 2.0 (sec. 4.2.2,
+    ``canInterpolateInputs``) through ``fmi2SetRealInputDerivatives``, FMI 3.0 (sec. 4.2.3,
+    ``providesIntermediateUpdate``) through the FMU's intermediate updates.
 
     Before each ``doStep`` from ``t_k`` over ``h_k`` the inputs are set to the data's value at
-    ``t_k`` (linear interpolation of ``input_table`` at ``input_times``) with first derivatives
-    ``(u(t_k + h_k) - u(t_k)) / h_k``, the slope of the data's linear interpolation over the
-    coming step (the secant: the FMU's ramp then ends on the data's value at ``t_{k+1}``); held
-    (discrete) inputs are set to their held values, without derivatives.  The reply has the
+    ``t_k`` (linear interpolation of ``input_table`` at ``input_times``).  FMI 2: with first
+    derivatives ``(u(t_k + h_k) - u(t_k)) / h_k``, the slope of the data's linear interpolation
+    over the coming step (the secant: the FMU's ramp then ends on the data's value at
+    ``t_{k+1}``).  FMI 3: at every time the FMU calls back inside the step, the data's linear
+    interpolation at that time (the data's own kinks inside a step are kept).  Held
+    (discrete) inputs are set to their held values at the communication points only.  The reply has the
     shape of a Model Exchange run's (``left`` = ``right`` = the outputs at the communication
     points ``stops``, no events), so the worker's request :meth:`~.worker._Instance.run_me_adaptive`
     carries it; a request of its own in the worker would be the cleaner home.
@@ -235,10 +238,14 @@ def run_interpolated_co_simulation(instance, request: dict) -> dict:
         u0 = inputs(t)
         if k > 0:
             instance.set_values(input_refs + held_refs, u0 + held(t))
-        slopes = [(u1 - u) / h for u, u1 in zip(u0, inputs(t + h))]
-        instance._call("fmi2SetRealInputDerivatives", fmu.setRealInputDerivatives, input_refs, [1] * len(input_refs),
-                       slopes)
-        instance._call(f"fmi2DoStep at t = {t:g} s", fmu.doStep, t, h)
+        if instance.fmi3:  # the data's own interpolation at every time the FMU calls back
+            with instance.intermediate_inputs(lambda time: (input_refs, inputs(time))):
+                instance._do_step(t, h)
+        else:
+            slopes = [(u1 - u) / h for u, u1 in zip(u0, inputs(t + h))]
+            instance._call("fmi2SetRealInputDerivatives", fmu.setRealInputDerivatives, input_refs,
+                           [1] * len(input_refs), slopes)
+            instance._call(f"fmi2DoStep at t = {t:g} s", fmu.doStep, t, h)
         out[k + 1] = instance.get_real(outputs)
     instance._call("terminating", fmu.terminate)
     instance._terminated = True

@@ -2,7 +2,8 @@
 
 Co-Simulation: every ``doStep`` over the communication grid in the worker; the outputs are
 interpolated linearly from the grid to the sample times.  Inputs are set at the start of each
-step; an FMU that declares ``canInterpolateInputs`` also gets their derivatives there
+step; an FMU that declares ``canInterpolateInputs`` (FMI 2) also gets their derivatives there,
+and one that provides intermediate update (FMI 3) gets them at its intermediate update points
 (:func:`.me_run.run_interpolated_co_simulation`).  Model Exchange: the adaptive Radau IIA run
 of :mod:`.me_run` in the worker, which hits every sample time and returns the outputs there
 (left and right limits at events) and, when asked, their exact sensitivities.  Discrete
@@ -30,16 +31,32 @@ from .session import FmuSession
 from .variables import held_inputs
 from .worker import unpack
 
-__all__ = ["FmuSimulator", "RunOutputs", "SensitivityRequest", "can_interpolate_inputs"]
+__all__ = ["FmuSimulator", "RunOutputs", "SensitivityRequest", "can_interpolate_inputs", "intermediate_inputs"]
 
 
 def can_interpolate_inputs(archive: FmuArchive) -> bool:
-    """Whether the FMU's Co-Simulation interface takes input derivatives: FMI 2.0
-    ``canInterpolateInputs="true"`` (``fmi2SetRealInputDerivatives``).  FMI 3.0 Co-Simulation
-    FMUs are run with held inputs: fmpy 0.3 offers no way to pass them their input derivatives."""
+    """Whether the FMU's Co-Simulation interface takes inputs that vary within a step: FMI 2.0
+    ``canInterpolateInputs="true"`` (``fmi2SetRealInputDerivatives``); FMI 3.0, which has no
+    input derivatives for Co-Simulation, ``providesIntermediateUpdate="true"`` (the FMU calls
+    the importer back inside ``fmi3DoStep``, and the inputs of :func:`intermediate_inputs` are
+    set there)."""
     description = archive.description.coSimulation
-    return bool(archive.co_simulation and archive.fmi_version == 2 and description is not None
-                and description.canInterpolateInputs)
+    if not archive.co_simulation or description is None:
+        return False
+    if archive.fmi_version == 2:
+        return bool(description.canInterpolateInputs)
+    return bool(description.providesIntermediateUpdate)
+
+
+def intermediate_inputs(archive: FmuArchive) -> frozenset[str]:
+    """The inputs an FMI 3 FMU lets the importer set in Intermediate Update Mode
+    (``intermediateUpdate="true"``, FMI 3.0 sec. 2.4.7.4; read from the XML: fmpy 0.3 does not
+    keep the attribute); empty for FMI 2."""
+    if archive.fmi_version != 3:
+        return frozenset()
+    variables = archive.root.find("ModelVariables")
+    return frozenset(element.get("name") for element in ([] if variables is None else variables)
+                     if element.get("causality") == "input" and element.get("intermediateUpdate") == "true")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,10 +175,15 @@ class FmuSimulator:
         return "run_me_adaptive", (request,)
 
     def interpolates_inputs(self, exp: FmuExperiment) -> bool:
-        """Whether a Co-Simulation run of ``exp`` passes input derivatives: the FMU declares
-        ``canInterpolateInputs`` (FMI 2.0 Co-Simulation) and ``exp`` has continuous inputs."""
-        return (self.interface == "CoSimulation" and can_interpolate_inputs(self.archive) and exp.inputs is not None
-                and any(name not in exp.held for name in exp.inputs.columns))
+        """Whether a Co-Simulation run of ``exp`` varies its inputs within a step
+        (:func:`can_interpolate_inputs`): ``exp`` has continuous inputs, and under FMI 3 the FMU
+        lets every one of them be set in its intermediate updates."""
+        if not (self.interface == "CoSimulation" and can_interpolate_inputs(self.archive) and exp.inputs is not None):
+            return False
+        continuous = [name for name in exp.inputs.columns if name not in exp.held]
+        if self.archive.fmi_version == 3 and not set(continuous) <= intermediate_inputs(self.archive):
+            return False
+        return bool(continuous)
 
     def with_held_inputs(self, exp: FmuExperiment) -> FmuExperiment:
         """``exp`` with :attr:`~.experiment.FmuExperiment.held` naming its discrete inputs."""

@@ -48,6 +48,7 @@ with ``exchange`` (inputs, outputs at the communication point).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import mmap
@@ -278,9 +279,16 @@ class _Instance:
         #: Names of the real variables by value reference (the notes name variables, not numbers).
         self.names = {int(v.valueReference): str(v.name) for v in description.modelVariables
                       if v.type in ("Real", "Float64")}
+        #: FMI 3 Co-Simulation: the inputs at a time, set when the FMU calls back
+        #: (:meth:`intermediate_inputs`), and the first failure inside that callback.
+        self._inputs_at: Callable[[float], tuple[Sequence, Sequence[float]]] | None = None
+        self._callback_failure: Exception | None = None
+        cs = description.coSimulation
+        callback = (self._intermediate_update if self.fmi3 and interface == "CoSimulation" and cs is not None
+                    and cs.providesIntermediateUpdate else None)
         progress.publish(f"instantiating the {interface} FMU")
         try:
-            self.fmu = instantiate_fmu(directory, description, fmi_type=interface)
+            self.fmu = instantiate_fmu(directory, description, fmi_type=interface, intermediate_update=callback)
         except Exception as exc:  # fmpy: bare Exception or OSError from the loader
             raise _Failure(f"{fmu_name}: cannot instantiate the {interface} FMU ({exc}).") from None
         # The parent's count, bounded when the FMU was opened (archive.MAX_EVENT_INDICATORS).
@@ -438,12 +446,47 @@ class _Instance:
         self._terminated = True
         return out
 
+    def _intermediate_update(self, environment, t, set_requested, get_allowed, step_finished, can_return_early,
+                             early_return_requested, early_return_time) -> None:
+        """``fmi3IntermediateUpdateCallback`` (FMI 3.0, sec. 4.2.3): when the FMU requests it
+        (``intermediateVariableSetRequested``), set the inputs at its time ``t`` from the source
+        of :meth:`intermediate_inputs`; nothing else (no intermediate outputs, no early return).
+        No exception may cross the FMU's C frames: the first is kept and raised by
+        :meth:`_do_step` when ``fmi3DoStep`` returns."""
+        source = self._inputs_at
+        if source is None or not set_requested or self._callback_failure is not None:
+            return
+        try:
+            refs, values = source(float(t))
+            self.set_values(refs, values)
+        except Exception as exc:  # raised after the step (_do_step)
+            self._callback_failure = exc
+
+    @contextlib.contextmanager
+    def intermediate_inputs(self, source: Callable[[float], tuple[Sequence, Sequence[float]]]):
+        """Inside the block, an FMI 3 Co-Simulation FMU that provides intermediate update gets
+        its inputs ``source(t) -> (refs, values)`` at every time it calls back during
+        ``fmi3DoStep`` (our exported FMUs: each internal step's end time), instead of holding
+        them over the communication step."""
+        self._inputs_at, self._callback_failure = source, None
+        try:
+            yield
+        finally:
+            self._inputs_at = None
+
     def _do_step(self, t: float, h: float) -> None:
         """``fmi2DoStep``/``fmi3DoStep`` from ``t`` by ``h``; an FMU asking to terminate (FMI 3
         ``terminateSimulation``) or refusing the step (fmpy raises on ``fmi2Discard`` and
-        ``fmi2Error``) ends the run with a _Failure naming the time."""
+        ``fmi2Error``) ends the run with a _Failure naming the time, as does a failure to set
+        the inputs when the FMU called back (:meth:`_intermediate_update`)."""
         if self.fmi3:
             result = self._call(f"fmi3DoStep at t = {t:g} s", self.fmu.doStep, t, h)
+            failure, self._callback_failure = self._callback_failure, None
+            if isinstance(failure, _Failure):
+                raise failure
+            if failure is not None:
+                raise _Failure(f"{self.fmu_name}: setting the inputs in the FMU's intermediate update during the "
+                               f"step from t = {t:g} s failed ({failure}).")
             if result and len(result) > 1 and result[1]:  # terminateSimulation
                 raise _Failure(f"{self.fmu_name}: the FMU asked to terminate at t = {t:g} s.")
         else:
@@ -452,15 +495,22 @@ class _Instance:
     def step(self, t: float, h: float, input_refs: Sequence, inputs: Sequence[float], slopes: Sequence[float],
              output_refs: Sequence) -> np.ndarray:
         """One communication step of a co-simulation master (:mod:`fmi_adjoint.ssp.master`):
-        set ``inputs``, and with ``slopes`` (FMI 2, ``canInterpolateInputs``) their first time
-        derivatives through ``fmi2SetRealInputDerivatives`` (order 1; ``input_refs`` are then
-        float64 scalars), step from ``t`` by ``h``, and return the values of ``output_refs`` at
-        ``t + h``."""
+        set ``inputs``, and with ``slopes`` their first time derivatives: FMI 2
+        (``canInterpolateInputs``) through ``fmi2SetRealInputDerivatives`` (order 1;
+        ``input_refs`` are then float64 scalars), FMI 3 (``providesIntermediateUpdate``) as the
+        ramps ``u + slope (t' - t)`` set at the FMU's intermediate updates; step from ``t`` by
+        ``h``, and return the values of ``output_refs`` at ``t + h``."""
         self.set_values(input_refs, inputs)
+        if len(slopes) and self.fmi3:  # no input derivatives in FMI 3: the ramps at its intermediate updates
+            values, rates = [float(u) for u in inputs], [float(s) for s in slopes]
+
+            def ramps(time: float) -> tuple[Sequence, list[float]]:
+                return input_refs, [u + r * (time - t) for u, r in zip(values, rates)]
+
+            with self.intermediate_inputs(ramps):
+                self._do_step(float(t), float(h))
+            return self.get_values(output_refs)
         if len(slopes):
-            if self.fmi3:
-                raise _Failure(f"{self.fmu_name}: FMI 3 Co-Simulation takes no input derivatives; hold the inputs "
-                               "(zero-order hold).")
             refs = [_typed(r)[1] for r in input_refs]
             self._call(f"fmi2SetRealInputDerivatives at t = {t:g} s", self.fmu.setRealInputDerivatives, refs,
                        [1] * len(refs), [float(s) for s in slopes])

@@ -45,7 +45,9 @@ where the order allows (:func:`~fmi_adjoint.fmu.session.run_each`).
   Mechanical Engineering 60 (2013) 75-94);
   :class:`LinearExtrapolation` also sends the input's slope through
   ``fmi2SetRealInputDerivatives`` (order 1) to the FMUs that declare ``canInterpolateInputs``
-  (FMI 2 only; the others hold): the slope of the last macro step extrapolated (Jacobi) or,
+  (FMI 2), and sets the ramp at the intermediate updates of FMI 3 FMUs that provide them for
+  these inputs (``providesIntermediateUpdate``; the others hold): the slope of the last macro
+  step extrapolated (Jacobi) or,
   for an input read from a predecessor that has already stepped (Gauss–Seidel), the slope to
   its new value, and for a system input the table's own slope; second order in H.
 * **Consistent coupling at every communication point**: an input is ``factor * output +
@@ -91,6 +93,7 @@ import numpy as np
 from ..errors import FmuError
 from ..fmu.archive import FmuArchive
 from ..fmu.session import DEFAULT_TIMEOUT, FmuSession, run_each, start_values
+from ..fmu.simulation import intermediate_inputs
 from ..text import excerpt
 from .structure import Component, Connection, Endpoint, SystemStructure
 
@@ -133,8 +136,8 @@ class ZeroOrderHold:
 
 @dataclasses.dataclass(frozen=True)
 class LinearExtrapolation:
-    """Inputs with slopes (``fmi2SetRealInputDerivatives``) where the FMU can interpolate inputs;
-    second order in H where every driven FMU can."""
+    """Inputs with slopes (``fmi2SetRealInputDerivatives``; FMI 3 intermediate update) where the FMU
+    can interpolate inputs; second order in H where every driven FMU can."""
 
     name = "linear extrapolation"
     order = 2
@@ -412,8 +415,7 @@ class _Run:
         #: Components that declare directional derivatives but refused one (differences instead).
         self.refused: set[str] = set()
         self.last_h = 0.0
-        self.interpolating = {n: (settings.approximation.order == 2 and s.archive.fmi_version == 2
-                                  and _cs_flag(s.archive, "canInterpolateInputs")
+        self.interpolating = {n: (settings.approximation.order == 2 and _interpolates(s.archive, plan.inputs[n])
                                   and all(isinstance(r, int) for r in self.in_refs[n]))
                               for n, s in sessions.items()}
 
@@ -597,6 +599,15 @@ class _Run:
             start = connection.start
             row.append(connection.transformation.apply(self.y[(str(start.element), start.connector)]))
         return row
+
+
+def _interpolates(archive: FmuArchive, inputs) -> bool:
+    """Whether the FMU takes its inputs' slopes over a macro step: FMI 2 ``canInterpolateInputs``
+    (``fmi2SetRealInputDerivatives``), FMI 3 ``providesIntermediateUpdate`` with every one of
+    ``inputs`` settable in Intermediate Update Mode (the worker sets the ramps there)."""
+    if archive.fmi_version == 2:
+        return _cs_flag(archive, "canInterpolateInputs")
+    return _cs_flag(archive, "providesIntermediateUpdate") and set(inputs) <= intermediate_inputs(archive)
 
 
 def _cs_flag(archive: FmuArchive, name: str) -> bool:

@@ -76,7 +76,7 @@ from ..integrate.inputs import ParameterValues
 from ..scale import AbstractExecutor, WorkerContext
 from ..text import excerpt
 from .master import InputTable, MasterSettings, SystemResult, check_input_span, simulate_system, system_columns
-from .structure import SystemStructure
+from .structure import SystemStructure, system_identity
 
 __all__ = ["SystemBytes", "SystemProblem", "SystemRunTask", "system_experiment", "system_target"]
 
@@ -413,8 +413,10 @@ class SystemProblem(RunsProblem):
                 + (" or --extrapolation linear" if self.settings.approximation.order == 1 else "") + ".")
 
     def solver_info(self) -> dict:
-        """The system and how the master runs it (RESULT.json)."""
+        """The system and how the master runs it (RESULT.json); ``system_identity`` lets ``apply
+        --system`` refuse a result of another system (:func:`~.structure.system_identity`)."""
         return {"interface": "CoSimulation", "system": self.structure.source,
+                "system_identity": system_identity(self.structure, self.archives),
                 "integrator": {"master": "fmi-adjoint co-simulation master", "macro_step": self.settings.step,
                                "order": self.settings.order.name,
                                "input_approximation": self.settings.approximation.name,

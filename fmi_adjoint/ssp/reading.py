@@ -48,6 +48,7 @@ kinds, this reader requires it spelled out, so that a transformation has one mea
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import re
 import tempfile
@@ -67,7 +68,7 @@ from ..text import excerpt
 from .structure import (CONNECTOR_TYPES, Component, Connection, Connector, Endpoint, ParameterValue,
                         SystemStructure, Transformation)
 
-__all__ = ["SSD_FILE", "SystemArchive", "open_system"]
+__all__ = ["SSD_FILE", "SystemArchive", "open_system", "structure_digest"]
 
 #: The system structure at the root of an ``.ssp`` archive (SSP 1.0, 4.1).
 SSD_FILE = "SystemStructure.ssd"
@@ -236,6 +237,40 @@ def _validated(label: str, root: etree._Element, schema: str, root_tag: str) -> 
     return root
 
 
+#: What a digest of the system leaves out (:func:`structure_digest`): elements of layout and
+#: tool data, and descriptive attributes (SSP 1.0: ``TopLevelMetaData``, ``BaseElement``).
+_UNSIMULATED_ELEMENTS = frozenset(f"{_SSD}{name}" for name in (
+    "ParameterBindings", "ElementGeometry", "ConnectorGeometry", "ConnectionGeometry", "SystemGeometry",
+    "GraphicalElements", "Annotations"))
+_UNSIMULATED_ATTRIBUTES = ("id", "description", "author", "fileversion", "copyright", "license", "generationTool",
+                           "generationDateAndTime")
+
+
+def structure_digest(root: etree._Element) -> str:
+    """SHA-256 (hex) of what an SSD says about the system it simulates, beside the parameter
+    values: the document without its ``ssd:ParameterBindings`` (the bindings, SSP 1.0 5.3.5,
+    which a hand-back changes), layout (geometry, graphical elements), annotations, comments,
+    processing instructions, descriptive attributes (ids, descriptions, authorship, generation
+    tool and time) and whitespace-only text, in canonical form (C14N 1.0).  A component's
+    ``source`` (where its FMU lies) is left out too, so that an ``.ssd`` and the ``.ssp`` that
+    packs it agree; what the FMU is, is its token (:func:`~.structure.system_identity`).  Two SSDs
+    of one system (components, connectors, connections, units, experiment) bound to other values,
+    or re-saved by another tool, have the same digest; any change of the system gives another."""
+    copy = etree.fromstring(etree.tostring(root))
+    for element in list(copy.iter()):
+        if not isinstance(element.tag, str) or element.tag in _UNSIMULATED_ELEMENTS:
+            element.getparent().remove(element)
+            continue
+        for key in _UNSIMULATED_ATTRIBUTES + (("source",) if element.tag == f"{_SSD}Component" else ()):
+            element.attrib.pop(key, None)
+    for element in copy.iter():
+        if element.text is not None and not element.text.strip():
+            element.text = None
+        if element.tail is not None and not element.tail.strip():
+            element.tail = None
+    return hashlib.sha256(etree.tostring(copy, method="c14n")).hexdigest()
+
+
 # ------------------------------------------------------------------------------ the reader --
 
 
@@ -306,7 +341,8 @@ class _Reader:
                                    "finite time; give a number or leave it out.")
         return SystemStructure(name=system.get("name"), source=self.label, connectors=connectors,
                                components=tuple(components), connections=connections,
-                               parameters=tuple(parameters.values()), start_time=times[0], stop_time=times[1])
+                               parameters=tuple(parameters.values()), start_time=times[0], stop_time=times[1],
+                               digest=structure_digest(root))
 
     # -- units ---------------------------------------------------------------------------
 

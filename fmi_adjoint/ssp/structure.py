@@ -16,12 +16,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import FmuError
 from ..text import excerpt
 
+if TYPE_CHECKING:
+    from ..fmu.archive import FmuArchive
+
 __all__ = ["Component", "Connection", "Connector", "Endpoint", "ParameterValue", "SystemStructure",
-           "Transformation"]
+           "Transformation", "system_identity"]
 
 #: Connector kinds (SSP 1.0, 5.3.4).
 CONNECTOR_KINDS = ("input", "output", "inout", "parameter", "calculatedParameter")
@@ -136,6 +140,10 @@ class SystemStructure:
     parameters : tuple of ParameterValue
     start_time, stop_time : float or None
         ``DefaultExperiment`` (None where not given).
+    digest : str
+        SHA-256 of the SSD without its parameter bindings (:func:`~.reading.structure_digest`):
+        what RESULT.json records of the system, so that ``apply`` refuses a result of another
+        system and accepts the system with other parameter values.
     """
 
     name: str
@@ -146,6 +154,7 @@ class SystemStructure:
     parameters: tuple[ParameterValue, ...] = ()
     start_time: float | None = None
     stop_time: float | None = None
+    digest: str = ""
 
     def component(self, name: str) -> Component:
         for component in self.components:
@@ -164,3 +173,13 @@ class SystemStructure:
             if connection.end == end:
                 return connection
         return None
+
+
+def system_identity(structure: SystemStructure, archives: Mapping[str, FmuArchive]) -> dict:
+    """What RESULT.json records of an identified system (``system_identity``): the digest of its
+    SSD without the parameter bindings (:attr:`SystemStructure.digest`) and each component's FMU
+    ``guid`` / ``instantiationToken`` (FMI 2.0.4 sec. 2.2.1, FMI 3.0 sec. 2.4.1: one model
+    structure), by component name; ``apply --system`` compares them
+    (:func:`~.handback.check_result_system`)."""
+    return {"structure_sha256": structure.digest,
+            "components": {c.name: archives[c.name].description.guid for c in structure.components}}

@@ -19,6 +19,13 @@
 #error "fmu_config.h must define FA_INSTANTIATION_TOKEN"
 #endif
 
+/* fmu_config.h defines FA_IS_INPUT only for a model with inputs. */
+#ifdef FA_IS_INPUT
+#define FA_HAS_INPUTS 1
+#else
+#define FA_HAS_INPUTS 0
+#endif
+
 /* The common code takes value references as unsigned int. */
 typedef char fa_fmi3_vr_is_unsigned_int[sizeof(fmi3ValueReference) == sizeof(unsigned int) ? 1 : -1];
 #define FA_VRS(v) ((const unsigned int *)(v))
@@ -28,6 +35,7 @@ typedef struct {
     fmi3LogMessageCallback log_message;
     fmi3InstanceEnvironment environment;
     fa_me *me;   /* Model Exchange instance, NULL for Co-Simulation */
+    fmi3IntermediateUpdateCallback intermediate_update; /* Co-Simulation, or NULL */
 } fa_fmi3;
 #define FA_ME_OF(f) (((fa_fmi3 *)(f))->me)
 
@@ -41,6 +49,18 @@ static void fa_fmi3_emit(const fa_fmu *f, fa_status status, const char *category
 {
     const fa_fmi3 *instance = (const fa_fmi3 *)f;
     fa_fmi3_send(instance->log_message, instance->environment, status, category, message);
+}
+
+/* Before every internal step of fmi3DoStep (fa_fmu_do_step): the importer's intermediateUpdate
+ * at the step's end time t, with intermediateVariableSetRequested (it sets the inputs at t);
+ * no intermediate outputs, no early return. */
+static void fa_fmi3_intermediate(fa_fmu *f, double t)
+{
+    const fa_fmi3 *instance = (const fa_fmi3 *)f;
+    fmi3Boolean early_return = fmi3False;
+    fmi3Float64 early_time = t;
+    instance->intermediate_update(instance->environment, t, fmi3True, fmi3False, fmi3False, fmi3False,
+                                  &early_return, &early_time);
 }
 
 #define FA_GET(instance) \
@@ -75,7 +95,7 @@ fmi3Instance fmi3InstantiateCoSimulation(fmi3String instanceName, fmi3String ins
                                          fmi3IntermediateUpdateCallback intermediateUpdate)
 {
     (void)resourcePath; (void)visible; (void)earlyReturnAllowed; (void)requiredIntermediateVariables;
-    (void)nRequiredIntermediateVariables; (void)intermediateUpdate;
+    (void)nRequiredIntermediateVariables;
     if (!instanceName) {
         fa_fmi3_send(logMessage, instanceEnvironment, FA_ERROR, FA_CATEGORY_ERROR,
                      "fmi3InstantiateCoSimulation: instanceName is NULL");
@@ -98,6 +118,11 @@ fmi3Instance fmi3InstantiateCoSimulation(fmi3String instanceName, fmi3String ins
     }
     instance->log_message = logMessage;
     instance->environment = instanceEnvironment;
+    /* Only an FMU with inputs provides intermediate update (of its inputs). */
+    if (intermediateUpdate && FA_HAS_INPUTS) {
+        instance->intermediate_update = intermediateUpdate;
+        instance->base.intermediate = fa_fmi3_intermediate;
+    }
     if (eventModeUsed)
         fa_log(&instance->base, FA_WARNING, FA_CATEGORY_ERROR, "fmi3InstantiateCoSimulation: eventModeUsed is "
                "ignored: the FMU has no events and stays in Step Mode");

@@ -40,11 +40,12 @@ static const unsigned char fa_is_input[FA_ONE(FA_NP)] = FA_IS_INPUT;
 /* ------------------------------------------------------------------------ logging -- */
 
 static const char *const fa_mode_names[] = {"Instantiated mode", "Initialization Mode", "Step Mode",
-                                            "Terminated mode", "the error state"};
+                                            "Terminated mode", "the error state",
+                                            "Intermediate Update Mode (only inputs may be set)"};
 
 const char *fa_mode_name(fa_mode mode)
 {
-    return (unsigned)mode <= FA_MODE_ERROR ? fa_mode_names[mode] : "an unknown mode";
+    return (unsigned)mode <= FA_MODE_INTERMEDIATE ? fa_mode_names[mode] : "an unknown mode";
 }
 
 static void fa_vlog(const fa_fmu *f, fa_status status, const char *category, const char *format, va_list args)
@@ -340,9 +341,16 @@ static void fa_interpolate_inputs(fa_fmu *f, double t)
         if (f->input_slope[k] != 0.0) p[k] = f->input_value[k] + f->input_slope[k] * (t - f->input_time[k]);
 }
 
-/* One internal step of a communication step, from t_prev to t (the inputs evaluated at t). */
+/* One internal step of a communication step, from t_prev to t (the inputs evaluated at t).
+ * With an intermediateUpdate callback (FMI 3) the importer first sets the inputs at t, in
+ * Intermediate Update Mode: the implicit step evaluates the equations at its end time t. */
 static fa_status fa_internal_step(fa_fmu *f, double t_prev, double t, const char *function)
 {
+    if (f->intermediate) {
+        f->mode = FA_MODE_INTERMEDIATE;
+        f->intermediate(f, t);
+        f->mode = FA_MODE_STEP;
+    }
     fa_interpolate_inputs(f, t);
     if (fa_engine_step_to(f->engine, t_prev, t) != 0) {
         f->mode = FA_MODE_ERROR;
@@ -522,12 +530,17 @@ fa_status fa_fmu_get_reals(fa_fmu *f, const unsigned int vr[], size_t nvr, doubl
 fa_status fa_fmu_set_reals(fa_fmu *f, const unsigned int vr[], size_t nvr, const double value[],
                            const char *function)
 {
-    if (fa_fmu_require(f, FA_MASK_SETUP | FA_MASK(FA_MODE_STEP), function)) return FA_ERROR;
+    if (fa_fmu_require(f, FA_MASK_SETUP | FA_MASK(FA_MODE_STEP) | FA_MASK(FA_MODE_INTERMEDIATE), function))
+        return FA_ERROR;
     if (nvr == 0) return FA_OK;
     if (!vr || !value) return fa_fmu_error(f, function, "NULL array with nvr = %lu", (unsigned long)nvr);
     size_t index;
     for (size_t i = 0; i < nvr; ++i) { /* check all first: nothing is set on error */
-        switch (fa_classify(f, vr[i], &index)) {
+        const fa_var_kind kind = fa_classify(f, vr[i], &index);
+        if (f->mode == FA_MODE_INTERMEDIATE && !(kind == FA_VAR_PARAMETER && fa_is_input[index]))
+            return fa_fmu_error(f, function, "vr %u is not an input: in Intermediate Update Mode only the inputs "
+                                "(intermediateUpdate=\"true\") may be set", vr[i]);
+        switch (kind) {
         case FA_VAR_TIME:
             return fa_fmu_error(f, function, "vr 0 is the independent variable time and cannot be set");
         case FA_VAR_OUTPUT:

@@ -26,7 +26,11 @@
  * Inputs (model parameters with causality input) are held over a communication step, or
  * vary linearly inside it after fa_fmu_set_input_derivatives (FMI 2
  * fmi2SetRealInputDerivatives, order 1): u(t) = u(t_c) + du * (t - t_c), evaluated at the
- * end time of every internal step.
+ * end time of every internal step.  FMI 3 has no input derivatives for Co-Simulation; there an
+ * importer that passes an intermediateUpdate callback is called back before every internal
+ * step with that step's end time, with intermediateVariableSetRequested, and sets the inputs
+ * at that time (FMI 3.0, sec. 4.2.3, Intermediate Update Mode; the FMU declares
+ * providesIntermediateUpdate and its inputs intermediateUpdate).
  */
 #ifndef FA_FMU_COMMON_H
 #define FA_FMU_COMMON_H
@@ -48,7 +52,10 @@ typedef enum {
     FA_MODE_INITIALIZATION = 1,
     FA_MODE_STEP = 2,
     FA_MODE_TERMINATED = 3,
-    FA_MODE_ERROR = 4
+    FA_MODE_ERROR = 4,
+    /* FMI 3 Intermediate Update Mode: inside the importer's intermediateUpdate callback during
+     * fmi3DoStep; only inputs may be set (fa_fmu_set_reals), nothing else is allowed. */
+    FA_MODE_INTERMEDIATE = 5
 } fa_mode;
 
 #define FA_VR_Q (1 + FA_NP + FA_NY)
@@ -89,6 +96,10 @@ struct fa_fmu {
     int logging_on;
     unsigned categories;   /* bit 0: logEvents, bit 1: logStatusError */
     fa_emit_fn emit;
+    /* FMI 3 Co-Simulation with the importer's intermediateUpdate callback (NULL otherwise):
+     * called before every internal step with the step's end time, in Intermediate Update Mode,
+     * so that the importer sets the inputs at that time (fa_fmu_do_step). */
+    void (*intermediate)(fa_fmu *fmu, double t);
 };
 
 /* Instance set-up / tear-down (the layer owns the memory of the struct itself). */
