@@ -26,6 +26,7 @@ from sympy.printing.numpy import NumPyPrinter
 from sympy.core.function import AppliedUndef
 from sympy.printing.pycode import PythonCodePrinter
 
+from .cprint import FastPrecedence
 from .cse import ReducedOutputs, reduce_outputs
 from .expressions import TABLE_RATE_SUFFIX
 
@@ -62,12 +63,12 @@ class _OpaqueAndDelta:
         return "0.0"
 
 
-class _ArrayPrinter(_OpaqueAndDelta, NumPyPrinter):
+class _ArrayPrinter(_OpaqueAndDelta, FastPrecedence, NumPyPrinter):
     def __init__(self) -> None:
         super().__init__({"fully_qualified_modules": True, "allow_unknown_functions": True})
 
 
-class _ScalarPrinter(_OpaqueAndDelta, PythonCodePrinter):
+class _ScalarPrinter(_OpaqueAndDelta, FastPrecedence, PythonCodePrinter):
     def __init__(self) -> None:
         super().__init__({"fully_qualified_modules": True, "allow_unknown_functions": True})
 

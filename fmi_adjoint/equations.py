@@ -12,6 +12,7 @@ prints from these rows, so a derivative is added in one place.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,6 +22,8 @@ from .model import Model, SymbolicModel, assemble
 
 if TYPE_CHECKING:
     import sympy as sp
+
+    from .calculus import Differentiator
 else:  # sympy is imported on first use: a warm start never uses it (issue 24, part 6)
     from .deferred import sympy as sp
 
@@ -30,13 +33,15 @@ __all__ = ["GUESS_ARGS", "INIT_ARGS", "SECOND_INIT_ARGS", "SECOND_STEP_ARGS", "S
            "second_order_table"]
 
 
-def _jac(matrix: sp.Matrix, symbols) -> sp.Matrix:
+def _jac(matrix: sp.Matrix, symbols, calculus: Differentiator | None = None) -> sp.Matrix:
     """Jacobian, differentiating each entry only by the symbols it contains.
 
     ``Matrix.jacobian`` differentiates every entry by every symbol; for the sparse
     equations of a multibody model nearly all of those derivatives are zero, and on
     engine_tvd they took 12 s of 13 (issue 11).  Opaque functions (tables, numeric
     elements) may depend on a symbol through their arguments, which ``free_symbols`` sees.
+    ``calculus``: a differentiator to share (its memo) with other Jacobians of the same
+    equations (:func:`differentiate`); by default one for this matrix.
     """
     from .calculus import Differentiator
 
@@ -47,10 +52,26 @@ def _jac(matrix: sp.Matrix, symbols) -> sp.Matrix:
     if matrix.cols != 1:
         raise ValueError("_jac differentiates column vectors only")
     position = {s: k for k, s in enumerate(symbols)}
-    calculus = Differentiator()  # one memo for the matrix: its entries share subexpressions
+    if calculus is None:
+        calculus = Differentiator()  # one memo for the matrix: its entries share subexpressions
     for i in range(matrix.rows):
         for sym, derivative in calculus.derivatives(matrix[i, 0], position).items():
             result[i, position[sym]] = derivative
+    return result
+
+
+def _product(matrix: sp.Matrix, vector, rows: Sequence[bool] | None = None) -> sp.Matrix:
+    """``matrix * vector`` (a column), summing only the structurally non-zero products; with
+    ``rows``, the rows where it is False are zero (``diag(rows) * matrix * vector``).
+
+    sympy's matrix product goes through its domain matrices and their element-wise sums; on
+    the component kernels of a 1 000-coordinate model it was 40 % of the derivation (issue 24).
+    """
+    vector = list(vector)
+    result = sp.zeros(matrix.rows, 1)
+    for i in range(matrix.rows):
+        if rows is None or rows[i]:
+            result[i, 0] = sp.Add(*(entry * x for entry, x in zip(matrix.row(i), vector) if entry != 0))
     return result
 
 
@@ -128,6 +149,9 @@ class ModelDerivatives:
     G_p: sp.Matrix
     q0: sp.Matrix
     v0: sp.Matrix
+    #: The differentiator that formed the Jacobians above (:func:`second_order_table` shares its
+    #: memo: the first derivatives it needs again are the Jacobians').
+    calculus: Differentiator | None = dataclasses.field(default=None, repr=False, compare=False)
 
 
 def differentiate(model: Model | SymbolicModel, *, algebraic_rows: bool = True) -> ModelDerivatives:
@@ -137,27 +161,35 @@ def differentiate(model: Model | SymbolicModel, *, algebraic_rows: bool = True) 
     constraint (:func:`_algebraic_rows`): for one component of a model
     (:mod:`fmi_adjoint.assembly`), whose coordinates may have their mass and constraints in
     other components."""
+    from .calculus import Differentiator
+
     sym = model if isinstance(model, SymbolicModel) else assemble(model)
     n, m = len(sym.q), len(sym.lam)
     q, v, a, lam, p, t = sym.q, sym.v, sym.a, sym.lam, sym.p, sym.t
-    avec, lamvec = sp.Matrix(a), sp.Matrix(lam)
-    Cq = _jac(sym.C, q)
-    Ma = sym.M * avec
-    F = (Cq.T * lamvec if m else sp.zeros(n, 1)) - sym.Q
+    # One differentiator for every Jacobian below: they share the equations' subexpressions
+    # (``G_z`` holds the derivatives of ``M a + F`` that ``JM`` and ``K`` form).
+    calculus = Differentiator()
+
+    def jac(matrix: sp.Matrix, symbols) -> sp.Matrix:
+        return _jac(matrix, symbols, calculus)
+
+    Cq = jac(sym.C, q)
+    CqT = Cq.T
+    Ma = _product(sym.M, a)
+    F = (_product(CqT, lam) if m else sp.zeros(n, 1)) - sym.Q
 
     # Consistent initialization, one system G(z) = 0 (see module docstring).
     mu = tuple(sp.Symbol(f"mu_{k}", real=True) for k in range(m))
     nu = tuple(sp.Symbol(f"nu_{k}", real=True) for k in range(m))
     qvec, vvec = sp.Matrix(q), sp.Matrix(v)
-    free_q = sp.diag(*[0 if f else 1 for f in sym.fixed_q]) if n else sp.zeros(0, 0)
-    free_v = sp.diag(*[0 if f else 1 for f in sym.fixed_v]) if n else sp.zeros(0, 0)
     if m:
         Ct = sym.C.diff(t)
-        G1 = (qvec - sym.q0) + free_q * Cq.T * sp.Matrix(mu)
+        G1 = (qvec - sym.q0) + _product(CqT, mu, [not f for f in sym.fixed_q])
         G2 = sym.C
-        G3 = (vvec - sym.v0) + free_v * Cq.T * sp.Matrix(nu)
-        G4 = Cq * vvec + Ct
-        G6 = Cq * avec + _jac(Cq * vvec, q) * vvec + 2 * _jac(Ct, q) * vvec + Ct.diff(t)
+        G3 = (vvec - sym.v0) + _product(CqT, nu, [not f for f in sym.fixed_v])
+        Cqv = _product(Cq, v)
+        G4 = Cqv + Ct
+        G6 = _product(Cq, a) + _product(jac(Cqv, q), v) + 2 * _product(jac(Ct, q), v) + Ct.diff(t)
     else:
         G1, G3 = qvec - sym.q0, vvec - sym.v0
     G5 = Ma + F
@@ -167,10 +199,10 @@ def differentiate(model: Model | SymbolicModel, *, algebraic_rows: bool = True) 
     z = list(q) + list(mu) + list(v) + list(nu) + list(a) + list(lam)
     return ModelDerivatives(
         sym=sym, mu=mu, nu=nu, Ma=Ma, F=F, C=sym.C, M=sym.M,
-        JM=_jac(Ma, q), K=_jac(F, q), JV=_jac(sym.Q, v), Cq=Cq,
-        Ma_p=_jac(Ma, p), F_p=_jac(F, p), C_p=_jac(sym.C, p),
-        Y=sym.Y, Y_q=_jac(sym.Y, q), Y_v=_jac(sym.Y, v), Y_a=_jac(sym.Y, a), Y_lam=_jac(sym.Y, lam),
-        Y_p=_jac(sym.Y, p), G=G, G_z=_jac(G, z), G_p=_jac(G, p), q0=sym.q0, v0=sym.v0,
+        JM=jac(Ma, q), K=jac(F, q), JV=jac(sym.Q, v), Cq=Cq,
+        Ma_p=jac(Ma, p), F_p=jac(F, p), C_p=jac(sym.C, p),
+        Y=sym.Y, Y_q=jac(sym.Y, q), Y_v=jac(sym.Y, v), Y_a=jac(sym.Y, a), Y_lam=jac(sym.Y, lam),
+        Y_p=jac(sym.Y, p), G=G, G_z=jac(G, z), G_p=jac(G, p), q0=sym.q0, v0=sym.v0, calculus=calculus,
     )
 
 
@@ -266,9 +298,9 @@ SECOND_STEP_ARGS = STATE_ARGS + ("wM", "wF", "wC", "wY", "dq", "dv", "da", "dlam
 SECOND_INIT_ARGS = INIT_ARGS + ("wG", "dz", "dp")
 
 
-def _gradient(phi: sp.Expr, symbols) -> sp.Matrix:
+def _gradient(phi: sp.Expr, symbols, calculus: Differentiator | None = None) -> sp.Matrix:
     """Gradient of a scalar, differentiating only by the symbols it contains."""
-    return _jac(sp.Matrix([phi]), symbols).T
+    return _jac(sp.Matrix([phi]), symbols, calculus).T
 
 
 def second_order_table(d: ModelDerivatives) -> tuple[GeneratedFunction, ...]:
@@ -286,32 +318,34 @@ def second_order_table(d: ModelDerivatives) -> tuple[GeneratedFunction, ...]:
     adjoint and one sensitivity column, so nothing of size ``n^3`` is formed.  A separate
     table from :func:`function_table`: ordinary builds (and FMUs) do not carry it.
     """
+    from .calculus import Differentiator
+
     g = argument_symbols(d)
     sym = d.sym
     state = [*sym.q, *sym.v, *sym.a, *sym.lam]
     direction = [*g["dq"], *g["dv"], *g["da"], *g["dlam"]]
-    dp = sp.Matrix(len(g["dp"]), 1, list(g["dp"]))  # 0 x 1 without parameters (a component may read none)
+    dp = list(g["dp"])  # empty without parameters (a component may read none)
     n, m = len(sym.q), len(sym.lam)
+    calculus = d.calculus or Differentiator()
 
     def directional(matrix: sp.Matrix) -> sp.Matrix:
         if matrix.rows == 0:
             return sp.zeros(0, 1)
-        jz = _jac(matrix, state)
-        return jz * sp.Matrix(direction) + _jac(matrix, sym.p) * dp
+        return _product(_jac(matrix, state, calculus), direction) + _product(_jac(matrix, sym.p, calculus), dp)
 
     phi = sp.Integer(0)
     for weights, matrix in (("wM", d.Ma), ("wF", d.F), ("wC", d.C), ("wY", d.Y)):
         if matrix.rows:
-            phi += (sp.Matrix(g[weights]).T * directional(matrix))[0, 0]
-    grads = _gradient(phi, state + list(sym.p))
+            phi += _product(directional(matrix).T, g[weights])[0, 0]
+    grads = _gradient(phi, state + list(sym.p), calculus)
     k = [0, n, 2 * n, 3 * n, 3 * n + m, 3 * n + m + len(sym.p)]
     names = ("Sq", "Sv", "Sa", "Slam", "Sp")
     step = tuple((names[i], grads[k[i]:k[i + 1], :], True) for i in range(5))
 
     z = _init_unknowns(d)
-    G_dir = d.G_z * sp.Matrix(g["dz"]) + d.G_p * dp
-    psi = (sp.Matrix(g["wG"]).T * G_dir)[0, 0]
-    init_grads = _gradient(psi, z + list(sym.p))
+    G_dir = _product(d.G_z, g["dz"]) + _product(d.G_p, dp)
+    psi = _product(G_dir.T, g["wG"])[0, 0]
+    init_grads = _gradient(psi, z + list(sym.p), calculus)
     init = (("Iz", init_grads[:len(z), :], True), ("Ip", init_grads[len(z):, :], True))
     return (GeneratedFunction("step_second", SECOND_STEP_ARGS, step),
             GeneratedFunction("init_second", SECOND_INIT_ARGS, init))

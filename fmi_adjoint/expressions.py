@@ -15,8 +15,8 @@ from __future__ import annotations
 import ast
 import math
 import functools
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, TypeAlias
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from .errors import ExpressionError
 from .text import excerpt
@@ -27,7 +27,7 @@ else:
     from .deferred import sympy as sp
 
 __all__ = ["FUNCTIONS", "CONSTANTS", "FUNCTION_NAMES", "CONSTANT_NAMES", "TABLE_RATE_SUFFIX", "parse_expression",
-           "special"]
+           "rename_symbols", "special"]
 
 #: The sympy name of each function an expression may call, by the name used in model files.
 _SYMPY_FUNCTIONS = {
@@ -127,6 +127,7 @@ def parse_expression(
     *,
     where: str = "expression",
     specials: Mapping[str, SpecialHandler] | None = None,
+    renamed: dict | None = None,
 ) -> sp.Expr:
     """Parse one model expression into a sympy expression.
 
@@ -142,6 +143,10 @@ def parse_expression(
         Functions that take a *name* as their single argument, e.g. ``der(x)``
         for the velocity of coordinate ``x``.  The handler receives the name and
         returns the sympy object or raises :class:`ExpressionError`.
+    renamed : dict, optional
+        For built sympy expressions: the subexpressions renamed so far by calls with the *same*
+        ``names`` and ``specials`` (:class:`Renaming`), shared so that a subexpression common to
+        many expressions (a body's rotation, a force law) is checked and rebuilt once.
 
     Returns
     -------
@@ -157,7 +162,7 @@ def parse_expression(
     if isinstance(text, (int, float)):
         return _finite_number(text, where)
     if isinstance(text, sp.Expr):
-        return _from_sympy(text, names, where, specials or {})
+        return _from_sympy(text, names, where, specials or {}, renamed)
     if not isinstance(text, str):
         raise ExpressionError(
             f"{where}: expected a number or an expression string, got {type(text).__name__} {text!r}."
@@ -204,13 +209,147 @@ def _not_finite(expr: sp.Expr) -> bool:
 
 
 def _from_sympy(expr: sp.Expr, names: Mapping[str, sp.Expr], where: str,
-                specials: Mapping[str, SpecialHandler]) -> sp.Expr:
+                specials: Mapping[str, SpecialHandler], renamed: dict | None = None) -> sp.Expr:
     """A sympy expression built by fmi-adjoint's own code (the multibody components,
     :mod:`fmi_adjoint.mbs`), not parsed from text: its symbols carry model names, and
     ``der(x)``-like specials are sympy functions of those names (:func:`special`).  A model
     file can never produce one (TOML values are strings and numbers), so nothing from a
     file bypasses the grammar; the names are still checked against the model's.
+
+    One walk (:class:`_Renamer`) checks the names and the specials, refuses complex and
+    infinite constants and renames; anything it cannot decide (an unknown name, a bad special)
+    goes through :func:`_from_sympy_checked`, which names the problem.
     """
+    try:
+        return _Renamer(names, specials, {} if renamed is None else renamed).whole(expr)
+    except _Undecided:
+        return _from_sympy_checked(expr, names, where, specials)
+
+
+def rename_symbols(exprs: Sequence[sp.Expr], mapping: Mapping[sp.Symbol, sp.Symbol]) -> list[sp.Expr]:
+    """``[e.xreplace(mapping) for e in exprs]``: the same trees, built as :class:`_Renamer` builds
+    them (sums and products re-sorted, not flattened again) where ``mapping`` renames symbols
+    one to one into symbols the expressions do not hold otherwise; by ``xreplace`` else."""
+    symbols = {sym for e in exprs for sym in e.free_symbols}
+    names: dict[str, sp.Expr] = {}
+    for sym in symbols:
+        target = mapping.get(sym, sym)
+        if not isinstance(sym, sp.Symbol) or not isinstance(target, sp.Symbol) or sym.name in names:
+            return [e.xreplace(dict(mapping)) for e in exprs]
+        names[sym.name] = target
+    renamer = _Renamer(names, {}, {})
+    try:
+        return [renamer.whole(e) for e in exprs]
+    except _Undecided:  # e.g. functions of names: xreplace
+        return [e.xreplace(dict(mapping)) for e in exprs]
+
+
+class _Undecided(Exception):
+    """The one-walk renaming met something to report (:func:`_from_sympy_checked` reports it)."""
+
+
+@functools.cache
+def _classes() -> tuple[type[sp.Symbol], type[sp.core.function.AppliedUndef], tuple[type[sp.Add], type[sp.Mul]]]:
+    """``Symbol``, ``AppliedUndef`` and ``(Add, Mul)``, looked up once (sympy is imported on first
+    use, :mod:`.deferred`)."""
+    return sp.Symbol, sp.core.function.AppliedUndef, (sp.Add, sp.Mul)
+
+
+@functools.cache
+def _sort_key() -> Callable[[sp.Basic], Any]:
+    """The key sympy sorts the arguments of sums and products by (``Add.flatten``,
+    ``Mul.flatten``: ``cmp_to_key(Basic.compare)``)."""
+    return functools.cmp_to_key(sp.Basic.compare)
+
+
+class _Renamer:
+    """Rename a built expression's name symbols and specials into the model's symbols in one
+    walk, each distinct subexpression once (``memo``: shared by the calls of one model parse
+    with the same names and specials; its ``None`` key holds the renaming's state).
+
+    While every name and special met so far maps to a symbol, and no two to the same one, the
+    renaming is one-to-one on symbols, and a sum or product of renamed canonical arguments is
+    canonical once its arguments are re-sorted: sympy's flattening (collecting like terms,
+    merging powers, distributing a number over a sum) can find nothing new, because equal
+    terms and bases stay equal and different ones different.  Such a node is rebuilt from its
+    sorted arguments (``_from_args``, as ``Add.flatten``/``Mul.flatten`` end: the number
+    first, then the rest by ``Basic.compare``), which is the tree ``xreplace`` builds without
+    flattening it again (most of the time of parsing a large multibody model, issue 24).
+    Every other node, and every node once a name maps to an expression, is rebuilt by its
+    class as ``xreplace`` does.
+    """
+
+    def __init__(self, names: Mapping[str, sp.Expr], specials: Mapping[str, SpecialHandler], memo: dict):
+        self.names = names
+        self.specials = specials
+        self.memo = memo
+        state = memo.get(None)
+        if state is None:
+            # [one-to-one so far, target symbol -> what maps to it]
+            state = memo[None] = [True, {}]
+        self.state = state
+
+    def whole(self, expr: sp.Expr) -> sp.Expr:
+        result = self.rename(expr)
+        if not self.state[0] and _not_finite(result):  # names mapped to expressions: check the result
+            raise _Undecided
+        return result
+
+    def target(self, node: sp.Basic, value: sp.Basic) -> sp.Basic:
+        """Record that ``node`` maps to ``value``."""
+        state = self.state
+        if not isinstance(value, sp.Symbol):
+            state[0] = False
+        elif state[0]:
+            source = state[1].setdefault(value, node)
+            if source != node:
+                state[0] = False
+        return value
+
+    def rename(self, node: sp.Basic) -> sp.Basic:
+        memo = self.memo
+        done = memo.get(node)
+        if done is not None:
+            return done
+        args = node.args
+        symbol_class, applied_class, sums = _classes()
+        if isinstance(node, symbol_class):
+            value = self.names.get(node.name)
+            if value is None:
+                raise _Undecided
+            result = self.target(node, value)
+        elif isinstance(node, applied_class):
+            handler = self.specials.get(type(node).__name__)
+            if handler is None or len(args) != 1 or not isinstance(args[0], symbol_class):
+                raise _Undecided
+            try:
+                value = handler(args[0].name)
+            except ExpressionError:
+                raise _Undecided from None
+            result = self.target(node, value)
+        elif node.is_symbol or (not args and node in _tables()[2]):
+            raise _Undecided  # a symbol of another kind; a complex or infinite constant
+        elif not args:
+            result = node
+        else:
+            new = [self.rename(arg) for arg in args]
+            if all(a is b for a, b in zip(new, args)):
+                result = node
+            elif self.state[0] and isinstance(node, sums) and node.is_commutative \
+                    and not (len(new) == 2 and new[0].is_Number and isinstance(new[1], sums[0])):
+                rest = new[1:] if new[0].is_Number else new
+                rest.sort(key=_sort_key())
+                result = node._from_args(new[:1] + rest if new[0].is_Number else rest, True)
+            else:
+                result = node.func(*new)
+        memo[node] = result
+        return result
+
+
+def _from_sympy_checked(expr: sp.Expr, names: Mapping[str, sp.Expr], where: str,
+                        specials: Mapping[str, SpecialHandler]) -> sp.Expr:
+    """:func:`_from_sympy` step by step (the specials, then the names, then the constants),
+    raising the :class:`ExpressionError` that names the first problem."""
     replace: dict[sp.Basic, sp.Expr] = {}
     for applied in expr.atoms(sp.core.function.AppliedUndef):
         handler = specials.get(type(applied).__name__)

@@ -15,11 +15,14 @@ constraints whose multiplier is the driving force.
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
 import functools
+import gc
 import math
 from collections import ChainMap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from .errors import ModelError
@@ -49,9 +52,31 @@ __all__ = [
     "assemble",
     "parse_items",
     "quadratic_velocity_terms",
+    "collection_paused",
 ]
 
 Number: TypeAlias = "str | float | int | sp.Expr"
+
+
+@contextlib.contextmanager
+def collection_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a model's expressions are built (lowering
+    a multibody system, parsing a model's items), and restore it after.
+
+    Building a model allocates millions of sympy objects that stay alive, and every full
+    collection walks all of them: the collector took 2.5 s of the 14 s of lowering a random
+    tree of 5000 coordinates, the part of the time that grew faster than the model (issue 24).
+    Sympy's expressions hold no reference cycles, so nothing accumulates meanwhile; garbage in
+    cycles (if any) is collected once the collector runs again.  Nested uses pause once.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 _RESERVED = {"t", "der", "der2", "lam", "reaction"} | FUNCTION_NAMES | CONSTANT_NAMES
 
 
@@ -383,7 +408,7 @@ class Model:
             ("matrix term", [item.name for item in self.matrix_terms]),
             ("output", [o.name for o in self.outputs]),
         ):
-            duplicates = sorted({n for n in names if names.count(n) > 1})
+            duplicates = sorted(n for n, count in collections.Counter(names).items() if count > 1)
             if duplicates:
                 raise ModelError(f"model '{self.name}': {what} name(s) {duplicates} used more than once.")
         inputs = {p.name for p in self.parameters if p.causality == "input"}
@@ -492,6 +517,13 @@ class _Context:
         self.tables: list = []
         self.table_sources: list[str] = []
         self._names: dict[bool, dict[str, sp.Expr]] = {}
+        self._renamed: dict[str, dict] = {}
+
+    def renamed(self, kind: str) -> dict:
+        """The subexpressions renamed so far by the parses of one ``kind`` (same names and
+        specials; :func:`fmi_adjoint.expressions.parse_expression`), forgotten when the names
+        change: a subexpression shared by many built expressions is renamed once."""
+        return self._renamed.setdefault(kind, {})
 
     def parameter(self, name: str) -> sp.Symbol:
         if name not in self.params:
@@ -526,6 +558,7 @@ class _Context:
         """Let expressions read ``name`` as ``value`` (an input's signal)."""
         self.params[name] = value
         self._names.clear()
+        self._renamed.clear()
 
     def der(self, name: str) -> sp.Symbol:
         if name not in self.v:
@@ -533,7 +566,8 @@ class _Context:
         return self.v[name]
 
     def expression(self, value: Number, where: str) -> sp.Expr:
-        return parse_expression(value, self.names(), where=where, specials={"der": self.der})
+        return parse_expression(value, self.names(), where=where, specials={"der": self.der},
+                                renamed=self.renamed("expression"))
 
     def parameter_expression(self, value: Number, where: str, allow_time: bool = False) -> sp.Expr:
         # A view, not a copy: a model with a parameter per element parses one per element.
@@ -690,7 +724,8 @@ def parse_items(model: Model) -> ParsedModel:
     last = _LAST_PARSED[0] if _LAST_PARSED else None
     if last is not None and last[0] is model:
         return last[1]
-    parsed = _parse_items(model)
+    with collection_paused():
+        parsed = _parse_items(model)
     _LAST_PARSED[:] = [(model, parsed)]
     return parsed
 
@@ -743,7 +778,7 @@ def _parse_masses(model: Model, ctx: _Context, index: Mapping[str, int]
         for end in (entry.row, entry.col):
             if end not in index:
                 raise _unknown(where, end, index)
-        value = parse_expression(entry.value, ctx.names(), where=where)
+        value = parse_expression(entry.value, ctx.names(), where=where, renamed=ctx.renamed("plain"))
         if value.has(*(func(t) for func, _, _ in ctx.tables)):
             raise ModelError(f"{where}: a mass depends on a driven input; inputs may act in forces, constraints "
                              "and outputs only.")
@@ -784,7 +819,8 @@ def _parse_constraints(model: Model, ctx: _Context, index: Mapping[str, int], q:
     groups: list[str] = []
     q_set = set(q)
     for con in model.constraints:
-        expr = parse_expression(con.expression, ctx.names(), where=f"model '{name}': constraint '{con.name}'")
+        expr = parse_expression(con.expression, ctx.names(), where=f"model '{name}': constraint '{con.name}'",
+                                renamed=ctx.renamed("plain"))
         if not expr.free_symbols & q_set:  # not expr.has(*q): that walks the expression once per coordinate
             raise ModelError(f"model '{name}': constraint '{con.name}' does not depend on any coordinate.")
         rows.append(expr)
@@ -855,8 +891,9 @@ def _parse_outputs(model: Model, ctx: _Context, index: Mapping[str, int], rows: 
         "lam": special(lam_by_name, "lam"),
         "reaction": special(_Lazy(index, reaction), "reaction"),
     }
+    renamed = ctx.renamed("outputs")
     return tuple(parse_expression(out.expression, ctx.names(), where=f"model '{model.name}': output '{out.name}'",
-                                  specials=specials)
+                                  specials=specials, renamed=renamed)
                  for out in model.outputs)
 
 

@@ -259,6 +259,7 @@ from .mbs.registry import ComponentRegistry, component_type
 from .mbs.registry import default_registry as default_component_registry
 from .model import (
     parse_items,
+    collection_paused,
     Constraint,
     Coordinate,
     InputSignal,
@@ -646,7 +647,15 @@ def _toml(text: str, source: str) -> dict:
 def _parse(text: str, source: str, directory: Path | None, registry: Registry | None, allow_external_tables: bool,
            tables: Mapping[str, bytes] | None, read: dict[str, bytes] | None,
            components: ComponentRegistry | None = None) -> Model:
-    """:func:`parse_model`; the table files read are added to ``read``."""
+    """:func:`parse_model`; the table files read are added to ``read``.  The garbage collector
+    pauses meanwhile (:func:`~fmi_adjoint.model.collection_paused`)."""
+    with collection_paused():
+        return _parse_text(text, source, directory, registry, allow_external_tables, tables, read, components)
+
+
+def _parse_text(text: str, source: str, directory: Path | None, registry: Registry | None,
+                allow_external_tables: bool, tables: Mapping[str, bytes] | None, read: dict[str, bytes] | None,
+                components: ComponentRegistry | None) -> Model:
     reader = _Reader(_toml(text, source), text, source, directory or Path("."), registry, allow_external_tables)
     reader.tables, reader.read_tables = tables, read
     reader.components = components

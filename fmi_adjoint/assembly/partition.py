@@ -201,7 +201,9 @@ class _Localizer:
         the coordinates it touches, in the order of its local symbols) and ``multipliers``."""
         parsed = self.parsed
         n, m = len(coordinates), len(multipliers)
-        expressions = [*M, *Q, *C, *Y]
+        # Row by row: a matrix's element-wise iteration goes through __getitem__, which was a
+        # tenth of the partition of a 1 000-coordinate model (issue 24).
+        expressions = [e for matrix in (M, Q, C, Y) for row in matrix.tolist() for e in row]
         params = sorted({self.parameter_of[s] for e in expressions for s in e.free_symbols if s in self.parameter_of})
         n_p = len(params)
         local = local_symbols(n, m, n_p, 0)

@@ -67,6 +67,7 @@ from ..forces.registry import element_type
 from ..model import Coordinate, Parameter
 from ..text import check_identifier
 from .names import symbol
+from .rotations import difference
 
 if TYPE_CHECKING:
     from .context import Lowering
@@ -313,7 +314,7 @@ def gradient(expr: sp.Expr, coordinates: Sequence[str]) -> dict[str, sp.Expr]:
 
 def distance(r_i: sp.Matrix, r_j: sp.Matrix) -> sp.Expr:
     """``|r_j - r_i|``: the length of a point-to-point element (singular at zero length)."""
-    d = [r_j[k] - r_i[k] for k in range(3)]  # entry by entry: sympy's matrix product is slow for 3 numbers
+    d = [difference(r_j[k], r_i[k]) for k in range(3)]  # entry by entry: sympy's matrices are slow for 3 numbers
     return sp.sqrt(sp.Add(*(x * x for x in d)))
 
 

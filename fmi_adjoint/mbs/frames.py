@@ -10,6 +10,7 @@ values, independent of the components that make them, so that the lowering conte
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import sympy as sp
@@ -71,7 +72,7 @@ class BodyKinematics:
         if self.kind == "planar":
             return rot.Rz(self.q("phi"))
         if self.kind == "spatial":
-            return rot.A(self.euler_parameters())
+            return sp.Matrix(3, 3, _euler_rotation(self.euler_parameters()))
         return sp.eye(3)
 
     def position(self, local: Sequence[sp.Expr]) -> sp.Matrix:
@@ -79,7 +80,15 @@ class BodyKinematics:
         if self.kind in ("ground", "point"):  # A = I: no matrix product (lowering a lattice makes thousands)
             origin = self.origin()
             return sp.Matrix([origin[k] + local[k] for k in range(3)])
-        return self.origin() + rot.matmul(self.rotation(), sp.Matrix(list(local)))
+        origin, rotation, weights = self.origin(), self.rotation(), list(local)
+        entries = []
+        for k in range(3):
+            # One sum per entry (rot.combination): forming A R and adding u re-flattens each sum.
+            entry = rot.combination([origin[k], *rotation.row(k)], [1, *weights])
+            if entry is None:
+                entry = origin[k] + rot.matmul(rotation.row(k), sp.Matrix(weights))[0, 0]
+            entries.append(entry)
+        return sp.Matrix(entries)
 
     def angular_velocity(self) -> sp.Matrix:
         """Angular velocity (3x1) in global axes: ``(0, 0, der(phi))`` or ``2 E(e) e_dot``."""
@@ -109,6 +118,13 @@ class BodyKinematics:
 
 
 GROUND_KINEMATICS = BodyKinematics(GROUND, "ground", True, ())
+
+
+@functools.lru_cache(maxsize=4096)
+def _euler_rotation(e: tuple[sp.Symbol, ...]) -> tuple[sp.Expr, ...]:
+    """The entries of ``A(e)`` (:func:`.rotations.A`), formed once per body: its markers, joints
+    and forces ask for it again and again (issue 24)."""
+    return tuple(rot.A(e))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

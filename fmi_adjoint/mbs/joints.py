@@ -61,7 +61,7 @@ from ..text import check_identifier
 from .bodies import SpatialRigidBody
 from .markers import MarkerFrame
 from .names import Number
-from .rotations import matmul
+from .rotations import difference, matmul
 
 if TYPE_CHECKING:
     from .context import Lowering
@@ -165,7 +165,7 @@ def _numeric(expr: sp.Expr, point: dict[sp.Symbol, float]) -> complex:
         if known is not None:
             return known
         if node.is_Number:
-            result = complex(node)
+            result = complex(float(node))  # a real number (complex(node) would evaluate it with evalf)
         elif node.is_Symbol:
             result = complex(point[node])
         elif isinstance(node, sp.Add):
@@ -268,12 +268,13 @@ class Joint:
         """All rows of the module docstring (before dropping those that vanish)."""
         a, b1, b2 = self.axes(ctx, mi, mj)
         Ai, Aj = mi.rotation, mj.rotation
-        d = mj.position - mi.position
+        if {"slide1", "slide2", "normal"} & set(self.rows):
+            d = sp.Matrix([difference(mj.position[k], mi.position[k]) for k in range(3)])
         rows: dict[str, sp.Expr] = {}
         for row in self.rows:
             if row == "position":
                 for k, c in enumerate("xyz"):
-                    rows[c] = mi.position[k] - mj.position[k]
+                    rows[c] = difference(mi.position[k], mj.position[k])
             elif row == "axis1":
                 rows[row] = _dot(matmul(Ai, b1), matmul(Aj, a))
             elif row == "axis2":

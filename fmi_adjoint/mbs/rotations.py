@@ -22,6 +22,7 @@ serve the kinematics of bodies and sensors.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -29,12 +30,15 @@ import numpy as np
 import sympy as sp
 
 from ..errors import ModelError
+from ..expressions import rename_symbols
 
 __all__ = [
     "A",
     "G",
     "E",
     "Rz",
+    "combination",
+    "difference",
     "rotational_mass",
     "skew",
     "euler_from_axis_angle",
@@ -55,13 +59,99 @@ ORTHONORMAL_TOLERANCE = 1e-9
 def matmul(a: sp.Matrix, b: sp.Matrix) -> sp.Matrix:
     """The product ``a b``, each entry one ``sp.Add`` of the products: sympy's own product
     converts both to a domain matrix first, about 25 times slower for the 3 x 3 products of
-    markers and joints, which lowering forms a few times per component (issue 24)."""
+    markers and joints, which lowering forms a few times per component (issue 24).  An entry
+    whose factors on the right are numbers (a marker's position, a joint's axis) is formed by
+    :func:`combination`."""
     if a.cols != b.rows:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not match")
     left, right = a.tolist(), b.tolist()
     inner = range(a.cols)
-    return sp.Matrix(a.rows, b.cols, [sp.Add(*(row[k] * right[k][j] for k in inner))
-                                      for row in left for j in range(b.cols)])
+    entries = []
+    for row in left:
+        for j in range(b.cols):
+            column = [right[k][j] for k in inner]
+            entry = combination(row, column)
+            entries.append(sp.Add(*(row[k] * column[k] for k in inner)) if entry is None else entry)
+    return sp.Matrix(a.rows, b.cols, entries)
+
+
+def combination(exprs: Sequence[sp.Expr], weights: Sequence[object]) -> sp.Expr | None:
+    """``sp.Add(*(x * w for x, w in zip(exprs, weights)))`` for sympy numbers ``weights`` (ints
+    allowed), the same tree, formed without sympy's flattening; None where this does not
+    decide it (a weight that is not a number, or a case it does not cover: the caller forms
+    the sum itself).
+
+    Sympy multiplies a number into a sum term by term and then collects like terms, running its
+    assumptions on every intermediate product: 4.8 ms for a marker's position ``u + A(e) s``
+    (10 terms), most of lowering a model of spatial bodies (issue 24).  Here each term
+    ``c m`` (coefficient and monomial, ``as_coeff_Mul``) of ``x`` contributes ``c w`` to ``m``,
+    the terms are put in sympy's canonical order (``Basic.compare``, the number first) and the
+    sum is built from them as ``Add.flatten`` ends.  Floating-point coefficients are exact
+    copies of sympy's: a product is one rounding either way, and a monomial with more than two
+    contributions (whose sum would depend on the order of additions) is left to sympy.
+    """
+    parts: dict[sp.Expr, list[sp.Number]] = {}
+    constant: list[sp.Number] = []
+    for expr, weight in zip(exprs, weights):
+        w = sp.Integer(weight) if isinstance(weight, int) else weight
+        if not _finite(w):
+            return None
+        if not w:  # zero
+            continue
+        for term in expr.args if isinstance(expr, sp.Add) else (expr,):
+            c, m = term.as_coeff_Mul()
+            if not _finite(c):
+                return None
+            if m is sp.S.One:
+                value = c * w
+                if value is not sp.S.Zero:  # adding an exact zero changes nothing
+                    constant.append(value)
+                continue
+            # A monomial of symbols and functions only (numbers such as sqrt(2) among its factors
+            # could merge with the coefficient: sympy decides those).
+            if isinstance(m, sp.Add) or not m.is_commutative \
+                    or any(f.is_number for f in (m.args if isinstance(m, sp.Mul) else (m,))):
+                return None
+            parts.setdefault(m, []).append(c * w)
+    if len(constant) > 2 or any(len(cs) > 2 for cs in parts.values()):
+        return None
+    terms = []
+    for m, cs in parts.items():
+        c = cs[0] if len(cs) == 1 else cs[0] + cs[1]
+        if not c:
+            continue
+        if c is sp.S.One:
+            terms.append(m)
+        else:
+            terms.append(sp.Mul._from_args((c, *m.args) if isinstance(m, sp.Mul) else (c, m), True))
+    terms.sort(key=_SORT_KEY)
+    if constant:
+        coefficient = constant[0] if len(constant) == 1 else constant[0] + constant[1]
+        if not coefficient and coefficient is not sp.S.Zero:
+            return None  # a float zero: sympy's own rule
+        if coefficient is not sp.S.Zero:
+            terms.insert(0, coefficient)
+    if not terms:
+        return sp.S.Zero
+    return terms[0] if len(terms) == 1 else sp.Add._from_args(terms, True)
+
+
+def difference(u: sp.Expr, v: sp.Expr) -> sp.Expr:
+    """``u - v``, the tree sympy builds, by :func:`combination` where it decides it."""
+    result = combination((u, v), (1, -1))
+    return u - v if result is None else result
+
+
+#: The order of the arguments of sympy's sums and products (``Add.flatten``, ``Mul.flatten``).
+_SORT_KEY = functools.cmp_to_key(sp.Basic.compare)
+
+
+def _finite(x: object) -> bool:
+    """Whether ``x`` is a finite sympy number (without asking the assumptions system, which
+    deduces all facts of every new number)."""
+    if isinstance(x, sp.Rational):
+        return True
+    return isinstance(x, sp.Float) and math.isfinite(float(x))
 
 
 def skew(v: Sequence[sp.Expr]) -> sp.Matrix:
@@ -122,7 +212,33 @@ def rotational_mass(e: Sequence[sp.Expr], J: sp.Matrix) -> dict[tuple[int, int],
     parameters (dissertation eq. (2.41) with its ``G`` our ``2 G``), expanded in the monomials
     ``e_a e_b``.  Formed from a table of the product instead of multiplying and expanding the
     matrices (a quarter of the time: 0.29 s against 1.16 s for 100 bodies with a numeric
-    tensor, issue 23; the same polynomial: the tests compare with ``expand(4 G^T J G)``)."""
+    tensor, issue 23; the same polynomial: the tests compare with ``expand(4 G^T J G)``).
+
+    For symbols ``e`` that ``J`` does not hold, the block is formed once per tensor in
+    placeholder symbols and renamed (:func:`~fmi_adjoint.expressions.rename_symbols`): bodies of
+    one inertia share the work, a third of the time (issue 24).
+    """
+    entries = tuple(J)
+    if all(isinstance(x, sp.Symbol) for x in e) and len(set(e)) == 4 \
+            and not set(e) & {s for x in entries for s in x.free_symbols}:
+        keys, template = _rotational_mass_template(entries)
+        return dict(zip(keys, rename_symbols(template, dict(zip(_PLACEHOLDERS, e)))))
+    return _rotational_mass(e, J)
+
+
+#: The placeholder Euler parameters of :func:`_rotational_mass_template` (no model name has a space).
+_PLACEHOLDERS = tuple(sp.Symbol(f"e {k}", real=True) for k in range(4))
+
+
+@functools.lru_cache(maxsize=256)
+def _rotational_mass_template(entries: tuple[sp.Expr, ...]) -> tuple[tuple[tuple[int, int], ...], tuple[sp.Expr, ...]]:
+    """:func:`rotational_mass` of the tensor ``entries`` in the placeholders: keys and entries."""
+    block = _rotational_mass(_PLACEHOLDERS, sp.Matrix(3, 3, entries))
+    return tuple(block), tuple(block.values())
+
+
+def _rotational_mass(e: Sequence[sp.Expr], J: sp.Matrix) -> dict[tuple[int, int], sp.Expr]:
+    """:func:`rotational_mass` formed for ``e`` itself."""
     result = {}
     for (i, j), monomials in _ROTATIONAL_MASS.items():
         terms = []

@@ -28,11 +28,9 @@ import sympy as sp
 from ..calculus import Differentiator
 from ..errors import ModelError
 from ..expressions import special
-from ..flexible.strain import beam_strain_row
 from ..model import Output
 from ..text import check_identifier
 from . import rotations as rot
-from .flexible import NodalBody
 from .forces import joint_coordinate
 from .names import symbol
 
@@ -405,6 +403,11 @@ class BeamStrain(_Sensor):
             raise ModelError(f"{self.where('orientation')}: {self.orientation!r}; give 3 numbers.")
 
     def lower(self, ctx: Lowering) -> None:
+        # Imported here: the flexible bodies bring the finite elements and scipy, which a model
+        # without them never needs (a third of lowering a lattice of point masses).
+        from ..flexible.strain import beam_strain_row
+        from .flexible import NodalBody
+
         component = ctx.body_component(self.body, self.where("body"))
         if not isinstance(component, NodalBody):
             raise ModelError(f"{self.where('body')}: body '{self.body}' is not a flexible body; a strain gauge sits "

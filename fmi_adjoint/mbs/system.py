@@ -46,6 +46,7 @@ from ..model import (
     Parameter,
     PrescribedMotion,
     SimulationSettings,
+    collection_paused,
 )
 from ..structured import StructuredItem
 from ..text import check_free_text, check_identifier, excerpt
@@ -109,6 +110,9 @@ class SystemLowering:
         # the elements), kept up to date as items are added: looking names up must not walk all
         # elements per component (that made lowering grow as N^2, issue 24).
         self._parameter_symbols: dict[str, sp.Symbol] = {p.name: symbol(p.name) for p in system.parameters}
+        #: Expression strings of parameters parsed so far (``(text, allow_time)``): the names only
+        #: grow while lowering, so a text that parsed once parses to the same expression again.
+        self._parsed: dict[tuple[str, bool], sp.Expr] = {}
         self._coordinate_symbols: dict[str, sp.Symbol] = {}
         self._fixed_constraint_names: set[str] = {c.name for c in system.constraints} \
             | {f"drive_{m.coordinate}" for m in system.prescribed}
@@ -211,6 +215,15 @@ class SystemLowering:
         ``where`` for unknown names or bad syntax."""
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return parse_expression(value, {}, where=where)  # a number reads no names
+        if isinstance(value, str):  # parsed once: forces read their bodies' initial positions again and again
+            key = (value, allow_time)
+            known = self._parsed.get(key)
+            if known is None:
+                known = self._parsed[key] = self._parameter_expression(value, where, allow_time)
+            return known
+        return self._parameter_expression(value, where, allow_time)
+
+    def _parameter_expression(self, value: Number, where: str, allow_time: bool) -> sp.Expr:
         names: Mapping[str, sp.Expr] = ChainMap({"t": self.t}, self._parameter_symbols) if allow_time \
             else self._parameter_symbols
         return parse_expression(value, names, where=where)
@@ -537,7 +550,12 @@ class MultibodySystem:
             object.__setattr__(self, "gravity", tuple(gravity))
 
     def to_model(self) -> Model:
-        """Lower all components into an ordinary :class:`~fmi_adjoint.model.Model`."""
+        """Lower all components into an ordinary :class:`~fmi_adjoint.model.Model` (with the
+        garbage collector paused: :func:`~fmi_adjoint.model.collection_paused`)."""
+        with collection_paused():
+            return self._lower()
+
+    def _lower(self) -> Model:
         ctx = SystemLowering(self)
         for coordinate in self.coordinates:
             ctx.add_coordinate(coordinate)
