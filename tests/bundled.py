@@ -23,9 +23,10 @@ from __future__ import annotations
 from fmi_adjoint.examples import example_names
 
 #: Examples left out of the per-example loops, and the test file that covers each.
-TESTED_ALONE = {"macpherson": "tests/test_macpherson.py",
-                "flexible_pendulum": "tests/test_flexible_model_file.py, tests/test_fncf.py",
-                "beam_ffrf": "tests/test_beam_ffrf.py",
+TESTED_ALONE = {"macpherson": "tests/test_macpherson.py (its FMU: tests/exported_fmus.py, one FMI version)",
+                "flexible_pendulum": "tests/test_flexible_model_file.py, tests/test_fncf.py (its FMU: "
+                                     "tests/exported_fmus.py)",
+                "beam_ffrf": "tests/test_beam_ffrf.py (its FMU: tests/exported_fmus.py, one FMI version)",
                 "macpherson_flexible": "tests/test_macpherson_flexible.py, tests/test_flexible_fmu.py"}
 
 

@@ -23,7 +23,6 @@ examples not in :data:`FAST_ROUND_TRIPS` are marked slow.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import zipfile
@@ -40,10 +39,11 @@ from lxml import etree
 
 from fmi_adjoint import NativeEngine, load_model, read_csv
 from fmi_adjoint.examples import example_path
-from fmi_adjoint.export import export_fmu, validate_against_schema
+from fmi_adjoint.export import validate_against_schema
 from fmi_adjoint.export.fmu_export import si_decomposition
 from fmi_adjoint.toolchain import c_compiler
 from captured_cli import cli as _cli
+from exported_fmus import exported_fmu
 from fmu_slave import Slave
 from bundled import looped_examples
 from tolerances import EXACT, ORDER, RAMP_INPUT_ROUNDOFF
@@ -80,10 +80,10 @@ def work(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def exported(work) -> Callable[[str, int], Path]:
-    """``exported(name, version)``: the bundled example's FMU, exported once per module."""
-    return functools.cache(lambda name, version: Path(export_fmu(
-        example_path(name), work / f"{name}_fmi{version}.fmu", fmi_version=version)))
+def exported() -> Callable[[str, int], Path]:
+    """``exported(name, version)``: the bundled example's FMU, exported once per process and
+    shared with the round trips and the Model Exchange runs (tests/exported_fmus.py)."""
+    return exported_fmu
 
 
 def _engine(name: str, text: str | None = None, folder: Path | None = None) -> NativeEngine:

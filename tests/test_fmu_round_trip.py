@@ -15,9 +15,15 @@ grid by round-off (``t + 1e-15``) and samples every 1.5 steps, which are interpo
 FMU's grid (:mod:`fmi_adjoint.fmu.loading`) as the in-process path interpolates them from
 its trajectory (:class:`~fmi_adjoint.costs.Sampler`).
 
-Cost: every FMU is exported once per module (per xdist worker) by the ``exported`` fixture;
-its binary compiles through the suite's build cache (kind "fmu"), as does the embedded model
-that the adjoint path rebuilds to check the binary
+fmpy's default run of every FMU (Co-Simulation, its stop time and output interval taken
+from the FMU) equals the in-process run bit for bit at its points.  The round trip through
+``validate`` on the data's own time grid (T not a multiple of the step) is
+tests/test_fmu_any_step.py's; the Model Exchange runs of the same FMUs are
+tests/test_fmu_model_exchange_export.py's.
+
+Cost: every FMU is exported once per process (per xdist worker) by tests/exported_fmus.py, and
+shared with the Model Exchange tests; its binary compiles through the suite's build cache
+(kind "fmu"), as does the embedded model that the adjoint path rebuilds to check the binary
 (:attr:`~fmi_adjoint.fmu.archive.FmuArchive.native`).  The runs are a few hundred steps.
 """
 
@@ -25,17 +31,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
+import fmpy
+import fmpy.validation
 import numpy as np
 import pytest
 
 from fmi_adjoint import load_model, read_csv, write_csv
 from fmi_adjoint.examples import example_names, example_path
-from fmi_adjoint.export import export_fmu
+from fmi_adjoint.export import validate_against_schema
 from fmi_adjoint.toolchain import c_compiler
 from captured_cli import cli as _cli
+from exported_fmus import ALONE_VERSIONS, exported_fmu
 from tolerances import EXACT, FMU_GRADIENT_VS_FD, NOISE_FREE_RECOVERY
 from bundled import looped_examples
 
@@ -135,17 +145,10 @@ def work(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def exported(work) -> Callable[[str, int], Path]:
-    """``exported(name, version)``: the bundled example's FMU, exported once per module."""
-    cache: dict[tuple[str, int], Path] = {}
-
-    def get(name: str, version: int) -> Path:
-        if (name, version) not in cache:
-            cache[name, version] = Path(export_fmu(example_path(name), work / f"{name}_fmi{version}.fmu",
-                                                   fmi_version=version))
-        return cache[name, version]
-
-    return get
+def exported() -> Callable[[str, int], Path]:
+    """``exported(name, version)``: the bundled example's FMU (both interfaces), exported once
+    per process (tests/exported_fmus.py)."""
+    return exported_fmu
 
 
 @pytest.fixture(scope="module")
@@ -222,11 +225,11 @@ def test_fd_gradient_through_the_binary_equals_the_adjoint(name, version, export
 
 
 @pytest.mark.parametrize(("name", "version"), _cases(OFF_GRID_EXAMPLE))
-def test_sensitivities_are_refused_for_a_co_simulation_fmu(name, version, work, measured):
+def test_sensitivities_are_refused_for_a_co_simulation_fmu(name, version, measured):
     """An FMU exported with ``--interface cs`` has no Model Exchange interface: ``--gradient
     sensitivity`` ends with exit code 2 and one error line that names the path that works
     (``--gradient fd``).  One example per version: the refusal depends only on the interfaces."""
-    fmu = export_fmu(example_path(name), work / f"{name}_fmi{version}_cs.fmu", fmi_version=version, interface="cs")
+    fmu = exported_fmu(name, version, "cs")
     for command in ("identify", "gradient"):
         code, out, err = _cli([command, "--fmu", fmu, "--data", measured(name), "--params",
                                CASES[name].params, "--gradient", "sensitivity"])
@@ -246,6 +249,68 @@ def test_the_fmu_declares_the_model_bounds(name, version, exported):
         for key in CASES[name].true:
             variable = archive.variable(key, "parameter")
             assert (variable.min, variable.max) == parameters[key].bounds, (key, variable.min, variable.max)
+
+
+#: fmpy's default run of every looped example (FMI 3 in the fast suite, whose round trips
+#: build only those FMUs; FMI 2 marked slow).
+DEFAULT_RUNS = [pytest.param(name, version, id=f"{name}-{version}", marks=[pytest.mark.slow] if version == 2 else [])
+                for name in LOOPED for version in VERSIONS]
+#: The examples tested alone, in the one FMI version of their Model Exchange runs (slow: two of
+#: the FMUs are built for these tests only, and their runs are long).
+ALONE = [pytest.param(name, version, id=f"{name}-{version}", marks=[pytest.mark.slow])
+         for name, version in ALONE_VERSIONS.items()]
+#: Steps of the validate round trip's data, plus 0.6 of a step (tests/test_fmu_any_step.py's).
+ROUND_TRIP_STEPS = 300
+
+
+@pytest.mark.parametrize(("name", "version"), DEFAULT_RUNS + ALONE)
+def test_fmpy_default_run_equals_the_in_process_run(name, version, exported, example_engine):
+    """``fmpy.simulate_fmu(fmu)`` with nothing but the FMU: Co-Simulation, the stop time of the
+    FMU's default experiment (the model's end rounded to whole steps), and fmpy's default
+    output interval (the FMU's step, doubled until at most 1000 intervals remain; sdof's 0.032 s
+    leaves a last interval of two steps).  The run ends at the stop time, its points lie on the
+    step's grid, and its outputs are the in-process run's bit for bit (the same C engine)."""
+    fmu = exported(name, version)
+    model = load_model(example_path(name))
+    h = model.simulation.step
+    result = fmpy.simulate_fmu(str(fmu))
+    stop = float(fmpy.read_model_description(str(fmu)).defaultExperiment.stopTime)
+    assert result["time"][-1] == pytest.approx(stop, rel=EXACT)
+    trajectory = example_engine(name).simulate(t_end=stop, step=h)
+    index = np.rint(result["time"] / h).astype(int)
+    assert np.max(np.abs(trajectory.t[index] - result["time"])) <= EXACT * stop
+    outputs = trajectory.outputs()[index]
+    for k, output in enumerate(model.outputs):
+        assert np.array_equal(result[output.name], outputs[:, k]), output.name
+
+
+@pytest.mark.parametrize(("name", "version"), ALONE)
+def test_export_simulate_validate_of_the_examples_tested_alone(name, version, exported, work):
+    """tests/test_fmu_any_step.py's round trip for the examples left out of the loops: fmpy's
+    validation and the XSD accept the FMU (both interfaces); data from ``simulate`` over 300.6
+    steps (the end not a multiple of the step); ``validate`` of the FMU on it succeeds; and
+    fmpy's run of the FMU at the data's step (the last communication step shortened to the
+    data's end, as ``simulate``'s last step) gives the data bit for bit."""
+    fmu = exported(name, version)
+    assert fmpy.validation.validate_fmu(str(fmu)) == []
+    with zipfile.ZipFile(fmu) as archive:
+        assert validate_against_schema(archive.read("modelDescription.xml"), version) == []
+    h = _step(name)
+    t_end = (ROUND_TRIP_STEPS + 0.6) * h
+    data = _simulate_csv(name, work / f"{name}_alone.csv", {}, t_end)
+    report = work / f"report_{name}_alone"
+    code, _, err = _cli(["validate", fmu, "--data", data, "-o", report])
+    assert code == 0, err
+    rows = json.loads((report / "report.json").read_text())
+    assert rows["samples"] == ROUND_TRIP_STEPS + 2
+    assert all(np.isfinite(row["rms_error"]) for row in rows["outputs"].values())
+    measured = read_csv(data)
+    assert measured.times[-1] == t_end
+    result = fmpy.simulate_fmu(str(fmu), fmi_type="CoSimulation", stop_time=t_end, output_interval=h,
+                               output=list(measured.columns))
+    assert np.array_equal(result["time"][:-1], measured.times[:-1])
+    for column in measured.columns:
+        assert np.array_equal(result[column], measured.column(column)), column
 
 
 # --------------------------------------------------------- 2. data times off the grid --
