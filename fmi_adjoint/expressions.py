@@ -336,7 +336,11 @@ class _Renamer:
             if all(a is b for a, b in zip(new, args)):
                 result = node
             elif self.state[0] and isinstance(node, sums) and node.is_commutative \
+                    and all(type(a) is type(b) for a, b in zip(new, args)) \
                     and not (len(new) == 2 and new[0].is_Number and isinstance(new[1], sums[0])):
+                # Every argument kept its type: a renamed function that took a sign out of its
+                # argument by the names' order (sin(b - a) -> -sin(a - b), a Mul now) must be
+                # flattened into its parent by the class, as xreplace does.
                 rest = new[1:] if new[0].is_Number else new
                 rest.sort(key=_sort_key())
                 result = node._from_args(new[:1] + rest if new[0].is_Number else rest, True)

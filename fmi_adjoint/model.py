@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import gc
 import math
+import threading
 from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, TypeAlias
@@ -67,16 +68,27 @@ def collection_paused() -> Iterator[None]:
     collection walks all of them: the collector took 2.5 s of the 14 s of lowering a random
     tree of 5000 coordinates, the part of the time that grew faster than the model (issue 24).
     Sympy's expressions hold no reference cycles, so nothing accumulates meanwhile; garbage in
-    cycles (if any) is collected once the collector runs again.  Nested uses pause once.
+    cycles (if any) is collected once the collector runs again.  Nested and overlapping uses
+    (threads building models at once) pause once: the last one to leave re-enables the
+    collector, and only if it was on when the first began.
     """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
+    with _PAUSE_LOCK:
+        if _PAUSE[0] == 0:
+            _PAUSE[1] = gc.isenabled()
+            gc.disable()
+        _PAUSE[0] += 1
     try:
         yield
     finally:
-        gc.enable()
+        with _PAUSE_LOCK:
+            _PAUSE[0] -= 1
+            if _PAUSE[0] == 0 and _PAUSE[1] and not gc.isenabled():
+                gc.enable()
+
+
+#: [pauses active, whether the collector was enabled when the first began] (:func:`collection_paused`).
+_PAUSE: list = [0, False]
+_PAUSE_LOCK = threading.Lock()
 _RESERVED = {"t", "der", "der2", "lam", "reaction"} | FUNCTION_NAMES | CONSTANT_NAMES
 
 

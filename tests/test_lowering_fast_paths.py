@@ -105,6 +105,20 @@ def test_renaming_a_built_expression_is_xreplace():
         _same(parse_expression(expr, NAMES, specials=SPECIALS, renamed=renamed), _reference(expr, NAMES))
 
 
+def test_renaming_that_flips_a_functions_sign_is_xreplace():
+    """sympy takes the sign out of sin, tan, atan, ... by the order of the argument's names:
+    renaming a, b to q_1, q_0 turns sin(a - b) into -sin(q_0 - q_1), a product, which must be
+    flattened into the product or power around it (the reviewer's case: k*sin(phi2 - phi1)
+    gave -p_0*(-sin(q_0 - q_1)), whose terms no longer merge)."""
+    a, b, k, c = (sp.Symbol(n, real=True) for n in ("a", "b", "k", "c"))
+    names = {"a": QS[1], "b": QS[0], "k": P0, "c": QS[2]}
+    exprs = [k * sp.sin(a - b) + c, k * sp.sin(a - b) ** 3, k * c * sp.tan(a - b), sp.atan(a - b) * k + k * c,
+             sp.sin(k * c - a) * sp.sinh(b - a)]
+    mapping = {sp.Symbol(n, real=True): value for n, value in names.items()}
+    for expr in exprs:
+        _same(parse_expression(expr, names, renamed={}), expr.xreplace(mapping))
+
+
 def test_renaming_that_merges_names_or_maps_to_expressions_is_xreplace():
     x, y, k = N["x"], N["y"], N["k"]
     renamed: dict = {}
@@ -156,6 +170,28 @@ def test_lowering_pauses_the_garbage_collector_and_restores_it(enabled):
             with collection_paused():
                 raise RuntimeError("an error while building")
         assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+def test_overlapping_pauses_restore_the_collector_once_and_respect_the_callers_choice():
+    """Two overlapping pauses (two threads building models) re-enable the collector when the
+    last one ends, not the first (before: the first pause to end re-enabled it while the other
+    was still building); a collector off before the pauses stays off."""
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        first, second = collection_paused(), collection_paused()
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)
+        assert not gc.isenabled()  # the second is still building
+        second.__exit__(None, None, None)
+        assert gc.isenabled()
+        gc.disable()
+        with collection_paused():
+            pass
+        assert not gc.isenabled()  # off before: off after
     finally:
         (gc.enable if was else gc.disable)()
 

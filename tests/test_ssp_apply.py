@@ -158,8 +158,15 @@ def test_identify_records_the_system_and_its_digest_ignores_only_bindings(chain,
                          _ssd("", "").replace('endElement="B" endConnector="u"', 'endConnector="out"')
                          .replace('startElement="B" startConnector="y" endConnector="out"',
                                   'startConnector="u0" endElement="B" endConnector="u"'))
-    with open_system(unbound) as a, open_system(rewired) as b:
+    # the same SSD in the default namespace with an unused declaration (another tool's spelling;
+    # C14N, the first digest, counted prefixes and declarations: the reviewer's case)
+    respelled = (_ssd("", "").replace("xmlns:ssd=", 'xmlns:extra="urn:x" xmlns=').replace("<ssd:", "<")
+                 .replace("</ssd:", "</"))
+    assert "ssd:" not in respelled
+    default_ns = _write_ssp(tmp_path / "respelled.ssp", folder / "feedthrough.fmu", respelled)
+    with open_system(unbound) as a, open_system(rewired) as b, open_system(default_ns) as c:
         assert a.structure.digest == record["structure_sha256"]
+        assert c.structure.digest == record["structure_sha256"]
         assert b.structure.digest != record["structure_sha256"]
 
 

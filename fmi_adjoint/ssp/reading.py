@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import math
 import re
 import tempfile
@@ -251,7 +252,10 @@ def structure_digest(root: etree._Element) -> str:
     values: the document without its ``ssd:ParameterBindings`` (the bindings, SSP 1.0 5.3.5,
     which a hand-back changes), layout (geometry, graphical elements), annotations, comments,
     processing instructions, descriptive attributes (ids, descriptions, authorship, generation
-    tool and time) and whitespace-only text, in canonical form (C14N 1.0).  A component's
+    tool and time) and whitespace-only text, in a canonical form of our own: each element its
+    namespace-qualified name (``{uri}local``), its attributes sorted, its text and its children,
+    so that prefixes and namespace declarations (``ssd:`` or a default namespace, an unused
+    declaration) do not count, as C14N 1.0 would count them.  A component's
     ``source`` (where its FMU lies) is left out too, so that an ``.ssd`` and the ``.ssp`` that
     packs it agree; what the FMU is, is its token (:func:`~.structure.system_identity`).  Two SSDs
     of one system (components, connectors, connections, units, experiment) bound to other values,
@@ -263,12 +267,19 @@ def structure_digest(root: etree._Element) -> str:
             continue
         for key in _UNSIMULATED_ATTRIBUTES + (("source",) if element.tag == f"{_SSD}Component" else ()):
             element.attrib.pop(key, None)
-    for element in copy.iter():
-        if element.text is not None and not element.text.strip():
-            element.text = None
-        if element.tail is not None and not element.tail.strip():
-            element.tail = None
-    return hashlib.sha256(etree.tostring(copy, method="c14n")).hexdigest()
+    digest = hashlib.sha256()
+
+    def feed(element: etree._Element) -> None:
+        text = element.text if element.text is not None and element.text.strip() else ""
+        attributes = sorted((str(key), str(value)) for key, value in element.attrib.items())
+        digest.update(json.dumps([element.tag, attributes, text, len(element)]).encode("utf-8"))
+        for child in element:
+            feed(child)
+            tail = child.tail if child.tail is not None and child.tail.strip() else ""
+            digest.update(json.dumps(["tail", tail]).encode("utf-8"))
+
+    feed(copy)
+    return digest.hexdigest()
 
 
 # ------------------------------------------------------------------------------ the reader --

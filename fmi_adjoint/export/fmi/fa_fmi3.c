@@ -171,6 +171,11 @@ void fmi3FreeInstance(fmi3Instance instance)
 {
     fa_fmu *f = fa_fmu_check(instance);
     if (!f) return;
+    if (f->mode == FA_MODE_INTERMEDIATE) { /* inside fmi3DoStep: freeing now would pull the instance from under it */
+        fa_fmu_error(f, "fmi3FreeInstance", "not allowed in %s; free the instance after fmi3DoStep returns",
+                     fa_mode_name(f->mode));
+        return;
+    }
     fa_me_free(FA_ME_OF(f));
     fa_fmu_release(f);
     free(instance);

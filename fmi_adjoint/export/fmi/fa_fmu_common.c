@@ -319,6 +319,7 @@ fa_status fa_fmu_terminate(fa_fmu *f, const char *function)
 
 fa_status fa_fmu_reset(fa_fmu *f, const char *function)
 {
+    if (fa_fmu_require(f, FA_MASK_ALIVE | FA_MASK(FA_MODE_ERROR), function)) return FA_ERROR;
     fa_engine *fresh = fa_engine_new(); /* default parameters, uninitialized */
     if (!fresh) return fa_fmu_error(f, function, "out of memory");
     fa_engine_free(f->engine);
@@ -349,6 +350,10 @@ static fa_status fa_internal_step(fa_fmu *f, double t_prev, double t, const char
     if (f->intermediate) {
         f->mode = FA_MODE_INTERMEDIATE;
         f->intermediate(f, t);
+        if (f->mode != FA_MODE_INTERMEDIATE) { /* refused calls leave the mode; anything else is a defect */
+            f->mode = FA_MODE_ERROR;
+            return fa_fmu_error(f, function, "the mode changed inside the importer's intermediateUpdate callback");
+        }
         f->mode = FA_MODE_STEP;
     }
     fa_interpolate_inputs(f, t);
@@ -711,6 +716,7 @@ static const char *fa_interface_name(int model_exchange)
 
 fa_status fa_fmu_set_state(fa_fmu *f, fa_me *me, void *state, const char *function)
 {
+    if (fa_fmu_require(f, FA_MASK_ALIVE | FA_MASK(FA_MODE_ERROR), function)) return FA_ERROR;
     fa_state *s = fa_state_check(f, state, function);
     if (!s) return FA_ERROR;
     if ((s->data[FA_STATE_ME_FLAG] != 0.0) != (me != NULL))
