@@ -31,7 +31,8 @@ from .session import FmuSession
 from .variables import held_inputs
 from .worker import unpack
 
-__all__ = ["FmuSimulator", "RunOutputs", "SensitivityRequest", "can_interpolate_inputs", "intermediate_inputs"]
+__all__ = ["FmuSimulator", "RunOutputs", "SensitivityRequest", "can_interpolate_inputs", "intermediate_inputs",
+           "interpolates"]
 
 
 def can_interpolate_inputs(archive: FmuArchive) -> bool:
@@ -57,6 +58,15 @@ def intermediate_inputs(archive: FmuArchive) -> frozenset[str]:
     variables = archive.root.find("ModelVariables")
     return frozenset(element.get("name") for element in ([] if variables is None else variables)
                      if element.get("causality") == "input" and element.get("intermediateUpdate") == "true")
+
+
+def interpolates(archive: FmuArchive, inputs) -> bool:
+    """Whether the Co-Simulation FMU takes the inputs named ``inputs`` varying within a step
+    (:func:`can_interpolate_inputs`; under FMI 3 every one of them settable in its intermediate
+    updates, :func:`intermediate_inputs`): the one rule of the importer and the SSP master."""
+    if not can_interpolate_inputs(archive):
+        return False
+    return archive.fmi_version == 2 or set(inputs) <= intermediate_inputs(archive)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,12 +188,10 @@ class FmuSimulator:
         """Whether a Co-Simulation run of ``exp`` varies its inputs within a step
         (:func:`can_interpolate_inputs`): ``exp`` has continuous inputs, and under FMI 3 the FMU
         lets every one of them be set in its intermediate updates."""
-        if not (self.interface == "CoSimulation" and can_interpolate_inputs(self.archive) and exp.inputs is not None):
+        if self.interface != "CoSimulation" or exp.inputs is None:
             return False
         continuous = [name for name in exp.inputs.columns if name not in exp.held]
-        if self.archive.fmi_version == 3 and not set(continuous) <= intermediate_inputs(self.archive):
-            return False
-        return bool(continuous)
+        return bool(continuous) and interpolates(self.archive, continuous)
 
     def with_held_inputs(self, exp: FmuExperiment) -> FmuExperiment:
         """``exp`` with :attr:`~.experiment.FmuExperiment.held` naming its discrete inputs."""

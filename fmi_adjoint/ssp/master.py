@@ -93,7 +93,7 @@ import numpy as np
 from ..errors import FmuError
 from ..fmu.archive import FmuArchive
 from ..fmu.session import DEFAULT_TIMEOUT, FmuSession, run_each, start_values
-from ..fmu.simulation import intermediate_inputs
+from ..fmu.simulation import interpolates
 from ..text import excerpt
 from .structure import Component, Connection, Endpoint, SystemStructure
 
@@ -415,7 +415,7 @@ class _Run:
         #: Components that declare directional derivatives but refused one (differences instead).
         self.refused: set[str] = set()
         self.last_h = 0.0
-        self.interpolating = {n: (settings.approximation.order == 2 and _interpolates(s.archive, plan.inputs[n])
+        self.interpolating = {n: (settings.approximation.order == 2 and interpolates(s.archive, plan.inputs[n])
                                   and all(isinstance(r, int) for r in self.in_refs[n]))
                               for n, s in sessions.items()}
 
@@ -599,15 +599,6 @@ class _Run:
             start = connection.start
             row.append(connection.transformation.apply(self.y[(str(start.element), start.connector)]))
         return row
-
-
-def _interpolates(archive: FmuArchive, inputs) -> bool:
-    """Whether the FMU takes its inputs' slopes over a macro step: FMI 2 ``canInterpolateInputs``
-    (``fmi2SetRealInputDerivatives``), FMI 3 ``providesIntermediateUpdate`` with every one of
-    ``inputs`` settable in Intermediate Update Mode (the worker sets the ramps there)."""
-    if archive.fmi_version == 2:
-        return _cs_flag(archive, "canInterpolateInputs")
-    return _cs_flag(archive, "providesIntermediateUpdate") and set(inputs) <= intermediate_inputs(archive)
 
 
 def _cs_flag(archive: FmuArchive, name: str) -> bool:
