@@ -34,6 +34,18 @@ NEWTON_LEVEL = 1e-10
 #: to the largest value of a channel on the bundled examples (docs/how-to/choose-an-integrator.md).
 MODIFIED_NEWTON = 2e-8
 
+#: The compiled Model Exchange loop against the Python loop it mirrors (issue 30, part 6): the
+#: same decisions on the same numbers, sums formed in another order and LAPACK called directly,
+#: so the differences are round-off carried along the run, relative to each output's largest
+#: value.  Measured at most 2e-14 on the hand-written FMUs (tests/test_me_compiled_loop.py).
+LOOPS_AGREE = 1e-11
+
+#: The exact sensitivities of the two loops (above): the parameter partials are central
+#: differences of replays with a step of ~1e-6, whose round-off (eps |f| / 1e-6 ~ 2e-10) is
+#: evaluated at stage points that differ by round-off between the loops.  Measured at most
+#: 3.1e-10 relative to each output's largest sensitivity; a wrong column is off by percents.
+LOOPS_AGREE_SENSITIVITIES = 1e-8
+
 #: Half a unit in the last place of a value printed with 8 decimals (absolute).
 PRINTED_8_DECIMALS = 5e-9
 

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -226,8 +227,13 @@ class FmuOdeSystem:
         self.gx_right = np.zeros((n_stops, n_out, self.n_states))
         self.steps: list[StepPartials] = []
         self.events: list[EventPartials] = []
-        self._event_start = False  # the next accepted step starts at a state event
-        self._last_step: RadauStep | None = None
+        #: The next accepted step starts at a state event (its stages' df/dt are recorded).
+        self.event_start = False
+        #: The last accepted step.
+        self.last_step: RadauStep | None = None
+        #: The compiled side of this system (:class:`.me_kernel.FmuKernel`), when the run's plain
+        #: steps and its replays are compiled (set by :func:`.me_kernel.compiled_walk`).
+        self.kernel: Any = None
 
     # -- the FMU at a point -------------------------------------------------------------------
     def inputs(self, t: float) -> list[float]:
@@ -396,15 +402,15 @@ class FmuOdeSystem:
     # -- the integrator's hooks -----------------------------------------------------------------
     def accepted(self, step: RadauStep) -> None:
         """An accepted step: its stage Jacobians while the discrete state is the step's own."""
-        self._last_step = step
+        self.last_step = step
         if not self.partials:
             return
         h = step.t1 - step.t0
         times = step.t0 + RADAU_C * h
         stages = step.x0[None, :] + step.Z
         J = np.array([self.jacobian(float(t), y) for t, y in zip(times, stages)])
-        ft = self._time_derivatives(times, stages) if self._event_start else None
-        self._event_start = False
+        ft = self._time_derivatives(times, stages) if self.event_start else None
+        self.event_start = False
         self.steps.append(StepPartials(J=J, ft=ft))
 
     def _time_derivatives(self, times: np.ndarray, stages: np.ndarray) -> np.ndarray:
@@ -436,7 +442,7 @@ class FmuOdeSystem:
         if self.partials:
             if kind == "state" and self.steps:
                 last = self.steps[-1]
-                step = self._last_step
+                step = self.last_step
                 if last.ft is None and step is not None:  # the step that ends at the event: its stages' df/dt
                     h = step.t1 - step.t0
                     last.ft = self._time_derivatives(step.t0 + RADAU_C * h, step.x0[None, :] + step.Z)
@@ -447,7 +453,7 @@ class FmuOdeSystem:
         x_plus = instance.event_mode_update(t)
         self.events.append(EventPartials(t=float(t), x_minus=np.array(x, dtype=float), x_plus=x_plus, kind=kind,
                                          z_x=z_x, z_t=z_t, snapshot=snapshot, z_minus=z_minus))
-        self._event_start = self._event_start or kind == "state"
+        self.event_start = self.event_start or kind == "state"
         self.record_outputs(t, x_plus, "right")
         if around is not None:
             after = self._event_outputs(t, x_plus)

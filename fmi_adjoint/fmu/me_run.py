@@ -28,6 +28,7 @@ import numpy as np
 from ..errors import ConvergenceError, ModelError, RunBudgetError
 from ..integrate.radau import RunBudget, check_deadline, integrate_radau, record_bytes_per_step
 from .me_integration import FmuOdeSystem
+from .me_kernel import compiled_walk
 from .me_sensitivities import SensitivitiesUnavailable, run_sensitivities
 from .worker import pack, unpack
 
@@ -275,11 +276,12 @@ def _run(instance, request: dict, budget: RunBudget, deadline: float) -> dict:
                           event_stops=np.asarray(request.get("event_stops", ()), dtype=float))
     try:
         system.record_outputs(t0, x0)
+        compiled = compiled_walk(request.get("kernel"), instance, system)
         run = integrate_radau(system, x0, t0, t_end, stops=tuple(stops), rtol=request["rtol"], atol=request["atol"],
                               max_step=request["max_step"], nodes=request.get("nodes"), budget=budget,
                               deadline=deadline, step_bytes=record_bytes_per_step(
                                   system.n_states, len(sensitivity["steps"]) if sensitivity else 0,
-                                  partials=sensitivity is not None))
+                                  partials=sensitivity is not None), compiled=compiled)
         missing = np.argwhere(np.isnan(system.left) | np.isnan(system.right))
         if missing.size:
             raise RuntimeError(f"no output recorded at the sample time {stops[missing[0][0]]!r}")
@@ -291,7 +293,8 @@ def _run(instance, request: dict, budget: RunBudget, deadline: float) -> dict:
             system.left[j] = system.right[j] = (system.left if side == "left" else system.right)[i]
         reply = {"left": pack(system.left), "right": pack(system.right), "sources": list(sources),
                  "nodes": pack(run.replay_nodes), "steps": len(run.steps), "rejected": int(run.n_rejected),
-                 "events": [(float(e.t), e.kind) for e in run.events], "rhs_evaluations": int(run.n_rhs)}
+                 "events": [(float(e.t), e.kind) for e in run.events], "rhs_evaluations": int(run.n_rhs),
+                 "loop": "python" if compiled is None else "compiled"}
         if sensitivity is not None:
             def clock(t: float) -> None:
                 check_deadline(deadline, budget, t, "the sensitivities of the run")

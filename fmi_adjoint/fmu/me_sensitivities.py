@@ -132,12 +132,19 @@ class Replay:
     directional_out: np.ndarray | None = None  # (stops, n_out, k) of g (left limits)
 
 
+#: Steps of a compiled replay between two checks of the run's wall-time budget.
+_REPLAY_CHUNK = 256
+
+
 def replay(instance, system: FmuOdeSystem, run: RadauRun, refs, values, t0: float, t_end: float,
            directional_refs=(), clock=None) -> Replay:
     """Drive a restarted instance through the recorded ``run`` (see the module docstring).
 
-    ``clock(t)``, called before every step, ends the replay when the simulation's wall-time
-    budget is spent (:func:`~fmi_adjoint.integrate.radau.check_deadline`).
+    ``clock(t)``, called before every step (before every chunk of :data:`_REPLAY_CHUNK` steps
+    replayed in compiled code), ends the replay when the simulation's wall-time budget is spent
+    (:func:`~fmi_adjoint.integrate.radau.check_deadline`).  With the run's compiled system
+    (``system.kernel``, :mod:`.me_kernel`) the steps whose end has no event are replayed in C, the
+    same calls in the same order.
     """
     instance.start(list(refs) + list(system.input_refs), list(values) + system.inputs(t0), t0, t_end)
     n, n_out = system.n_states, len(system.output_refs)
@@ -173,9 +180,11 @@ def replay(instance, system: FmuOdeSystem, run: RadauRun, refs, values, t0: floa
     events_at: dict[int, list[int]] = {}
     for e, event in enumerate(run.events):
         events_at.setdefault(event.node, []).append(e)
-    for s, step in enumerate(run.steps):
-        if clock is not None:
-            clock(step.t0)
+    kernel = system.kernel
+    event_steps = sorted(node - 1 for node in events_at)
+
+    def python_step(s: int, step) -> None:
+        """One step in Python: the stage points, the step's end, its events."""
         h = step.t1 - step.t0
         for i, (t, y) in enumerate(zip(step.t0 + RADAU_C * h, step.x0[None, :] + step.Z)):
             F[s, i] = system.rhs(float(t), y)
@@ -206,6 +215,21 @@ def replay(instance, system: FmuOdeSystem, run: RadauRun, refs, values, t0: floa
                 event_right[e] = system.outputs_at(event.t, event.x_plus)
         if node in events_at:
             sample(step.t1, run.x[node], "right")
+
+    s = 0
+    while s < len(run.steps):
+        step = run.steps[s]
+        if clock is not None:
+            clock(step.t0)
+        if kernel is not None:  # the steps up to the next event node in compiled code, a chunk at a time
+            stop = min(s + _REPLAY_CHUNK, next((e for e in event_steps if e >= s), len(run.steps)))
+            if stop > s:
+                s += kernel.replay(run, s, stop, directional_refs, F, D, left, right, Dout)
+                if s == stop:
+                    continue
+                step = run.steps[s]  # an FMI call failed there: repeated in Python, which raises its error
+        python_step(s, step)
+        s += 1
     return Replay(x0=x0, F=F, left=left, right=right, z=z, x_plus=x_plus, event_left=event_left,
                   event_right=event_right, directional=D, directional_out=Dout)
 

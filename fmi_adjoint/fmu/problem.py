@@ -509,7 +509,9 @@ class FmuProblem(RunsProblem):
         differences), one line each without the ``fmi-adjoint: note:`` prefix, each once; the
         command line prints them."""
         columns = self.simulator.column_use.note()
-        return tuple(dict.fromkeys([*self._notes, *([f"{self.archive.path.name}: {columns}"] if columns else [])]))
+        loop = self.simulator.loop_note
+        return tuple(dict.fromkeys([*self._notes, *([f"{self.archive.path.name}: {columns}"] if columns else []),
+                                    *([f"{self.archive.path.name}: {loop}"] if loop else [])]))
 
     def close(self) -> None:
         """Free the instances and end every worker process."""

@@ -23,10 +23,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from ..costs import Sampler
-from ..errors import ConvergenceError
+from ..errors import CompilerError, ConvergenceError
 from .archive import FmuArchive
 from .experiment import FmuExperiment, Tolerances, after_input_change
 from .me_integration import ColumnUse
+from .me_loop import CompiledLoop, PythonLoop
 from .session import FmuSession
 from .variables import held_inputs
 from .worker import unpack
@@ -118,6 +119,10 @@ class FmuSimulator:
     def __init__(self, archive: FmuArchive, interface: str, tolerances: Tolerances, sources: list[str]):
         self.archive, self.interface, self.tolerances = archive, interface, tolerances
         self.sources = sources
+        #: Which loop takes a Model Exchange run's steps in the worker (:mod:`.me_loop`).
+        self.loop: CompiledLoop | PythonLoop = CompiledLoop()
+        #: Why the compiled loop is not used, if it cannot be (no C compiler).
+        self.loop_note: str | None = None
         #: The FMU's directional derivatives over every Model Exchange run (issue 30, part 7).
         self.column_use = ColumnUse()
         # The absolute tolerance is scaled per state by its nominal value (FMI: the magnitude
@@ -125,6 +130,17 @@ class FmuSimulator:
         self.state_nominals = np.array([abs(state.nominal) if state.nominal else 1.0
                                         for state, _, size in archive.continuous_states for _ in range(size)],
                                        dtype=float)
+
+    def _kernel(self) -> tuple[str, bytes] | None:
+        """The compiled loop's library for the request (:mod:`.me_loop`); without a C compiler the
+        Python loop, said once in :attr:`loop_note`."""
+        try:
+            return self.loop.kernel()
+        except CompilerError as exc:
+            self.loop_note = (f"the compiled Model Exchange loop is not available ({exc}); every step runs in Python "
+                              "(the same results, several times slower)")
+            self.loop = PythonLoop()
+            return None
 
     def _start_values(self, session: FmuSession, values: Mapping[str, float]) -> tuple[list, list]:
         return session._start_values(values, {})
@@ -162,7 +178,7 @@ class FmuSimulator:
         request.update({
             "sources": list(self.sources), "rtol": tol.rtol, "atol": tol.atol * self.state_nominals,
             "max_step": tol.max_step,
-            "nodes": nodes,
+            "nodes": nodes, "kernel": self._kernel(),
         })
         if sensitivity is not None:
             # Each replay's complete start values (the parameter moved by ±δ): whatever its type

@@ -105,10 +105,29 @@ class Progress:
         self._count += 1
         _HEADER.pack_into(self._map, 0, self._count, len(data))
 
+    def describe(self, what: str) -> None:
+        """Name the work in progress without announcing a call (compiled code counts its own
+        calls: :meth:`counter_address`)."""
+        data = what.encode("utf-8", "replace")[: _PROGRESS_BYTES - _HEADER.size]
+        self._map[_HEADER.size:_HEADER.size + len(data)] = data
+        self._text = data
+        _HEADER.pack_into(self._map, 0, self._count, len(data))
+
     @property
     def count(self) -> int:
         """The calls announced so far by this process (each FMI call announces itself once)."""
         return self._count
+
+    def counter_address(self) -> int:
+        """The address of the call counter in the map, for compiled code that makes FMI calls
+        itself (:mod:`.me_kernel`): it advances the counter by one per call, as :meth:`publish`
+        does; :meth:`resync` afterwards.  Valid while the map is open (the buffer export that
+        reads it is released at once, so :meth:`close` still works)."""
+        return ctypes.addressof(ctypes.c_uint64.from_buffer(self._map, 0))
+
+    def resync(self) -> None:
+        """Take the counter from the map after compiled code advanced it."""
+        self._count = _HEADER.unpack_from(self._map, 0)[0]
 
     def read(self) -> tuple[int, str]:
         """(counter, text of the last call announced)."""

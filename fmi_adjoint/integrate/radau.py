@@ -95,12 +95,14 @@ __all__ = [
     "RadauSensitivities",
     "RadauStep",
     "RunBudget",
+    "CompiledSteps",
     "SensitivityInputs",
     "check_deadline",
     "record_bytes_per_step",
     "integrate_radau",
     "radau_sensitivities",
     "radau_step",
+    "scheme_constants",
     "sensitivities_at_stops",
     "values_at_stops",
 ]
@@ -172,6 +174,16 @@ _ZENO_GAP = 1e3
 #: derivatives: the error control rejects most steps and shrinks them to ~1e-6 s for good).
 _PROGRESS_WINDOW = 1000
 _PROGRESS_REJECTED = 0.5
+
+
+def scheme_constants() -> dict[str, object]:
+    """The scheme's and the controller's constants, for compiled code that takes the same steps
+    (:mod:`.radau_walk`): this module stays their one source."""
+    return {"A": [float(v) for v in RADAU_A.ravel()], "c": [float(v) for v in RADAU_C], "gamma0": _GAMMA0,
+            "error_weights": [float(v) for v in _ERROR_WEIGHTS], "newton_tol": _NEWTON_TOL,
+            "newton_stagnation": _NEWTON_STAGNATION, "newton_max": _NEWTON_MAX_ITERATIONS, "safety": _SAFETY,
+            "fac_min": _FAC_MIN, "fac_max": _FAC_MAX, "stretch": _STRETCH, "step_ulps": _STEP_ULPS,
+            "progress_window": _PROGRESS_WINDOW}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -298,6 +310,14 @@ class OdeSystem(Protocol):
     def completed_step(self, t: float, x: np.ndarray) -> bool:
         """Called after each accepted step; True asks for a step event at ``t``."""
         ...
+
+
+class CompiledSteps(Protocol):
+    """Takes the plain steps of a run in compiled code (:class:`.radau_walk.CompiledWalk`)."""
+
+    def advance(self, walk: _Walk) -> bool:
+        """Plain steps from ``walk``'s point, recorded into it (:meth:`_Walk.commit`,
+        :meth:`_Walk.event_at_end`); True when the next attempt must be Python's."""
 
 
 class SensitivityInputs(Protocol):
@@ -743,7 +763,8 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
                     rtol: float = 1e-10, atol: float | np.ndarray = 1e-12, max_step: float = math.inf,
                     first_step: float | None = None, nodes: Sequence[float] | np.ndarray | None = None,
                     max_steps: int | None = None, budget: RunBudget | None = None,
-                    deadline: float | None = None, step_bytes: int | None = None) -> RadauRun:
+                    deadline: float | None = None, step_bytes: int | None = None,
+                    compiled: CompiledSteps | None = None) -> RadauRun:
     """Integrate ``x' = f(t, x)`` from ``(t0, x0)`` to ``t_end`` with adaptive Radau IIA and events.
 
     Parameters
@@ -780,6 +801,9 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
     step_bytes : int, optional
         What the caller holds per accepted step (default :func:`record_bytes_per_step` of the
         run alone): the run ends when the accepted steps times this exceed ``budget.max_memory``.
+    compiled : CompiledSteps, optional
+        Takes the steps with no event inside them in compiled code (:mod:`.radau_walk`); every
+        other attempt, and each one it hands back, is this module's.
 
     Raises
     ------
@@ -816,6 +840,8 @@ def integrate_radau(system: OdeSystem, x0: np.ndarray, t0: float, t_end: float, 
                  record_bytes_per_step(n) if step_bytes is None else int(step_bytes), first_step)
     while walk.t < t_end:
         walk.check_progress()
+        if compiled is not None and not compiled.advance(walk):
+            continue
         t1 = walk.trial_end()
         step, _ = _attempt(system, walk.t, t1, walk.x, walk.f0, walk.J0, atol_vector, rtol, walk.counts)
         if step is None or (not walk.frozen and step.err > 1.0):
@@ -963,6 +989,27 @@ class _Walk:
         self.t, self.x = t1, x1
         if t1 < self.t_end:
             self.f0, self.J0 = _start_derivatives(system, t1, x1, self.counts)
+
+    def commit(self, step: RadauStep, x1: np.ndarray) -> None:
+        """Record a plain step taken in compiled code (what :meth:`accept` records of a step with
+        no event; the point, the step proposal and the targets were moved by the caller)."""
+        self.steps.append(step)
+        self.times.append(step.t1)
+        self.moving.append(False)
+        self.states.append(np.array(x1, dtype=float))
+
+    def event_at_end(self, kind: str) -> None:
+        """The time or step event at the end of the last step committed (:meth:`commit`), as
+        :meth:`accept` handles it, and the derivatives at the new start."""
+        x_plus = self._event(len(self.times) - 1, self.t, self.x, kind, None)
+        self.states[-1] = x_plus.copy()
+        self.x = x_plus
+        if self.t < self.t_end:
+            self.start_derivatives()
+
+    def start_derivatives(self) -> None:
+        """``f0`` and ``J0`` at the current point (:func:`_start_derivatives`)."""
+        self.f0, self.J0 = _start_derivatives(self.system, self.t, self.x, self.counts)
 
     def _event(self, node: int, t1: float, x1: np.ndarray, kind: str, indicator: int | None) -> np.ndarray:
         """The event of ``kind`` at node ``node``: the budget and Zeno checks, the system's
