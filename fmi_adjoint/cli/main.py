@@ -1306,7 +1306,9 @@ def cmd_validate(args) -> int:
             for text in notes:
                 _note(text)
         validation = resimulate_against_data(archive, data, inputs, interface=interface, **settings)
-    write_reports(validation, args.output, args.report, notes)
+    for text in validation.notes:
+        _note(text)
+    write_reports(validation, args.output, args.report, [*notes, *validation.notes])
     return 0
 
 

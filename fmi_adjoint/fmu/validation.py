@@ -1,8 +1,10 @@
 """The validation of an identified FMU by re-simulation through fmpy.
 
 :func:`simulate_with_fmpy` re-simulates through fmpy's own drivers (CVode for Model Exchange)
-with the FMU's start values applied, and :func:`validate_fmu_against_data` compares that with
-measured data and writes a report (per-output RMS and maximum error, PNG, JSON); in two steps,
+with the FMU's start values applied (a Co-Simulation FMU that takes inputs varying within a step
+is re-simulated by our own worker, as ``identify`` runs it: fmpy's driver would hold them), and
+:func:`validate_fmu_against_data` compares that with measured data and writes a report
+(per-output RMS and maximum error, PNG, JSON); in two steps,
 :func:`resimulate_against_data` (the :class:`Validation`: the signals and the summary, nothing
 written) and :func:`write_validation`.
 
@@ -23,15 +25,19 @@ from typing import Any
 
 import numpy as np
 
+from ..costs import LeastSquaresCost
 from ..data import Measurement
 from ..errors import FmuError
 from ..files import atomic_output, check_writable
 from ..text import excerpt
 from .archive import FmuArchive
 from .choice import choose_interface
-from .experiment import after_input_change, event_rows, held_changes
+from .guards import HELD_INPUT_FRACTION, held_input_check
+from .experiment import FmuExperiment, Tolerances, after_input_change, event_rows, held_changes
+from .loading import default_step, fmu_fixed_step
 from .me_run import between_matched_events, match_event_rows
 from .session import DEFAULT_TIMEOUT, FmuSession
+from .simulation import FmuSimulator, interpolates
 from .variables import FLOAT_KINDS, NUMERIC_KINDS, declared_variable, held_inputs, numeric_names, resolve
 
 __all__ = ["FmuValidation", "Validation", "check_output_columns", "error_statistics", "resimulate_against_data",
@@ -166,6 +172,9 @@ class Validation:
         (CoSimulation interface)``.
     legend : str
         The re-simulated signal's name in plots.
+    notes : tuple of str
+        What the user should know about the re-simulation (one line each; the command line
+        prints them and the HTML report shows them).
     """
 
     data: Measurement
@@ -176,6 +185,7 @@ class Validation:
     path: str = ""
     method: str = ""
     legend: str = "re-simulated"
+    notes: tuple[str, ...] = ()
 
 
 #: The former name of :class:`Validation` (an FMU's validation).
@@ -223,16 +233,91 @@ def resimulate_against_data(archive: FmuArchive, data: Measurement, inputs: Meas
     repeated = np.asarray(data.times, dtype=float)[event_rows(data.times)[1]]
     interface, _ = choose_interface(archive, {"ModelExchange": "me", "CoSimulation": "cs"}.get(interface or "", "auto"),
                                     "fd", float(repeated[0]) if repeated.size else None)
-    simulated = simulate_with_fmpy(archive, data.times, outputs, inputs, timeout=timeout, log=log,
-                                   interface=interface)
+    varying = _varying_inputs(archive, data, inputs) if interface == "CoSimulation" else []
+    notes: tuple[str, ...] = ()
+    if varying and interpolates(archive, varying):
+        # fmpy's driver would hold them over each step; identify sets them as they vary.
+        simulated = _interpolated_co_simulation(archive, data, inputs, timeout=timeout, log=log)
+        method, legend = ("fmi-adjoint's FMU worker (CoSimulation interface, the inputs varying within each step as "
+                          "identify sets them)"), "re-simulated"
+    else:
+        simulated = simulate_with_fmpy(archive, data.times, outputs, inputs, timeout=timeout, log=log,
+                                       interface=interface)
+        method, legend = f"fmpy ({interface} interface)", "re-simulated (fmpy)"
+        visible = _visibly_held(archive, data, inputs, varying)
+        if visible:
+            fix = (" (--interface me)" if archive.model_exchange else "")
+            notes = (f"{archive.path.name} cannot take inputs that vary within a Co-Simulation step, so "
+                     f"{', '.join(visible)} {'is' if len(visible) == 1 else 'are'} held over each step of the "
+                     f"re-simulation, as the FMU requires, and {'it changes' if len(visible) == 1 else 'they change'} "
+                     f"by more than {HELD_INPUT_FRACTION:.0%} of {'its' if len(visible) == 1 else 'their'} range "
+                     "within a step: the outputs show a staircase error of the step's order here (identify holds "
+                     f"them too, and warns); validate through Model Exchange{fix} where the FMU has it, or with "
+                     "data sampled more finely.",)
     if not np.all(np.isfinite(simulated)):
         raise FmuError(f"{archive.path.name}: the re-simulation gives non-finite outputs; check the start values.")
     summary = {"fmu": str(archive.path), "data": data.source, "samples": int(data.times.size),
                "outputs": error_statistics(data, simulated), "interface": interface}
+    if notes:
+        summary["notes"] = list(notes)
     # An array element A[i,j] is no variable of its own: no unit.
     units = {name: archive.variables[name].unit if name in archive.variables else "" for name in outputs}
     return Validation(data=data, simulated=simulated, units=units, summary=summary, path=str(archive.path),
-                      method=f"fmpy ({interface} interface)", legend="re-simulated (fmpy)")
+                      method=method, legend=legend, notes=notes)
+
+
+def _resimulation_step(archive: FmuArchive, data: Measurement) -> float:
+    """The communication step of a Co-Simulation re-simulation: the FMU's fixed step, else the
+    data's smallest sample interval (``identify``'s default)."""
+    times = np.asarray(data.times, dtype=float)
+    return fmu_fixed_step(archive) or default_step(archive, times, float(times[-1]))
+
+
+def _varying_inputs(archive: FmuArchive, data: Measurement, inputs: Measurement | None) -> list[str]:
+    """The continuous (not held) inputs that change within a communication step."""
+    if inputs is None:
+        return []
+    times = np.asarray(data.times, dtype=float)
+    experiment = FmuExperiment(_cost(data), t_end=float(times[-1]), step=_resimulation_step(archive, data),
+                               inputs=inputs, held=frozenset(held_inputs(archive, inputs.columns)))
+    check = held_input_check([experiment])
+    return [] if check is None else [name for name, fraction in check.fractions.items() if fraction > 0.0]
+
+
+def _visibly_held(archive: FmuArchive, data: Measurement, inputs: Measurement | None, names: list[str]) -> list[str]:
+    """Of ``names``, the inputs that change by more than :data:`.guards.HELD_INPUT_FRACTION` of
+    their range within one of fmpy's output intervals (the steps it holds them over)."""
+    interval = _output_interval(np.asarray(data.times, dtype=float))
+    if inputs is None or not names or interval is None:
+        return []
+    times = np.asarray(data.times, dtype=float)
+    experiment = FmuExperiment(_cost(data), t_end=float(times[-1]), step=interval, inputs=inputs,
+                               held=frozenset(held_inputs(archive, inputs.columns)))
+    check = held_input_check([experiment])
+    return [] if check is None else [n for n in names if check.fractions.get(n, 0.0) > HELD_INPUT_FRACTION]
+
+
+def _cost(data: Measurement) -> LeastSquaresCost:
+    """The validation's data as the cost an experiment carries (its channels and sample times)."""
+    return LeastSquaresCost(np.asarray(data.times, dtype=float), np.asarray(data.values, dtype=float),
+                            tuple(data.columns))
+
+
+def _interpolated_co_simulation(archive: FmuArchive, data: Measurement, inputs: Measurement | None, *,
+                                timeout: float, log) -> np.ndarray:
+    """The Co-Simulation run ``identify`` makes of an FMU that takes inputs varying within a step
+    (:func:`.simulation.interpolates`: FMI 2 input derivatives, FMI 3 intermediate updates), at the
+    step ``identify`` takes by default (the FMU's fixed step, else the data's smallest interval),
+    with the FMU's own start values; the outputs at the data's times."""
+    times = np.asarray(data.times, dtype=float)
+    experiment = FmuExperiment(_cost(data), t_end=float(times[-1]), step=_resimulation_step(archive, data),
+                               inputs=inputs)
+    session = FmuSession(archive, "CoSimulation", timeout=timeout, log=log)
+    try:
+        simulator = FmuSimulator(archive, "CoSimulation", Tolerances(), [])
+        return np.asarray(simulator.finish(experiment, session.run(simulator.job(session, experiment, {}))).Y)
+    finally:
+        session.close()
 
 
 def check_output_columns(data: Measurement, known, model: str, outputs: str) -> None:
