@@ -53,9 +53,32 @@ typedef struct {
     long state_columns, output_column_count; /* FMU columns used (ColumnCalls) */
     unsigned long long *counter;             /* the worker's call counter; may be NULL */
     double *work;        /* 6 n + n_inputs + 3 n_outputs doubles */
+    long failed_call;    /* the first FMI call that failed (FA_CALL_...), 0 for none */
+    long failed_status;  /* its status */
+    double failed_t;     /* the time then */
 } fa_fmu;
 
+/* The calls a failure is named by (me_kernel.py's _CALLS, in this order). */
+enum { FA_CALL_NONE, FA_CALL_SET_TIME, FA_CALL_SET_STATES, FA_CALL_SET_INPUTS, FA_CALL_GET_DERIVATIVES,
+       FA_CALL_GET_INDICATORS, FA_CALL_COMPLETED, FA_CALL_GET_OUTPUTS, FA_CALL_TERMINATE };
+
 #define FA_FMI_OK(status) ((status) <= 1) /* OK or Warning */
+
+/* Record the first failure (Python raises it naming the call, without calling the FMU again: after
+ * Error an FMU may refuse everything but Reset, FMI 2.0 sec. 2.1.3); returns 1. */
+static int failed(fa_fmu *m, long call, int status, double t) {
+    if (!m->failed_call) {
+        m->failed_call = call;
+        m->failed_status = status;
+        m->failed_t = t;
+    }
+    return 1;
+}
+
+/* 0 for OK or Warning, else the failure recorded. */
+static int checked(fa_fmu *m, long call, int status, double t) {
+    return FA_FMI_OK(status) ? 0 : failed(m, call, status, t);
+}
 
 static void count_call(fa_fmu *m) {
     if (m->counter) ++*m->counter;
@@ -63,7 +86,7 @@ static void count_call(fa_fmu *m) {
 
 /* numpy.interp(t, times, column) (numpy/_core/src/multiarray/compiled_base.c, arr_interp) */
 static double interpolate(const double *times, long size, const double *table, long stride, double t) {
-    if (size == 1 || t <= times[0]) return table[0];
+    if (size == 1 || t < times[0]) return table[0];
     if (t >= times[size - 1]) return table[(size - 1) * stride];
     long lo = 0, hi = size - 1; /* times[lo] <= t < times[hi] */
     while (hi - lo > 1) {
@@ -97,35 +120,61 @@ static int get_values(fa_fmu *m, const fa_vr *refs, long count, double *values) 
 /* FmuOdeSystem.at: time, states, inputs */
 static int at(fa_fmu *m, double t, const double *x) {
     count_call(m);
-    if (!FA_FMI_OK(((fmi2_set_time_fn)m->set_time)(m->component, t))) return 1;
+    if (checked(m, FA_CALL_SET_TIME, ((fmi2_set_time_fn)m->set_time)(m->component, t), t)) return 1;
     double *states = m->work; /* the FMI 2 signature takes a non-const pointer */
     memcpy(states, x, sizeof(double) * (size_t)m->n);
     count_call(m);
-    if (!FA_FMI_OK(((fmi2_vector_fn)m->set_states)(m->component, states, (size_t)m->n))) return 1;
+    if (checked(m, FA_CALL_SET_STATES, ((fmi2_vector_fn)m->set_states)(m->component, states, (size_t)m->n), t))
+        return 1;
     if (m->n_inputs) {
         double *u = m->work + 6 * m->n;
         for (long k = 0; k < m->n_inputs; k++)
             u[k] = interpolate(m->input_times, m->n_input_times, m->input_table + k, m->n_inputs, t);
-        if (!FA_FMI_OK(set_values(m, m->input_refs, m->n_inputs, u))) return 1;
+        if (checked(m, FA_CALL_SET_INPUTS, set_values(m, m->input_refs, m->n_inputs, u), t)) return 1;
     }
     return 0;
 }
 
-static int derivatives(fa_fmu *m, double *f) {
+static int derivatives(fa_fmu *m, double t, double *f) {
     count_call(m);
-    return !FA_FMI_OK(((fmi2_vector_fn)m->get_derivatives)(m->component, f, (size_t)m->n));
+    return checked(m, FA_CALL_GET_DERIVATIVES, ((fmi2_vector_fn)m->get_derivatives)(m->component, f, (size_t)m->n), t);
+}
+
+static int outputs_at(fa_fmu *m, double t, double *y) {
+    return checked(m, FA_CALL_GET_OUTPUTS, get_values(m, m->output_refs, m->n_outputs, y), t);
+}
+
+/* fmiCompletedIntegratorStep at the point set; a request to terminate is a failure if
+ * `terminate_fails` (a run; a replay ignores it, as me_sensitivities.replay does). */
+static int completed_step(fa_fmu *m, double t, int *enter_event, int terminate_fails) {
+    count_call(m);
+    int status, terminate;
+    if (m->fmi3) {
+        unsigned char enter3 = 0, terminate3 = 0;
+        status = ((fmi3_completed_fn)m->completed)(m->component, 0, &enter3, &terminate3);
+        *enter_event = enter3 != 0;
+        terminate = terminate3 != 0;
+    } else {
+        int enter2 = 0, terminate2 = 0;
+        status = ((fmi2_completed_fn)m->completed)(m->component, 0, &enter2, &terminate2);
+        *enter_event = enter2 != 0;
+        terminate = terminate2 != 0;
+    }
+    if (checked(m, FA_CALL_COMPLETED, status, t)) return 1;
+    return terminate && terminate_fails ? failed(m, FA_CALL_TERMINATE, 0, t) : 0;
 }
 
 int fa_fmu_rhs(void *self, double t, const double *x, double *f) {
     fa_fmu *m = self;
-    return at(m, t, x) || derivatives(m, f);
+    return at(m, t, x) || derivatives(m, t, f);
 }
 
 int fa_fmu_indicators(void *self, double t, const double *x, double *z) {
     fa_fmu *m = self;
     if (at(m, t, x)) return 1;
     count_call(m);
-    return !FA_FMI_OK(((fmi2_vector_fn)m->get_indicators)(m->component, z, (size_t)m->n_indicators));
+    return checked(m, FA_CALL_GET_INDICATORS,
+                   ((fmi2_vector_fn)m->get_indicators)(m->component, z, (size_t)m->n_indicators), t);
 }
 
 /* The FMU's column of `unknowns` by state j at the point set (0 ok, 1 refused). */
@@ -161,9 +210,9 @@ int fa_fmu_jacobian(void *self, double t, const double *x, double *J) {
         const double d = m->probe_step * ((x[j] < 0 ? -x[j] : x[j]) + 1.0);
         memcpy(xp, x, sizeof(double) * (size_t)n);
         xp[j] = x[j] + d;
-        if (at(m, t, xp) || derivatives(m, plus)) return 1;
+        if (at(m, t, xp) || derivatives(m, t, plus)) return 1;
         xp[j] = x[j] - d;
-        if (at(m, t, xp) || derivatives(m, minus)) return 1;
+        if (at(m, t, xp) || derivatives(m, t, minus)) return 1;
         for (long a = 0; a < n; a++) J[a * n + j] = (plus[a] - minus[a]) / (2 * d);
         if (at(m, t, x)) return 1;
     }
@@ -209,9 +258,9 @@ static int output_jacobian(fa_fmu *m, double t, const double *x, double *G) {
             const double d = m->probe_step * ((x[j] < 0 ? -x[j] : x[j]) + 1.0);
             memcpy(xp, x, sizeof(double) * (size_t)n);
             xp[j] = x[j] + d;
-            if (at(m, t, xp) || !FA_FMI_OK(get_values(m, m->output_refs, k, plus))) return 1;
+            if (at(m, t, xp) || outputs_at(m, t, plus)) return 1;
             xp[j] = x[j] - d;
-            if (at(m, t, xp) || !FA_FMI_OK(get_values(m, m->output_refs, k, minus))) return 1;
+            if (at(m, t, xp) || outputs_at(m, t, minus)) return 1;
             for (long r = 0; r < k; r++) G[r * n + j] = (plus[r] - minus[r]) / (2 * d);
             differenced = 1;
         }
@@ -250,25 +299,11 @@ static long stop_index(fa_fmu *m, double t) {
 /* FmuOdeSystem.completed_step: fmiCompletedIntegratorStep, then the outputs at a sample time. */
 int fa_fmu_completed(void *self, double t1, const double *x1, int *enter_event) {
     fa_fmu *m = self;
-    if (at(m, t1, x1)) return 1;
-    count_call(m);
-    int terminate;
-    if (m->fmi3) {
-        unsigned char enter3 = 0, terminate3 = 0;
-        if (!FA_FMI_OK(((fmi3_completed_fn)m->completed)(m->component, 0, &enter3, &terminate3))) return 1;
-        *enter_event = enter3 != 0;
-        terminate = terminate3 != 0;
-    } else {
-        int enter2 = 0, terminate2 = 0;
-        if (!FA_FMI_OK(((fmi2_completed_fn)m->completed)(m->component, 0, &enter2, &terminate2))) return 1;
-        *enter_event = enter2 != 0;
-        terminate = terminate2 != 0;
-    }
-    if (terminate) return 1;
+    if (at(m, t1, x1) || completed_step(m, t1, enter_event, 1)) return 1;
     const long i = stop_index(m, t1);
     if (i < 0) return 0;
     const long k = m->n_outputs, n = m->n;
-    if (at(m, t1, x1) || (k && !FA_FMI_OK(get_values(m, m->output_refs, k, m->left + i * k)))) return 1;
+    if (at(m, t1, x1) || (k && outputs_at(m, t1, m->left + i * k))) return 1;
     memcpy(m->right + i * k, m->left + i * k, sizeof(double) * (size_t)k);
     if (m->partials && k) {
         if (output_jacobian(m, t1, x1, m->gx_left + i * k * n)) return 1;
@@ -316,19 +351,11 @@ long fa_fmu_replay(void *self, long count, const double *t, const double *x0, co
                 parameter_column(m, m->derivative_refs, n, params[j], D + (s * 3 + i) * n * k + j, k);
         }
         const double *end = x_end + s * n;
-        if (at(m, t1, end)) return s;
-        count_call(m);
-        if (m->fmi3) {
-            unsigned char enter3 = 0, terminate3 = 0;
-            if (!FA_FMI_OK(((fmi3_completed_fn)m->completed)(m->component, 0, &enter3, &terminate3))) return s;
-        } else {
-            int enter2 = 0, terminate2 = 0;
-            if (!FA_FMI_OK(((fmi2_completed_fn)m->completed)(m->component, 0, &enter2, &terminate2))) return s;
-        }
+        int enter_event; /* the replay follows the recorded run: its events are Python's */
+        if (at(m, t1, end) || completed_step(m, t1, &enter_event, 0)) return s;
         const long i = stop_index(m, t1);
         if (i < 0) continue;
-        if (at(m, t1, end) || (outputs && !FA_FMI_OK(get_values(m, m->output_refs, outputs, left + i * outputs))))
-            return s;
+        if (at(m, t1, end) || (outputs && outputs_at(m, t1, left + i * outputs))) return s;
         memcpy(right + i * outputs, left + i * outputs, sizeof(double) * (size_t)outputs);
         for (long j = 0; j < k; j++)
             parameter_column(m, m->output_refs, outputs, params[j], Dout + i * outputs * k + j, k);

@@ -4,8 +4,11 @@ In the FMU's worker, next to the binary: ``fa_me_system.c`` (next to this file) 
 functions directly, through the addresses fmpy's loader resolved, for everything a step without
 an event needs (:mod:`.me_integration`'s ``rhs``, ``jacobian``, ``indicators``, ``accepted`` and
 ``completed_step``, with the same calls in the same order), and ``fa_radau.c``
-(:mod:`fmi_adjoint.integrate.radau_walk`) takes those steps.  Events, the event search, the
-sensitivities' replays and every error stay in Python (:mod:`.me_integration`, :mod:`.me_run`).
+(:mod:`fmi_adjoint.integrate.radau_walk`) takes those steps; the sensitivities' replays of the
+steps between events run here too (:meth:`FmuKernel.replay`).  Events, the event search, the
+sensitivities' algebra and every error stay in Python (:mod:`.me_integration`, :mod:`.me_run`,
+:mod:`.me_sensitivities`).  An FMI call that fails in C is recorded there and raised here as the
+worker's error for that call, without calling the FMU again.
 
 The library is compiled by the parent (:mod:`.me_loop`, the build cache) and sent with the
 request as bytes; the worker loads it from an anonymous in-memory file (``memfd_create``), so no
@@ -20,6 +23,7 @@ the FMU calls (the worker's counter, advanced by C) and the columns used (``Colu
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import os
 from collections.abc import Sequence
@@ -69,23 +73,49 @@ class FaFmu(ctypes.Structure):
         ("rec_J", _double_p), ("rec_ft", _double_p), ("rec_has_ft", _long_p),
         ("state_columns", ctypes.c_long), ("output_column_count", ctypes.c_long),
         ("counter", ctypes.c_void_p), ("work", _double_p),
+        ("failed_call", ctypes.c_long), ("failed_status", ctypes.c_long), ("failed_t", ctypes.c_double),
     ]
 
 
+#: What each failure code of fa_me_system.c names (the worker's own texts for these calls), and
+#: the FMI function per version; the last is the FMU's request to terminate.
+_CALLS = {
+    1: ("setting the time", {2: "fmi2SetTime", 3: "fmi3SetTime"}),
+    2: ("setting the continuous states", {2: "fmi2SetContinuousStates", 3: "fmi3SetContinuousStates"}),
+    3: ("setting {} values", {2: "fmi2SetReal", 3: "fmi3SetFloat64"}),
+    4: ("getting the state derivatives", {2: "fmi2GetDerivatives", 3: "fmi3GetContinuousStateDerivatives"}),
+    5: ("getting the event indicators", {2: "fmi2GetEventIndicators", 3: "fmi3GetEventIndicators"}),
+    6: ("fmiCompletedIntegratorStep", {2: "fmi2CompletedIntegratorStep", 3: "fmi3CompletedIntegratorStep"}),
+    7: ("getting {} values", {2: "fmi2GetReal", 3: "fmi3GetFloat64"}),
+}
+_TERMINATE = 8
+_STATUS = ("ok", "warning", "discard", "error", "fatal", "pending")
+
+
 def load_library(kernel: tuple[str, bytes]) -> ctypes.CDLL:
-    """The loop's library from the ``(sha256, bytes)`` the parent sent, loaded once per worker
-    from an anonymous in-memory file."""
+    """The loop's library from the ``(sha256, bytes)`` the parent sent, loaded once per process
+    from an anonymous in-memory file, sealed against writes before it is loaded.
+
+    The file's descriptor stays open for the life of the process, as the library does: the
+    dynamic loader knows a library by its path, and ``/proc/self/fd/N`` of a closed descriptor
+    would name the next file opened as ``N`` (a second library loaded so would be this one).
+    """
     digest, data = kernel
     library = _LOADED.get(digest)
     if library is None:
         if hashlib.sha256(data).hexdigest() != digest:
             raise ValueError("the compiled loop's library does not match its digest")
-        fd = os.memfd_create("fmi_adjoint_me_loop")
+        fd = os.memfd_create("fmi_adjoint_me_loop", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
-            os.write(fd, data)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS,
+                        fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
             library = ctypes.CDLL(f"/proc/self/fd/{fd}")
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
         _LOADED[digest] = library
     return library
 
@@ -139,6 +169,8 @@ class FmuKernel:
         self._record: dict[str, np.ndarray] = {}
         self._replayed: RadauRun | None = None
         self._replay_arrays: dict[str, np.ndarray] = {}
+        #: Steps taken and replayed in C so far (the reply reports them).
+        self.committed = self.replayed = 0
 
     def ode(self) -> FaOde:
         return self._ode
@@ -153,6 +185,8 @@ class FmuKernel:
         m.output_columns = int(system.output_columns)
         m.event_start = int(system.event_start)
         m.state_columns = m.output_column_count = 0
+        m.failed_call = 0
+        m.component = self.instance.fmu.component
         size = capacity if system.partials else 1
         self._record = {"J": np.empty((size, 3, n, n)), "ft": np.empty((size, 3, n)),
                         "has_ft": np.zeros(size, dtype=np.int64)}
@@ -164,6 +198,8 @@ class FmuKernel:
     def collect(self, steps: Sequence[RadauStep]) -> None:
         system, m, record = self.system, self._fmu, self._record
         self.instance.progress.resync()
+        self.committed += len(steps)
+        self._raise_failure()
         for j, used in enumerate(self._arrays["sources"]):
             if not used:
                 system.sources[j] = "fd"
@@ -196,6 +232,7 @@ class FmuKernel:
             self._replayed = run
         a, m = self._replay_arrays, self._fmu
         m.component = self.instance.fmu.component
+        m.failed_call = 0
         refs = _refs(params)
         k = refs.size
         for name, array in (("F", F), ("D", D), ("left", left), ("right", right), ("Dout", Dout)):
@@ -211,7 +248,30 @@ class FmuKernel:
                         None if D is None else pointer(D[start:stop]), pointer(left), pointer(right),
                         None if Dout is None else pointer(Dout))
         self.instance.progress.resync()
+        self.replayed += int(done)
+        self._raise_failure()
         return int(done)
+
+    def _raise_failure(self) -> None:
+        """The worker's error for the FMI call that failed in C (or the FMU's request to
+        terminate), raised without calling the FMU again: after Error an FMU may refuse every
+        call but Reset (FMI 2.0 sec. 2.1.3)."""
+        m = self._fmu
+        call = int(m.failed_call)
+        if not call:
+            return
+        name, t = self.instance.fmu_name, float(m.failed_t)
+        m.failed_call = 0
+        if call == _TERMINATE:
+            raise self.instance.Failure(f"{name}: the FMU asked to terminate at t = {t:g} s.")
+        version = 3 if self.instance.fmi3 else 2
+        what, functions = _CALLS[call]
+        status = int(m.failed_status)
+        label = _STATUS[status] if 0 <= status < len(_STATUS) else "illegal return code"
+        raise self.instance.Failure(
+            f"{name}: {what.format('Float64' if version == 3 else 'Real')} failed ({functions[version]} failed with "
+            f"status {status} ({label}).); check the parameter values and inputs, or the FMU's log (rerun with "
+            "--verbose).")
 
 
 def compiled_walk(kernel: tuple[str, bytes] | None, instance, system: FmuOdeSystem) -> CompiledWalk | None:
@@ -222,6 +282,10 @@ def compiled_walk(kernel: tuple[str, bytes] | None, instance, system: FmuOdeSyst
         return None
     if not all(isinstance(r, (int, np.integer)) for r in [*system.output_refs, *system.input_refs]):
         return None
-    compiled = FmuKernel(load_library(kernel), instance, system)
+    try:
+        library = load_library(kernel)
+    except OSError:  # no memfd or no loading from it (a hardened system): every step in Python
+        return None
+    compiled = FmuKernel(library, instance, system)
     system.kernel = compiled
     return CompiledWalk(compiled)

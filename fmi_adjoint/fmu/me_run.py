@@ -294,7 +294,8 @@ def _run(instance, request: dict, budget: RunBudget, deadline: float) -> dict:
         reply = {"left": pack(system.left), "right": pack(system.right), "sources": list(sources),
                  "nodes": pack(run.replay_nodes), "steps": len(run.steps), "rejected": int(run.n_rejected),
                  "events": [(float(e.t), e.kind) for e in run.events], "rhs_evaluations": int(run.n_rhs),
-                 "loop": "python" if compiled is None else "compiled"}
+                 "loop": "python" if compiled is None else "compiled",
+                 "compiled_steps": 0 if system.kernel is None else system.kernel.committed}
         if sensitivity is not None:
             def clock(t: float) -> None:
                 check_deadline(deadline, budget, t, "the sensitivities of the run")
@@ -305,6 +306,8 @@ def _run(instance, request: dict, budget: RunBudget, deadline: float) -> dict:
             except SensitivitiesUnavailable as exc:
                 reply["sensitivities_unavailable"] = str(exc)
         reply.update(system.column_report(calls_before))
+        if system.kernel is not None:
+            reply["compiled_replayed"] = system.kernel.replayed
         return reply
     finally:
         system.free()

@@ -33,6 +33,14 @@ int logged(const Instance *inst, int status, const char *category, const char *f
 Instance *allowed(void *c, const char *function, int modes) {
     Instance *inst = (Instance *)c;
     if (inst == NULL) return NULL;
+#ifdef FA_ERROR_STATE_AT
+    /* FMI 2.0 sec. 2.1.3 / FMI 3.0 sec. 2.2.3: after Error only these may be called */
+    if (inst->errorState && !strstr(function, "Reset") && !strstr(function, "SetFMU") &&
+        !strstr(function, "FreeInstance")) {
+        FAIL(inst, "%s: the instance is in the error state (an earlier call returned Error).", function);
+        return NULL;
+    }
+#endif
     if (!(inst->d.mode & modes)) {
         FAIL(inst, "%s must not be called in the current mode.", function);
         return NULL;
@@ -69,7 +77,15 @@ int vectorCall(void *c, const char *function, VectorOp op, double v[], size_t n)
     switch (op) {
     case GET_STATES: getStates(&inst->d, v); break;
     case SET_STATES: setStates(&inst->d, v); break;
-    case GET_DERIVATIVES: getDerivatives(&inst->d, v); break;
+    case GET_DERIVATIVES:
+#ifdef FA_ERROR_STATE_AT
+        if (inst->d.time > FA_ERROR_STATE_AT) {
+            inst->errorState = 1;
+            return FAIL(inst, "%s: the model failed at t = %g (FA_ERROR_STATE_AT).", function, inst->d.time);
+        }
+#endif
+        getDerivatives(&inst->d, v);
+        break;
 #ifdef HAS_EVENTS
     case GET_INDICATORS: getEventIndicators(&inst->d, v); break;
 #endif
@@ -86,6 +102,7 @@ int refuse(void *c, const char *function, const char *why) {
 
 void resetInstance(Instance *inst) {
     int isCS = inst->d.isCS;
+    inst->errorState = 0;
     memset(&inst->d, 0, sizeof inst->d);
     setStartValues(&inst->d.m);
     inst->d.isCS = isCS;
@@ -362,12 +379,16 @@ int updateDiscreteStates(void *c, const char *function, EventInfo *event) {
     return STATUS_OK;
 }
 
-/* Never asks for an event; counts the steps (state_space3's diagnostic output). */
+/* Counts the steps (state_space3's diagnostic output); asks for an event at every
+ * FA_STEP_EVENT_EVERY-th step if that is defined, else never. */
 int completedIntegratorStep(void *c, const char *function, int *enterEventMode) {
     Instance *inst = of(c, function, 0, CONTINUOUS_TIME);
     if (inst == NULL) return STATUS_ERROR;
     *enterEventMode = 0;
     inst->d.steps += 1;
+#ifdef FA_STEP_EVENT_EVERY
+    if (inst->d.steps % FA_STEP_EVENT_EVERY == 0) *enterEventMode = 1;
+#endif
     return STATUS_OK;
 }
 

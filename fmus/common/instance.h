@@ -17,6 +17,8 @@ typedef struct Instance {
     ModelData d;
     char name[128];
     int loggingOn;
+    /* FA_ERROR_STATE_AT: an Error was returned; only Reset, SetFMUState and FreeInstance work */
+    int errorState;
     /* the layer's logger call, and the memory functions (FMI 2.0: the importer's callbacks) */
     void (*emit)(const struct Instance *inst, int status, const char *category, const char *message);
     void *(*allocate)(size_t n, size_t size);
