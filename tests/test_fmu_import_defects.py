@@ -198,6 +198,20 @@ def test_bouncing_ball_is_identified_from_three_seconds_in_one_stage(fmus, work)
     assert abs(payload["parameters"]["e"] - 0.8) <= NOISE_FREE_RECOVERY * 0.8
 
 
+@pytest.mark.slow
+def test_bouncing_ball_is_identified_from_three_seconds_from_e_0_7_by_default(fmus, work):
+    """The defect as issue 30 reported it: h and v over 0-3 s (six bounces), from e = 0.7, ended
+    in "ABNORMAL: " with no explanation.  With the default strategy (windows that grow event by
+    event where the data jump, then the whole record) the fit reaches the truth, without the
+    warning that the cost is not smooth (docs/how-to/import-fmu.md)."""
+    run = _cvode(fmus["bouncing_ball"], 3.0, 0.01, {}, ["h", "v"])
+    data = _write(work / "ball_3s_from_07.csv", run, ["h", "v"])
+    payload, err = _identify(["--fmu", fmus["bouncing_ball"], "--data", data, "--params", "e", "--set", "e=0.7"],
+                             work / "ball_3s_from_07.json")
+    assert payload["success"] and "not smooth" not in err and "ABNORMAL" not in err
+    assert abs(payload["parameters"]["e"] - 0.8) <= NOISE_FREE_RECOVERY * 0.8
+
+
 # ------------------------------------------------------------- c. exact start values --
 
 @pytest.fixture(scope="module")
