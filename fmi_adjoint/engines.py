@@ -293,6 +293,10 @@ class NativeEngine(AbstractEngine):
             raise ModelError(f"memory_budget = {memory_budget!r} must be a positive number of bytes.")
         self.library = library
         self.memory_budget = int(memory_budget)
+        #: Newton matrices the adjoint sweeps have factored so far (a diagnostic, as a
+        #: trajectory's ``factorizations``): one per step after full Newton, far fewer after
+        #: modified Newton, whose sweeps refine with an earlier step's factors.
+        self.adjoint_factorizations = 0
 
     @classmethod
     def build(cls, model: Model, *, cache: BuildCache | None = None,
@@ -398,7 +402,8 @@ class NativeEngine(AbstractEngine):
         carry = np.zeros(1 + 4 * model.n)  # h_{i+1}, mu1, mu2, mu3, mu5 of the step after the segment
         w0 = np.zeros(3 * model.n + model.m)
         for lo, hi in reversed(self._segments(traj)):
-            self.library.adjoint_segment(run, lo, hi, self._states(traj, lo, hi), ybar[lo:hi + 1], carry, w0, gradient)
+            self.adjoint_factorizations += self.library.adjoint_segment(run, lo, hi, self._states(traj, lo, hi),
+                                                                        ybar[lo:hi + 1], carry, w0, gradient)
         self.library.adjoint_initial(run, traj.init.z, w0, gradient)
         return gradient
 

@@ -256,18 +256,23 @@ class NativeLibrary:
 
     def adjoint_segment(self, run: RunInputs, i_lo: int, i_hi: int, states: tuple[np.ndarray, ...],
                         ybar: np.ndarray, carry: np.ndarray, w0: np.ndarray, gradient: np.ndarray,
-                        xbar: np.ndarray | None = None, mu_out: np.ndarray | None = None) -> None:
+                        xbar: np.ndarray | None = None, mu_out: np.ndarray | None = None) -> int:
         """Adjoint sweep over the steps ``i_hi..i_lo`` of ``run`` (``fa_adjoint_segment``);
         ``states`` (``q, v, a, lam``) and ``ybar`` (``dJ/dY``, ``n_y`` per row) hold those
         rows; ``carry`` (``1 + 4n``), ``w0`` (``3n + m``) and ``gradient`` (``n_p``) are
         updated in place.  Optional: ``xbar``, explicit ``dJ/d(q, v, a, lambda)`` of those
         rows (added to the output terms), and ``mu_out``, filled with ``(mu3, mu4)`` of every
-        row."""
+        row.  After a modified-Newton run (``run.scheme.reuse_jacobian``) the transposed solves
+        are refined with an earlier step's factors.  Returns the Newton matrices factored."""
         q, v, a, lam = (_rows(x) for x in states)
+        factorizations = ctypes.c_long(0)
         self._call("fa_adjoint_segment", _pointer(run.grid), ctypes.c_long(i_lo), ctypes.c_long(i_hi),
-                   *_scheme_args(run.scheme), _pointer(run.p), _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
+                   *_scheme_args(run.scheme), ctypes.c_int(int(run.scheme.reuse_jacobian)), _pointer(run.p),
+                   _pointer(q), _pointer(v), _pointer(a), _pointer(lam),
                    _pointer(_rows(ybar)), _optional_pointer(None if xbar is None else _rows(xbar)), _pointer(carry),
-                   _pointer(w0), _pointer(gradient), _optional_pointer(mu_out), what="adjoint sweep")
+                   _pointer(w0), _pointer(gradient), _optional_pointer(mu_out), ctypes.byref(factorizations),
+                   what="adjoint sweep")
+        return int(factorizations.value)
 
     def adjoint_initial(self, run: RunInputs, z0: np.ndarray, w0: np.ndarray, gradient: np.ndarray) -> None:
         """The initial state's term of the gradient (``fa_adjoint_initial``), in place."""
