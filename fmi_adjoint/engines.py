@@ -294,8 +294,8 @@ class NativeEngine(AbstractEngine):
         self.library = library
         self.memory_budget = int(memory_budget)
         #: Newton matrices the adjoint sweeps have factored so far (a diagnostic, as a
-        #: trajectory's ``factorizations``): one per step after full Newton, far fewer after
-        #: modified Newton, whose sweeps refine with an earlier step's factors.
+        #: trajectory's ``factorizations``): one per step, except after modified Newton on a
+        #: model whose Newton matrix is sparse, whose sweeps refine with an earlier step's factors.
         self.adjoint_factorizations = 0
 
     @classmethod
@@ -431,9 +431,9 @@ class NativeEngine(AbstractEngine):
             yb = np.ascontiguousarray(ybar[:, :, c])
             xb = None if xbar is None else np.ascontiguousarray(xbar[:, :, c])
             for lo, hi in reversed(segments):
-                self.library.adjoint_segment(run, lo, hi, self._states(traj, lo, hi), yb[lo:hi + 1], carry, w0[c],
-                                             gradient[c], xbar=None if xb is None else xb[lo:hi + 1],
-                                             mu_out=mu[c, lo:hi + 1])
+                self.adjoint_factorizations += self.library.adjoint_segment(
+                    run, lo, hi, self._states(traj, lo, hi), yb[lo:hi + 1], carry, w0[c], gradient[c],
+                    xbar=None if xb is None else xb[lo:hi + 1], mu_out=mu[c, lo:hi + 1])
         return AdjointTrajectory(mu3=np.moveaxis(mu[:, :, :n], 0, 2), mu4=np.moveaxis(mu[:, :, n:], 0, 2),
                                  w0=w0.T.copy(), gradient=gradient.T.copy())
 

@@ -207,40 +207,24 @@ def test_modified_newton_in_both_engines(engines):
     assert np.max(np.abs(g_modified - g_full)) <= GRADIENT_VS_FD * np.max(np.abs(g_full))
 
 
-def test_the_adjoint_of_a_modified_newton_run_refines_with_kept_factors(engines):
-    """After modified Newton the C adjoint sweep solves each step's transposed Newton system by
-    iterative refinement with the factors of an earlier step (fa_driver.c, refined_solve;
-    issue 25: 2.9 forward runs on the flexible suspension before, 0.9 after): it factors a few
-    matrices instead of one per step, and its gradient is still the exact discrete adjoint, equal
-    to the forward sensitivities and to the Python engine's sweep (direct solves) on the same
-    trajectory."""
-    name, native, python, solver = engines
+def test_a_dense_modified_newton_adjoint_factors_every_step(engines):
+    """Where the Newton matrix is stored dense or banded (every looped example), the adjoint
+    sweep of a modified-Newton run factors each step's matrix, as after full Newton: refining
+    with kept factors (tests/test_sparse_solver.py) made these sweeps 1.8-4.2 times slower."""
+    name, native, _, solver = engines
     t_end = _t_end(native)
     _, modified = _modified_newton(native, solver)
     traj = native.simulate(t_end=t_end, solver=modified)
-    cost = _cost(native, t_end, modified)
     before = native.adjoint_factorizations
-    adjoint = native.adjoint_gradient(traj, cost).gradient
-    factored = native.adjoint_factorizations - before
-    # About as many as the forward run's (measured: 1-2 where it made 1, 44 against 104 on
-    # engine_tvd, 199 against 150 on the spinning heavy_top), never one per step.
-    assert 1 <= factored <= min(traj.n_steps - 1, max(2, 2 * traj.factorizations)), (name, factored)
-    forward = native.sensitivity_gradient(traj, cost).gradient
-    scale = np.max(np.abs(forward))
-    assert np.max(np.abs(adjoint - forward)) <= ADJOINT_VS_FORWARD * scale
-    reference = python.adjoint_gradient(traj, cost).gradient
-    assert np.max(np.abs(adjoint - reference)) <= ENGINES_AGREE * np.max(np.abs(reference))
-    full_before = native.adjoint_factorizations
-    native.adjoint_gradient(native.simulate(t_end=t_end, solver=dataclasses.replace(modified, reuse_jacobian=False)),
-                            cost)
-    assert native.adjoint_factorizations - full_before == traj.n_steps  # full Newton: one per step
+    native.adjoint_gradient(traj, _cost(native, t_end, modified))
+    assert native.adjoint_factorizations - before == traj.n_steps, name
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_checkpoints_hold_the_modified_newton_state(scheme, example_engine):
     """The reused factorization is part of the engine state: a checkpointed run with modified
-    Newton recomputes its segments bit for bit (same outputs and factorizations as the stored
-    run), with either scheme, and its adjoint gradient equals the stored run's."""
+    Newton recomputes its segments bit for bit (same sweeps as the stored run), with either
+    scheme."""
     stored = example_engine("slider_crank")
     small, _ = _small_budget(stored)
     t_end = _t_end(stored)
@@ -248,13 +232,9 @@ def test_checkpoints_hold_the_modified_newton_state(scheme, example_engine):
     cost = _cost(stored, t_end, solver)
     a, b = stored.simulate(t_end=t_end, solver=solver), small.simulate(t_end=t_end, solver=solver)
     assert b.checkpoints is not None and a.factorizations == b.factorizations
-    assert np.array_equal(a.outputs(), b.outputs())
     g_stored = stored.adjoint_gradient(a, cost).gradient
     g_checkpointed = small.adjoint_gradient(b, cost).gradient
-    # The adjoint sweep of a modified-Newton run refines each step's solve with the factors it
-    # kept, and a checkpointed sweep's segments start with their own: the same exact adjoint,
-    # solved along another path, so equal to round-off (as two engines are), not bit for bit.
-    assert np.max(np.abs(g_stored - g_checkpointed)) <= ENGINES_AGREE * np.max(np.abs(g_stored))
+    assert np.max(np.abs(g_stored - g_checkpointed)) <= EXACT * np.max(np.abs(g_stored))
 
 
 def test_bad_parameter_indices_and_foreign_trajectories_are_refused():

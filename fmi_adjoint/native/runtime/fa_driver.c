@@ -232,8 +232,13 @@ static void kkt_transposed_product(const fa_jacobian_values *j, double c_m, doub
  * solve of these matrices leaves more: measured 1.5e-10 to 6.8e-9 on the flexible suspension's
  * steps (20 modes per body), where the refinement reaches 4e-15 to 7e-14 in 5 to 8 iterations. */
 #define FA_REFINE_BACKWARD_ERROR (64.0 * 2.220446049250313e-16)
-#define FA_REFINE_STAGNATION 1e-12
+#define FA_REFINE_STAGNATION 1e-13
 #define FA_REFINE_MAX_ITERATIONS 30
+/* Refined adjoint solves only where the Newton matrix is stored sparse (the plan chose the sparse
+ * LU: a large model, whose factorization costs many solves and products).  A dense or banded
+ * matrix factors in about the time of one or two refinement iterations: measured 1.8-4.2 times
+ * slower sweeps on the bundled examples when refined, so those keep one factorization per step. */
+#define FA_REFINE_ADJOINT (FA_KKT_KIND == FA_KIND_SPARSE)
 
 /* Solve KKT(j)^T x = b by iterative refinement with the factored Newton matrix of an earlier step
  * (the matrix modified Newton kept; issue 25): each iteration one product with the exact matrix
@@ -258,10 +263,11 @@ static int refined_solve(fa_matrix *kept, const fa_jacobian_values *j, double c_
         for (int i = 0; i < NK; ++i) {
             r[i] = b[i] - y[i];
             const double scale = fabs(b[i]) + y_abs[i];
-            if (scale > 0.0) backward = fmax(backward, fabs(r[i]) / scale);
-            else if (r[i] != 0.0) backward = INFINITY;
+            const double ratio = scale > 0.0 ? fabs(r[i]) / scale : (r[i] != 0.0 ? INFINITY : 0.0);
+            if (!(ratio <= backward)) backward = isnan(ratio) ? INFINITY : ratio; /* NaN: not converged */
             size = fmax(size, fabs(r[i]));
         }
+        if (!isfinite(backward) || !isfinite(size)) return -1;
         if (backward <= FA_REFINE_BACKWARD_ERROR) return 0;
         if (!(size <= 0.5 * previous)) return backward <= FA_REFINE_STAGNATION ? 0 : -1;
         previous = size;
@@ -279,9 +285,10 @@ static int refined_solve(fa_matrix *kept, const fa_jacobian_values *j, double c_
  * Optional (NULL: none): xbar, explicit dJ/d(q, v, a, lambda) per step (3 FA_N + FA_M per row,
  * added to the output terms), and mu_out, where (mu3, mu4) of every step are written
  * (FA_N + FA_M per row; row 0 gets zeros).  Optimal input design (fmi_adjoint.design.fisher)
- * uses both for the adjoint of the sensitivity recursion.  reuse (a modified-Newton run): the
- * transposed solves are refined with the factors of an earlier step (refined_solve); the
- * factorizations made are added to *factorizations (optional).  0, or -1 with a message. */
+ * uses both for the adjoint of the sensitivity recursion.  reuse (a modified-Newton run) and a
+ * sparse Newton matrix: the transposed solves are refined with the factors of an earlier step
+ * (refined_solve); the factorizations made are added to *factorizations (optional).  0, or -1
+ * with a message. */
 int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, int scheme, double parameter, int reuse,
                        const double *p, const double *Q, const double *V, const double *A, const double *L,
                        const double *ybar, const double *xbar, double *carry, double *w0, double *gradient,
@@ -371,7 +378,8 @@ int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, int scheme, dou
         /* Modified Newton (reuse): refined with the kept factors, this step's own only when they
          * do not contract (refined_solve); else each step's matrix factored. */
         memcpy(b, x, sizeof(double) * NK);
-        if (!(reuse && kept && refined_solve(&w.kkt, j, c_m, bh2, gh, b, x, refine, 0) == 0)) {
+        const int refine_solves = reuse && FA_REFINE_ADJOINT;
+        if (!(refine_solves && kept && refined_solve(&w.kkt, j, c_m, bh2, gh, b, x, refine, 0) == 0)) {
             kept = 0;
             if (fa_kkt_factor(&w.kkt, j, c_m, bh2, gh) != 0) {
                 copy_message(message, message_size, "adjoint sweep: a step's Newton matrix is singular");
@@ -382,10 +390,11 @@ int fa_adjoint_segment(const double *grid, long i_lo, long i_hi, int scheme, dou
             if (factorizations) *factorizations += 1;
             memcpy(x, b, sizeof(double) * NK);
             fa_kkt_solve(&w.kkt, x, 1);
-            /* Refined with its own factors too, so that a step solves to the same backward error
-             * whether its factors are its own or kept (a checkpointed sweep, whose segments start
-             * with their own factors, then gives the stored sweep's gradient to round-off). */
-            if (reuse) {
+            /* Refined with its own factors too, so that a step solves to about the same backward
+             * error whether its factors are its own or kept (a checkpointed sweep, whose segments
+             * start with their own factors, then gives the stored sweep's gradient to round-off);
+             * where even that does not converge, the direct solution stands. */
+            if (refine_solves) {
                 double *direct = refine + 3 * NK;
                 memcpy(direct, x, sizeof(double) * NK);
                 if (refined_solve(&w.kkt, j, c_m, bh2, gh, b, x, refine, 1) != 0)

@@ -48,11 +48,11 @@ struct fa_engine {
     double Gz_values[ONE(FA_NNZ_G_z)], Gp_values[ONE(FA_NNZ_G_p)], G[FA_NZ], zinit[FA_NZ];
 };
 
-/* ---- matrices in their planned storage (fa_engine.h, fa_matrix) ---- */
+/* ---- matrices in their planned storage (fa_engine.h, fa_matrix; the FA_KIND_* of fa_engine.h) ---- */
 
-#define KIND_DENSE 0
-#define KIND_BAND 1
-#define KIND_SPARSE 2
+#define KIND_DENSE FA_KIND_DENSE
+#define KIND_BAND FA_KIND_BAND
+#define KIND_SPARSE FA_KIND_SPARSE
 
 void fa_matrix_release(fa_matrix *a)
 {

@@ -13,6 +13,11 @@
 
 #include "model.h"
 
+/* Storage kinds of a planned matrix (model.h's FA_KKT_KIND, FA_INIT_KIND; fmi_adjoint.sparsity). */
+#define FA_KIND_DENSE 0
+#define FA_KIND_BAND 1
+#define FA_KIND_SPARSE 2
+
 #if defined(__GNUC__) && !defined(FA_EXPORT_ALL)
 #pragma GCC visibility push(hidden) /* internal: an FMU exports only the FMI functions */
 #endif
