@@ -148,7 +148,9 @@ def test_a_modified_newton_adjoint_refines_with_kept_factors(name):
     2.9 when it factored every step): it factors far fewer matrices than steps, and its gradient
     is still the exact discrete adjoint: equal to the forward sensitivities and to the sweep
     that factors every step (full Newton's flag on the same trajectory; ADJOINT_VS_FORWARD, the
-    tier of exact derivatives that differ by round-off; measured below 2e-12)."""
+    tier of exact derivatives that differ by round-off; measured 7.2e-11 on slider_crank, whose
+    constraint rows the 1/(beta h^2) scaling amplifies, 1.5e-15 on engine_tvd, 2e-16 on
+    triple_pendulum_bodies; factorizations 8, 47 and 5 of 300 steps)."""
     sparse = engine(name, MatrixStorage.SPARSE)
     assert is_sparse(sparse)
     steps = 300

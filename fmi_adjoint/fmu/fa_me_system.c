@@ -192,11 +192,29 @@ static int fmu_column(fa_fmu *m, const fa_vr *unknowns, long count, long j, doub
     return !FA_FMI_OK(status);
 }
 
+/* Values at the point set: the state derivatives or the outputs (0 ok, else the failure recorded). */
+typedef int (*values_fn)(fa_fmu *m, double t, double *values);
+
+/* Column j of d values/dx at (t, x) by central differences with the step of worker.PROBE_STEP,
+ * `count` values into column[r * stride]; the FMU is left at a perturbed point. */
+static int difference_column(fa_fmu *m, values_fn values, long count, double t, const double *x, long j,
+                             double *plus, double *minus, double *column, long stride) {
+    double *xp = m->work + m->n;
+    const double d = m->probe_step * (fabs(x[j]) + 1.0);
+    memcpy(xp, x, sizeof(double) * (size_t)m->n);
+    xp[j] = x[j] + d;
+    if (at(m, t, xp) || values(m, t, plus)) return 1;
+    xp[j] = x[j] - d;
+    if (at(m, t, xp) || values(m, t, minus)) return 1;
+    for (long r = 0; r < count; r++) column[r * stride] = (plus[r] - minus[r]) / (2 * d);
+    return 0;
+}
+
 /* worker.state_jacobian without outputs: J (n x n, row-major) at (t, x), the FMU left at (t, x). */
 int fa_fmu_jacobian(void *self, double t, const double *x, double *J) {
     fa_fmu *m = self;
     const long n = m->n;
-    double *xp = m->work + n, *plus = m->work + 2 * n, *minus = m->work + 3 * n, *column = m->work + 4 * n;
+    double *plus = m->work + 2 * n, *minus = m->work + 3 * n, *column = m->work + 4 * n;
     for (long j = 0; j < n; j++) m->state_columns += m->sources[j] != 0;
     if (at(m, t, x)) return 1;
     for (long j = 0; j < n; j++) {
@@ -207,14 +225,7 @@ int fa_fmu_jacobian(void *self, double t, const double *x, double *J) {
             }
             m->sources[j] = 0; /* refused: differences from now on */
         }
-        const double d = m->probe_step * ((x[j] < 0 ? -x[j] : x[j]) + 1.0);
-        memcpy(xp, x, sizeof(double) * (size_t)n);
-        xp[j] = x[j] + d;
-        if (at(m, t, xp) || derivatives(m, t, plus)) return 1;
-        xp[j] = x[j] - d;
-        if (at(m, t, xp) || derivatives(m, t, minus)) return 1;
-        for (long a = 0; a < n; a++) J[a * n + j] = (plus[a] - minus[a]) / (2 * d);
-        if (at(m, t, x)) return 1;
+        if (difference_column(m, derivatives, n, t, x, j, plus, minus, J + j, n) || at(m, t, x)) return 1;
     }
     return 0;
 }
@@ -237,7 +248,7 @@ int fa_fmu_accepted(void *self, long index, double t0, double t1, const double *
         for (long i = 0; i < 3; i++) {
             const double t = t0 + m->c[i] * h;
             for (long a = 0; a < n; a++) y[a] = x0[a] + Z[i * n + a];
-            const double d = m->probe_step * ((t < 0 ? -t : t) + 1.0);
+            const double d = m->probe_step * (fabs(t) + 1.0);
             if (fa_fmu_rhs(m, t + d, y, plus) || fa_fmu_rhs(m, t - d, y, minus)) return 1;
             for (long a = 0; a < n; a++) m->rec_ft[(index * 3 + i) * n + a] = (plus[a] - minus[a]) / (2 * d);
         }
@@ -249,19 +260,13 @@ int fa_fmu_accepted(void *self, long index, double t0, double t1, const double *
 /* FmuOdeSystem._output_jacobian: dg/dx (n_outputs x n, row-major) at (t, x), the FMU left there. */
 static int output_jacobian(fa_fmu *m, double t, const double *x, double *G) {
     const long n = m->n, k = m->n_outputs;
-    double *xp = m->work + n, *plus = m->work + 6 * n + m->n_inputs, *minus = plus + k, *column = minus + k;
+    double *plus = m->work + 6 * n + m->n_inputs, *minus = plus + k, *column = minus + k;
     int differenced = 0;
     for (long pass = 0; pass < 2; pass++) {
         const int fmu = m->output_columns != 0;
         for (long j = 0; j < n; j++) {
             if (fmu && m->sources[j]) continue;
-            const double d = m->probe_step * ((x[j] < 0 ? -x[j] : x[j]) + 1.0);
-            memcpy(xp, x, sizeof(double) * (size_t)n);
-            xp[j] = x[j] + d;
-            if (at(m, t, xp) || outputs_at(m, t, plus)) return 1;
-            xp[j] = x[j] - d;
-            if (at(m, t, xp) || outputs_at(m, t, minus)) return 1;
-            for (long r = 0; r < k; r++) G[r * n + j] = (plus[r] - minus[r]) / (2 * d);
+            if (difference_column(m, outputs_at, k, t, x, j, plus, minus, G + j, n)) return 1;
             differenced = 1;
         }
         if (differenced && at(m, t, x)) return 1;

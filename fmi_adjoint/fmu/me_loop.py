@@ -36,8 +36,6 @@ _FLAGS = ("-O2",)
 class CompiledLoop:
     """The plain steps of a Model Exchange run in compiled code (the default)."""
 
-    name = "compiled"
-
     def kernel(self) -> tuple[str, bytes]:
         """What the worker loads: ``(sha256, bytes)`` of the loop's library."""
         return loop_library(BuildCache.default())
@@ -46,8 +44,6 @@ class CompiledLoop:
 @dataclasses.dataclass(frozen=True)
 class PythonLoop:
     """Every step of a Model Exchange run in Python (the reference)."""
-
-    name = "python"
 
     def kernel(self) -> None:
         """No library: the worker runs :func:`~fmi_adjoint.integrate.radau.integrate_radau` alone."""

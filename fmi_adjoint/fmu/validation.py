@@ -275,26 +275,30 @@ def _resimulation_step(archive: FmuArchive, data: Measurement) -> float:
 
 def _varying_inputs(archive: FmuArchive, data: Measurement, inputs: Measurement | None) -> list[str]:
     """The continuous (not held) inputs that change within a communication step."""
-    if inputs is None:
-        return []
-    times = np.asarray(data.times, dtype=float)
-    experiment = FmuExperiment(_cost(data), t_end=float(times[-1]), step=_resimulation_step(archive, data),
-                               inputs=inputs, held=frozenset(held_inputs(archive, inputs.columns)))
-    check = held_input_check([experiment])
-    return [] if check is None else [name for name, fraction in check.fractions.items() if fraction > 0.0]
+    fractions = _change_within_step(archive, data, inputs, _resimulation_step(archive, data))
+    return [name for name, fraction in fractions.items() if fraction > 0.0]
 
 
 def _visibly_held(archive: FmuArchive, data: Measurement, inputs: Measurement | None, names: list[str]) -> list[str]:
     """Of ``names``, the inputs that change by more than :data:`.guards.HELD_INPUT_FRACTION` of
     their range within one of fmpy's output intervals (the steps it holds them over)."""
     interval = _output_interval(np.asarray(data.times, dtype=float))
-    if inputs is None or not names or interval is None:
+    if not names or interval is None:
         return []
-    times = np.asarray(data.times, dtype=float)
-    experiment = FmuExperiment(_cost(data), t_end=float(times[-1]), step=interval, inputs=inputs,
-                               held=frozenset(held_inputs(archive, inputs.columns)))
+    fractions = _change_within_step(archive, data, inputs, interval)
+    return [name for name in names if fractions.get(name, 0.0) > HELD_INPUT_FRACTION]
+
+
+def _change_within_step(archive: FmuArchive, data: Measurement, inputs: Measurement | None,
+                        step: float) -> dict[str, float]:
+    """Per continuous input, its largest change within a step of ``step`` over the data's span,
+    relative to its range (identify's held-input check, :func:`.guards.held_input_check`)."""
+    if inputs is None:
+        return {}
+    experiment = FmuExperiment(_cost(data), t_end=float(np.asarray(data.times, dtype=float)[-1]), step=step,
+                               inputs=inputs, held=frozenset(held_inputs(archive, inputs.columns)))
     check = held_input_check([experiment])
-    return [] if check is None else [n for n in names if check.fractions.get(n, 0.0) > HELD_INPUT_FRACTION]
+    return {} if check is None else dict(check.fractions)
 
 
 def _cost(data: Measurement) -> LeastSquaresCost:

@@ -94,6 +94,12 @@ class Progress:
 
     def publish(self, what: str) -> None:
         """Announce the call about to be made (the text first, then the counter)."""
+        self._count += 1
+        self.describe(what)
+
+    def describe(self, what: str) -> None:
+        """Name the work in progress with the counter as it stands (:meth:`publish` advances it
+        first; compiled code counts its own calls: :meth:`counter_address`)."""
         data = self._encoded.get(what)
         if data is None:
             data = what.encode("utf-8", "replace")[: _PROGRESS_BYTES - _HEADER.size]
@@ -102,15 +108,6 @@ class Progress:
         if data is not self._text:
             self._map[_HEADER.size:_HEADER.size + len(data)] = data
             self._text = data
-        self._count += 1
-        _HEADER.pack_into(self._map, 0, self._count, len(data))
-
-    def describe(self, what: str) -> None:
-        """Name the work in progress without announcing a call (compiled code counts its own
-        calls: :meth:`counter_address`)."""
-        data = what.encode("utf-8", "replace")[: _PROGRESS_BYTES - _HEADER.size]
-        self._map[_HEADER.size:_HEADER.size + len(data)] = data
-        self._text = data
         _HEADER.pack_into(self._map, 0, self._count, len(data))
 
     @property

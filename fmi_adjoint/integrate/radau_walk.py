@@ -23,6 +23,7 @@ order), but it is deterministic: a frozen replay in C reproduces a compiled run 
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 from collections.abc import Sequence
 from typing import Protocol
@@ -32,7 +33,7 @@ import scipy.linalg.cython_lapack
 
 from .radau import RadauStep, scheme_constants
 
-__all__ = ["CompiledSystem", "CompiledWalk", "FaOde", "lapack_routines"]
+__all__ = ["CompiledSystem", "CompiledWalk", "FaOde", "lapack_routines", "pointer"]
 
 _double_p = ctypes.POINTER(ctypes.c_double)
 _long_p = ctypes.POINTER(ctypes.c_long)
@@ -76,6 +77,7 @@ class FaWalk(ctypes.Structure):
     ]
 
 
+@functools.cache
 def lapack_routines() -> tuple[int, int]:
     """The addresses of LAPACK's ``dgetrf`` and ``dgetrs`` as scipy calls them (its
     ``cython_lapack`` capsules)."""

@@ -31,13 +31,6 @@
 #define NK FA_NK
 #define ONE FA_ONE
 
-static int all_finite_vector(const double *x, int n)
-{
-    for (int i = 0; i < n; ++i)
-        if (!isfinite(x[i])) return 0;
-    return 1;
-}
-
 static void copy_message(char *message, int size, const char *text)
 {
     if (message && size > 0) {
@@ -257,7 +250,7 @@ static int refined_solve(fa_matrix *kept, const fa_jacobian_values *j, double c_
     }
     double previous = INFINITY;
     for (int iteration = 0; iteration < FA_REFINE_MAX_ITERATIONS; ++iteration) {
-        if (!all_finite_vector(x, NK)) return -1;
+        if (!fa_all_finite(x, NK)) return -1;
         kkt_transposed_product(j, c_m, bh2, gh, x, y, y_abs);
         double backward = 0.0, size = 0.0;
         for (int i = 0; i < NK; ++i) {

@@ -296,7 +296,7 @@ size_t fa_engine_matrix_bytes(const fa_engine *e, int which)
 #define Z_ARGS(z) (z), (z) + FA_N, (z) + FA_N + FA_M, (z) + 2 * FA_N + FA_M, (z) + 2 * FA_N + 2 * FA_M, \
     (z) + 3 * FA_N + 2 * FA_M
 
-static int all_finite(const double *x, int n)
+int fa_all_finite(const double *x, int n)
 {
     for (int i = 0; i < n; ++i) if (!isfinite(x[i])) return 0;
     return 1;
@@ -313,7 +313,7 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
                  s->rho_inf, s->step);
         return -1;
     }
-    if (!all_finite(e->p, FA_NP)) {
+    if (!fa_all_finite(e->p, FA_NP)) {
         snprintf(e->message, sizeof e->message, "a parameter is NaN or infinite; set finite values");
         return -1;
     }
@@ -341,7 +341,7 @@ int fa_engine_initialize(fa_engine *e, double t0, const fa_settings *settings)
         e->init_iterations = it;
         fa_init_residual(Z_ARGS(z), t0, e->p, e->G);
         fa_init_jacobians(Z_ARGS(z), t0, e->p, e->Gz_values, e->Gp_values);
-        if (!all_finite(e->G, FA_NZ) || !all_finite(e->Gz_values, FA_NNZ_G_z)) {
+        if (!fa_all_finite(e->G, FA_NZ) || !fa_all_finite(e->Gz_values, FA_NNZ_G_z)) {
             snprintf(e->message, sizeof e->message, "the initial state gives non-finite values; check the initial "
                      "positions and the parameter values");
             return -1;
@@ -485,7 +485,7 @@ int fa_engine_step_to(fa_engine *e, double t_prev, double t)
             e->factorizations += 1;
         }
         fa_kkt_solve(&e->kkt, e->rhs, 0);
-        if (!all_finite(e->rhs, NK)) return failure(e, t, h, "the solution became NaN or infinite", iteration);
+        if (!fa_all_finite(e->rhs, NK)) return failure(e, t, h, "the solution became NaN or infinite", iteration);
         double delta = 0.0;
         for (int i = 0; i < NK; ++i) { z[i] += e->rhs[i]; delta = fmax(delta, fabs(e->rhs[i])); }
         /* Modified Newton: convergence slower than FA_NEWTON_REUSE_CONTRACTION per iteration
@@ -510,7 +510,7 @@ int fa_engine_step_to(fa_engine *e, double t_prev, double t)
     }
     memcpy(e->z, z, sizeof z);
     fa_residual_terms(e->q, e->v, e->z, e->z + FA_N, t, e->p, e->Ma, e->F_old, e->C);
-    if (!all_finite(e->q, FA_N) || !all_finite(e->F_old, FA_N))
+    if (!fa_all_finite(e->q, FA_N) || !fa_all_finite(e->F_old, FA_N))
         return failure(e, t, h, "the solution became NaN or infinite", iteration);
     e->step += 1;
     e->last_iterations = iteration;
@@ -584,7 +584,7 @@ int fa_engine_set_state(fa_engine *e, const double *b)
      * pivots must be rows of the matrix. */
     const double *tail = b + FA_STATE_HEAD + 3 * FA_N + NK + FA_N + ONE(FA_NP);
     fa_coefficients co;
-    if (!all_finite(b, (int)FA_STATE_SIZE)) return -1;
+    if (!fa_all_finite(b, (int)FA_STATE_SIZE)) return -1;
     if (!(b[1] >= 0.0 && b[1] <= 9.0e15 && b[1] <= (double)LONG_MAX && b[1] == floor(b[1]))) return -1;
     if (!(b[5] >= 1.0 && b[5] <= FA_NEWTON_ITERATION_LIMIT && b[5] == floor(b[5]))) return -1;
     if (!is_flag(b[6]) || !is_flag(b[9]) || !is_flag(b[10]) || !is_flag(b[11])) return -1;
