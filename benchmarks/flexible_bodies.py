@@ -1,4 +1,4 @@
-"""Flexible bodies (flexible natural coordinates) against the number of modes: reduction, build, step (issue 25).
+"""Flexible bodies (natural coordinates, floating frame) against the modes: reduction, build, step (issue 25).
 
 The body: a steel beam of 1 m in 40 Euler-Bernoulli elements with lumped mass, reduced by
 Craig-Bampton with the tip as interface node and ``n`` = 5, 10, 20 and 40 fixed-interface
@@ -43,8 +43,15 @@ order, relative step 1e-3) and by the adjoint, and the cost of
 the adjoint gradient in forward runs for 1, 5 and 13 parameters (their statement: about three
 forward runs, independent of the number of parameters).
 
-Run: ``python benchmarks/flexible_bodies.py [--modes 5,10,20,40] [--suspension 5,10,20,40]
-[--table-span 0.5] [--steps 200] [--budget 600]`` (``--modes ''`` skips the beam).
+The same beam in the floating frame of reference (``--ffrf``, default 5,10,20,40:
+:class:`fmi_adjoint.mbs.FloatingFrameBody`, ``7 + n`` coordinates with ``n`` the modes plus the
+tip's six static modes), the same columns: its mass matrix is one piece of the kinetic energy per
+mode and per pair of modes, four component types at any ``n``, so the cold build grows with the
+instances only.
+
+Run: ``python benchmarks/flexible_bodies.py [--modes 5,10,20,40] [--ffrf 5,10,20,40]
+[--suspension 5,10,20,40] [--table-span 0.5] [--steps 200] [--budget 600]`` (``--modes ''``
+skips the beam, ``--ffrf ''`` its floating frame).
 """
 
 from __future__ import annotations
@@ -71,17 +78,21 @@ TARGET_ADJOINT_RATIO = 2.0
 TABLE_SPAN = 0.5
 
 
-def beam_system(modes: int):
+def beam_system(modes: int, floating_frame: bool = False):
+    """The beam of the module docstring, in flexible natural coordinates or (``floating_frame``)
+    in the floating frame of reference."""
     from fmi_adjoint import mbs
     from fmi_adjoint.flexible import BeamSection, LumpedMass, ModeCount, beam_model, line_mesh
     from fmi_adjoint.model import Parameter, SimulationSettings
 
     section = BeamSection(E=2.1e11, G=8.1e10, A=6e-4, Iy=2e-8, Iz=4.5e-8, J=2e-8, rho=7850.0)
     beam = beam_model(line_mesh(1.0, ELEMENTS), section, mass=LumpedMass())
-    body = mbs.FlexibleBody("beam", fe=beam.fe, reference_node=1, interface_nodes=(ELEMENTS + 1,),
-                            modes=ModeCount(modes), stiffness_factor="EIs", mass_factor="rhos")
+    form = mbs.FloatingFrameBody if floating_frame else mbs.FlexibleBody
+    body = form("beam", fe=beam.fe, reference_node=1, interface_nodes=(ELEMENTS + 1,),
+                modes=ModeCount(modes), stiffness_factor="EIs", mass_factor="rhos")
     return mbs.MultibodySystem(
-        f"flexible_beam_{modes}", parameters=(Parameter("EIs", 1.0), Parameter("rhos", 1.0), Parameter("g", 9.81)),
+        f"{'ffrf' if floating_frame else 'flexible'}_beam_{modes}",
+        parameters=(Parameter("EIs", 1.0), Parameter("rhos", 1.0), Parameter("g", 9.81)),
         bodies=(body,), gravity=(0, "-g", 0),
         markers=(mbs.Marker("pivot", "ground"), mbs.NodeMarker("root_b", "beam", node=1),
                  mbs.NodeMarker("tip", "beam", node=ELEMENTS + 1)),
@@ -124,7 +135,7 @@ def model_source(spec: dict):
         return example_path("macpherson")
     if spec["form"] == "suspension":
         return suspension_file(spec["size"], Path(spec["cache"] + "_model"))
-    return beam_system(spec["size"])
+    return beam_system(spec["size"], floating_frame=spec["form"] == "ffrf")
 
 
 def child_build(spec: dict) -> dict:
@@ -136,7 +147,7 @@ def child_build(spec: dict) -> dict:
     source = model_source(spec)
     start, cpu = time.perf_counter(), cpu_seconds()
     reduce_cpu = 0.0
-    if spec["phase"] == "build" and spec["form"] == "flexible":
+    if spec["phase"] == "build" and spec["form"] in ("flexible", "ffrf"):
         before = time.process_time()
         _ = source.bodies[0].basis  # the reduction (through the build cache)
         reduce_cpu = time.process_time() - before
@@ -238,6 +249,28 @@ def measured_rows(form: str, label: str, modes: list[int], tmp: Path, sources: s
     return results, status
 
 
+def growth(results: dict[int, dict]) -> str:
+    """How the cold build and the step grow with the coordinates of ``results`` (two or more rows)."""
+    ns = sorted(results)
+    coords = [results[n]["n"] for n in ns]
+    return (f"growth over {coords[0]}..{coords[-1]} coordinates: cold build ~ n^"
+            f"{exponent(coords, [results[n]['cold'] for n in ns]):.2f}, C us/step ~ n^"
+            f"{exponent(coords, [results[n]['cpu_step'] for n in ns]):.2f}")
+
+
+def floating_frame_rows(modes: list[int], steps: int, budget: float) -> int:
+    """The beam in the floating frame of reference (:class:`fmi_adjoint.mbs.FloatingFrameBody`,
+    ``7 + n`` coordinates): the same columns; its mass matrix is one piece of the kinetic energy
+    per mode and per pair of modes, four component types at any ``n``."""
+    print(f"{'floating frame':<18}{HEADER[18:]}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="fmi_adjoint_ffrf_bench_") as tmp:
+        sources = snapshot_sources(Path(tmp) / "src")
+        results, status = measured_rows("ffrf", "ffrf_{}_modes", modes, Path(tmp), sources, steps, budget)
+    if len(results) >= 2:
+        print(f"floating frame, {growth(results)}", flush=True)
+    return status
+
+
 def suspension_rows(modes: list[int], steps: int, budget: float, span: float) -> int:
     """The suspension's rows, its rigid references and Table 1 (module docstring)."""
     print(f"{'suspension':<18}{HEADER[18:]}", flush=True)
@@ -298,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(map(str, MODES)), help="modes per body, default %(default)s")
     parser.add_argument("--suspension", default=",".join(map(str, MODES)),
                         help="normal modes per body of the flexible suspension, default %(default)s ('' skips it)")
+    parser.add_argument("--ffrf", default=",".join(map(str, MODES)),
+                        help="modes of the beam in the floating frame of reference, default %(default)s ('' skips it)")
     parser.add_argument("--table-span", type=float, default=TABLE_SPAN,
                         help="seconds of the measurement in Table 1 (default %(default)g; theirs: 3)")
     parser.add_argument("--steps", type=int, default=STEPS, help="steps of a measured run (default %(default)d)")
@@ -310,8 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         modes = [int(s) for s in args.modes.split(",") if s.strip()]
         suspension = [int(s) for s in args.suspension.split(",") if s.strip()]
+        floating = [int(s) for s in args.ffrf.split(",") if s.strip()]
     except ValueError:
-        parser.error("--modes, --suspension: whole numbers separated by commas")
+        parser.error("--modes, --suspension, --ffrf: whole numbers separated by commas")
     print(f"engine: fmi_adjoint.engines.NativeEngine (C), HHT, {args.steps} steps per run; {os.cpu_count()} CPUs; "
           f"load average at start {', '.join(f'{x:.1f}' for x in os.getloadavg())}; Python {sys.version.split()[0]}")
     if modes:
@@ -335,13 +371,12 @@ def main(argv: list[str] | None = None) -> int:
                       f"target <= {TARGET_STEP_RATIO:g}x)")
     if len(results) >= 2:
         ns = sorted(results)
-        coords = [results[n]["n"] for n in ns]
-        print(f"growth over {coords[0]}..{coords[-1]} coordinates: cold build ~ n^"
-              f"{exponent(coords, [results[n]['cold'] for n in ns]):.2f}, C us/step ~ n^"
-              f"{exponent(coords, [results[n]['cpu_step'] for n in ns]):.2f}")
+        print(growth(results))
         worst = max(results[n]["adjoint_ratio"] for n in ns)
         verdict = "meets" if worst <= TARGET_ADJOINT_RATIO else "misses"
         print(f"adjoint gradient / forward run at most {worst:.2f} ({verdict} the target <= {TARGET_ADJOINT_RATIO:g})")
+    if floating:
+        status = max(status, floating_frame_rows(floating, args.steps, args.budget))
     if suspension:
         status = max(status, suspension_rows(suspension, args.steps, args.budget, args.table_span))
     print(f"load average at the end {', '.join(f'{x:.1f}' for x in os.getloadavg())} (a shared machine: the "

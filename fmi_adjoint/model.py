@@ -181,11 +181,34 @@ class Coordinate:
 
 @dataclasses.dataclass(frozen=True)
 class MassEntry:
-    """An entry ``M[row, col]`` of a full mass matrix (mirrored to ``M[col, row]``)."""
+    """An entry ``M[row, col]`` of a full mass matrix (mirrored to ``M[col, row]``).
+
+    Without a ``group`` the entry *sets* ``M[row, col]`` (overriding the diagonal
+    ``Coordinate.mass``; a later ungrouped entry at the same place overrides an earlier one).
+    With a ``group`` it *adds* to whatever the rest of the model puts there (the diagonal, the
+    ungrouped entries, the other groups, structured MASS terms): a body whose kinetic energy is
+    a sum of pieces (the floating frame's base, per mode and per pair of modes,
+    :mod:`fmi_adjoint.mbs.ffrf`) writes each piece as one group, and the component assembly
+    (:mod:`fmi_adjoint.assembly.partition`) makes each group one mass instance, so that pieces of
+    the same form are one type derived once.  Lagrange's operator is linear in the mass matrix,
+    so the sum is exact (its quadratic velocity terms are the sums of the pieces').
+
+    ``data`` (grouped entries only): named numbers that ``value`` reads, ``((name, number),
+    ...)``.  The component assembly makes each a data slot of the group's instance *even where
+    it is zero* (a number written into the expression would vanish with it and change the
+    expression's form), so that pieces of one form are one component type whatever their
+    numbers.  The names are local to the group: one name has one number in a group, and may not
+    be a name of the model.
+    """
 
     row: str
     col: str
     value: Number
+    group: str = ""
+    data: tuple[tuple[str, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "data", tuple((str(name), float(number)) for name, number in self.data))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -677,8 +700,13 @@ class ParsedModel:
     ----------
     masses : tuple of sympy.Expr
         ``Coordinate.mass`` of every coordinate (the diagonal, unless an entry overrides it).
-    mass_entries : tuple of (int, int, sympy.Expr)
-        ``M[i, j] = M[j, i]`` of the ``mass_matrix`` entries, in the model's order.
+    mass_entries : tuple of (int, int, sympy.Expr, str)
+        The ``mass_matrix`` entries ``(i, j, value, group)`` in the model's order: an ungrouped
+        entry (``group`` empty) sets ``M[i, j] = M[j, i]``, a grouped one adds to it
+        (:class:`MassEntry`).
+    mass_data : tuple of (sympy.Symbol, float)
+        The named numbers of the grouped entries (``MassEntry.data``): a symbol per group and
+        name (named ``"<group> <name>"``, which no model name can be) and its number.
     forces : tuple of (AbstractForceElement, tuple of dict)
         Every element with its parts (:meth:`~fmi_adjoint.forces.base.AbstractForceElement.generalized_force_parts`),
         each ``{coordinate index: generalized force}``.
@@ -704,7 +732,7 @@ class ParsedModel:
     lam: tuple[sp.Symbol, ...]
     p: tuple[sp.Symbol, ...]
     masses: tuple[sp.Expr, ...]
-    mass_entries: tuple[tuple[int, int, sp.Expr], ...]
+    mass_entries: tuple[tuple[int, int, sp.Expr, str], ...]
     forces: tuple[tuple[AbstractForceElement, tuple[dict[int, sp.Expr], ...]], ...]
     constraints: tuple[sp.Expr, ...]
     constraint_names: tuple[str, ...]
@@ -715,6 +743,7 @@ class ParsedModel:
     tables: tuple[tuple[sp.Function, tuple[float, ...], tuple[float, ...]], ...]
     table_sources: tuple[str, ...]
     structured: tuple[ParsedTerm | ParsedQuadratic, ...] = ()
+    mass_data: tuple[tuple[sp.Symbol, float], ...] = ()
 
 
 #: The model parsed last and its items: a model file is parsed once when it is read (its
@@ -758,7 +787,7 @@ def _parse_items(model: Model) -> ParsedModel:
         where = (f"model '{model.name}': measured data of input '{signal.input}' ({signal.source or 'no source'})"
                  if signal.measured else f"model '{model.name}': signal of input '{signal.input}'")
         ctx.define(signal.input, signal.value(functools.partial(ctx.table, where=where), ctx.params.__getitem__))
-    masses, entries = _parse_masses(model, ctx, index)
+    masses, entries, mass_data = _parse_masses(model, ctx, index)
     forces = _parse_forces(model, ctx, index)
     rows, names, groups = _parse_constraints(model, ctx, index, q)
     structured, names = _parse_structured(model, ctx, index, names)
@@ -769,7 +798,7 @@ def _parse_items(model: Model) -> ParsedModel:
         model=model, t=t, q=q, v=v, a=a, lam=lam, p=p, masses=masses, mass_entries=entries,
         forces=forces, constraints=tuple(rows), constraint_names=tuple(names), constraint_groups=tuple(groups),
         outputs=outputs, q0=q0, v0=v0, tables=tuple(ctx.tables), table_sources=tuple(ctx.table_sources),
-        structured=tuple(structured),
+        structured=tuple(structured), mass_data=mass_data,
     )
 
 
@@ -778,29 +807,60 @@ def _unknown(where: str, coordinate: str, index: Mapping[str, int]) -> ModelErro
 
 
 def _parse_masses(model: Model, ctx: _Context, index: Mapping[str, int]
-                  ) -> tuple[tuple[sp.Expr, ...], tuple[tuple[int, int, sp.Expr], ...]]:
-    """The mass matrix: the diagonal from the coordinates' masses, and the entries that override
-    or add terms (expressions of parameters and positions; not of time or inputs)."""
+                  ) -> tuple[tuple[sp.Expr, ...], tuple[tuple[int, int, sp.Expr, str], ...],
+                             tuple[tuple[sp.Symbol, float], ...]]:
+    """The mass matrix: the diagonal from the coordinates' masses, the entries that override
+    (ungrouped) or add (grouped, :class:`MassEntry`) terms (expressions of parameters and
+    positions; not of time or inputs), and the grouped entries' named numbers."""
     name, t = model.name, ctx.t
     masses = tuple(ctx.parameter_expression(coord.mass, f"model '{name}': coordinate '{coord.name}'.mass")
                    for coord in model.all_coordinates)
-    entries: list[tuple[int, int, sp.Expr]] = []
+    entries: list[tuple[int, int, sp.Expr, str]] = []
+    data: dict[sp.Symbol, float] = {}
+    group_names: dict[str, tuple[dict[str, sp.Expr], dict]] = {}  # group -> (names with its data, renamed)
     for k, entry in enumerate(model.mass_matrix):
         where = f"model '{name}': mass_matrix[{k}]"
         for end in (entry.row, entry.col):
             if end not in index:
                 raise _unknown(where, end, index)
-        value = parse_expression(entry.value, ctx.names(), where=where, renamed=ctx.renamed("plain"))
+        names, renamed = ctx.names(), ctx.renamed("plain")
+        if entry.data:
+            names, renamed = _group_data(entry, where, names, group_names, data)
+        value = parse_expression(entry.value, names, where=where, renamed=renamed)
         if value.has(*(func(t) for func, _, _ in ctx.tables)):
             raise ModelError(f"{where}: a mass depends on a driven input; inputs may act in forces, constraints "
                              "and outputs only.")
         if value.has(t):
             raise ModelError(f"{where}: a mass-matrix entry may not depend on t; use parameters and positions.")
-        entries.append((index[entry.row], index[entry.col], value))
+        entries.append((index[entry.row], index[entry.col], value, entry.group))
     if any(mass.has(t) for mass in masses):
         raise ModelError(f"model '{name}': a mass depends on a driven input; inputs may act in forces, constraints "
                          "and outputs only.")
-    return masses, tuple(entries)
+    return masses, tuple(entries), tuple(data.items())
+
+
+def _group_data(entry: MassEntry, where: str, names: dict[str, sp.Expr],
+                groups: dict[str, tuple[dict[str, sp.Expr], dict]], data: dict[sp.Symbol, float]
+                ) -> tuple[dict[str, sp.Expr], dict]:
+    """The names ``entry``'s value may use (the model's and its group's data) and the group's
+    renaming memo; its numbers checked and recorded in ``data`` (:class:`MassEntry`)."""
+    if not entry.group:
+        raise ModelError(f"{where}: named data belong to a group of entries; give the entry a group.")
+    known = groups.get(entry.group)
+    if known is None:
+        known = groups[entry.group] = (dict(names), {})
+    own = known[0]
+    for key, number in entry.data:
+        if key in names:
+            raise ModelError(f"{where}: the data name '{key}' is a name of the model; rename the datum.")
+        if not math.isfinite(number):
+            raise ModelError(f"{where}: the datum '{key}' = {number!r} is not finite; give a finite number.")
+        symbol = sp.Symbol(f"{entry.group} {key}", real=True)
+        if data.setdefault(symbol, number) != number:
+            raise ModelError(f"{where}: the datum '{key}' of group '{entry.group}' is {number!r} here and "
+                             f"{data[symbol]!r} in another entry; one name has one number in a group.")
+        own[key] = symbol
+    return own, known[1]
 
 
 def _parse_forces(model: Model, ctx: _Context, index: Mapping[str, int]
@@ -945,9 +1005,17 @@ def assemble(model: Model, *, velocity_terms: bool = True) -> SymbolicModel:
     M = sp.zeros(n, n)
     for i, mass in enumerate(parsed.masses):
         M[i, i] = mass
-    for i, j, value in parsed.mass_entries:
-        M[i, j] = value
-        M[j, i] = value
+    for i, j, value, group in parsed.mass_entries:  # ungrouped entries set, then grouped ones add
+        if not group:
+            M[i, j] = value
+            M[j, i] = value
+    data = {symbol: sp.Float(number) for symbol, number in parsed.mass_data}
+    for i, j, value, group in parsed.mass_entries:
+        if group:
+            value = value.xreplace(data) if data else value
+            M[i, j] += value
+            if i != j:
+                M[j, i] += value
     Q = sp.zeros(n, 1)
     for _, parts in parsed.forces:
         for part in parts:

@@ -16,6 +16,7 @@ kernels (:mod:`fmi_adjoint.assembly`) equal the whole-system ones.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import sympy as sp
 
 from bundled import looped_examples
 from fmi_adjoint.examples.chains import spatial_chain
@@ -37,7 +39,7 @@ from fmi_adjoint.examples import example_path
 from fmi_adjoint.examples.chains import chain_model
 from fmi_adjoint.forces.library import LinearSpringDamper, MaxwellElement, TableLoad
 from fmi_adjoint.integrate.hht import simulate
-from fmi_adjoint.model import Coordinate, Model, Output, Parameter, SimulationSettings, assemble
+from fmi_adjoint.model import Coordinate, MassEntry, Model, Output, Parameter, SimulationSettings, assemble
 from fmi_adjoint.model_file import load_model
 from tolerances import EXACT
 
@@ -251,6 +253,64 @@ def test_a_type_shared_by_instances_with_different_numbers_gives_each_its_own_va
     pair = pairs("two_mounts")
     for batch in ((3,), ()):
         assert_first_order_equal(pair, batch)
+
+
+def _grouped_masses() -> Model:
+    """Two coordinates whose mass matrix is a sum: the diagonal masses, an ungrouped entry that
+    overrides the diagonal of ``y``, and two groups that add (one of them to the ungrouped
+    entry's place), depending on positions (quadratic velocity terms) and parameters."""
+    return Model(
+        name="grouped_masses",
+        coordinates=(Coordinate("x", mass="m", initial_position=0.1), Coordinate("y", mass="m", initial_position=0.2)),
+        parameters=(Parameter("m", 1.5), Parameter("c", 0.3), Parameter("k", 50.0)),
+        forces=(LinearSpringDamper("s", coordinates=("x",), stiffness="k", damping="c"),
+                LinearSpringDamper("r", coordinates=("y",), stiffness="k", damping="c")),
+        mass_matrix=(MassEntry("y", "y", "2 * m"),
+                     MassEntry("x", "x", "c * y**2", group="a"), MassEntry("x", "y", "c * cos(x)", group="a"),
+                     MassEntry("y", "y", "c * x**2 + c", group="b"),
+                     # Two groups of one form with named numbers, one of them zero: one type.
+                     MassEntry("x", "x", "u * y**2 + w", group="n1", data=(("u", 0.0), ("w", 0.7))),
+                     MassEntry("x", "y", "w * sin(y)", group="n1", data=(("w", 0.7),)),
+                     MassEntry("x", "x", "u * y**2 + w", group="n2", data=(("u", 0.4), ("w", 0.2))),
+                     MassEntry("x", "y", "w * sin(y)", group="n2", data=(("w", 0.2),))),
+        outputs=(Output("x", "x"), Output("y", "y")),
+        simulation=SimulationSettings(t_end=0.01, step=1e-3))
+
+
+def test_grouped_mass_entries_add_and_each_group_is_one_instance():
+    model = _grouped_masses()
+    x, y, m, c = sp.symbols("x y m c", real=True)
+    M = assemble(model, velocity_terms=False).M
+    q0, q1 = assemble(model).q
+    p0, p1 = assemble(model).p[:2]
+    want = sp.Matrix([[m + c * y**2 + 0.7 + 0.4 * y**2 + 0.2, c * sp.cos(x) + 0.9 * sp.sin(y)],
+                      [c * sp.cos(x) + 0.9 * sp.sin(y), 2 * m + c * x**2 + c]])
+    for point in ({q0: 0.3, q1: -1.1, p0: 1.5, p1: 0.3}, {q0: 2.0, q1: 0.5, p0: 0.7, p1: -0.2}):
+        got = np.array(M.subs(point), dtype=float)
+        expected = np.array(want.subs({x: q0, y: q1, m: p0, c: p1}).subs(point), dtype=float)
+        assert np.abs(got - expected).max() <= EXACT * np.abs(expected).max(), (got, expected)
+    part = partition(model)
+    assert isinstance(part, Partition)
+    masses = {i.what: i for i in part.instances if i.what.startswith("mass of")}
+    assert sorted(masses) == ["mass of a", "mass of b", "mass of n1", "mass of n2", "mass of x", "mass of y"]
+    n1, n2 = masses["mass of n1"], masses["mass of n2"]
+    assert n1.type == n2.type and n1.data == (0.0, 0.7) and n2.data == (0.4, 0.2), (n1, n2)
+    pair = Pair(model, BuildCache.default())
+    for batch in ((3,), ()):
+        assert_first_order_equal(pair, batch)
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    (MassEntry("x", "x", "u", data=(("u", 1.0),)), "give the entry a group"),
+    (MassEntry("x", "x", "m * y", group="g", data=(("m", 1.0),)), "'m' is a name of the model"),
+    (MassEntry("x", "x", "u", group="g", data=(("u", float("nan")),)), "not finite"),
+    (MassEntry("x", "y", "u", group="a", data=(("u", 2.0),)), "one name has one number in a group"),
+], ids=["no group", "model name", "nan", "two numbers"])
+def test_named_mass_data_are_refused_naming_the_problem(entry, message):
+    model = dataclasses.replace(_grouped_masses(), mass_matrix=(MassEntry("x", "x", "u", group="a", data=(("u", 1.0),)),
+                                                                 entry))
+    with pytest.raises(ModelError, match=message):
+        assemble(model)
 
 
 # --------------------------------------------------------------------------- 4. derived whole

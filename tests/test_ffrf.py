@@ -3,8 +3,7 @@
 
 The steel beam of tests/test_fncf.py (10 lumped Euler-Bernoulli elements), reduced by
 Craig-Bampton clamped at its root with two normal modes (the first bending mode in each plane;
-the FFRF mass matrix is written entry by entry, so its build grows fast with the modes: about
-a minute with two):
+a build of about 12 s):
 
 * clamped and released under gravity it gives the same tip history as the FNCF body (the
   frame held, both are the same linear modal equations), and vibrates at the full FE model's
@@ -13,7 +12,9 @@ a minute with two):
   body to the second-order terms in which the two differ;
 * made stiff (stiffness factor 10^6) it swings as the rigid body of its masses;
 * the adjoint gradient with respect to the stiffness and mass factors equals forward
-  sensitivities and central differences.
+  sensitivities and central differences;
+* its mass matrix, as pieces of the kinetic energy (frame, mode, pair of modes), gives the FE
+  model's kinetic energy node by node, and is four component types at any number of modes.
 
 The planar floating-frame body (:class:`~fmi_adjoint.mbs.ffrf.PlanarFloatingFrameBody`, the
 beam's in-plane part, one normal mode: the x-y bending mode) builds in about two seconds, so its
@@ -30,8 +31,10 @@ import functools
 
 import numpy as np
 import pytest
+import sympy as sp
 
 from fmi_adjoint import mbs
+from fmi_adjoint.assembly import Partition, partition
 from fmi_adjoint.costs import LeastSquaresCost, Sampler
 from fmi_adjoint.engines import NativeEngine
 from fmi_adjoint.errors import ModelError
@@ -40,12 +43,12 @@ from fmi_adjoint.identify import Experiment, IdentificationProblem
 from fmi_adjoint.flexible.fe import planar_part
 from fmi_adjoint.mbs.ffrf import FloatingFrameBody, PlanarFloatingFrameBody
 from fmi_adjoint.model_file import load_model
-from fmi_adjoint.model import Parameter, SimulationSettings
+from fmi_adjoint.model import Output, Parameter, SimulationSettings, assemble
 from gradient_checks import assert_adjoint_equals_forward_and_central_differences
 from rigid_equivalent import rigid_pendulum
 from tolerances import EXACT, FFRF_VS_FNCF_SWINGING, FNCF_VS_FE, STIFF_FLEXIBLE_VS_RIGID
 
-#: The spatial FFRF tests build an FFRF engine each (about a minute; module docstring).
+#: The spatial FFRF tests build an FFRF engine each (about 12 s; module docstring).
 slow = pytest.mark.slow
 
 SECTION = BeamSection(E=2.1e11, G=8.1e10, A=0.02 * 0.03, Iy=0.03 * 0.02**3 / 12, Iz=0.02 * 0.03**3 / 12, J=2e-8,
@@ -163,6 +166,70 @@ def test_the_invariants_of_the_lumped_beam():
     psi = np.array([np.concatenate([ffrf.basis.translations[k], ffrf.basis.rotations[k]]) for k in range(TIP)])
     reference = np.einsum("kim,ki,kil->ml", psi, m_diag.reshape(TIP, 6), psi)
     assert np.abs(inv.modal_mass - reference).max() <= EXACT * np.abs(reference).max()
+
+
+def test_the_mass_pieces_sum_to_the_kinetic_energy_of_the_fe_model():
+    """The kinetic energy ``1/2 q_dot^T M(q) q_dot`` of the body's mass pieces (the base, one per
+    mode, one per pair of modes; :func:`fmi_adjoint.mbs.ffrf._mass_pieces`, added by
+    :func:`fmi_adjoint.model.assemble` as grouped entries) equals ``1/2 V^T M^FE V`` computed
+    from the FE model itself, ``V = B_R A^T R_dot + B_w(eta) w' + Psi eta_dot`` node by node
+    (module docstring of :mod:`fmi_adjoint.mbs.ffrf`), at random states.  The consistent-mass
+    beam (rotary inertia and coupled DOFs), three modes (pieces of every form: ``k < m`` and
+    ``k = m``), a mass factor of 1.3."""
+    fe = beam_model(line_mesh(LENGTH, ELEMENTS), SECTION).fe
+    body = FloatingFrameBody("beam", fe=fe, reference_node=1, modes=ModeCount(3), mass_factor="rhos")
+    model = mbs.MultibodySystem("pieces", parameters=(Parameter("rhos", 1.3),), bodies=(body,),
+                                outputs=(Output("x", "beam_x"),)).to_model()
+    groups = {entry.group for entry in model.mass_matrix}
+    assert groups == {"beam_frame", *(f"beam_mode{k}" for k in range(3)),
+                      *(f"beam_modes{k}_{m}" for k in range(3) for m in range(k, 3))}, groups
+    symbolic = assemble(model, velocity_terms=False)
+    mass = sp.lambdify([symbolic.q, symbolic.p], symbolic.M, "numpy")
+    basis = body.basis
+    dofs = np.asarray(fe.dofs)
+    rows = np.array([int(np.flatnonzero(basis.node_ids == node)[0]) for node in dofs[:, 0]])
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        e = rng.normal(size=4)
+        e /= np.linalg.norm(e)
+        R, eta, qdot = rng.normal(size=3), 1e-2 * rng.normal(size=3), rng.normal(size=10)
+        e0, e1, e2, e3 = e
+        A = np.array([[e0**2 + e1**2 - e2**2 - e3**2, 2 * (e1 * e2 - e0 * e3), 2 * (e1 * e3 + e0 * e2)],
+                      [2 * (e1 * e2 + e0 * e3), e0**2 - e1**2 + e2**2 - e3**2, 2 * (e2 * e3 - e0 * e1)],
+                      [2 * (e1 * e3 - e0 * e2), 2 * (e2 * e3 + e0 * e1), e0**2 - e1**2 - e2**2 + e3**2]])
+        G = np.array([[-e1, e0, e3, -e2], [-e2, -e3, e0, e1], [-e3, e2, -e1, e0]])
+        R_dot, e_dot, eta_dot = qdot[:3], qdot[3:7], qdot[7:]
+        w = 2 * G @ e_dot                                       # body-axis angular velocity
+        u = basis.positions + basis.translations @ eta          # deformed node positions (frame)
+        V = np.empty(fe.size)
+        for i, (row, comp) in enumerate(zip(rows, dofs[:, 1])):
+            if comp < 3:
+                V[i] = (A.T @ R_dot)[comp] + np.cross(w, u[row])[comp] + basis.translations[row, comp] @ eta_dot
+            else:
+                V[i] = w[comp - 3] + basis.rotations[row, comp - 3] @ eta_dot
+        want = 0.5 * 1.3 * V @ (fe.mass @ V)
+        M = np.asarray(mass(np.concatenate([R, e, eta]), [1.3]), dtype=float)
+        got = 0.5 * qdot @ M @ qdot
+        assert abs(got - want) <= EXACT * abs(want), (got, want)
+
+
+def test_the_mass_pieces_are_four_component_types_at_any_number_of_modes():
+    """Frame, mode, pair and square: each piece's numbers are named data (zeros included), so
+    the body's mass is four types with 3 modes and with 8 (round-off zeros of a straight beam
+    made a type of almost every piece when the numbers were written into the expressions: 134
+    types with 40 modes); the instances grow as the pairs of modes."""
+    def mass_types(modes: int) -> tuple[set[str], int]:
+        body = FloatingFrameBody("beam", fe=beam().fe, reference_node=1, modes=ModeCount(modes), mass_factor="rhos")
+        model = mbs.MultibodySystem("pieces", parameters=(Parameter("rhos", 1.0),), bodies=(body,),
+                                    outputs=(Output("x", "beam_x"),)).to_model()
+        part = partition(model)
+        assert isinstance(part, Partition)
+        pieces = [i for i in part.instances if i.what.startswith("mass of beam_")]
+        return {part.types[i.type].key for i in pieces}, len(pieces)
+
+    (few, count_few), (many, count_many) = mass_types(3), mass_types(8)
+    assert len(few) == 4 and few == many, (len(few), len(many))
+    assert count_many > 3 * count_few, (count_few, count_many)
 
 
 def test_floating_node_markers_are_refused_off_floating_frame_bodies():

@@ -6,8 +6,9 @@ contributions that each touch a few coordinates:
 
 * a **mass block**: the mass-matrix entries of a set of coordinates that only couple among
   themselves (a spatial body's ``4 G^T J G`` over its Euler parameters, eq. (2.36); a point
-  mass's diagonal entry); its quadratic velocity terms (Sec. 2.3.4) are formed once per type
-  (:func:`.kernels.derive_type`);
+  mass's diagonal entry), or one *group* of entries that add to the rest
+  (:class:`fmi_adjoint.model.MassEntry`: a piece of a floating-frame body's kinetic energy); its
+  quadratic velocity terms (Sec. 2.3.4) are formed once per type (:func:`.kernels.derive_type`);
 * a **force part**: the generalized forces of one force element, or of one multibody
   component (a bushing, a body's weight; :class:`fmi_adjoint.mbs.elements.GeneralizedForces`);
 * a **constraint group**: the rows of one joint (``Constraint.group``), or one constraint;
@@ -17,7 +18,9 @@ contributions that each touch a few coordinates:
 rewrites each contribution in *local* symbols: the coordinates it touches become ``q_0 ..
 q_(k-1)`` (``v_i``, ``a_i`` alike), its constraint rows' multipliers (or the multipliers an
 output reads) ``lam_j``, the parameters it reads and the numbers in it (marker positions, axes,
-constants: every float except exponents) the slots ``p_0 ..``.  Two instances whose local
+constants: every float except exponents; and the named numbers of a mass group,
+``MassEntry.data``, which stay slots where they are zero) the slots ``p_0 ..`` and ``d_0 ..``.
+Two instances whose local
 expressions are the same tree are one :class:`ComponentType`, derived and compiled once
 (:mod:`.kernels`); an :class:`Instance` keeps only index arrays and the numbers of its data
 slots.  This is the element / assembly split of finite-element codes: the model's matrices are
@@ -181,6 +184,7 @@ class _Localizer:
             self.coordinate_of[q] = self.coordinate_of[v] = self.coordinate_of[a] = i
         self.multiplier_of = {s: k for k, s in enumerate(parsed.lam)}
         self.parameter_of = {s: k for k, s in enumerate(parsed.p)}
+        self.data_of = dict(parsed.mass_data)  # named numbers of grouped mass entries
         self.types: list[ComponentType | StructuredType] = []
         self.by_key: dict[str, int] = {}
         self.instances: list[Instance] = []
@@ -243,10 +247,14 @@ class _Localizer:
         # (``q_98`` against ``q_123`` sort differently) and their numbers are one type.
         localized = [matrix.xreplace(mapping) if matrix.rows else matrix for matrix in matrices]
         plain = [e for matrix in localized for e in matrix]
-        floats = _data_floats(plain)
+        # Named numbers (MassEntry.data) first, by name (one group per instance: the same order
+        # in every instance of a form), then the floats written into the expressions.
+        named: list[sp.Basic] = sorted({s for e in plain for s in e.free_symbols if s in self.data_of},
+                                       key=lambda s: s.name)
+        floats = [*(sp.Float(self.data_of[s]) for s in named), *_data_floats(plain)]
         n_d = len(floats)
         if floats:
-            data = dict(zip(floats, local_symbols(0, 0, 0, n_d)["d"]))
+            data = dict(zip([*named, *floats[len(named):]], local_symbols(0, 0, 0, n_d)["d"]))
             localized = [matrix.xreplace(data) if matrix.rows else matrix for matrix in localized]
         key = fingerprint("component", kind, repr((n, m, n_p, n_d, shapes)),
                           canonical_text(tuple(tuple(matrix) for matrix in localized)))
@@ -451,7 +459,7 @@ def partition(model: Model, parsed: ParsedModel | None = None, *, shortcut: bool
         return WholeSystem("it reads time tables or designed input signals")
     if any(isinstance(element, AbstractNumericElement) for element, _ in parsed.forces):
         return WholeSystem("it has numeric force elements")
-    everything = [*parsed.masses, *(e for _, _, e in parsed.mass_entries),
+    everything = [*parsed.masses, *(e for _, _, e, _ in parsed.mass_entries),
                   *(f for _, parts in parsed.forces for part in parts for f in part.values()),
                   *parsed.constraints, *parsed.outputs]
     if any(expr.atoms(AppliedUndef) for expr in everything):
@@ -460,7 +468,9 @@ def partition(model: Model, parsed: ParsedModel | None = None, *, shortcut: bool
     localizer = _Localizer(parsed, shortcut)
     coordinates = model.all_coordinates  # once: the property rebuilds the tuple from every element
 
-    # Mass blocks: coordinates joined by an entry, or by the coordinates an entry depends on.
+    # Mass blocks: coordinates joined by an ungrouped entry, or by the coordinates it depends on;
+    # each group of entries its own block, added to the rest (MassEntry).
+    ungrouped = [(i, j, value) for i, j, value, group in parsed.mass_entries if not group]
     parent = list(range(n))
 
     def find(i: int) -> int:
@@ -473,12 +483,12 @@ def partition(model: Model, parsed: ParsedModel | None = None, *, shortcut: bool
         parent[find(i)] = find(j)
 
     diagonal = {i: mass for i, mass in enumerate(parsed.masses)}
-    for i, j, value in parsed.mass_entries:
+    for i, j, value in ungrouped:
         union(i, j)
         for k in localizer.coordinates_in([value]):
             union(i, k)
     entries: dict[tuple[int, int], sp.Expr] = {(i, i): mass for i, mass in diagonal.items() if not _zero(mass)}
-    for i, j, value in parsed.mass_entries:
+    for i, j, value in ungrouped:
         entries.pop((i, j), None)
         entries.pop((j, i), None)
         if not _zero(value):
@@ -500,6 +510,17 @@ def partition(model: Model, parsed: ParsedModel | None = None, *, shortcut: bool
         massive.update(i for i, _ in inside)
         names = ", ".join(coordinates[c].name for c in members)
         localizer.add("equations", f"mass of {names}", coords, (), (), M, sp.zeros(len(coords), 1), sp.zeros(0, 1),
+                      sp.zeros(0, 1))
+    for group, grouped in _mass_groups(parsed.mass_entries).items():
+        coords = sorted({c for i, j, _ in grouped for c in (i, j)} | localizer.coordinates_in(v for _, _, v in grouped))
+        place = {c: k for k, c in enumerate(coords)}
+        M = sp.zeros(len(coords), len(coords))
+        for i, j, value in grouped:
+            M[place[i], place[j]] += value
+            if i != j:
+                M[place[j], place[i]] += value
+        massive.update(i for i, j, value in grouped if i == j and not _zero(value))
+        localizer.add("equations", f"mass of {group}", coords, (), (), M, sp.zeros(len(coords), 1), sp.zeros(0, 1),
                       sp.zeros(0, 1))
 
     # Force parts.
@@ -547,6 +568,16 @@ def partition(model: Model, parsed: ParsedModel | None = None, *, shortcut: bool
         localizer.add("outputs", f"output '{model.outputs[row].name}'", coords, multipliers, (row,),
                       sp.zeros(len(coords), len(coords)), sp.zeros(len(coords), 1), sp.zeros(0, 1), sp.Matrix([expr]))
     return Partition(parsed=parsed, types=tuple(localizer.types), instances=tuple(localizer.instances))
+
+
+def _mass_groups(entries: Sequence[tuple[int, int, sp.Expr, str]]) -> dict[str, list[tuple[int, int, sp.Expr]]]:
+    """The grouped mass entries (:class:`fmi_adjoint.model.MassEntry`) by group, in the order of
+    their first entry; zero entries left out."""
+    groups: dict[str, list[tuple[int, int, sp.Expr]]] = {}
+    for i, j, value, group in entries:
+        if group and not _zero(value):
+            groups.setdefault(group, []).append((i, j, value))
+    return groups
 
 
 def _zero(expr: sp.Expr) -> bool:

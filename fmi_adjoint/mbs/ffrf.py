@@ -36,10 +36,13 @@ deformed body about the frame's origin), and
             [  .,         .,        M_ee     ]]        (Shabana eq. (5.15))
 
 The constant blocks ``m I`` and ``M_ee`` are structured MASS terms; the configuration-dependent
-ones are mass-matrix entries whose numbers are data and whose expressions are in ``e`` and
-``eta``; :func:`fmi_adjoint.model.quadratic_velocity_terms` derives the quadratic velocity terms
-from them (Lagrange's equations, as for :class:`~fmi_adjoint.mbs.SpatialRigidBody`; the part
-along ``e`` is taken by the normalization's multiplier).  Stiffness ``Psi^T K Psi`` and the
+ones are pieces of the kinetic energy (the frame, one per mode, one per pair of modes:
+:func:`_mass_pieces`), each a group of mass-matrix entries that add, with its numbers as named
+data, so that a body is four component types at any number of modes;
+:func:`fmi_adjoint.model.quadratic_velocity_terms` derives the quadratic velocity terms from
+each piece (Lagrange's equations, linear in ``M``, as for
+:class:`~fmi_adjoint.mbs.SpatialRigidBody`; the part along ``e`` is taken by the normalization's
+multiplier).  Stiffness ``Psi^T K Psi`` and the
 reduced damping act on ``eta`` (structured STIFFNESS and DAMPING terms scaled by the factors,
 as in FNCF).  The weight ``M^FE B_R A^T g`` gives the generalized forces ``m g`` (``R``),
 ``2 G^T C^T A^T g`` (``e``: the moment of the first moment ``S(eta)``) and ``D^T A^T g``
@@ -185,26 +188,111 @@ def _linear(c0: np.ndarray, c1: np.ndarray, eta: tuple[sp.Symbol, ...], shape: t
     return sp.Matrix(*shape, lambda r, s: entry(r, s))
 
 
-def _inertia(inv: FloatingFrameInvariants, eta: tuple[sp.Symbol, ...]) -> sp.Matrix:
-    """``J(eta)``, quadratic in ``eta``, symmetric."""
+def _symmetric_pair(J2: np.ndarray, k: int, m: int) -> np.ndarray:
+    """The 3x3 coefficient of ``eta_k eta_m`` (``k <= m``) in ``J(eta)``, symmetrized."""
+    value = (J2[k, m] + J2[k, m].T + J2[m, k] + J2[m, k].T) / 2
+    return value / 2 if k == m else value
+
+
+class _Piece:
+    """One piece of the kinetic energy (:func:`_mass_pieces`): its entries ``(row, col, value)``
+    and the named numbers they read (``MassEntry.data``), the numbers written as symbols so that
+    pieces of one form are one component type even where a number is zero."""
+
+    def __init__(self, label: str):
+        self.label = label
+        self.entries: list[tuple[str, str, sp.Expr]] = []
+        self.data: dict[str, float] = {}
+
+    def _datum(self, key: str, value: float) -> sp.Symbol:
+        self.data[key] = float(value)
+        return sp.Symbol(key, real=True)
+
+    def vector(self, name: str, values: np.ndarray) -> sp.Matrix:
+        """A 3-vector of numbers as the symbols ``<name>0 .. <name>2``."""
+        return sp.Matrix([self._datum(f"{name}{r}", float(values[r])) for r in range(3)])
+
+    def matrix(self, name: str, values: np.ndarray) -> sp.Matrix:
+        """A 3x3 matrix of numbers as the symbols ``<name><r><s>``."""
+        return sp.Matrix(3, 3, lambda r, c: self._datum(f"{name}{r}{c}", float(values[r, c])))
+
+    def symmetric(self, name: str, values: np.ndarray) -> sp.Matrix:
+        """The symmetric part of a 3x3 matrix as six symbols ``<name><r><s>``, ``r <= s``."""
+        part = (values + values.T) / 2
+        return sp.Matrix(3, 3, lambda r, c: self._datum(f"{name}{min(r, c)}{max(r, c)}", part[min(r, c), max(r, c)]))
+
+    def add(self, rows: tuple[str, ...], cols: tuple[str, ...], entries: dict[tuple[int, int], sp.Expr],
+            times: sp.Expr = sp.S.One) -> None:
+        """Entries ``(i, j)`` of a block over ``rows x cols``, each times ``times``."""
+        self.entries += [(rows[i], cols[j], times * value) for (i, j), value in entries.items() if value != 0]
+
+
+def _block(matrix: sp.Matrix) -> dict[tuple[int, int], sp.Expr]:
+    return {(i, j): matrix[i, j] for i in range(matrix.rows) for j in range(matrix.cols)}
+
+
+def _mass_pieces(inv: FloatingFrameInvariants, e: sp.Matrix, eta: tuple[sp.Symbol, ...],
+                 names: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]) -> list[_Piece]:
+    """The configuration-dependent blocks of ``M(q)`` (module docstring, Shabana eq. (5.15)) as
+    pieces of the kinetic energy, each over few coordinates:
+
+    * ``frame`` (``R, e``): ``2 A C0 G`` and ``4 G^T J0 G``;
+    * ``mode<k>`` (``R, e, eta_k``): ``2 eta_k A C1_k G``, ``A D_k``, ``4 eta_k G^T J1_k G`` and
+      ``2 G^T F0_k`` (``D_k``, ``F0_k``: column ``k``);
+    * ``modes<k>_<m>``, ``k <= m`` (``e, eta_k, eta_m``): ``4 eta_k eta_m G^T J2_km G``,
+      ``2 eta_k G^T F1_k`` in column ``m`` and (``k < m``) ``2 eta_m G^T F1_m`` in column ``k``.
+
+    ``C, J, F`` are affine or quadratic in ``eta``, so the pieces sum to the blocks exactly.
+    Each piece is one mass group whose numbers are named data (:class:`_Piece`), so a body has
+    four component types (frame, mode, pair, square), derived once whatever the number of modes:
+    the build grows with the ``n^2 / 2`` instances, not with a polynomial of ``n^2`` terms in ``e``
+    and ``eta`` (the body as one block took about 30 s with two modes, five minutes with ten).
+    A piece whose numbers are all round-off of their invariants (:func:`_number`) is left out."""
+    R, enames, etanames = names
     n = len(eta)
-    scale = max(np.abs(inv.J0).max(), np.abs(inv.J1).max(initial=0.0), np.abs(inv.J2).max(initial=0.0))
+    A, G = rot.A(e), rot.G(e)
+    scales = {"C": max(np.abs(inv.C0).max(), np.abs(inv.C1).max(initial=0.0), 1e-300),
+              "J": max(np.abs(inv.J0).max(), np.abs(inv.J1).max(initial=0.0), np.abs(inv.J2).max(initial=0.0)),
+              "F": max(np.abs(inv.F0).max(initial=0.0), np.abs(inv.F1).max(initial=0.0), 1e-300),
+              "D": max(np.abs(inv.D).max(initial=0.0), 1e-300)}
 
-    def entry(r: int, s: int) -> sp.Expr:
-        terms = [_number((inv.J0[r, s] + inv.J0[s, r]) / 2, scale)]
-        terms += [None if (f := _number((inv.J1[k, r, s] + inv.J1[k, s, r]) / 2, scale)) is None else f * eta[k]
-                  for k in range(n)]
-        for k in range(n):
-            for m in range(k, n):
-                value = (inv.J2[k, m, r, s] + inv.J2[k, m, s, r] + inv.J2[m, k, r, s] + inv.J2[m, k, s, r]) / 2
-                if k == m:
-                    value /= 2
-                f = _number(value, scale)
-                terms.append(None if f is None else f * eta[k] * eta[m])
-        return sp.Add(*(t for t in terms if t is not None))
+    def negligible(*parts: tuple[str, np.ndarray]) -> bool:
+        return all(_number(float(np.abs(values).max(initial=0.0)), scales[kind]) is None for kind, values in parts)
 
-    values = {(r, s): entry(r, s) for r in range(3) for s in range(r, 3)}
-    return sp.Matrix(3, 3, lambda r, s: values[(min(r, s), max(r, s))])
+    def rotation_rotation(piece: _Piece, J: np.ndarray, times: sp.Expr = sp.S.One) -> None:
+        piece.add(enames, enames, rot.rotational_mass(e, piece.symmetric("J", J)), times)
+
+    def translation_rotation(piece: _Piece, C: np.ndarray, times: sp.Expr = sp.S.One) -> None:
+        piece.add(R, enames, _block(2 * rot.matmul(A, rot.matmul(piece.matrix("C", C), G))), times)
+
+    def rotation_mode(piece: _Piece, name: str, F: np.ndarray, column: str, times: sp.Expr = sp.S.One) -> None:
+        piece.add(enames, (column,), _block(2 * rot.matmul(G.T, piece.vector(name, F))), times)
+
+    frame = _Piece("frame")
+    translation_rotation(frame, inv.C0)
+    rotation_rotation(frame, inv.J0)
+    pieces = [frame]
+    for k in range(n):
+        if negligible(("C", inv.C1[k]), ("D", inv.D[:, k]), ("J", inv.J1[k]), ("F", inv.F0[:, k])):
+            continue
+        mode = _Piece(f"mode{k}")
+        translation_rotation(mode, inv.C1[k], eta[k])
+        mode.add(R, (etanames[k],), _block(rot.matmul(A, mode.vector("D", inv.D[:, k]))))
+        rotation_rotation(mode, inv.J1[k], eta[k])
+        rotation_mode(mode, "F", inv.F0[:, k], etanames[k])
+        pieces.append(mode)
+    for k in range(n):
+        for m in range(k, n):
+            J, F_m, F_k = _symmetric_pair(inv.J2, k, m), inv.F1[k][:, m], inv.F1[m][:, k]
+            if negligible(("J", J), ("F", F_m), ("F", F_k if k < m else np.zeros(3))):
+                continue
+            pair = _Piece(f"modes{k}_{m}")
+            rotation_rotation(pair, J, eta[k] * eta[m])
+            rotation_mode(pair, "F", F_m, etanames[m], eta[k])
+            if k < m:
+                rotation_mode(pair, "H", F_k, etanames[k], eta[m])
+            pieces.append(pair)
+    return pieces
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,27 +371,20 @@ class FloatingFrameBody(_FloatingFrame):
                                        SparseMatrix.of(inv.mass * np.eye(3), self.where("mass")), mass_factor))
         ctx.add_matrix_term(MatrixTerm(f"{self.name}_modal_mass", MASS, etanames,
                                        SparseMatrix.of(inv.modal_mass, self.where("mass")), mass_factor))
-        # Configuration-dependent blocks (Shabana eq. (5.15)), entries with data coefficients.
-        A, G = rot.A(e), rot.G(e)
-        C = _linear(inv.C0, inv.C1, eta, (3, 3))
-        F = _linear(inv.F0, inv.F1, eta, (3, n))
-        D = _linear(inv.D, np.zeros((0, 3, n)), (), (3, n))
-        blocks = (
-            (R, enames, 2 * rot.matmul(A, rot.matmul(C, G))),
-            (R, etanames, rot.matmul(A, D)),
-            (enames, etanames, 2 * rot.matmul(G.T, F)),
-        )
-        for rows, cols, block in blocks:
-            for i, row in enumerate(rows):
-                for j, col in enumerate(cols):
-                    if block[i, j] != 0:
-                        ctx.add_mass_entry(MassEntry(row, col, mass_factor * block[i, j]))
-        for (i, j), entry in rot.rotational_mass(e, _inertia(inv, eta)).items():
-            ctx.add_mass_entry(MassEntry(enames[i], enames[j], mass_factor * entry))
+        # Configuration-dependent blocks (Shabana eq. (5.15)) as pieces of the kinetic energy
+        # (_mass_pieces), each a group of mass entries with data coefficients.
+        for piece in _mass_pieces(inv, e, eta, (R, enames, etanames)):
+            data = tuple(piece.data.items())
+            for row, col, value in piece.entries:
+                ctx.add_mass_entry(MassEntry(row, col, mass_factor * value, group=f"{self.name}_{piece.label}",
+                                             data=data))
         ctx.add_constraint(f"{self.name}_normalization", sum(x**2 for x in e) - 1)
         # Weight: m g on R, 2 G^T C^T A^T g on e, D^T A^T g on eta (module docstring).
         g = ctx.gravity
         if any(x.is_zero is not True for x in g):
+            A, G = rot.A(e), rot.G(e)
+            C = _linear(inv.C0, inv.C1, eta, (3, 3))
+            D = _linear(inv.D, np.zeros((0, 3, n)), (), (3, n))
             local_g = rot.matmul(A.T, g)
             for k, name in enumerate(R):
                 if g[k].is_zero is not True:
