@@ -197,8 +197,9 @@ class MassEntry:
     ...)``.  The component assembly makes each a data slot of the group's instance *even where
     it is zero* (a number written into the expression would vanish with it and change the
     expression's form), so that pieces of one form are one component type whatever their
-    numbers.  The names are local to the group: one name has one number in a group, and may not
-    be a name of the model.
+    numbers.  An entry reads its own data; the names are the group's: one name has one number
+    in a group, and may not be a name of the model (built expressions may use names with a
+    space, which no model name has).
     """
 
     row: str
@@ -208,7 +209,12 @@ class MassEntry:
     data: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "data", tuple((str(name), float(number)) for name, number in self.data))
+        try:
+            data = tuple((str(name), float(number)) for name, number in self.data)
+        except (TypeError, ValueError):
+            raise ModelError(f"mass entry ({self.row}, {self.col}): data are (name, number) pairs, got "
+                             f"{excerpt(repr(self.data))}.") from None
+        object.__setattr__(self, "data", data)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -706,7 +712,7 @@ class ParsedModel:
         (:class:`MassEntry`).
     mass_data : tuple of (sympy.Symbol, float)
         The named numbers of the grouped entries (``MassEntry.data``): a symbol per group and
-        name (named ``"<group> <name>"``, which no model name can be) and its number.
+        name (named ``data <group!r> <name!r>``, which no model name can be) and its number.
     forces : tuple of (AbstractForceElement, tuple of dict)
         Every element with its parts (:meth:`~fmi_adjoint.forces.base.AbstractForceElement.generalized_force_parts`),
         each ``{coordinate index: generalized force}``.
@@ -817,7 +823,7 @@ def _parse_masses(model: Model, ctx: _Context, index: Mapping[str, int]
                    for coord in model.all_coordinates)
     entries: list[tuple[int, int, sp.Expr, str]] = []
     data: dict[sp.Symbol, float] = {}
-    group_names: dict[str, tuple[dict[str, sp.Expr], dict]] = {}  # group -> (names with its data, renamed)
+    group_names: dict[tuple, tuple[dict[str, sp.Expr], dict]] = {}  # (group, data names) -> (names, renamed)
     for k, entry in enumerate(model.mass_matrix):
         where = f"model '{name}': mass_matrix[{k}]"
         for end in (entry.row, entry.col):
@@ -840,27 +846,31 @@ def _parse_masses(model: Model, ctx: _Context, index: Mapping[str, int]
 
 
 def _group_data(entry: MassEntry, where: str, names: dict[str, sp.Expr],
-                groups: dict[str, tuple[dict[str, sp.Expr], dict]], data: dict[sp.Symbol, float]
+                known: dict[tuple, tuple[dict[str, sp.Expr], dict]], data: dict[sp.Symbol, float]
                 ) -> tuple[dict[str, sp.Expr], dict]:
-    """The names ``entry``'s value may use (the model's and its group's data) and the group's
-    renaming memo; its numbers checked and recorded in ``data`` (:class:`MassEntry`)."""
+    """The names ``entry``'s value may use (the model's and its own data) and a renaming memo
+    shared by the entries of its group with the same data names; its numbers checked and
+    recorded in ``data`` (:class:`MassEntry`)."""
     if not entry.group:
         raise ModelError(f"{where}: named data belong to a group of entries; give the entry a group.")
-    known = groups.get(entry.group)
-    if known is None:
-        known = groups[entry.group] = (dict(names), {})
-    own = known[0]
-    for key, number in entry.data:
-        if key in names:
-            raise ModelError(f"{where}: the data name '{key}' is a name of the model; rename the datum.")
+    key = (entry.group, tuple(name for name, _ in entry.data))
+    if key not in known:
+        own = dict(names)
+        for name, _ in entry.data:
+            if name in names:
+                raise ModelError(f"{where}: the data name '{name}' is a name of the model; rename the datum.")
+            # The group and the name quoted: no two (group, name) pairs give one symbol.
+            own[name] = sp.Symbol(f"data {entry.group!r} {name!r}", real=True)
+        known[key] = (own, {})
+    own, renamed = known[key]
+    for name, number in entry.data:
         if not math.isfinite(number):
-            raise ModelError(f"{where}: the datum '{key}' = {number!r} is not finite; give a finite number.")
-        symbol = sp.Symbol(f"{entry.group} {key}", real=True)
+            raise ModelError(f"{where}: the datum '{name}' = {number!r} is not finite; give a finite number.")
+        symbol = own[name]
         if data.setdefault(symbol, number) != number:
-            raise ModelError(f"{where}: the datum '{key}' of group '{entry.group}' is {number!r} here and "
+            raise ModelError(f"{where}: the datum '{name}' of group '{entry.group}' is {number!r} here and "
                              f"{data[symbol]!r} in another entry; one name has one number in a group.")
-        own[key] = symbol
-    return own, known[1]
+    return own, renamed
 
 
 def _parse_forces(model: Model, ctx: _Context, index: Mapping[str, int]

@@ -313,6 +313,17 @@ def test_named_mass_data_are_refused_naming_the_problem(entry, message):
         assemble(model)
 
 
+def test_a_grouped_diagonal_entry_that_is_zero_with_its_numbers_is_no_mass():
+    """``u * y**2`` with ``u = 0`` gives ``x`` no mass, as ``0.0 * y**2`` would: the massless
+    coordinate is derived whole, naming it (a named zero is still a data slot of the type)."""
+    model = dataclasses.replace(
+        _grouped_masses(),
+        coordinates=(Coordinate("x", mass=0.0, initial_position=0.1), Coordinate("y", mass="m", initial_position=0.2)),
+        mass_matrix=(MassEntry("x", "x", "u * y**2", group="g", data=(("u", 0.0),)),))
+    part = partition(model)
+    assert isinstance(part, WholeSystem) and "'x'" in part.reason, part
+
+
 # --------------------------------------------------------------------------- 4. derived whole
 
 def _one_mass(*forces) -> Model:

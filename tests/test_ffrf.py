@@ -178,7 +178,9 @@ def test_the_mass_pieces_sum_to_the_kinetic_energy_of_the_fe_model():
     ``k = m``), a mass factor of 1.3."""
     fe = beam_model(line_mesh(LENGTH, ELEMENTS), SECTION).fe
     body = FloatingFrameBody("beam", fe=fe, reference_node=1, modes=ModeCount(3), mass_factor="rhos")
-    model = mbs.MultibodySystem("pieces", parameters=(Parameter("rhos", 1.3),), bodies=(body,),
+    # Parameters named like the pieces' data (J 00, D 0, ...) without the space: no clash.
+    parameters = (Parameter("rhos", 1.3), *(Parameter(name, 1.0) for name in ("C00", "D0", "F0", "H0", "J00")))
+    model = mbs.MultibodySystem("pieces", parameters=parameters, bodies=(body,),
                                 outputs=(Output("x", "beam_x"),)).to_model()
     groups = {entry.group for entry in model.mass_matrix}
     assert groups == {"beam_frame", *(f"beam_mode{k}" for k in range(3)),
@@ -208,7 +210,7 @@ def test_the_mass_pieces_sum_to_the_kinetic_energy_of_the_fe_model():
             else:
                 V[i] = w[comp - 3] + basis.rotations[row, comp - 3] @ eta_dot
         want = 0.5 * 1.3 * V @ (fe.mass @ V)
-        M = np.asarray(mass(np.concatenate([R, e, eta]), [1.3]), dtype=float)
+        M = np.asarray(mass(np.concatenate([R, e, eta]), [1.3, 1.0, 1.0, 1.0, 1.0, 1.0]), dtype=float)
         got = 0.5 * qdot @ M @ qdot
         assert abs(got - want) <= EXACT * abs(want), (got, want)
 

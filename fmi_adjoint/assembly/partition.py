@@ -511,6 +511,7 @@ def partition(model: Model, parsed: ParsedModel | None = None, *, shortcut: bool
         names = ", ".join(coordinates[c].name for c in members)
         localizer.add("equations", f"mass of {names}", coords, (), (), M, sp.zeros(len(coords), 1), sp.zeros(0, 1),
                       sp.zeros(0, 1))
+    numbers = {symbol: sp.Float(number) for symbol, number in parsed.mass_data}
     for group, grouped in _mass_groups(parsed.mass_entries).items():
         coords = sorted({c for i, j, _ in grouped for c in (i, j)} | localizer.coordinates_in(v for _, _, v in grouped))
         place = {c: k for k, c in enumerate(coords)}
@@ -519,7 +520,9 @@ def partition(model: Model, parsed: ParsedModel | None = None, *, shortcut: bool
             M[place[i], place[j]] += value
             if i != j:
                 M[place[j], place[i]] += value
-        massive.update(i for i, j, value in grouped if i == j and not _zero(value))
+        # A diagonal entry is mass only if it is not zero with its named numbers in place.
+        massive.update(i for i, j, value in grouped
+                       if i == j and not _zero(value.xreplace(numbers) if numbers else value))
         localizer.add("equations", f"mass of {group}", coords, (), (), M, sp.zeros(len(coords), 1), sp.zeros(0, 1),
                       sp.zeros(0, 1))
 

@@ -209,17 +209,18 @@ class _Piece:
         return sp.Symbol(key, real=True)
 
     def vector(self, name: str, values: np.ndarray) -> sp.Matrix:
-        """A 3-vector of numbers as the symbols ``<name>0 .. <name>2``."""
-        return sp.Matrix([self._datum(f"{name}{r}", float(values[r])) for r in range(3)])
+        """A 3-vector of numbers as the symbols ``<name> 0 .. <name> 2`` (a name with a space:
+        never a model name, which the data's names may not be)."""
+        return sp.Matrix([self._datum(f"{name} {r}", float(values[r])) for r in range(3)])
 
     def matrix(self, name: str, values: np.ndarray) -> sp.Matrix:
-        """A 3x3 matrix of numbers as the symbols ``<name><r><s>``."""
-        return sp.Matrix(3, 3, lambda r, c: self._datum(f"{name}{r}{c}", float(values[r, c])))
+        """A 3x3 matrix of numbers as the symbols ``<name> <r><s>``."""
+        return sp.Matrix(3, 3, lambda r, c: self._datum(f"{name} {r}{c}", float(values[r, c])))
 
     def symmetric(self, name: str, values: np.ndarray) -> sp.Matrix:
-        """The symmetric part of a 3x3 matrix as six symbols ``<name><r><s>``, ``r <= s``."""
+        """The symmetric part of a 3x3 matrix as six symbols ``<name> <r><s>``, ``r <= s``."""
         part = (values + values.T) / 2
-        return sp.Matrix(3, 3, lambda r, c: self._datum(f"{name}{min(r, c)}{max(r, c)}", part[min(r, c), max(r, c)]))
+        return sp.Matrix(3, 3, lambda r, c: self._datum(f"{name} {min(r, c)}{max(r, c)}", part[min(r, c), max(r, c)]))
 
     def add(self, rows: tuple[str, ...], cols: tuple[str, ...], entries: dict[tuple[int, int], sp.Expr],
             times: sp.Expr = sp.S.One) -> None:
