@@ -293,23 +293,28 @@ def test_the_chain_from_matrices_equals_the_chain_from_elements():
     assert np.abs(a.outputs() - b.outputs()).max() <= ENGINES_AGREE * np.abs(b.outputs()).max()
 
 
-def test_a_dense_term_sums_its_rows_in_a_register_and_a_band_entry_by_entry():
-    """A dense 24 x 24 mass matrix (a reduced body's block: 24 entries a row) is summed row by row
-    in a register, a tridiagonal stiffness (3 a row) entry by entry
-    (:data:`fmi_adjoint.assembly.structured_kernels.ROW_LOOP_LENGTH`); the C engine on both
-    equals the Python engine on the written-out equations."""
+def _dense_block() -> Model:
+    """24 coordinates: a dense mass matrix (24 entries a row) and a tridiagonal stiffness."""
     size = 24
     rng = np.random.default_rng(11)
     basis = rng.normal(size=(size, size))
     mass = basis @ basis.T / size + np.eye(size)
     stiffness = 100.0 * (2 * np.eye(size) - np.eye(size, k=1) - np.eye(size, k=-1))
     names = tuple(f"u{k}" for k in range(size))
-    model = Model("dense_block", tuple(Coordinate(n, mass=0.0, initial_velocity=0.1 * (k % 3)) for k, n in
-                                       enumerate(names)),
-                  (Parameter("rho", 1.2), Parameter("k", 1.0)), outputs=(Output("tip", names[-1]),),
-                  matrix_terms=(MatrixTerm("block_mass", MASS, names, mass, "rho"),
-                                MatrixTerm("band", STIFFNESS, names, stiffness, "k")),
-                  simulation=SimulationSettings(t_end=0.05, step=1e-3))
+    return Model("dense_block", tuple(Coordinate(n, mass=0.0, initial_velocity=0.1 * (k % 3)) for k, n in
+                                      enumerate(names)),
+                 (Parameter("rho", 1.2), Parameter("k", 1.0)), outputs=(Output("tip", names[-1]),),
+                 matrix_terms=(MatrixTerm("block_mass", MASS, names, mass, "rho"),
+                               MatrixTerm("band", STIFFNESS, names, stiffness, "k")),
+                 simulation=SimulationSettings(t_end=0.05, step=1e-3))
+
+
+def test_a_dense_term_sums_its_rows_in_a_register_and_a_band_entry_by_entry():
+    """A dense 24 x 24 mass matrix (a reduced body's block: 24 entries a row) is summed row by row
+    in a register, a tridiagonal stiffness (3 a row) entry by entry
+    (:data:`fmi_adjoint.assembly.structured_kernels.ROW_LOOP_LENGTH`); the C engine on both
+    equals the Python engine on the written-out equations."""
+    model = _dense_block()
     part = partition(model)
     assert isinstance(part, Partition)
     payload = assembly_payload(part, BuildCache.default())
@@ -320,3 +325,19 @@ def test_a_dense_term_sums_its_rows_in_a_register_and_a_band_entry_by_entry():
     assert np.ptp(a.q[:, -1]) > 1e-4
     assert np.abs(a.q - b.q).max() <= ENGINES_AGREE * np.abs(b.q).max()
     assert np.abs(a.a - b.a).max() <= ENGINES_AGREE * np.abs(b.a).max()
+
+
+def test_the_row_loop_gives_the_entry_loops_bits(tmp_path, monkeypatch):
+    """The row loop sums each row in a register in the entries' order: the same sums as the entry
+    loop, so the C engine's run is the same bit for bit whichever loop the dense term takes (both
+    built here, each into a cache of its own)."""
+    import sys
+
+    kernels = sys.modules["fmi_adjoint.assembly.structured_kernels"]  # the package's name is the function
+    runs = []
+    for length in (kernels.ROW_LOOP_LENGTH, 10**9):
+        monkeypatch.setattr(kernels, "ROW_LOOP_LENGTH", length)
+        run = NativeEngine.build(_dense_block(), cache=BuildCache(tmp_path / str(length))).simulate()
+        runs.append((run.q, run.v, run.a))
+    for name, row_loop, entry_loop in zip("qva", *runs):
+        assert np.array_equal(row_loop, entry_loop), f"{name}: {np.abs(row_loop - entry_loop).max()}"
