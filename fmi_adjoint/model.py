@@ -823,15 +823,17 @@ def _parse_masses(model: Model, ctx: _Context, index: Mapping[str, int]
                    for coord in model.all_coordinates)
     entries: list[tuple[int, int, sp.Expr, str]] = []
     data: dict[sp.Symbol, float] = {}
-    group_names: dict[tuple, tuple[dict[str, sp.Expr], dict]] = {}  # (group, data names) -> (names, renamed)
+    group_names: dict[tuple, tuple[Mapping[str, sp.Expr], dict]] = {}  # (group, data names) -> (names, renamed)
     for k, entry in enumerate(model.mass_matrix):
         where = f"model '{name}': mass_matrix[{k}]"
         for end in (entry.row, entry.col):
             if end not in index:
                 raise _unknown(where, end, index)
-        names, renamed = ctx.names(), ctx.renamed("plain")
+        model_names = ctx.names()
+        names: Mapping[str, sp.Expr] = model_names
+        renamed = ctx.renamed("plain")
         if entry.data:
-            names, renamed = _group_data(entry, where, names, group_names, data)
+            names, renamed = _group_data(entry, where, model_names, group_names, data)
         value = parse_expression(entry.value, names, where=where, renamed=renamed)
         if value.has(*(func(t) for func, _, _ in ctx.tables)):
             raise ModelError(f"{where}: a mass depends on a driven input; inputs may act in forces, constraints "
@@ -846,8 +848,8 @@ def _parse_masses(model: Model, ctx: _Context, index: Mapping[str, int]
 
 
 def _group_data(entry: MassEntry, where: str, names: dict[str, sp.Expr],
-                known: dict[tuple, tuple[dict[str, sp.Expr], dict]], data: dict[sp.Symbol, float]
-                ) -> tuple[dict[str, sp.Expr], dict]:
+                known: dict[tuple, tuple[Mapping[str, sp.Expr], dict]], data: dict[sp.Symbol, float]
+                ) -> tuple[Mapping[str, sp.Expr], dict]:
     """The names ``entry``'s value may use (the model's and its own data) and a renaming memo
     shared by the entries of its group with the same data names; its numbers checked and
     recorded in ``data`` (:class:`MassEntry`)."""
@@ -855,13 +857,13 @@ def _group_data(entry: MassEntry, where: str, names: dict[str, sp.Expr],
         raise ModelError(f"{where}: named data belong to a group of entries; give the entry a group.")
     key = (entry.group, tuple(name for name, _ in entry.data))
     if key not in known:
-        own = dict(names)
+        data_names: dict[str, sp.Expr] = {}
         for name, _ in entry.data:
             if name in names:
                 raise ModelError(f"{where}: the data name '{name}' is a name of the model; rename the datum.")
             # The group and the name quoted: no two (group, name) pairs give one symbol.
-            own[name] = sp.Symbol(f"data {entry.group!r} {name!r}", real=True)
-        known[key] = (own, {})
+            data_names[name] = sp.Symbol(f"data {entry.group!r} {name!r}", real=True)
+        known[key] = (collections.ChainMap(data_names, names), {})  # not a copy of the model's names per group
     own, renamed = known[key]
     for name, number in entry.data:
         if not math.isfinite(number):

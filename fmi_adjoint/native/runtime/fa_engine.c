@@ -50,10 +50,6 @@ struct fa_engine {
 
 /* ---- matrices in their planned storage (fa_engine.h, fa_matrix; the FA_KIND_* of fa_engine.h) ---- */
 
-#define KIND_DENSE FA_KIND_DENSE
-#define KIND_BAND FA_KIND_BAND
-#define KIND_SPARSE FA_KIND_SPARSE
-
 void fa_matrix_release(fa_matrix *a)
 {
     if (!a) return;
@@ -75,7 +71,7 @@ static int matrix_alloc(fa_matrix *a, int n, long storage, int kind, const int *
     a->work = (double *)calloc((size_t)n, sizeof(double));
     if (!a->values || !a->piv || !a->work) { fa_matrix_release(a); return -1; }
 #if FA_USES_SPARSE
-    if (kind == KIND_SPARSE) {
+    if (kind == FA_KIND_SPARSE) {
         a->sparse = nblocks > 1 ? fa_sparse_new_blocked(n, colptr, rowind, nblocks, starts, order)
                                 : fa_sparse_new(n, colptr, rowind, order);
         if (!a->sparse) { fa_matrix_release(a); return -1; }
@@ -101,14 +97,14 @@ int fa_init_alloc(fa_matrix *Gz)
 
 static int matrix_factor(fa_matrix *a, int kind, int n, int kl, int ku)
 {
-    if (kind == KIND_SPARSE) {
+    if (kind == FA_KIND_SPARSE) {
 #if FA_USES_SPARSE
         return fa_sparse_factor(a->sparse, a->values);
 #else
         return -1;
 #endif
     }
-    if (kind == KIND_BAND) return fa_band_factor(a->values, n, kl, ku, a->piv);
+    if (kind == FA_KIND_BAND) return fa_band_factor(a->values, n, kl, ku, a->piv);
     return fa_dense_factor(a->values, n, a->piv);
 }
 
@@ -118,7 +114,7 @@ static int matrix_factor(fa_matrix *a, int kind, int n, int kl, int ku)
 static void matrix_solve(fa_matrix *a, int kind, int n, int kl, int ku, const int *position, double *x, int nrhs,
                          int transposed)
 {
-    if (kind == KIND_SPARSE) {
+    if (kind == FA_KIND_SPARSE) {
 #if FA_USES_SPARSE
         if (fa_sparse_solve(a->sparse, x, nrhs, transposed) == 0) return;
 #endif
@@ -128,7 +124,7 @@ static void matrix_solve(fa_matrix *a, int kind, int n, int kl, int ku, const in
     double *b = a->work;
     for (int c = 0; c < nrhs; ++c, x += n) {
         for (int i = 0; i < n; ++i) b[position[i]] = x[i];
-        if (kind == KIND_BAND) {
+        if (kind == FA_KIND_BAND) {
             if (transposed) fa_band_solve_transposed(a->values, n, kl, ku, a->piv, b);
             else fa_band_solve(a->values, n, kl, ku, a->piv, b);
         } else {
@@ -142,18 +138,18 @@ static void matrix_solve(fa_matrix *a, int kind, int n, int kl, int ku, const in
 static long matrix_factor_nnz(const fa_matrix *a, int kind, long storage)
 {
 #if FA_USES_SPARSE
-    if (kind == KIND_SPARSE) return fa_sparse_factor_nnz(a->sparse);
+    if (kind == FA_KIND_SPARSE) return fa_sparse_factor_nnz(a->sparse);
 #else
     (void)a;
 #endif
-    return kind == KIND_SPARSE ? 0 : storage;
+    return kind == FA_KIND_SPARSE ? 0 : storage;
 }
 
 static size_t matrix_bytes(const fa_matrix *a, int kind, int n, long storage)
 {
     size_t bytes = (size_t)storage * sizeof(double) + (size_t)n * (sizeof(int) + sizeof(double));
 #if FA_USES_SPARSE
-    if (kind == KIND_SPARSE) bytes += fa_sparse_bytes(a->sparse);
+    if (kind == FA_KIND_SPARSE) bytes += fa_sparse_bytes(a->sparse);
 #else
     (void)a; (void)kind;
 #endif
@@ -246,7 +242,7 @@ int fa_kkt_factor(fa_matrix *m, const fa_jacobian_values *j, double c_m, double 
 
 int fa_kkt_refactor(fa_matrix *m)
 {
-    return FA_KKT_KIND == KIND_SPARSE ? matrix_factor(m, FA_KKT_KIND, NK, FA_KKT_KL, FA_KKT_KU) : 0;
+    return FA_KKT_KIND == FA_KIND_SPARSE ? matrix_factor(m, FA_KKT_KIND, NK, FA_KKT_KL, FA_KKT_KU) : 0;
 }
 
 /* Solve with the factored Newton matrix (transposed: its transpose), x in model order. */

@@ -18,12 +18,12 @@
 #define FA_KIND_BAND 1
 #define FA_KIND_SPARSE 2
 
-/* 1 if the n values are all finite, else 0. */
-int fa_all_finite(const double *x, int n);
-
 #if defined(__GNUC__) && !defined(FA_EXPORT_ALL)
 #pragma GCC visibility push(hidden) /* internal: an FMU exports only the FMI functions */
 #endif
+
+/* 1 if the n values are all finite, else 0. */
+int fa_all_finite(const double *x, int n);
 
 typedef struct fa_engine fa_engine;
 
