@@ -320,7 +320,7 @@ def _exec_line() -> int:
 #: The modules the FMU worker process loads (fmu/worker.py's _project_module): they run next to
 #: a third-party binary that must start fast, so they may import only numpy, scipy and these.
 WORKER_SIDE = ("fmu/me_run.py", "fmu/me_integration.py", "fmu/me_sensitivities.py", "fmu/me_kernel.py",
-               "integrate/radau.py", "integrate/radau_walk.py")
+               "fmu/me_system.py", "integrate/radau.py", "integrate/radau_walk.py")
 WORKER_ALLOWED = {"errors", "integrate.radau", "integrate.radau_walk", "fmu.worker", "fmu.me_integration",
                   "fmu.me_sensitivities", "fmu.me_kernel"}
 

@@ -167,8 +167,9 @@ def test_identify_ssp_refusals_are_one_line(system, tmp_path, case, message):
         args += ["--fmu", folder / "A.fmu"]
     elif case == "with MODEL":
         args.insert(1, "sdof")
-    else:
+    else:  # B only as Model Exchange, the system co-simulated
         args[2] = _model_exchange_b(ssp, folder)
+        args += ["--interface", "cs"]
     code, _, err = cli(args)
     assert code == 2 and message in error_line(err), err
     assert not (tmp_path / "r.json").exists()

@@ -200,26 +200,39 @@ def test_fmi3_halves_take_the_extrapolated_inputs_at_their_intermediate_updates(
     assert abs(slope - LinearExtrapolation.order) <= ORDER, (slope, errors)
 
 
-def _write_ssp(folder: Path) -> Path:
-    """The system of :func:`_split_structure` as an ``.ssp`` (SSD written here, FMUs under resources/)."""
-    structure = _split_structure()
+def _write_ssp(folder: Path, structure: SystemStructure | None = None) -> Path:
+    """The system of :func:`_split_structure` (or ``structure``, whose components' ``source`` are
+    ``resources/NAME.fmu``) as an ``.ssp`` (SSD written here, FMUs ``folder/NAME.fmu`` under resources/)."""
+    structure = structure or _split_structure()
+
+    def connectors(items) -> str:
+        return ("<ssd:Connectors>" + "".join(f'<ssd:Connector name="{k.name}" kind="{k.kind}"><ssc:Real/>'
+                                             "</ssd:Connector>" for k in items) + "</ssd:Connectors>")
+
     elements = "".join(
-        f'<ssd:Component name="{c.name}" source="{c.source}" type="application/x-fmu-sharedlibrary"><ssd:Connectors>'
-        + "".join(f'<ssd:Connector name="{k.name}" kind="{k.kind}"><ssc:Real/></ssd:Connector>' for k in c.connectors)
-        + "</ssd:Connectors></ssd:Component>" for c in structure.components)
-    connections = "".join(f'<ssd:Connection startElement="{c.start.element}" startConnector="{c.start.connector}" '
-                          f'endElement="{c.end.element}" endConnector="{c.end.connector}"/>'
-                          for c in structure.connections)
+        f'<ssd:Component name="{c.name}" source="{c.source}" type="application/x-fmu-sharedlibrary">'
+        + connectors(c.connectors) + "</ssd:Component>" for c in structure.components)
+    def endpoint(end: Endpoint, which: str) -> str:
+        element = f'{which}Element="{end.element}" ' if end.element else ""
+        return f'{element}{which}Connector="{end.connector}"'
+
+    def transformation(t: Transformation) -> str:
+        return ("" if t == Transformation() else
+                f'<ssc:LinearTransformation factor="{t.factor!r}" offset="{t.offset!r}"/>')
+
+    connections = "".join(f"<ssd:Connection {endpoint(c.start, 'start')} {endpoint(c.end, 'end')}>"
+                          f"{transformation(c.transformation)}</ssd:Connection>" for c in structure.connections)
     ssd = ('<?xml version="1.0" encoding="UTF-8"?>\n<ssd:SystemStructureDescription '
            'xmlns:ssc="http://ssp-standard.org/SSP1/SystemStructureCommon" '
-           'xmlns:ssd="http://ssp-standard.org/SSP1/SystemStructureDescription" version="1.0" name="split">'
-           f'<ssd:System name="split"><ssd:Elements>{elements}</ssd:Elements>'
+           f'xmlns:ssd="http://ssp-standard.org/SSP1/SystemStructureDescription" version="1.0" name="{structure.name}">'
+           f'<ssd:System name="{structure.name}">{connectors(structure.connectors) if structure.connectors else ""}'
+           f'<ssd:Elements>{elements}</ssd:Elements>'
            f'<ssd:Connections>{connections}</ssd:Connections></ssd:System></ssd:SystemStructureDescription>\n')
-    path = folder / "split.ssp"
+    path = folder / f"{structure.name}.ssp"
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("SystemStructure.ssd", ssd)
-        for name in ("A", "B"):
-            archive.write(folder / f"{name}.fmu", f"resources/{name}.fmu")
+        for component in structure.components:
+            archive.write(folder / f"{component.name}.fmu", f"resources/{component.name}.fmu")
     return path
 
 

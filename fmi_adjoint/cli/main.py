@@ -205,14 +205,25 @@ def _simulate_options(sim: argparse.ArgumentParser) -> None:
     _common_model_options(sim, optional=True)
     sim.add_argument("-o", "--output", metavar="OUT.csv", help="CSV file (default: stdout)")
     _engine_option(sim)
-    system = sim.add_argument_group("a system of FMUs (SSP 1.0) instead of MODEL: co-simulation")
+    system = sim.add_argument_group("a system of FMUs (SSP 1.0) instead of MODEL")
     system.add_argument("--ssp", metavar="SYSTEM.ssp",
-                        help="an .ssp archive or an .ssd file of Co-Simulation FMUs; --step is the macro step, "
-                        "--set COMPONENT.NAME=VALUE sets a component's parameter, the columns are "
-                        "COMPONENT.CONNECTOR of every component output and the system's outputs")
+                        help="an .ssp archive or an .ssd file of FMUs; --step is the macro step of a co-simulation "
+                        "(the rows' interval of a Model Exchange system, default 500 rows), --set "
+                        "COMPONENT.NAME=VALUE sets a component's parameter, the columns are COMPONENT.CONNECTOR of "
+                        "every component output and the system's outputs")
+    system.add_argument("--interface", choices=("auto", "cs", "me"), default="auto",
+                        help="cs: co-simulation of the components' Co-Simulation interfaces by the master (--order, "
+                        "--extrapolation); me: the components' Model Exchange interfaces coupled into one ODE, "
+                        "integrated with error control (--rtol, --atol; no coupling error); auto (default): cs "
+                        "when every component offers it, else me")
     add_master_options(system)
+    system.add_argument("--rtol", type=float, help="--interface me: relative error tolerance of the adaptive "
+                        "Radau IIA integration (default 1e-8)")
+    system.add_argument("--atol", type=float, help="--interface me: absolute error tolerance, times each state's "
+                        "nominal value (default 1e-10)")
     system.add_argument("--error-estimate", action="store_true",
-                        help="also run at half the macro step and print each column's estimated coupling error")
+                        help="also run at half the macro step (--interface me: at tolerances 100 times tighter) and "
+                        "print each column's estimated coupling (integration) error")
     system.add_argument("--inputs", metavar="INPUTS.csv",
                         help="the system's inputs: 'time' and one column per system input connector")
     _fmu_process_options(system)
@@ -244,12 +255,14 @@ def _identify_options(ident: argparse.ArgumentParser) -> None:
 
     _common_model_options(ident, fmu=True)
     _data_options(ident)
-    system = ident.add_argument_group("a system of FMUs (SSP 1.0) instead of MODEL: co-simulation")
+    system = ident.add_argument_group("a system of FMUs (SSP 1.0) instead of MODEL")
     system.add_argument("--ssp", metavar="SYSTEM.ssp",
-                        help="an .ssp archive or an .ssd file of Co-Simulation FMUs; --step is the macro step, "
-                        "--params and --set name COMPONENT.NAME, the data columns COMPONENT.CONNECTOR of a component "
-                        "output or a system output's name; gradients by central differences of whole system runs, "
-                        "in parallel (--workers, --dask)")
+                        help="an .ssp archive or an .ssd file of FMUs; --params and --set name COMPONENT.NAME, the "
+                        "data columns COMPONENT.CONNECTOR of a component output or a system output's name. "
+                        "Co-Simulation (--interface cs, the default when every component offers it): --step is the "
+                        "macro step, gradients by central differences of whole system runs, in parallel (--workers, "
+                        "--dask); Model Exchange (--interface me): one ODE of all components, --rtol/--atol, exact "
+                        "sensitivities")
     add_master_options(system, "--master-order")
     ident.add_argument("--bounds", action="append", metavar="P=LO:HI", help="bounds (default: the model's)")
     ident.add_argument("--method", choices=("auto", *OPTIMIZERS), default="auto",
@@ -483,13 +496,17 @@ def _simulate_system(args) -> int:
     """``simulate --ssp``: co-simulate an SSP system of FMUs (:mod:`fmi_adjoint.ssp.master`)."""
     from ..data import read_csv  # noqa: PLC0415 (only for --ssp)
     from ..ssp.master import (  # noqa: PLC0415
+        ErrorEstimate,
         InputTable,
         check_input_span,
         estimate_error,
         held_inputs_note,
         simulate_system,
+        system_grid,
     )
+    from ..ssp.monolithic import simulate_monolithic, system_interface  # noqa: PLC0415 (as above)
     from ..ssp.reading import open_system  # noqa: PLC0415 (as above)
+    from .fmu_loading import run_tolerances  # noqa: PLC0415 (as above)
 
     if args.model is not None:
         raise ModelError(f"give MODEL or --ssp, not both (MODEL {excerpt(args.model)} and --ssp {excerpt(args.ssp)}).")
@@ -498,7 +515,6 @@ def _simulate_system(args) -> int:
             raise ModelError(f"--{option.replace('_', '-')} applies to a model file, not to --ssp; remove it.")
     if args.engine != "auto" or args.allow_external_tables:
         raise ModelError("--engine and --allow-external-tables apply to a model file, not to --ssp; remove them.")
-    settings = master_settings(args, args.order)
     check_time_span(args.t_end, args.step)
     _check_outputs({"-o": args.output}, [("system", args.ssp), ("inputs file", args.inputs)])
     values = parse_assignments(args.set)
@@ -508,16 +524,39 @@ def _simulate_system(args) -> int:
         table = InputTable(data.times, data.columns, data.values)
     process = _fmu_process_settings(args)
     with open_system(args.ssp) as system:
+        interface = system_interface(system.structure, system.archives, args.interface)
+        if interface == "CoSimulation":
+            if args.rtol is not None or args.atol is not None:
+                raise ModelError("--rtol and --atol apply to a Model Exchange system (--interface me); the "
+                                 "co-simulation's error is set by --step, the macro step; remove them.")
+            settings = master_settings(args, args.order)
+        else:
+            for option, default in (("order", "jacobi"), ("extrapolation", "hold")):
+                if getattr(args, option) != default:
+                    raise ModelError(f"--{option} applies to a co-simulation (--interface cs); a Model Exchange "
+                                     "system is integrated as one ODE, without macro steps; remove it.")
+            tolerances = run_tolerances(args.rtol, args.atol, None)
         t_end = args.t_end if args.t_end is not None else system.structure.stop_time
         if t_end is None:
             raise ModelError(f"{args.ssp} has no DefaultExperiment stopTime; give --t-end.")
         check_time_span(t_end, args.step)
+        t0 = float(system.structure.start_time or 0.0)
         if table is not None:
-            check_input_span(table.times, float(system.structure.start_time or 0.0), t_end, args.inputs)
+            check_input_span(table.times, t0, t_end, args.inputs)
         elif (held := held_inputs_note(system.structure)) is not None:
             _note(held)
         options = {"values": values, "inputs": table, "timeout": process["timeout"], "log": process["log"]}
-        if args.error_estimate:
+        estimate: ErrorEstimate | None = None
+        if interface == "ModelExchange":
+            times = None if args.step is None else system_grid(t0, t_end, args.step)
+            result = simulate_monolithic(system.structure, system.archives, t_end, tolerances=tolerances,
+                                         times=times, **options).result
+            if args.error_estimate:
+                tight = simulate_monolithic(system.structure, system.archives, t_end, tolerances=tolerances.tighter(),
+                                            times=result.times, **options).result
+                estimate = ErrorEstimate((), result.columns, np.max(np.abs(result.values - tight.values), axis=0),
+                                         None, (result, tight))
+        elif args.error_estimate:
             estimate = estimate_error(system.structure, system.archives, t_end, settings, **options)
             result = estimate.results[0]
         else:
@@ -529,10 +568,15 @@ def _simulate_system(args) -> int:
         print(f"wrote {len(result.times)} rows to {args.output}", file=sys.stderr)
     else:
         write_csv_rows(sys.stdout, result.times, columns)
-    if args.error_estimate:
-        factor = 1.0 / (1.0 - 2.0 ** -settings.approximation.order)
-        print(f"estimated coupling error at H = {args.step:g} s ({settings.order.name}, {settings.approximation.name}: "
-              f"{factor:g} x the difference to H/2):", file=sys.stderr)
+    if estimate is not None:
+        if interface == "ModelExchange":
+            factor = 1.0
+            print(f"estimated integration error at rtol = {tolerances.rtol:g}, atol = {tolerances.atol:g} (the "
+                  "difference to a run at tolerances 100 times tighter):", file=sys.stderr)
+        else:
+            factor = 1.0 / (1.0 - 2.0 ** -settings.approximation.order)
+            print(f"estimated coupling error at H = {args.step:g} s ({settings.order.name}, "
+                  f"{settings.approximation.name}: {factor:g} x the difference to H/2):", file=sys.stderr)
         for name, difference in zip(estimate.columns, estimate.difference):
             print(f"  {name:24s} {factor * difference:.3g}", file=sys.stderr)
     return 0
@@ -577,9 +621,9 @@ class _Setup:
 
     def print_notes(self, warnings: bool = True) -> None:
         if self.choice is not None:  # an FMU problem: what its runs found (the sensitivity path given way)
-            from ..fmu.problem import FmuProblem
+            from ..fmu.problem import RunsProblem
 
-            for text in self.problem.notes if isinstance(self.problem, FmuProblem) else ():
+            for text in self.problem.notes if isinstance(self.problem, RunsProblem) else ():
                 _note(text)
         for text in self.notes:
             _note(text)
@@ -755,25 +799,28 @@ def _system_problem(args, options, names, bounds) -> _Setup:
     from ..identify.guards import data_notices  # noqa: PLC0415 (as above)
     from ..integrate.inputs import ParameterValues  # noqa: PLC0415 (as above)
     from ..scale.select import choose_executor  # noqa: PLC0415 (as above)
-    from ..ssp.master import held_inputs_note  # noqa: PLC0415 (as above)
-    from ..ssp.problem import SystemProblem, system_experiment, system_target  # noqa: PLC0415 (as above)
+    from ..fmu.gradients import DifferencePath  # noqa: PLC0415 (as above)
+    from ..ssp.master import MasterSettings, held_inputs_note  # noqa: PLC0415 (as above)
+    from ..ssp.monolithic import system_interface  # noqa: PLC0415 (as above)
+    from ..ssp.monolithic_problem import MonolithicSystemProblem  # noqa: PLC0415 (as above)
+    from ..ssp.problem import (  # noqa: PLC0415 (as above)
+        SystemProblem,
+        SystemProblemBase,
+        system_experiment,
+        system_target,
+    )
     from ..ssp.reading import open_system  # noqa: PLC0415 (as above)
     from .loading import experiment_settings  # noqa: PLC0415 (as above)
 
     if args.model is not None or args.fmu is not None:
         given = f"MODEL {excerpt(args.model)}" if args.model is not None else f"--fmu {excerpt(args.fmu)}"
         raise ModelError(f"give MODEL, --fmu or --ssp, one of them ({given} and --ssp {excerpt(args.ssp)}).")
-    for option in ("integrator", "alpha", "rho_inf", "newton", "jobs", "rtol", "atol", "max_steps", "max_events",
-                   "run_timeout"):
+    for option in ("integrator", "alpha", "rho_inf", "newton", "jobs"):
         if getattr(args, option) is not None:
-            raise ModelError(f"--{option.replace('_', '-')} does not apply to --ssp (Co-Simulation components run "
-                             "their own solvers under the master); remove it.")
+            raise ModelError(f"--{option.replace('_', '-')} does not apply to --ssp (the components run their own "
+                             "equations); remove it.")
     if args.engine != "auto" or args.allow_external_tables:
         raise ModelError("--engine and --allow-external-tables apply to a model file, not to --ssp; remove them.")
-    if args.gradient not in ("auto", "fd") or args.interface not in ("auto", "cs"):
-        raise ModelError("--ssp identifies Co-Simulation components by central differences of whole system runs: "
-                         "remove --gradient and --interface (or give --gradient fd --interface cs).")
-    settings = master_settings(args, args.master_order)
     settings_values = parse_assignments(args.set)
     inputs = read_csv(args.inputs) if args.inputs else None
     dask, timeout = dask_settings(args)
@@ -781,35 +828,90 @@ def _system_problem(args, options, names, bounds) -> _Setup:
     system = open_system(args.ssp)
     executor: AbstractExecutor | None = None
     try:
-        target = system_target(system.structure, system.archives)
+        interface = system_interface(system.structure, system.archives, args.interface)
+        settings = _system_run_settings(args, interface)
+        target = system_target(system.structure, system.archives, interface)
         experiments = []
         for spec in args.data:
             file, values = experiment_settings(spec, settings_values, names)
             data = DataFile.from_path(file, outputs=target.output_names)
+            step = args.step if isinstance(settings, MasterSettings) or args.step is not None else _data_step(data)
             experiments.append(system_experiment(target, data, values, name=Path(file).stem, t_end=args.t_end,
-                                                 step=args.step, cost=options, inputs=inputs,
+                                                 step=step, cost=options, inputs=inputs,
                                                  inputs_file=args.inputs,
                                                  t_start=float(system.structure.start_time or 0.0)))
-        problem = SystemProblem(system.structure, system.archives, experiments, names, settings, bounds=bounds,
-                                start=ParameterValues.of(settings_values), **process)
-        # The stencil's runs in parallel: 2 per parameter and experiment (central differences).
-        executor = choose_executor(workers=args.workers, dask=dask, tasks=2 * len(names) * len(experiments),
-                                   preload=("fmi_adjoint.ssp.problem",), dask_timeout=timeout)
+        problem: SystemProblemBase
+        if isinstance(settings, MasterSettings):
+            problem = SystemProblem(system.structure, system.archives, experiments, names, settings, bounds=bounds,
+                                    start=ParameterValues.of(settings_values), **process)
+            # The stencil's runs in parallel: 2 per parameter and experiment (central differences).
+            tasks = 2 * len(names) * len(experiments)
+        else:
+            problem = MonolithicSystemProblem(system.structure, system.archives, experiments, names, settings,
+                                              bounds=bounds, start=ParameterValues.of(settings_values), **process)
+            if args.gradient == "fd":
+                problem.path, problem.gradient_method = DifferencePath(), "fd"
+            tasks = (2 * len(names) if args.gradient == "fd" else 1) * len(experiments)
+        executor = choose_executor(workers=args.workers, dask=dask, tasks=tasks,
+                                   preload=("fmi_adjoint.ssp.problem", "fmi_adjoint.ssp.monolithic_problem"),
+                                   dask_timeout=timeout)
         problem.executor = executor
     except BaseException:
         if executor is not None:
             executor.close()
         system.close()
         raise
-    choice = GradientChoice("fd", "Co-Simulation components: central differences of whole system runs, in parallel",
-                            "CoSimulation", "every component of the system runs its Co-Simulation interface "
-                            "under the master")
+    if isinstance(problem, SystemProblem):
+        choice = GradientChoice("fd", "Co-Simulation components: central differences of whole system runs, in "
+                                "parallel", "CoSimulation", "every component of the system runs its Co-Simulation "
+                                "interface under the master")
+    else:
+        choice = GradientChoice(problem.gradient_method,
+                                "Model Exchange components: exact sensitivities of the system integrated as one ODE"
+                                if problem.gradient_method == "sensitivity" else "central differences of whole "
+                                "system runs (--gradient fd)", "ModelExchange",
+                                "the components' Model Exchange interfaces coupled into one ODE")
     setup = _Setup(problem, options, choice, system)
     setup.executor, setup.system = executor, True
     if inputs is None and (held := held_inputs_note(system.structure)) is not None:
         setup.notes.append(held)
     setup.add_notices(data_notices(target, _data_costs(args, problem), options=options))
     return setup
+
+
+def _system_run_settings(args, interface: str):
+    """How ``identify --ssp`` runs the system: the master's settings (Co-Simulation) or the Model
+    Exchange tolerances, each refusing the other interface's options by name."""
+    from .fmu_loading import MODEL_EXCHANGE_OPTIONS, run_tolerances  # noqa: PLC0415 (only for --ssp)
+
+    if interface == "CoSimulation":
+        given = [f"--{name.replace('_', '-')}" for name in MODEL_EXCHANGE_OPTIONS if getattr(args, name) is not None]
+        if given:
+            raise ModelError(f"{' and '.join(given)} apply to a Model Exchange system (--interface me); Co-Simulation "
+                             "components run their own solvers under the master; remove them.")
+        if args.gradient not in ("auto", "fd"):
+            raise ModelError("--ssp identifies Co-Simulation components by central differences of whole system runs: "
+                             "remove --gradient (or give --gradient fd).")
+        return master_settings(args, args.master_order)
+    for option, default in (("master_order", "jacobi"), ("extrapolation", "hold")):
+        if getattr(args, option) != default:
+            raise ModelError(f"--{option.replace('_', '-')} applies to a co-simulation (--interface cs); a Model "
+                             "Exchange system is integrated as one ODE, without macro steps; remove it.")
+    if args.gradient == "adjoint":
+        raise ModelError("--gradient adjoint: a Model Exchange system has exact forward sensitivities (--gradient "
+                         "sensitivity, the default) or central differences (--gradient fd).")
+    return run_tolerances(args.rtol, args.atol, args.step, max_steps=args.max_steps, max_events=args.max_events,
+                          run_timeout=args.run_timeout)
+
+
+def _data_step(data) -> float:
+    """The step of a Model Exchange system's experiment without ``--step``: the data's smallest
+    positive sample interval (the runs stop at every sample; the step sizes only a spectral cost's
+    grid), as for one Model Exchange FMU (:func:`~fmi_adjoint.fmu.loading.default_step`)."""
+    times = data.read().times if "time" in data.header() else np.zeros(0)
+    intervals = np.diff(times)
+    positive = intervals[intervals > 0]
+    return float(np.min(positive)) if positive.size else float(times[-1]) / 1000.0 if times.size else 1e-3
 
 
 def _fmu_result_guards(setup: _Setup, result) -> list[tuple[str, bool]]:
@@ -822,9 +924,9 @@ def _fmu_result_guards(setup: _Setup, result) -> list[tuple[str, bool]]:
     if isinstance(setup.problem, FmuProblem):
         return setup.problem.result_guards(result.parameters, result.std_errors)
     if setup.system:
-        from ..ssp.problem import SystemProblem  # noqa: PLC0415 (only for --ssp)
+        from ..ssp.problem import SystemProblemBase  # noqa: PLC0415 (only for --ssp)
 
-        assert isinstance(setup.problem, SystemProblem)  # _system_problem made it
+        assert isinstance(setup.problem, SystemProblemBase)  # _system_problem made it
         return setup.problem.result_guards(result.parameters, result.std_errors)
     return []
 

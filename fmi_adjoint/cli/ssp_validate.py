@@ -25,18 +25,24 @@ from .validation_files import check_html_report, check_report_folder, write_repo
 __all__ = ["add_ssp_validate_options", "check_no_system_options", "validate_system"]
 
 #: The options of a system's validation that an FMU's validation does not take, with their defaults.
-SYSTEM_OPTIONS = (("step", None), ("set", None), ("order", "jacobi"), ("extrapolation", "hold"))
+SYSTEM_OPTIONS = (("step", None), ("set", None), ("order", "jacobi"), ("extrapolation", "hold"), ("rtol", None),
+                  ("atol", None))
 
 
 def add_ssp_validate_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``validate --ssp`` beyond those of an FMU's validation (``--data``,
     ``--inputs``, ``-o``, ``--report``, ``--fmu-timeout``, ``--verbose`` serve both)."""
-    system = parser.add_argument_group("a system of FMUs (SSP 1.0) instead of IDENTIFIED.fmu: co-simulation")
+    system = parser.add_argument_group("a system of FMUs (SSP 1.0) instead of IDENTIFIED.fmu")
     system.add_argument("--ssp", metavar="SYSTEM.ssp",
-                        help="an .ssp archive or an .ssd file of Co-Simulation FMUs, co-simulated from its start "
-                        "time to the data's last sample; the data's columns are COMPONENT.CONNECTOR of component "
-                        "outputs or the system's outputs, --inputs' columns the system's inputs")
+                        help="an .ssp archive or an .ssd file of FMUs, run from its start time to the data's last "
+                        "sample (co-simulated, or with --interface me integrated as one Model Exchange ODE); the "
+                        "data's columns are COMPONENT.CONNECTOR of component outputs or the system's outputs, "
+                        "--inputs' columns the system's inputs")
     system.add_argument("--step", type=float, metavar="H", help="the macro step of the co-simulation [s]")
+    system.add_argument("--rtol", type=float, help="--interface me: relative error tolerance of the adaptive "
+                        "Radau IIA integration (default 1e-8)")
+    system.add_argument("--atol", type=float, help="--interface me: absolute error tolerance, times each state's "
+                        "nominal value (default 1e-10)")
     system.add_argument("--set", action="append", metavar="COMPONENT.NAME=VALUE",
                         help="a component's parameter value (repeatable), after the SSP's parameter bindings")
     add_master_options(system)
@@ -57,9 +63,6 @@ def _check_options(args) -> None:
                          f"{excerpt(args.ssp)}).")
     if args.result is not None:
         raise ModelError("--result applies to an FMU's validation, not to --ssp; remove it.")
-    if args.interface != "auto":
-        raise ModelError("--interface applies to an FMU's validation, not to --ssp (the master runs every component "
-                         "through Co-Simulation); remove it.")
     check_time_span(None, args.step)
 
 
@@ -67,11 +70,11 @@ def validate_system(args) -> int:
     """``validate --ssp`` (module docstring); the exit code (0)."""
     from ..data import read_csv  # noqa: PLC0415 (as every command: what it needs, when it runs)
     from ..fmu.session import DEFAULT_TIMEOUT, check_timeout  # noqa: PLC0415 (as above)
+    from ..ssp.monolithic import system_interface  # noqa: PLC0415 (as above)
     from ..ssp.reading import open_system  # noqa: PLC0415 (as above)
     from ..ssp.validation import resimulate_system  # noqa: PLC0415 (as above)
 
     _check_options(args)
-    settings = master_settings(args, args.order)
     inputs = [("data file", args.data), ("inputs file", args.inputs), ("system", args.ssp)]
     check_report_folder(args.output, inputs)
     if args.report:
@@ -81,6 +84,7 @@ def validate_system(args) -> int:
     data = read_csv(args.data)
     table = read_csv(args.inputs) if args.inputs else None
     with open_system(args.ssp) as system:
+        settings = _run_settings(args, system_interface(system.structure, system.archives, args.interface))
         validation, notes = resimulate_system(system.structure, system.archives, data, settings, values=values,
                                               inputs=table, timeout=timeout,
                                               log=sys.stderr if args.verbose else None)
@@ -88,3 +92,20 @@ def validate_system(args) -> int:
         print(f"fmi-adjoint: note: {text}", file=sys.stderr, flush=True)
     write_reports(validation, args.output, args.report, notes)
     return 0
+
+
+def _run_settings(args, interface: str):
+    """The master's settings (Co-Simulation: ``--step`` required) or the Model Exchange tolerances,
+    each refusing the other interface's options by name."""
+    from .fmu_loading import run_tolerances  # noqa: PLC0415 (only here)
+
+    if interface == "CoSimulation":
+        if args.rtol is not None or args.atol is not None:
+            raise ModelError("--rtol and --atol apply to a Model Exchange system (--interface me); the "
+                             "co-simulation's error is set by --step, the macro step; remove them.")
+        return master_settings(args, args.order)
+    for option, default in (("step", None), ("order", "jacobi"), ("extrapolation", "hold")):
+        if getattr(args, option) != default:
+            raise ModelError(f"--{option} applies to a co-simulation (--interface cs); a Model Exchange system is "
+                             "integrated as one ODE to every sample time; remove it.")
+    return run_tolerances(args.rtol, args.atol, None)

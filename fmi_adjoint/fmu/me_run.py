@@ -159,24 +159,12 @@ class HeldInputs:
     def event_mode_update(self, t: float) -> np.ndarray:
         """Event Mode at the point set, the held inputs at ``t``, the event iteration, back to
         continuous-time mode; the continuous states afterwards."""
-        instance, fmu = self._instance, self._instance.fmu
+        instance = self._instance
         self._t = float(t)
-        instance._call(f"entering event mode at t = {t:g} s", fmu.enterEventMode)
+        instance.enter_event_mode(t)
         instance.set_values(self.held_refs, self.held_values(t))
-        update = fmu.updateDiscreteStates if instance.fmi3 else fmu.newDiscreteStates
-        for _ in range(1000):
-            # fmpy: (update needed, terminate, nominals changed, values changed, next time defined, next time)
-            info = instance._call(f"the event iteration at t = {t:g} s", update)
-            if info[1]:
-                raise instance.Failure(f"{instance.fmu_name}: the FMU asked to terminate at t = {t:g} s; shorten "
-                                       "the run (--t-end) to end before it.")
-            instance.next_event_time = float(info[5]) if info[4] else None
-            if not info[0]:
-                break
-        else:
-            raise instance.Failure(f"{instance.fmu_name}: the event iteration at t = {t:g} s did not settle in 1000 "
-                                   "iterations; the FMU is faulty: report it to its author.")
-        instance._call("entering continuous-time mode", fmu.enterContinuousTimeMode)
+        instance.settle_discrete_states(t)
+        instance.enter_continuous_time_mode()
         return instance.initial_states() if instance.n_states else np.zeros(0)
 
 

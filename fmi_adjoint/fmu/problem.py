@@ -30,7 +30,7 @@ import copy
 import dataclasses
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -51,7 +51,7 @@ from .simulation import FmuSimulator, RunOutputs, SensitivityRequest
 from .variables import check_names, declared_variable, resolve
 from .windows import EventWindows
 
-__all__ = ["FmuProblem", "RunsProblem", "declared_parameter", "fmu_problem"]
+__all__ = ["FmuProblem", "RunsProblem", "declared_parameter", "fmu_problem", "reference_change"]
 
 
 def fmu_problem(
@@ -167,6 +167,31 @@ def declared_parameter(archive: FmuArchive, name: str) -> tuple[float | None, fl
 _declared = declared_parameter  # the name tests/test_fmu_variable_types.py imports
 
 
+def reference_change(problem: RunsProblem, x: np.ndarray, reference: Callable[[FmuExperiment], RunOutputs],
+                     factor: float = 1.0) -> dict:
+    """How the fit at ``x`` changes when every experiment is run as ``reference`` runs it (tighter
+    tolerances, half the macro step), times ``factor`` (Richardson's, 1 for a reference far more
+    accurate than the runs): the change of the cost, the largest change of a compared output and,
+    for least-squares costs, the parameter bias it implies, identified minus reference values,
+    ``(JᵀJ)⁻¹ Jᵀ δr`` with ``δr = r_reference - r`` (minus the Gauss-Newton step the reference's
+    residuals would take from ``x``)."""
+    cost, cost_reference, biggest = 0.0, 0.0, 0.0
+    delta_r = []
+    for exp in problem.experiments:
+        run, ref = problem.run(exp, x), reference(exp)
+        cost += exp.cost.evaluate(run.Y, np.zeros(0)).J
+        cost_reference += exp.cost.evaluate(ref.Y, np.zeros(0)).J
+        biggest = max(biggest, float(np.max(np.abs(ref.Y - run.Y), initial=0.0)))
+        if isinstance(exp.cost, LeastSquaresCost):
+            delta_r.append(exp.cost.residuals(ref.Y)[0] - exp.cost.residuals(run.Y)[0])
+    out: dict = {"cost": factor * abs(cost_reference - cost), "largest_output_change": factor * biggest}
+    if len(delta_r) == len(problem.experiments):
+        _, Jr = problem.residuals(x)
+        bias = factor * np.linalg.lstsq(Jr, np.concatenate(delta_r), rcond=None)[0]
+        out["parameter_bias"] = dict(zip(problem.names, map(float, bias)))
+    return out
+
+
 class RunsProblem:
     """What an identification problem computes from whole runs (one :class:`RunOutputs` per
     experiment at its sample times) and its gradient path: costs, gradients, least-squares
@@ -194,6 +219,13 @@ class RunsProblem:
 
     def path_outputs(self, x: np.ndarray) -> list[RunOutputs]:
         raise NotImplementedError
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the user should know about the runs so far (e.g. the sensitivity path gave way to
+        differences), one line each without the ``fmi-adjoint: note:`` prefix; the command line
+        prints them.  None by default."""
+        return ()
 
     def sampled_outputs(self, index: int, x: np.ndarray) -> np.ndarray:
         """Outputs of experiment ``index`` at its sample times, at identified values ``x``."""
@@ -407,23 +439,8 @@ class FmuProblem(RunsProblem):
             return None
         x = np.asarray(x, dtype=float)
         fine = self.tolerances.tighter()
-        cost, cost_fine, biggest = 0.0, 0.0, 0.0
-        delta_r = []
-        for exp in self.experiments:
-            run = self.run(exp, x)
-            ref = self.run(exp, x, tolerances=fine)
-            cost += exp.cost.evaluate(run.Y, np.zeros(0)).J
-            cost_fine += exp.cost.evaluate(ref.Y, np.zeros(0)).J
-            biggest = max(biggest, float(np.max(np.abs(ref.Y - run.Y), initial=0.0)))
-            if isinstance(exp.cost, LeastSquaresCost):
-                delta_r.append(exp.cost.residuals(ref.Y)[0] - exp.cost.residuals(run.Y)[0])
-        out: dict = {"tolerances": self.tolerances.to_json(), "reference_tolerances": fine.to_json(),
-                     "cost": abs(cost_fine - cost), "largest_output_change": biggest}
-        if len(delta_r) == len(self.experiments):
-            _, Jr = self.residuals(x)
-            bias = np.linalg.lstsq(Jr, np.concatenate(delta_r), rcond=None)[0]
-            out["parameter_bias"] = dict(zip(self.names, map(float, bias)))
-        return out
+        return {"tolerances": self.tolerances.to_json(), "reference_tolerances": fine.to_json(),
+                **reference_change(self, x, lambda exp: self.run(exp, x, tolerances=fine))}
 
     def result_guards(self, x: np.ndarray, std_errors) -> list[tuple[str, bool]]:
         """Warnings on the fit at ``x`` (issue 32), each with whether it makes the result

@@ -47,7 +47,8 @@ _REPLY_SLACK = 1 << 20
 #: and comparisons raise RecursionError.
 MAX_DEPTH = 32
 _ERROR_KINDS = ("fmu", "convergence", "internal")
-_CALL_LABELS = {"instantiate": "instantiating the FMU", "simulate_fmu": "fmpy.simulate_fmu",
+_CALL_LABELS = {"instantiate": "instantiating the FMU", "instantiate_system": "instantiating the system's FMUs",
+                "simulate_fmu": "fmpy.simulate_fmu",
                 "run_cs": "the Co-Simulation run", "run_me_adaptive": "the Model Exchange run"}
 
 
@@ -103,7 +104,7 @@ def reply_limit(op: str, args: tuple, n_states: int) -> int:
         values = _call_size(method, method_args, n_states) or 0
     elif op == "run_cs":
         values = unpack(args[2]).size * len(args[3])
-    elif op != "instantiate":
+    elif op not in ("instantiate", "instantiate_system"):
         return MAX_REPLY_BYTES
     return min(MAX_REPLY_BYTES, 8 * values + _REPLY_SLACK)
 
@@ -302,7 +303,7 @@ def expectation(op: str, args: tuple, n_states: int) -> tuple[str, Callable[[obj
         _, method, method_args = args
         return f"the call {method!r}", _call(method, method_args, n_states)
     label = _CALL_LABELS.get(op, f"the request {op!r}")
-    if op == "instantiate":
+    if op in ("instantiate", "instantiate_system"):
         return label, _none
     if op == "simulate_fmu":
         return label, _simulate_fmu(args[1])

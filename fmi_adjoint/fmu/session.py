@@ -167,18 +167,28 @@ class FmuSession:
         self.archive = archive
         self.interface = interface
         self.fmi3 = archive.fmi_version == 3
-        self.timeout = check_timeout(timeout)
-        self.log = log
-        self.next_event_time: float | None = None
         self._params = [v for v in archive.variables.values()
                         if v.causality == "parameter" and v.variability in ("fixed", "tunable") and v.is_real]
         # Per state element; an array state has no reference per element (-1): its Jacobian
         # columns come from differences (FmuProblem never asks the FMU for them).
-        self.state_refs = [state.valueReference if size == 1 and not state.shape else -1
+        self.state_refs: list = [state.valueReference if size == 1 and not state.shape else -1
                            for state, _, size in archive.continuous_states for _ in range(size)]
-        self.derivative_refs = [der.valueReference if size == 1 and not der.shape else -1
+        self.derivative_refs: list = [der.valueReference if size == 1 and not der.shape else -1
                                 for _, der, size in archive.continuous_states for _ in range(size)]
         self.n_states = archive.n_states
+        self._launch(archive.path.name, archive.directory, timeout, log)
+        if interface is not None:
+            self._instantiate("instantiate", (str(archive.directory), interface, self.n_states, self.state_refs,
+                                              self.derivative_refs, archive.number_of_event_indicators), wait)
+
+    def _launch(self, label: str, folder: Path, timeout: float, log: TextIO | None) -> None:
+        """Start the worker (its log and call buffer in ``folder``; ``label`` names it in errors)."""
+        #: What errors name: the FMU's file name (a system's: :mod:`fmi_adjoint.ssp.monolithic`).
+        self.label = label
+        self.folder = folder
+        self.timeout = check_timeout(timeout)
+        self.log = log
+        self.next_event_time: float | None = None
         # set_point waiting to travel with the next evaluation
         self._point: tuple[float, list[float], list[int], list[float]] | None = None
         self._busy = self._instantiating = False
@@ -186,13 +196,14 @@ class FmuSession:
         self._limit = 0
         self._process: subprocess.Popen | None = None
         self._spawn()
+
+    def _instantiate(self, op: str, args: tuple, wait: bool) -> None:
+        """Send the request that creates the worker's instance (killing the worker if that fails)."""
         try:
-            if interface is not None:
-                self.submit("instantiate", (str(archive.directory), interface, self.n_states, self.state_refs,
-                                            self.derivative_refs, archive.number_of_event_indicators))
-                self._instantiating = True
-                if wait:
-                    self._instantiated()
+            self.submit(op, args)
+            self._instantiating = True
+            if wait:
+                self._instantiated()
         except BaseException:
             self.kill()
             raise
@@ -224,7 +235,7 @@ class FmuSession:
 
     # -- the worker process ----------------------------------------------------------------
     def _spawn(self) -> None:
-        folder = self.archive.directory
+        folder = self.folder
         log_fd, log_path = tempfile.mkstemp(prefix="worker-", suffix=".log", dir=folder)
         self._log_path = Path(log_path)
         self._progress_path = self._log_path.with_suffix(".call")
@@ -236,7 +247,7 @@ class FmuSession:
             self._process = subprocess.Popen(
                 # -P: the script's folder (fmi_adjoint/fmu) is not put on sys.path.
                 [sys.executable, "-P", "-u", _WORKER_SCRIPT, str(request_read), str(reply_write),
-                 str(self._progress_path), self.archive.path.name, str(os.getpid())],
+                 str(self._progress_path), self.label, str(os.getpid())],
                 stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, pass_fds=(request_read, reply_write),
                 env=_worker_environment(),
                 process_group=0,  # Ctrl-C in a terminal reaches the parent only
@@ -259,10 +270,10 @@ class FmuSession:
     def submit(self, op: str, args: tuple) -> None:
         """Send one request (answer it with :meth:`result`; see :func:`run_parallel`)."""
         if self._process is None:
-            raise FmuError(f"{self.archive.path.name}: the FMU's process has ended; open the FMU again.")
+            raise FmuError(f"{self.label}: the FMU's process has ended; open the FMU again.")
         self._instantiated()
         if self._busy:
-            raise FmuError(f"internal error: {self.archive.path.name}: a request is already in progress.")
+            raise FmuError(f"internal error: {self.label}: a request is already in progress.")
         expected, limit = expectation(op, args, self.n_states), reply_limit(op, args, self.n_states)
         try:
             self._requests.send_bytes(pickle.dumps((op, args), protocol=pickle.HIGHEST_PROTOCOL))
@@ -287,14 +298,14 @@ class FmuSession:
             self.kill()
             call = what if count else "starting the FMU's process"
             raise FmuError(
-                f"{self.archive.path.name}: {call} did not return within {limit:g} s, so the FMU's process was "
+                f"{self.label}: {call} did not return within {limit:g} s, so the FMU's process was "
                 "stopped; if the FMU is only slow, raise --fmu-timeout, otherwise have the FMU fixed."
             )
 
     def result(self):
         """The answer to the request in progress (waits; FmuError on a crash or a timeout)."""
         if not self._busy:
-            raise FmuError(f"internal error: {self.archive.path.name}: no request is in progress.")
+            raise FmuError(f"internal error: {self.label}: no request is in progress.")
         call, check = self._expected
         try:
             while not self._replies.poll(_POLL):
@@ -320,7 +331,7 @@ class FmuSession:
         finally:
             del data  # a large reply is freed before the error or the caller's work
         kind, message = payload
-        name = self.archive.path.name
+        name = self.label
         # The text is the worker's, and so within reach of the binary: one line, after our
         # own prefix naming the FMU and the call, so that it cannot pose as the tool's line.
         if kind == "convergence":  # the integrator's own text, which the optimizer may report as a note
@@ -341,7 +352,7 @@ class FmuSession:
         the reply, the worker is no longer trusted with the next request."""
         self.kill()
         reason = one_line(str(exc)[:300]) if not isinstance(exc, RecursionError) else "nested too deeply"
-        return FmuError(f"{self.archive.path.name}: the FMU's process answered {call} with a malformed reply "
+        return FmuError(f"{self.label}: the FMU's process answered {call} with a malformed reply "
                         f"({reason or type(exc).__name__}); the FMU binary corrupts or forges what its host "
                         "process sends. Have the FMU fixed.")
 
@@ -377,7 +388,7 @@ class FmuSession:
             if left <= 0:
                 self.kill()
                 raise FmuError(
-                    f"{self.archive.path.name}: the FMU's process began its answer to {call} but did not finish "
+                    f"{self.label}: the FMU's process began its answer to {call} but did not finish "
                     f"it within {self.timeout:g} s, so the FMU's process was stopped; the FMU binary stalls or "
                     "forges what its host process sends. Have the FMU fixed (if the machine is only "
                     "overloaded, raise --fmu-timeout).")
@@ -404,7 +415,7 @@ class FmuSession:
         """The error for a worker that died during a request: the signal and the call."""
         process = self._process
         if process is None:
-            return FmuError(f"{self.archive.path.name}: the FMU's process has ended; open the FMU again.")
+            return FmuError(f"{self.label}: the FMU's process has ended; open the FMU again.")
         _kill(process)
         count, what = self._progress.read()
         call = what if count else "starting the FMU's process"
@@ -417,7 +428,7 @@ class FmuSession:
                 how = f"was ended by signal {-status}"
         else:
             how = f"ended its process (exit status {status})"
-        return FmuError(f"{self.archive.path.name}: the FMU binary {how} during {call}; the FMU is faulty: "
+        return FmuError(f"{self.label}: the FMU binary {how} during {call}; the FMU is faulty: "
                         "rerun with --verbose to see its log, and report it to its author.")
 
     def kill(self) -> None:
@@ -447,7 +458,7 @@ class FmuSession:
         except OSError:
             return
         for line in text.splitlines():
-            print(f"[{self.archive.path.name}] {line}", file=self.log)
+            print(f"[{self.label}] {line}", file=self.log)
 
     def close(self) -> None:
         """Free the instance and end the worker (killed if it does not exit within 2 s)."""

@@ -316,8 +316,12 @@ class _Instance:
         #: rejected (:func:`.me_sensitivities.run_sensitivities`): checked once per worker.
         self.trusted_columns: dict[int, bool] = {}
 
+    #: Put before every call's text in the progress buffer: a system's component names itself there
+    #: (the parent's error after a crash or a timeout quotes that text).
+    call_prefix = ""
+
     def _call(self, what: str, function: Callable, *args):
-        self.progress.publish(what)
+        self.progress.publish(self.call_prefix + what if self.call_prefix else what)
         try:
             return function(*args)
         except Exception as exc:  # fmpy raises FMICallException / OSError
@@ -414,6 +418,12 @@ class _Instance:
         Model Exchange instances end in continuous-time mode after the event iteration.
         Returns the next time event (None if there is none).
         """
+        self.enter_initialization(refs, values, t0, t_end)
+        return self.exit_initialization()
+
+    def enter_initialization(self, refs: Sequence, values: Sequence[float], t0: float, t_end: float) -> None:
+        """The first half of :meth:`start`: reset, set ``values``, enter Initialization Mode (where a
+        system's master sets the coupled inputs and reads outputs: :mod:`.me_system`)."""
         fmu = self.fmu
         if self._used:
             self._call("fmiReset", fmu.reset)
@@ -425,10 +435,14 @@ class _Instance:
             self._call("fmi3EnterInitializationMode", fmu.enterInitializationMode, None, t0, t_end)
         else:
             self._call("fmi2EnterInitializationMode", fmu.enterInitializationMode)
-        self._call("exiting initialization mode", fmu.exitInitializationMode)
+
+    def exit_initialization(self) -> float | None:
+        """The second half of :meth:`start`: exit Initialization Mode; a Model Exchange instance
+        then runs the event iteration and enters continuous-time mode.  The next time event."""
+        self._call("exiting initialization mode", self.fmu.exitInitializationMode)
         if self.interface == "ModelExchange":
             self._event_iteration()
-            self._call("entering continuous-time mode", fmu.enterContinuousTimeMode)
+            self._call("entering continuous-time mode", self.fmu.enterContinuousTimeMode)
         return self.next_event_time
 
     def _event_iteration(self) -> None:
@@ -588,21 +602,38 @@ class _Instance:
     def event_mode_update(self, t: float) -> np.ndarray:
         """Event mode at the point set, the event iteration, back to continuous-time mode; the
         continuous states afterwards (:attr:`next_event_time` updated)."""
-        self._call(f"entering event mode at t = {t:g} s", self.fmu.enterEventMode)
-        for _ in range(1000):
-            update = self.fmu.updateDiscreteStates if self.fmi3 else self.fmu.newDiscreteStates
-            info = self._call(f"the event iteration at t = {t:g} s", update)
-            if info[1]:
-                raise _Failure(f"{self.fmu_name}: the FMU asked to terminate at t = {t:g} s; shorten the run "
-                               "(--t-end) to end before it.")
-            self.next_event_time = float(info[5]) if info[4] else None
-            if not info[0]:
-                break
-        else:
-            raise _Failure(f"{self.fmu_name}: the event iteration at t = {t:g} s did not settle in 1000 "
-                           "iterations; the FMU is faulty: report it to its author.")
-        self._call("entering continuous-time mode", self.fmu.enterContinuousTimeMode)
+        self.enter_event_mode(t)
+        self.settle_discrete_states(t)
+        self.enter_continuous_time_mode()
         return self.initial_states() if self.n_states else np.zeros(0)
+
+    # The phases of the event iteration (FMI 2.0, sec. 3.2.2; FMI 3.0, sec. 3.2.4), also driven one
+    # by one by a system's master, which couples the instances between them (:mod:`.me_system`).
+    def enter_event_mode(self, t: float) -> None:
+        self._call(f"entering event mode at t = {t:g} s", self.fmu.enterEventMode)
+
+    def update_discrete_states(self, t: float) -> bool:
+        """One ``fmi2NewDiscreteStates`` / ``fmi3UpdateDiscreteStates``; whether another is needed
+        (:attr:`next_event_time` updated).  A request to terminate is a Failure."""
+        update = self.fmu.updateDiscreteStates if self.fmi3 else self.fmu.newDiscreteStates
+        # fmpy: (update needed, terminate, nominals changed, values changed, next time defined, next time)
+        info = self._call(f"the event iteration at t = {t:g} s", update)
+        if info[1]:
+            raise _Failure(f"{self.fmu_name}: the FMU asked to terminate at t = {t:g} s; shorten the run "
+                           "(--t-end) to end before it.")
+        self.next_event_time = float(info[5]) if info[4] else None
+        return bool(info[0])
+
+    def settle_discrete_states(self, t: float) -> None:
+        """:meth:`update_discrete_states` until no further update is needed (at most 1000)."""
+        for _ in range(1000):
+            if not self.update_discrete_states(t):
+                return
+        raise _Failure(f"{self.fmu_name}: the event iteration at t = {t:g} s did not settle in 1000 "
+                       "iterations; the FMU is faulty: report it to its author.")
+
+    def enter_continuous_time_mode(self) -> None:
+        self._call("entering continuous-time mode", self.fmu.enterContinuousTimeMode)
 
     def get_fmu_state(self):
         getter = self.fmu.getFMUState if self.fmi3 else self.fmu.getFMUstate
@@ -618,8 +649,7 @@ class _Instance:
 
     def run_me_adaptive(self, request: dict) -> dict:
         """The adaptive Model Exchange run of :mod:`.me_run` (Radau IIA, events, sensitivities)."""
-        _project_module("integrate.radau")
-        return _project_module("fmu.me_run").run_model_exchange(self, request)
+        return run_model_exchange(self, request)
 
     def close(self) -> None:
         """Terminate and free the instance; failures are irrelevant here (the process ends)."""
@@ -632,6 +662,31 @@ class _Instance:
             self.fmu.freeInstance()
         except Exception:  # noqa: BLE001 - as above
             pass
+
+
+def run_model_exchange(instance, request: dict) -> dict:
+    """The adaptive Model Exchange run of :mod:`.me_run` for an FMU's instance or a system's
+    (:class:`~fmi_adjoint.fmu.me_system.SystemInstance`)."""
+    _project_module("integrate.radau")
+    return _project_module("fmu.me_run").run_model_exchange(instance, request)
+
+
+def _instantiate_system(progress: Progress, label: str, components: Sequence[tuple], plan: dict):
+    """A system of Model Exchange FMUs in this one worker (:mod:`.me_system`): one instance per
+    component, ``components[k] = (name, file name, directory, n_states, state_refs,
+    derivative_refs, n_indicators)``, coupled as ``plan`` says."""
+    instances = []
+    try:
+        for name, file_name, directory, n_states, state_refs, derivative_refs, n_indicators in components:
+            instances.append(_Instance(progress, f"{label}: component {name!r} ({file_name})", directory,
+                                       "ModelExchange", n_states, state_refs, derivative_refs, n_indicators))
+            instances[-1].call_prefix = f"component {name!r}: "
+    except BaseException:
+        for instance in instances:
+            instance.close()
+        raise
+    system = _project_module("fmu.me_system")
+    return system.SystemInstance(progress, label, [c[0] for c in components], instances, plan, run_model_exchange)
 
 
 class _Advance:
@@ -743,7 +798,7 @@ def _serve(request_fd: int, reply_fd: int, progress_path: str, fmu_name: str, pa
     requests = Connection(request_fd, writable=False)
     replies = Connection(reply_fd, readable=False)
     progress = Progress(progress_path)
-    instance: _Instance | None = None
+    instance: _Instance | None = None  # or a system's SystemInstance, which has the same interface
     result: tuple
     reply: tuple
     while True:
@@ -756,6 +811,9 @@ def _serve(request_fd: int, reply_fd: int, progress_path: str, fmu_name: str, pa
         try:
             if op == "instantiate":
                 instance = _Instance(progress, fmu_name, *args)
+                result = ("value", None)
+            elif op == "instantiate_system":
+                instance = _instantiate_system(progress, *args)
                 result = ("value", None)
             elif op == "simulate_fmu":
                 result = ("value", _simulate_fmu(progress, fmu_name, *args))

@@ -97,12 +97,18 @@ from ..fmu.simulation import interpolates
 from ..text import excerpt
 from .structure import Component, Connection, Endpoint, SystemStructure
 
-__all__ = ["APPROXIMATIONS", "ErrorEstimate", "GaussSeidel", "InputTable", "Jacobi", "LinearExtrapolation",
-           "MasterSettings", "MODEL_EXCHANGE_REFUSAL", "ORDERS", "SystemResult", "ZeroOrderHold", "estimate_error",
-           "check_input_span", "held_inputs_note", "simulate_system", "system_columns"]
+__all__ = ["APPROXIMATIONS", "CO_SIMULATION_REFUSAL", "CouplingPlan", "ErrorEstimate", "GaussSeidel", "InputTable",
+           "Jacobi", "LinearExtrapolation", "MasterSettings", "MODEL_EXCHANGE_REFUSAL", "ORDERS", "SystemResult",
+           "ZeroOrderHold", "check_input_span", "component_values", "estimate_error", "held_inputs_note", "runs_as",
+           "simulate_system", "system_columns", "system_grid"]
 
 MODEL_EXCHANGE_REFUSAL = ("not yet: Model Exchange components in a co-simulation; export or choose the "
-                          "CoSimulation implementation")
+                          "CoSimulation implementation, or run the system as one Model Exchange system "
+                          "(--interface me) if every component offers Model Exchange")
+#: A component without Model Exchange in a system integrated as one (:mod:`.monolithic`).
+CO_SIMULATION_REFUSAL = ("not yet: Co-Simulation components in a Model Exchange system; export or choose the "
+                         "ModelExchange implementation, or co-simulate the system (--interface cs) if every "
+                         "component offers Co-Simulation")
 #: Relative step of the forward differences of an algebraic loop's Jacobian.
 DIFFERENCE_STEP = 1e-7
 #: Largest condition number of a loop's Jacobian ``I - dC/dy dy/du`` that is solved: the
@@ -219,7 +225,7 @@ def held_inputs_note(structure: SystemStructure) -> str | None:
     """The note for a run without an input table: the system inputs that drive components
     leave those components at their inputs' start values over the whole run (None where no
     system input drives a component).  With a table every such input needs a column
-    (:meth:`_Plan.check_table`)."""
+    (:meth:`CouplingPlan.check_table`)."""
     held = sorted({c.start.connector for c in structure.connections
                    if c.start.element is None and c.end.element is not None})
     if not held:
@@ -271,20 +277,21 @@ class ErrorEstimate:
 Port = tuple[str, str]  # (component, connector)
 
 
-class _Plan:
+class CouplingPlan:
     """The wiring of a system: per component its input and output ports and the feedthrough,
     the coupling of every connected input, the loops and the Gauss-Seidel order."""
 
-    def __init__(self, structure: SystemStructure, archives: Mapping[str, FmuArchive]):
+    def __init__(self, structure: SystemStructure, archives: Mapping[str, FmuArchive],
+                 interface: str = "CoSimulation"):
         self.structure = structure
         self.components: list[Component] = list(structure.components)
         for component in self.components:
             if component.name not in archives:
                 raise FmuError(f"{structure.source}: no FMU was opened for the component {excerpt(component.name)}.")
-            archive = archives[component.name]
-            if component.implementation == "ModelExchange" or not archive.co_simulation:
+            if not runs_as(component, archives[component.name], interface):
+                refusal = MODEL_EXCHANGE_REFUSAL if interface == "CoSimulation" else CO_SIMULATION_REFUSAL
                 raise FmuError(f"{structure.source}: component {excerpt(component.name)} "
-                               f"({archive.path.name}): {MODEL_EXCHANGE_REFUSAL}.")
+                               f"({archives[component.name].path.name}): {refusal}.")
         self.archives = archives
         #: Every component connector's type, by port (read at every macro step).
         self.types: dict[Port, str] = {(c.name, k.name): k.type for c in self.components for k in c.connectors}
@@ -399,7 +406,7 @@ class _Plan:
 class _Run:
     """One run of the master (sessions, coupling values, the loop's Jacobian)."""
 
-    def __init__(self, plan: _Plan, settings: MasterSettings, inputs: InputTable | None, sessions):
+    def __init__(self, plan: CouplingPlan, settings: MasterSettings, inputs: InputTable | None, sessions):
         self.plan, self.settings, self.table = plan, settings, inputs
         self.sessions: dict[str, FmuSession] = sessions
         self.in_refs = {n: s.refs(plan.inputs[n]) for n, s in sessions.items()}
@@ -601,6 +608,14 @@ class _Run:
         return row
 
 
+def runs_as(component: Component, archive: FmuArchive, interface: str) -> bool:
+    """Whether ``component`` can run through ``interface``: the FMU has that interface with a binary
+    for this platform, and the SSD's ``implementation`` (SSP 1.0, 5.3.2) is that one or ``any``."""
+    if interface == "ModelExchange":
+        return component.implementation != "CoSimulation" and archive.model_exchange
+    return component.implementation != "ModelExchange" and archive.co_simulation
+
+
 def _cs_flag(archive: FmuArchive, name: str) -> bool:
     """A capability flag of the FMU's ``<CoSimulation>`` element, read from the XML (fmpy 0.3
     keeps only FMI 2 spellings; FMI 3 writes ``providesDirectionalDerivatives``)."""
@@ -611,7 +626,7 @@ def _cs_flag(archive: FmuArchive, name: str) -> bool:
     return any(element.get(spelling, "false") in ("true", "1") for spelling in spellings)
 
 
-def _component_values(structure: SystemStructure, values: Mapping[str, float]) -> dict[str, dict[str, float]]:
+def component_values(structure: SystemStructure, values: Mapping[str, float]) -> dict[str, dict[str, float]]:
     """Per component: the SSD's parameter bindings, then the user's ``COMPONENT.NAME`` values."""
     out: dict[str, dict[str, float]] = {c.name: dict(structure.parameter_values(c.name)) for c in structure.components}
     for key, value in values.items():
@@ -624,14 +639,15 @@ def _component_values(structure: SystemStructure, values: Mapping[str, float]) -
     return out
 
 
-def system_columns(structure: SystemStructure, archives: Mapping[str, FmuArchive]) -> tuple[str, ...]:
-    """The columns of the master's result for ``structure`` (module docstring: every component
-    output ``COMPONENT.CONNECTOR``, then the system's outputs), after the checks the master makes
-    before any run (a Model Exchange component is refused, :data:`MODEL_EXCHANGE_REFUSAL`)."""
-    return tuple(_Plan(structure, archives).columns())
+def system_columns(structure: SystemStructure, archives: Mapping[str, FmuArchive],
+                   interface: str = "CoSimulation") -> tuple[str, ...]:
+    """The columns of a run's result for ``structure`` (module docstring: every component output
+    ``COMPONENT.CONNECTOR``, then the system's outputs), after the checks made before any run (a
+    component without ``interface`` is refused, :data:`MODEL_EXCHANGE_REFUSAL`)."""
+    return tuple(CouplingPlan(structure, archives, interface).columns())
 
 
-def _grid(t_start: float, t_end: float, step: float) -> np.ndarray:
+def system_grid(t_start: float, t_end: float, step: float) -> np.ndarray:
     """Communication points from ``t_start`` to ``t_end`` by ``step``, the last step shorter."""
     if not (math.isfinite(t_end) and t_end > t_start):
         raise FmuError(f"end time {t_end!r}: give a time after the start time {t_start:g} s.")
@@ -650,11 +666,11 @@ def simulate_system(structure: SystemStructure, archives: Mapping[str, FmuArchiv
                     timeout: float = DEFAULT_TIMEOUT, log: TextIO | None = None) -> SystemResult:
     """Co-simulate ``structure`` from ``t_start`` (default: the SSD's start time, else 0) to
     ``t_end`` (module docstring); one row per communication point."""
-    plan = _Plan(structure, archives)
+    plan = CouplingPlan(structure, archives)
     plan.check_table(inputs)
     t0 = float(t_start if t_start is not None else structure.start_time or 0.0)
-    grid = _grid(t0, float(t_end), float(settings.step))
-    per_component = _component_values(structure, values or {})
+    grid = system_grid(t0, float(t_end), float(settings.step))
+    per_component = component_values(structure, values or {})
     sessions: dict[str, FmuSession] = {}
     try:
         for component in plan.components:

@@ -56,7 +56,7 @@ from typing import TextIO, cast
 
 import numpy as np
 
-from ..costs import LeastSquaresCost, Sampler
+from ..costs import Sampler
 from ..data import Measurement
 from ..errors import ConvergenceError, FmuError, IdentificationError
 from ..fmu.archive import FmuArchive, open_fmu
@@ -64,7 +64,7 @@ from ..fmu.differences import FD_REL_STEP
 from ..fmu.experiment import FmuExperiment, Tolerances
 from ..fmu.gradients import DifferencePath, Unavailable
 from ..fmu.guards import FitProblem, at_result, beyond_standard_errors, convergence_warning
-from ..fmu.problem import RunsProblem, declared_parameter
+from ..fmu.problem import RunsProblem, declared_parameter, reference_change
 from ..fmu.session import DEFAULT_TIMEOUT, check_timeout
 from ..fmu.simulation import RunOutputs, SensitivityRequest
 from ..fmu.tasks import FmuBytes
@@ -78,15 +78,17 @@ from ..text import excerpt
 from .master import InputTable, MasterSettings, SystemResult, check_input_span, simulate_system, system_columns
 from .structure import SystemStructure, system_identity
 
-__all__ = ["SystemBytes", "SystemProblem", "SystemRunTask", "system_experiment", "system_target"]
+__all__ = ["ResidentSystem", "SystemBytes", "SystemProblem", "SystemProblemBase", "SystemRunTask", "system_experiment",
+           "system_target"]
 
 
-def system_target(structure: SystemStructure, archives: Mapping[str, FmuArchive]) -> Target:
-    """The system's outputs as data may name them (the master's result columns), with their
-    units (the connector's, else the FMU variable's) and end time (``DefaultExperiment``
-    ``stopTime``, else 1 s as for an FMU without one).  Refuses what the master refuses
-    (a Model Exchange component) before any data are read."""
-    columns = system_columns(structure, archives)
+def system_target(structure: SystemStructure, archives: Mapping[str, FmuArchive],
+                  interface: str = "CoSimulation") -> Target:
+    """The system's outputs as data may name them (a run's result columns), with their units (the
+    connector's, else the FMU variable's) and end time (``DefaultExperiment`` ``stopTime``, else
+    1 s as for an FMU without one).  Refuses a component without ``interface`` before any data are
+    read."""
+    columns = system_columns(structure, archives, interface)
     units = []
     for column in columns:
         element, dot, connector = column.partition(".")
@@ -131,7 +133,7 @@ class SystemBytes:
         return cls(structure, fmus, digest)
 
 
-class _ResidentSystem:
+class ResidentSystem:
     """A system opened in a worker: its private folder and one archive per component (a
     component's FMU checked and extracted by :func:`~fmi_adjoint.fmu.archive.open_fmu`)."""
 
@@ -168,7 +170,7 @@ class SystemRunTask:
     timeout: float
 
     def run(self, context: WorkerContext) -> SystemResult:
-        with context.resident(f"ssp:{self.system.digest}", lambda: _ResidentSystem(self.system)) as resident:
+        with context.resident(f"ssp:{self.system.digest}", lambda: ResidentSystem(self.system)) as resident:
             return simulate_system(self.system.structure, resident.archives, self.t_end, self.settings,
                                    values=dict(self.values), inputs=self.inputs, timeout=self.timeout)
 
@@ -187,9 +189,10 @@ def _split(name: str, structure: SystemStructure) -> tuple[str, str]:
     return component, variable
 
 
-class SystemProblem(RunsProblem):
-    """Experiments on a system of Co-Simulation FMUs sharing the identified parameters
-    ``names`` (``COMPONENT.NAME``; module docstring).
+class SystemProblemBase(RunsProblem):
+    """What the identification problems of a system share, whichever way its runs are made: the
+    identified parameters ``names`` (``COMPONENT.NAME``; module docstring), their bounds, start and
+    scales, the experiments' values and inputs, the memo of the gradient path's runs, the units.
 
     Parameters
     ----------
@@ -198,8 +201,6 @@ class SystemProblem(RunsProblem):
         caller closes them).
     experiments : sequence of FmuExperiment
         Of :func:`system_experiment`.
-    settings : MasterSettings
-        The master's macro step, order and input approximation.
     bounds : mapping of str to (float, float), optional
         Overrides the FMUs' ``min``/``max``.
     start : ParameterValues or mapping of str to float, optional
@@ -213,17 +214,18 @@ class SystemProblem(RunsProblem):
         Where the FMU binaries' output is copied (``--verbose``; runs here only).
     """
 
-    gradient_method = "fd"
+    #: The interface every component runs.
+    interface: str
     #: The starts of a multi-start run one after another (each run opens its own workers).
     thread_safe = False
 
     def __init__(self, structure: SystemStructure, archives: Mapping[str, FmuArchive],
-                 experiments: Sequence[FmuExperiment], names: Sequence[str], settings: MasterSettings, *,
+                 experiments: Sequence[FmuExperiment], names: Sequence[str], *,
                  bounds: Mapping[str, tuple[float, float]] | None = None,
                  start: ParameterValues | Mapping[str, float] | None = None,
                  executor: AbstractExecutor | None = None, timeout: float = DEFAULT_TIMEOUT,
                  log: TextIO | None = None):
-        self.structure, self.archives, self.settings = structure, archives, settings
+        self.structure, self.archives = structure, archives
         self.executor, self.timeout, self.log = executor, check_timeout(timeout), log
         self.experiments: tuple[FmuExperiment, ...] = tuple(experiments)
         if not self.experiments:
@@ -231,7 +233,7 @@ class SystemProblem(RunsProblem):
         self.names: tuple[str, ...] = tuple(names)
         if len(set(self.names)) != len(self.names) or not self.names:
             raise IdentificationError(f"parameters {list(self.names)}: give distinct names (--params).")
-        system_columns(structure, archives)  # what the master refuses (a Model Exchange component), before any run
+        system_columns(structure, archives, self.interface)  # a component without the interface, before any run
         parts = [_split(name, structure) for name in self.names]
         for component in dict.fromkeys(c for c, _ in parts):
             try:
@@ -254,14 +256,13 @@ class SystemProblem(RunsProblem):
         # Difference scale: the nominal value, else |start|, else FMI's default nominal 1.
         self.nominal = np.array([abs(d[3]) if d[3] else (abs(s) if s else 1.0)
                                  for d, s in zip(declared, self.start)])
-        self.path = DifferencePath(FD_REL_STEP)
         self.simulations = 0
         self._system: SystemBytes | None = None
         # The last difference runs and coupling-error estimate, by point: the statistics, the
         # guards and RESULT.json all ask at the result (the runs are deterministic).
         self._memo: dict[tuple[str, bytes], object] = {}
 
-    def with_start(self, start: np.ndarray) -> SystemProblem:
+    def with_start(self, start: np.ndarray) -> SystemProblemBase:
         """This problem from another start point (a start of a multi-start; each run opens and
         ends its own component workers, so a copy owns nothing); it counts its own simulations."""
         other = copy.copy(self)
@@ -278,6 +279,67 @@ class SystemProblem(RunsProblem):
         if exp.inputs is None:
             return None
         return InputTable(exp.inputs.times, tuple(exp.inputs.columns), exp.inputs.values)
+
+    def path_outputs(self, x: np.ndarray) -> list[RunOutputs]:
+        """The runs of the gradient path at ``x``, ``dY`` filled (memoized: the statistics, the
+        guards and RESULT.json all ask at the result)."""
+        x = np.asarray(x, dtype=float)
+        key = ("path", x.tobytes())
+        if key not in self._memo:
+            found = self._path_outputs(x)
+            self._memo = {k: v for k, v in self._memo.items() if k[0] != "path"}
+            self._memo[key] = found
+        return cast(list[RunOutputs], self._memo[key])
+
+    def _path_outputs(self, x: np.ndarray) -> list[RunOutputs]:
+        found = self.path.outputs(self, x)
+        assert not isinstance(found, Unavailable)  # differences always answer
+        return found
+
+    def result_guards(self, x: np.ndarray, std_errors) -> list[tuple[str, bool]]:
+        """Warnings on the fit at ``x``, each with whether it makes the result untrustworthy."""
+        raise NotImplementedError
+
+    def parameter_units(self) -> dict[str, str]:
+        """The unit text of the identified parameters (the component FMU's ``unit``)."""
+        out = {}
+        for name in self.names:
+            component, variable = _split(name, self.structure)
+            out[name] = declared_variable(self.archives[component], variable).unit or ""
+        return out
+
+    def output_units(self) -> dict[str, str]:
+        target = system_target(self.structure, self.archives, self.interface)
+        return dict(zip(target.output_names, target.units))
+
+    def close(self) -> None:
+        """Nothing to release: every run ends its own component workers (the caller closes the
+        archives and the executor)."""
+
+
+class SystemProblem(SystemProblemBase):
+    """Experiments on a system of Co-Simulation FMUs run by the master (:mod:`.master`), sharing the
+    identified parameters ``names`` (``COMPONENT.NAME``; module docstring); the gradient by central
+    differences of whole system runs, on the executor.
+
+    Parameters
+    ----------
+    structure, archives, experiments
+        As for :class:`SystemProblemBase`.
+    settings : MasterSettings
+        The master's macro step, order and input approximation.
+    bounds, start, executor, timeout, log
+        As for :class:`SystemProblemBase`.
+    """
+
+    gradient_method = "fd"
+    interface = "CoSimulation"
+
+    def __init__(self, structure: SystemStructure, archives: Mapping[str, FmuArchive],
+                 experiments: Sequence[FmuExperiment], names: Sequence[str], settings: MasterSettings, **options):
+        super().__init__(structure, archives, experiments, names, **options)
+        self.settings = settings
+        self.path = DifferencePath(FD_REL_STEP)
 
     def _outputs(self, exp: FmuExperiment, result: SystemResult) -> RunOutputs:
         """The result's columns the cost compares, at its sample times."""
@@ -326,18 +388,6 @@ class SystemProblem(RunsProblem):
         n = len(self.experiments)
         return [outputs[i * n:(i + 1) * n] for i in range(len(points))]
 
-    def path_outputs(self, x: np.ndarray) -> list[RunOutputs]:
-        """The runs of the difference path at ``x``, ``dY`` filled."""
-        x = np.asarray(x, dtype=float)
-        key = ("path", x.tobytes())
-        if key not in self._memo:
-            found = self.path.outputs(self, x)
-            assert not isinstance(found, Unavailable)  # differences always answer
-            self._memo = {k: v for k, v in self._memo.items() if k[0] != "path"}
-            self._memo[key] = found
-        return cast(list[RunOutputs], self._memo[key])
-
-    # -- the contract's reports --------------------------------------------------------------------
     def coupling_factor(self) -> float:
         """``1 / (1 - 2^-p)``: the coupling error of a run at H over its difference to H/2."""
         return 1.0 / (1.0 - 2.0 ** -self.settings.approximation.order)
@@ -356,25 +406,10 @@ class SystemProblem(RunsProblem):
     def _coupling_error(self, x: np.ndarray) -> dict:
         half = dataclasses.replace(self.settings, step=self.settings.step / 2)
         factor = self.coupling_factor()
-        cost, cost_half, biggest = 0.0, 0.0, 0.0
-        delta_r = []
-        for exp in self.experiments:
-            run = self._outputs(exp, self.simulate(exp, x))
-            ref = self._outputs(exp, self.simulate(exp, x, half))
-            cost += exp.cost.evaluate(run.Y, np.zeros(0)).J
-            cost_half += exp.cost.evaluate(ref.Y, np.zeros(0)).J
-            biggest = max(biggest, float(np.max(np.abs(ref.Y - run.Y), initial=0.0)))
-            if isinstance(exp.cost, LeastSquaresCost):
-                delta_r.append(exp.cost.residuals(ref.Y)[0] - exp.cost.residuals(run.Y)[0])
-        out: dict = {"method": f"step halving (macro step {self.settings.step:g} s against "
-                               f"{half.step:g} s, times {factor:g})",
-                     "macro_step": self.settings.step, "reference_step": half.step,
-                     "cost": factor * abs(cost_half - cost), "largest_output_change": factor * biggest}
-        if len(delta_r) == len(self.experiments):
-            _, Jr = self.residuals(x)
-            bias = factor * np.linalg.lstsq(Jr, np.concatenate(delta_r), rcond=None)[0]
-            out["parameter_bias"] = dict(zip(self.names, map(float, bias)))
-        return out
+        return {"method": f"step halving (macro step {self.settings.step:g} s against {half.step:g} s, times "
+                          f"{factor:g})",
+                "macro_step": self.settings.step, "reference_step": half.step,
+                **reference_change(self, x, lambda exp: self._outputs(exp, self.simulate(exp, x, half)), factor)}
 
     def result_guards(self, x: np.ndarray, std_errors) -> list[tuple[str, bool]]:
         """Warnings on the fit at ``x``, each with whether it makes the result untrustworthy:
@@ -425,26 +460,10 @@ class SystemProblem(RunsProblem):
     def gradient_details(self) -> dict:
         return {"columns": {name: "central differences of whole system runs" for name in self.names}}
 
-    def parameter_units(self) -> dict[str, str]:
-        """The unit text of the identified parameters (the component FMU's ``unit``)."""
-        out = {}
-        for name in self.names:
-            component, variable = _split(name, self.structure)
-            out[name] = declared_variable(self.archives[component], variable).unit or ""
-        return out
-
-    def output_units(self) -> dict[str, str]:
-        target = system_target(self.structure, self.archives)
-        return dict(zip(target.output_names, target.units))
-
     def run_details(self) -> dict[str, str]:
         return {"engine": "the component FMUs' binaries (Co-Simulation, each in a worker process) under the "
                           f"co-simulation master ({self.settings.order.name}, {self.settings.approximation.name})",
                 "step": f"{self.settings.step:.6g} s (macro step)"}
-
-    def close(self) -> None:
-        """Nothing to release: every run ends its own component workers (the caller closes the
-        archives and the executor)."""
 
 
 def _implements_the_contract(problem: SystemProblem) -> AbstractIdentificationProblem:

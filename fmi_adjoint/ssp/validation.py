@@ -30,8 +30,10 @@ Method
 * The system is co-simulated by :func:`~fmi_adjoint.ssp.master.simulate_system` from its start
   time (``DefaultExperiment``, else 0) to the last sample, and its outputs are read at the
   sample times between the communication points by linear interpolation
-  (:func:`~fmi_adjoint.fmu.validation.sample_recorded`).  A co-simulation has no events, so the
-  data's times must increase strictly (the reader refuses a repeated time).
+  (:func:`~fmi_adjoint.fmu.validation.sample_recorded`); or, a system of Model Exchange
+  components, integrated as one ODE by :func:`~fmi_adjoint.ssp.monolithic.simulate_monolithic`,
+  whose steps hit every sample time.  The data's times must increase strictly (the reader
+  refuses a repeated time).
 * Per column: the RMS and maximum error and the RMS relative to the measurement's
   (:func:`~fmi_adjoint.fmu.validation.error_statistics`).  ``report.json`` holds them with the
   system, the data, the samples, the master's settings and the unit conversions made.
@@ -53,10 +55,12 @@ from ..bench.units import DRIVING, ChannelRole, convert_unit, time_factor
 from ..data import Measurement
 from ..errors import FmuError
 from ..fmu.archive import FmuArchive
+from ..fmu.experiment import Tolerances
 from ..fmu.session import DEFAULT_TIMEOUT
 from ..fmu.validation import Validation, check_output_columns, error_statistics, sample_recorded
 from ..text import excerpt
 from .master import InputTable, MasterSettings, check_input_span, held_inputs_note, simulate_system
+from .monolithic import simulate_monolithic
 from .structure import Endpoint, SystemStructure
 
 __all__ = ["resimulate_system", "system_inputs", "system_outputs"]
@@ -95,12 +99,13 @@ def system_inputs(structure: SystemStructure) -> dict[str, str]:
 
 
 def resimulate_system(structure: SystemStructure, archives: Mapping[str, FmuArchive], data: Measurement,
-                      settings: MasterSettings, *, values: Mapping[str, float] | None = None,
+                      settings: MasterSettings | Tolerances, *, values: Mapping[str, float] | None = None,
                       inputs: Measurement | None = None, timeout: float = DEFAULT_TIMEOUT,
                       log: TextIO | None = None) -> tuple[Validation, list[str]]:
-    """Check ``data`` (and ``inputs``) against the system, co-simulate it and compare (module
-    docstring); writes nothing.  Returns the validation and the notes (units that could not be
-    checked), one sentence each."""
+    """Check ``data`` (and ``inputs``) against the system, run it and compare (module docstring):
+    co-simulated by the master with :class:`~.master.MasterSettings`, integrated as one Model
+    Exchange ODE with :class:`~fmi_adjoint.fmu.experiment.Tolerances`; writes nothing.  Returns the
+    validation and the notes (units that could not be checked), one sentence each."""
     outputs = system_outputs(structure, archives)
     check_output_columns(data, outputs, structure.source, "the system's outputs (COMPONENT.CONNECTOR)")
     notes: list[str] = []
@@ -125,23 +130,34 @@ def resimulate_system(structure: SystemStructure, archives: Mapping[str, FmuArch
         driving, _ = _in_model_units(inputs, known, structure, notes, DRIVING)
         check_input_span(driving.times, t0, float(times[-1]), inputs.source)
         table = InputTable(driving.times, driving.columns, driving.values)
-    result = simulate_system(structure, archives, float(times[-1]), settings, t_start=t0, values=values,
-                             inputs=table, timeout=timeout, log=log)
-    columns = [result.columns.index(name) for name in measured.columns]
-    simulated = sample_recorded(result.times, result.values[:, columns], times)
+    if isinstance(settings, Tolerances):  # one ODE, integrated to every sample time
+        result = simulate_monolithic(structure, archives, float(times[-1]), tolerances=settings, t_start=t0,
+                                     times=times, values=values, inputs=table, timeout=timeout, log=log).result
+        columns = [result.columns.index(name) for name in measured.columns]
+        simulated = result.values[:, columns]
+        how: dict = {"integrator": {"scheme": "Radau IIA (order 5), adaptive", **settings.to_json()}}
+        method = f"the Model Exchange system as one ODE (Radau IIA, rtol {settings.rtol:g}, atol {settings.atol:g})"
+        legend = "simulated"
+    else:
+        result = simulate_system(structure, archives, float(times[-1]), settings, t_start=t0, values=values,
+                                 inputs=table, timeout=timeout, log=log)
+        columns = [result.columns.index(name) for name in measured.columns]
+        simulated = sample_recorded(result.times, result.values[:, columns], times)
+        how = {"master": {"step": settings.step, "order": settings.order.name,
+                          "input_approximation": settings.approximation.name}}
+        method = (f"the co-simulation master ({settings.order.name}, {settings.approximation.name}, macro step "
+                  f"{settings.step:g} s)")
+        legend = "co-simulated"
     if not np.all(np.isfinite(simulated)):
-        raise FmuError(f"{structure.source}: the co-simulation gives non-finite outputs; check the parameter values "
-                       "and the macro step.")
-    master = {"step": settings.step, "order": settings.order.name, "input_approximation": settings.approximation.name}
+        raise FmuError(f"{structure.source}: the system gives non-finite outputs; check the parameter values "
+                       f"({'the tolerances' if isinstance(settings, Tolerances) else 'and the macro step'}).")
     summary = {"system": structure.source, "data": data.source, "samples": int(times.size),
-               "outputs": error_statistics(measured, simulated), "master": master}
+               "outputs": error_statistics(measured, simulated), **how}
     if conversions:
         summary["units"] = conversions
-    method = (f"the co-simulation master ({settings.order.name}, {settings.approximation.name}, macro step "
-              f"{settings.step:g} s)")
     validation = Validation(data=measured, simulated=simulated,
                             units={name: outputs[name] for name in measured.columns}, summary=summary,
-                            kind="system", path=structure.source, method=method, legend="co-simulated")
+                            kind="system", path=structure.source, method=method, legend=legend)
     return validation, notes
 
 

@@ -84,6 +84,9 @@ int vectorCall(void *c, const char *function, VectorOp op, double v[], size_t n)
             return FAIL(inst, "%s: the model failed at t = %g (FA_ERROR_STATE_AT).", function, inst->d.time);
         }
 #endif
+#ifdef FA_CRASH_AT
+        if (inst->d.time >= FA_CRASH_AT) *(volatile int *)NULL = 1; /* a crash of a Model Exchange FMU */
+#endif
         getDerivatives(&inst->d, v);
         break;
 #ifdef HAS_EVENTS

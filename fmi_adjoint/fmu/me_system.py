@@ -1,0 +1,279 @@
+"""A system of Model Exchange FMUs as one instance, in one worker (issue 28, part 2: ME systems).
+
+Runs in the worker process (:mod:`.worker`, request ``instantiate_system``), next to the binaries.
+:class:`SystemInstance` has the interface of the worker's instance of one FMU, so the adaptive
+Radau IIA run of :mod:`.me_run`, its events (:class:`.me_integration.FmuOdeSystem`) and its exact
+sensitivities (:mod:`.me_sensitivities`) integrate the coupled system unchanged, as one ODE.
+
+The coupled system
+------------------
+Component ``k`` has the states ``x_k``, inputs ``u_k`` and outputs ``y_k = g_k(t, x_k, u_k)``; each
+connected input is ``u = factor * y + offset`` of the output that drives it (SSP's linear and unit
+transformations folded into one :class:`~fmi_adjoint.ssp.structure.Transformation`) or of a system
+input.  The system's state is ``x = (x_1, ..., x_n)`` and its right-hand side
+
+    f(t, x) = (f_1(t, x_1, u_1), ..., f_n(t, x_n, u_n)),   u = C(y(t, x, u)),
+
+which is an ODE in ``x`` when no cycle runs through outputs that depend directly on inputs (no
+algebraic loop; loops are refused by the parent, :mod:`fmi_adjoint.ssp.monolithic`): then ``u`` is
+found by one pass through the ports in the order of their dependencies (:meth:`SystemInstance.couple`:
+read the outputs of level ``L``, set the inputs of level ``L + 1``; the parent computes the levels).
+So every total derivative the sensitivities need (``df/dx`` through the couplings, ``df/dp`` of one
+component's parameter acting on the others through its outputs, the events' jumps) is that of the
+coupled right-hand side, taken by the existing code: differences of :meth:`rhs` for the state
+columns, replays of the whole system for the parameters.
+
+Events
+------
+A state or time event of any component is an event of the system: every component enters Event
+Mode (FMI 2.0, sec. 3.2.2: the others' event iteration is then empty, unless their inputs change),
+the pending ones iterate their discrete states until they settle, the coupling is passed again
+(outputs read, inputs set: no state and no time is set in Event Mode), and a component whose inputs
+changed is pending again, until no input changes (at most :data:`EVENT_ROUNDS` rounds): an event in
+one FMU that makes another's discrete input jump is resolved at the same instant.  Then every
+component enters continuous-time mode.  Step events are the union of the components'
+(``fmiCompletedIntegratorStep``), the next time event the earliest announced.
+
+FMU states (the snapshots the event sensitivities restore) are the tuples of the components'.
+A component's failure names the system and the component (its instance's ``fmu_name``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+__all__ = ["EVENT_ROUNDS", "SystemInstance"]
+
+#: Rounds of the event iteration across components (each round: the pending components settle,
+#: then the coupling is passed); a system that needs more is taken as chattering.
+EVENT_ROUNDS = 1000
+
+
+class SystemInstance:
+    """The components' instances coupled as ``plan`` says, with the interface of one instance.
+
+    References: ``(k, ref)`` is the reference ``ref`` of component ``k`` (a wire reference of the
+    worker's instance); ``("input", NAME)`` a system input connector (its value is held here and
+    enters the coupling); ``("output", NAME)`` a system output connector (``factor * y + offset``
+    of the component output that drives it).
+
+    ``plan`` (plain data, from the parent's :func:`fmi_adjoint.ssp.monolithic.system_plan`):
+
+    * ``"sources"``: ``[(k, ref)]``, the component outputs that drive inputs;
+    * ``"inputs"``: ``[(k, ref, source, system input, factor, offset)]``, each coupled input: driven
+      by ``sources[source]`` or, with ``source`` None, by the system input named;
+    * ``"stages"``: ``[(sources read, inputs set)]``, index lists in dependency order;
+    * ``"system_outputs"``: ``{NAME: (k, ref, factor, offset)}``;
+    * ``"system_inputs"``: ``{NAME: value}``, the system inputs' start values.
+    """
+
+    def __init__(self, progress, label: str, names: Sequence[str], instances: Sequence, plan: dict,
+                 runner: Callable[[object, dict], dict]):
+        self.progress = progress
+        self.fmu_name = label
+        self.component_names = list(names)
+        self.instances = list(instances)
+        self.Failure = self.instances[0].Failure
+        self._runner = runner
+        self._sources = [(int(k), ref) for k, ref in plan["sources"]]
+        self._inputs = [(int(k), ref, source, name, float(factor), float(offset))
+                        for k, ref, source, name, factor, offset in plan["inputs"]]
+        self._stages = [(list(reads), list(sets)) for reads, sets in plan["stages"]]
+        self._system_outputs = dict(plan["system_outputs"])
+        self._system_inputs = {str(name): float(value) for name, value in plan["system_inputs"].items()}
+        self._start_inputs = dict(self._system_inputs)
+        #: The value each coupled input was last set to (an event round compares with it).
+        self._set = [np.nan] * len(self._inputs)
+        sizes = [int(i.n_states) for i in self.instances]
+        self._offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+        self.n_states = int(self._offsets[-1])
+        self.n_indicators = sum(int(i.n_indicators) for i in self.instances)
+        self.state_refs = [(k, r) for k, i in enumerate(self.instances) for r in i.state_refs]
+        self.derivative_refs = [(k, r) for k, i in enumerate(self.instances) for r in i.derivative_refs]
+        #: Names by reference, ``COMPONENT.NAME`` (the notes of the run name variables).
+        self.names = {(k, r): f"{self.component_names[k]}.{name}"
+                      for k, i in enumerate(self.instances) for r, name in i.names.items()}
+        #: Parameter columns are never taken from the FMUs here (the parent asks for none).
+        self.trusted_columns: dict = {}
+
+    # -- references --------------------------------------------------------------------------
+    def _by_component(self, refs: Sequence) -> tuple[dict[int, list[int]], list[int], list[int]]:
+        """Positions of ``refs`` per component, of system inputs and of system outputs."""
+        per: dict[int, list[int]] = {}
+        inputs, outputs = [], []
+        for position, ref in enumerate(refs):
+            head = ref[0]
+            if head == "input":
+                inputs.append(position)
+            elif head == "output":
+                outputs.append(position)
+            else:
+                per.setdefault(int(head), []).append(position)
+        return per, inputs, outputs
+
+    def _system_input(self, name: str) -> float:
+        if name not in self._system_inputs:
+            raise self.Failure(f"internal error: {self.fmu_name} has no system input {name!r}.")
+        return self._system_inputs[name]
+
+    def get_values(self, refs: Sequence) -> np.ndarray:
+        per, inputs, outputs = self._by_component(refs)
+        out = np.empty(len(refs))
+        for k, positions in per.items():
+            out[positions] = self.instances[k].get_values([refs[p][1] for p in positions])
+        for p in inputs:
+            out[p] = self._system_input(str(refs[p][1]))
+        for p in outputs:
+            k, ref, factor, offset = self._system_outputs[str(refs[p][1])]
+            out[p] = factor * float(self.instances[int(k)].get_values([ref])[0]) + offset
+        return out
+
+    def get_real(self, refs: Sequence) -> np.ndarray:
+        return self.get_values(refs)
+
+    def set_values(self, refs: Sequence, values: Sequence[float]) -> None:
+        """Set component variables and system inputs (a system output cannot be set)."""
+        per, inputs, outputs = self._by_component(refs)
+        if outputs:
+            raise self.Failure(f"{self.fmu_name}: the system output {refs[outputs[0]][1]!r} cannot be set.")
+        for k, positions in per.items():
+            self.instances[k].set_values([refs[p][1] for p in positions], [values[p] for p in positions])
+        for p in inputs:
+            self._system_input(str(refs[p][1]))
+            self._system_inputs[str(refs[p][1])] = float(values[p])
+
+    def set_real(self, refs: Sequence, values: Sequence[float]) -> None:
+        self.set_values(refs, values)
+
+    # -- the coupling ------------------------------------------------------------------------
+    def couple(self, compare: bool = False) -> set[int]:
+        """One pass through the ports in dependency order (module docstring); with ``compare``
+        (Event Mode) only the inputs whose value changes are set.  The components whose inputs
+        were set."""
+        touched: set[int] = set()
+        values = [0.0] * len(self._sources)
+        for reads, sets in self._stages:
+            per: dict[int, list[int]] = {}
+            for s in reads:
+                per.setdefault(self._sources[s][0], []).append(s)
+            for k, indices in per.items():
+                read = self.instances[k].get_values([self._sources[s][1] for s in indices])
+                for s, value in zip(indices, read):
+                    values[s] = float(value)
+            setting: dict[int, tuple[list, list[float]]] = {}
+            for i in sets:
+                k, ref, source, name, factor, offset = self._inputs[i]
+                value = factor * (values[source] if source is not None else self._system_input(name)) + offset
+                if compare and value == self._set[i]:
+                    continue
+                self._set[i] = value
+                refs, vals = setting.setdefault(k, ([], []))
+                refs.append(ref)
+                vals.append(value)
+            for k, (refs, vals) in setting.items():
+                self.instances[k].set_values(refs, vals)
+                touched.add(k)
+        return touched
+
+    # -- the interface of one instance (:class:`.worker._Instance`) ---------------------------------
+    @property
+    def next_event_time(self) -> float | None:
+        times = [i.next_event_time for i in self.instances if i.next_event_time is not None]
+        return min(times) if times else None
+
+    def start(self, refs: Sequence, values: Sequence[float], t0: float, t_end: float) -> float | None:
+        """Every component reset, its values set and initialized at ``t0`` with its coupled inputs:
+        the coupling is passed in Initialization Mode (FMI 2.0, sec. 3.2.3: inputs may be set and
+        outputs read there), then each exits it (its event iteration, continuous-time mode)."""
+        self._system_inputs = dict(self._start_inputs)
+        per, inputs, outputs = self._by_component(refs)
+        if outputs:
+            raise self.Failure(f"{self.fmu_name}: the system output {refs[outputs[0]][1]!r} cannot be set.")
+        for p in inputs:
+            self._system_input(str(refs[p][1]))
+            self._system_inputs[str(refs[p][1])] = float(values[p])
+        for k, instance in enumerate(self.instances):
+            positions = per.get(k, [])
+            instance.enter_initialization([refs[p][1] for p in positions], [float(values[p]) for p in positions],
+                                          t0, t_end)
+        self._set = [np.nan] * len(self._inputs)
+        self.couple()
+        for instance in self.instances:
+            instance.exit_initialization()
+        return self.next_event_time
+
+    def initial_states(self) -> np.ndarray:
+        return np.concatenate([i.initial_states() if i.n_states else np.zeros(0) for i in self.instances])
+
+    def set_point(self, t: float, x, input_refs: Sequence = (), u: Sequence[float] = ()) -> None:
+        """Time and states of every component, the system inputs ``u``, then the coupling."""
+        x = np.asarray(x, dtype=float)
+        for k, instance in enumerate(self.instances):
+            instance.set_point(t, x[self._offsets[k]:self._offsets[k + 1]])
+        if len(input_refs):
+            self.set_values(input_refs, u)
+        self.couple()
+
+    def derivatives(self) -> np.ndarray:
+        return np.concatenate([i.derivatives() for i in self.instances])
+
+    def rhs(self, outputs: Sequence = ()) -> np.ndarray:
+        return np.concatenate([self.derivatives(), self.get_values(outputs)])
+
+    def directional(self, unknowns: Sequence, known, seed: float = 1.0) -> np.ndarray:
+        raise self.Failure(f"{self.fmu_name}: the directional derivatives of a coupled system are taken by "
+                           "differences.")
+
+    def event_indicators(self) -> np.ndarray:
+        return np.concatenate([i.event_indicators() for i in self.instances])
+
+    def completed_integrator_step(self) -> tuple[bool, bool]:
+        enter = terminate = False
+        for instance in self.instances:
+            e, t = instance.completed_integrator_step()
+            enter, terminate = enter or e, terminate or t
+        return enter, terminate
+
+    def event_mode_update(self, t: float) -> np.ndarray:
+        """The event iteration of the coupled system at the point set (module docstring); the
+        continuous states afterwards."""
+        for instance in self.instances:
+            instance.enter_event_mode(t)
+        pending = set(range(len(self.instances)))
+        for _ in range(EVENT_ROUNDS):
+            for k in sorted(pending):
+                self.instances[k].settle_discrete_states(t)
+            pending = self.couple(compare=True)
+            if not pending:
+                break
+        else:
+            names = ", ".join(self.component_names[k] for k in sorted(pending))
+            raise self.Failure(f"{self.fmu_name}: the event iteration at t = {t:g} s did not settle in "
+                               f"{EVENT_ROUNDS} rounds: the inputs of {names} keep changing; break the cycle of "
+                               "discrete feedback between the components.")
+        for instance in self.instances:
+            instance.enter_continuous_time_mode()
+        return self.initial_states()
+
+    def get_fmu_state(self):
+        return tuple(i.get_fmu_state() for i in self.instances), dict(self._system_inputs)
+
+    def set_fmu_state(self, state) -> None:
+        states, inputs = state
+        for instance, s in zip(self.instances, states):
+            instance.set_fmu_state(s)
+        self._system_inputs = dict(inputs)
+
+    def free_fmu_state(self, state) -> None:
+        for instance, s in zip(self.instances, state[0]):
+            instance.free_fmu_state(s)
+
+    def run_me_adaptive(self, request: dict) -> dict:
+        """The adaptive Model Exchange run of :mod:`.me_run` of the coupled system."""
+        return self._runner(self, request)
+
+    def close(self) -> None:
+        for instance in self.instances:
+            instance.close()

@@ -1,0 +1,365 @@
+"""Systems of Model Exchange FMUs integrated as one ODE, with exact sensitivities through the
+couplings (issue 28, part 2: :mod:`fmi_adjoint.ssp.monolithic`, :mod:`fmi_adjoint.fmu.me_system`).
+
+* The two-mass oscillator of ``test_ssp_master`` split into two Model Exchange FMUs exported by
+  fmi-adjoint (A: m1 on its ground spring ``k1``, driven by the coupling force F; B: m2, pulled by
+  the coupling spring ``kc`` towards the input ``xa``, its output ``force`` = kc (x2 - xa) acting on
+  m1), coupled A.x1 -> B.xa and B.force -> A.F: the system equals the monolithic linear model,
+  solved exactly by the matrix exponential, to the integration tolerance; its sensitivities to
+  ``A.k1`` and ``B.kc`` (one component's parameter acting on the other through the couplings)
+  equal central differences of the system run on the same nodes.
+* An event of one component drives another: the stair's level (time events at 0.5 s and 1 s)
+  and the bouncing ball's velocity (a state event at the bounce) are the Van der Pol oscillator's
+  input through a linear transformation; the runs equal scipy's DOP853 integration of the coupled
+  equations piece by piece between the events (closed forms for the ball), and the sensitivities
+  to the driving component's parameters (which move the other's input jump: ``B.floor`` moves the
+  bounce) and to the driven one's equal central differences on the same nodes.
+* Refusals, one line each: an algebraic loop, a discrete (Integer) connection, a component without
+  Model Exchange, an unknown name; a component that crashes is one error naming the system, the
+  component and the call, and no worker file is left behind.
+
+Cost: three exports (about 4 s cold), then runs of 0.3-1.5 s (one worker per run); the module
+about 25 s.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+from scipy.linalg import expm
+
+from fmi_adjoint.errors import FmuError
+from fmi_adjoint.export import export_fmu
+from fmi_adjoint.fmu.archive import open_fmu
+from fmi_adjoint.fmu.experiment import Tolerances
+from fmi_adjoint.ssp.monolithic import simulate_monolithic, system_interface
+from fmi_adjoint.ssp.structure import Component, Connection, Connector, Endpoint, SystemStructure, Transformation
+from fmi_adjoint.toolchain import c_compiler
+from handwritten_fmus import build_fmu
+from tolerances import FROZEN_FD, GLOBAL_ERROR_AT_1E_10
+
+if c_compiler() is None:  # pragma: no cover - depends on the machine
+    pytest.skip("no C compiler: the FMUs cannot be built", allow_module_level=True)
+
+from test_ssp_master import _HEADER, _M2, MODEL_A, _outputs  # noqa: E402 (after the skip)
+
+#: A with its ground stiffness as the parameter k1.
+ME_A = (MODEL_A.replace("stiffness = 1000.0", 'stiffness = "k1"') + '\n[parameters]\nk1 = 1000.0\n')
+#: B: m2 pulled towards the input xa by the coupling spring kc (a load, so that B has no massless
+#: node); ``force`` is the spring's force on m1.
+ME_B = (_HEADER.format(name="split_load_b") + '\n[inputs]\nxa = 0.0\n' + _M2
+        + '\n[[forces]]\ntype = "load"\nname = "coupling"\ncoordinate = "x2"\nexpression = "kc*(xa - x2)"\n'
+        + _outputs(force="kc*(x2 - xa)", x2="x2") + '\n[parameters]\nkc = 500.0\n')
+assert 'stiffness = "k1"' in ME_A
+TOL = Tolerances(rtol=1e-10, atol=1e-12)
+TIMES = np.linspace(0.0, 0.1, 21)
+
+
+@pytest.fixture(scope="module")
+def halves(tmp_path_factory):
+    """{"A": archive, "B": archive} of the halves exported as Model Exchange FMUs."""
+    folder = tmp_path_factory.mktemp("ssp_monolithic")
+    archives = {}
+    for name, text in (("A", ME_A), ("B", ME_B)):
+        (folder / f"{name}.toml").write_text(text)
+        export_fmu(folder / f"{name}.toml", folder / f"{name}.fmu", interface="me")
+        archives[name] = open_fmu(folder / f"{name}.fmu")
+    yield archives
+    for archive in archives.values():
+        archive.close()
+
+
+def _split(archives) -> SystemStructure:
+    a = Component("A", archives["A"].path, "resources/A.fmu", "ModelExchange",
+                  (Connector("F", "input"), Connector("x1", "output"), Connector("v1", "output")))
+    b = Component("B", archives["B"].path, "resources/B.fmu", "any",
+                  (Connector("xa", "input"), Connector("force", "output"), Connector("x2", "output")))
+    return SystemStructure("split", "split.ssd", (Connector("gap", "output"),), (a, b),
+                           (Connection(Endpoint("A", "x1"), Endpoint("B", "xa")),
+                            Connection(Endpoint("B", "force"), Endpoint("A", "F")),
+                            Connection(Endpoint("B", "x2"), Endpoint(None, "gap"), Transformation(-2.0, 0.25))))
+
+
+def _exact(times: np.ndarray, k1: float, kc: float) -> np.ndarray:
+    """(x1, x2) of the monolithic model M x'' + D x' + K x = 0 from x = 0, x1' = 0.1 (the matrix
+    exponential of its first-order form)."""
+    mass, damping = np.diag([1.0, 0.5]), np.diag([1.0, 0.5])
+    stiffness = np.array([[k1 + kc, -kc], [-kc, kc]])
+    inverse = np.linalg.inv(mass)
+    system = np.block([[np.zeros((2, 2)), np.eye(2)], [-inverse @ stiffness, -inverse @ damping]])
+    start = np.array([0.0, 0.0, 0.1, 0.0])
+    return np.array([(expm(system * t) @ start)[:2] for t in times])
+
+
+def _frozen_differences(run_at, run, names, values: dict[str, float], relative: float = 1e-5) -> np.ndarray:
+    """Central differences of the outputs on the run's own nodes, (times, columns, parameters)."""
+    columns = []
+    for name in names:
+        h = relative * abs(values[name])
+        plus = run_at({**values, name: values[name] + h}, run.nodes)
+        minus = run_at({**values, name: values[name] - h}, run.nodes)
+        columns.append((plus - minus) / (2 * h))
+    return np.stack(columns, axis=-1)
+
+
+def test_split_system_equals_the_monolithic_model_and_its_sensitivities_are_exact(halves):
+    structure = _split(halves)
+    values = {"A.k1": 1100.0, "B.kc": 450.0}
+    run = simulate_monolithic(structure, halves, 0.1, times=TIMES, tolerances=TOL, values=values,
+                              sensitivities=tuple(values))
+    assert run.result.columns == ("A.x1", "A.v1", "B.force", "B.x2", "gap")
+    exact = _exact(TIMES, 1100.0, 450.0)
+    scale = np.max(np.abs(exact))
+    assert np.max(np.abs(run.result.column("A.x1") - exact[:, 0])) <= GLOBAL_ERROR_AT_1E_10 * scale
+    assert np.max(np.abs(run.result.column("B.x2") - exact[:, 1])) <= GLOBAL_ERROR_AT_1E_10 * scale
+    np.testing.assert_allclose(run.result.column("gap"), 0.25 - 2.0 * run.result.column("B.x2"), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(run.result.column("B.force"),
+                               450.0 * (run.result.column("B.x2") - run.result.column("A.x1")), rtol=1e-12, atol=1e-15)
+    assert run.info["events"] == []
+
+    def run_at(vals, nodes):
+        return simulate_monolithic(structure, halves, 0.1, times=TIMES, tolerances=TOL, values=vals,
+                                   nodes=nodes).result.values
+
+    fd = _frozen_differences(run_at, run, tuple(values), values)
+    assert run.sensitivities is not None and run.sensitivities.shape == fd.shape == (TIMES.size, 5, 2)
+    for i in range(2):  # each parameter moves both masses: through its own component and the coupling
+        assert np.max(np.abs(fd[:, :, i])) > 0 and np.max(np.abs(fd[:, 3, i])) > 0
+        assert np.max(np.abs(run.sensitivities[:, :, i] - fd[:, :, i])) <= FROZEN_FD * np.max(np.abs(fd[:, :, i]))
+
+
+@pytest.fixture(scope="module")
+def handwritten(tmp_path_factory):
+    """Opened hand-written FMUs: the stair, the Van der Pol oscillator (also one that crashes at
+    t = 0.3 s), the bouncing ball and the feedthrough gain."""
+    folder = tmp_path_factory.mktemp("ssp_monolithic_fmus")
+    archives = {"stair": open_fmu(build_fmu("stair", folder)), "vdp": open_fmu(build_fmu("van_der_pol_me", folder)),
+                "ball": open_fmu(build_fmu("bouncing_ball", folder)),
+                "crash": open_fmu(build_fmu("van_der_pol_me", folder, ("FA_CRASH_AT=0.3",))),
+                "gain": open_fmu(build_fmu("feedthrough", folder))}
+    yield archives
+    for archive in archives.values():
+        archive.close()
+
+
+VDP = (Connector("u", "input"), Connector("x0", "output"), Connector("x1", "output"))
+
+
+def _driven(driver: Component, output: str, transformation: Transformation, vdp_path: Path) -> SystemStructure:
+    vdp = Component("V", vdp_path, "vdp.fmu", "ModelExchange", VDP)
+    return SystemStructure("driven", "driven.ssd", (), (driver, vdp),
+                           (Connection(Endpoint(driver.name, output), Endpoint("V", "u"), transformation),))
+
+
+def _vdp_pieces(times: np.ndarray, edges, start, rhs) -> np.ndarray:
+    """scipy's DOP853 (rtol 1e-13) of ``rhs(t, y, piece)`` over the pieces between ``edges``; the
+    state at ``times``, left limits at the edges; ``start(piece, y)`` the state a piece starts from."""
+    rows, y = [], None
+    for k in range(len(edges) - 1):
+        y = start(k, y)
+        solution = solve_ivp(rhs, (edges[k], edges[k + 1]), y, args=(k,), method="DOP853", rtol=1e-13, atol=1e-14,
+                             dense_output=True)
+        inside = times[(times > edges[k]) & (times <= edges[k + 1])] if k else times[times <= edges[1]]
+        rows.append(solution.sol(inside).T)
+        y = solution.y[:, -1]
+    return np.vstack(rows)
+
+
+def test_time_events_of_one_component_drive_another(handwritten):
+    stair = Component("S", handwritten["stair"].path, "stair.fmu", "any", (Connector("level", "output"),))
+    structure = _driven(stair, "level", Transformation(0.5, 0.1), handwritten["vdp"].path)
+    archives = {"S": handwritten["stair"], "V": handwritten["vdp"]}
+    times = np.linspace(0.0, 1.2, 25)  # 0.5 s and 1 s among them: left limits there
+    values = {"S.a": 2.0, "S.c": 1.0, "V.mu": 1.0}
+    run = simulate_monolithic(structure, archives, 1.2, times=times, tolerances=TOL, values=values,
+                              sensitivities=tuple(values))
+    assert [kind for _, kind in run.info["events"]] == ["time", "time"]
+    np.testing.assert_allclose([t for t, _ in run.info["events"]], [0.5, 1.0], rtol=1e-12)
+
+    # der(x0) = x1, der(x1) = mu (1 - x0^2) x1 - x0 + u, u = 0.5 (a counter + xs) + 0.1, der(xs) = -c xs
+    def rhs(t, y, counter):
+        u = 0.5 * (2.0 * counter + y[2]) + 0.1
+        return [y[1], (1 - y[0] ** 2) * y[1] - y[0] + u, -y[2]]
+
+    reference = _vdp_pieces(times, (0.0, 0.5, 1.0, 1.2), lambda k, y: [2.0, 0.0, 1.0] if y is None else y, rhs)
+    scale = np.max(np.abs(reference[:, :2]))
+    for j, column in enumerate(("V.x0", "V.x1")):
+        assert np.max(np.abs(run.result.column(column) - reference[:, j])) <= GLOBAL_ERROR_AT_1E_10 * scale
+    counter = np.maximum(np.ceil(times / 0.5 - 1e-12) - 1, 0)  # the left limit at an event
+    np.testing.assert_allclose(run.result.column("S.level"), 2.0 * counter + reference[:, 2], rtol=1e-9)
+
+    def run_at(vals, nodes):
+        return simulate_monolithic(structure, archives, 1.2, times=times, tolerances=TOL, values=vals,
+                                   nodes=nodes).result.values
+
+    fd = _frozen_differences(run_at, run, tuple(values), values)
+    for i in range(3):
+        assert np.max(np.abs(fd[:, 1:, i])) > 1e-3  # every parameter moves the oscillator
+        assert np.max(np.abs(run.sensitivities[:, :, i] - fd[:, :, i])) <= FROZEN_FD * np.max(np.abs(fd[:, :, i]))
+
+
+def test_state_events_of_one_component_drive_another(handwritten):
+    ball = Component("B", handwritten["ball"].path, "ball.fmu", "any", (Connector("v", "output"),))
+    structure = _driven(ball, "v", Transformation(1.0, 0.0), handwritten["vdp"].path)
+    archives = {"B": handwritten["ball"], "V": handwritten["vdp"]}
+    times = np.linspace(0.0, 0.8, 17)
+    values = {"B.e": 0.8, "B.floor": -0.1, "V.mu": 1.0}
+    run = simulate_monolithic(structure, archives, 0.8, times=times, tolerances=TOL, values=values,
+                              sensitivities=tuple(values))
+    g, e = 9.81, 0.8
+    bounce = np.sqrt(2 * 1.1 / g)  # from h = 1 to the floor at -0.1
+    assert [kind for _, kind in run.info["events"]] == ["state"]
+    assert abs(run.info["events"][0][0] - bounce) <= 1e-9
+
+    def rhs(t, y, piece):
+        v = -g * t if piece == 0 else e * g * bounce - g * (t - bounce)
+        return [y[1], (1 - y[0] ** 2) * y[1] - y[0] + v]
+
+    reference = _vdp_pieces(times, (0.0, bounce, 0.8), lambda k, y: [2.0, 0.0] if y is None else y, rhs)
+    scale = np.max(np.abs(reference))
+    for j, column in enumerate(("V.x0", "V.x1")):
+        assert np.max(np.abs(run.result.column(column) - reference[:, j])) <= GLOBAL_ERROR_AT_1E_10 * scale
+
+    def run_at(vals, nodes):
+        return simulate_monolithic(structure, archives, 0.8, times=times, tolerances=TOL, values=vals,
+                                   nodes=nodes).result.values
+
+    fd = _frozen_differences(run_at, run, tuple(values), values)
+    for i in range(3):
+        assert np.max(np.abs(fd[:, 1:, i])) > 1e-3  # the bounce's parameters move the oscillator
+        assert np.max(np.abs(run.sensitivities[:, :, i] - fd[:, :, i])) <= FROZEN_FD * np.max(np.abs(fd[:, :, i]))
+
+
+GAIN = (Connector("u", "input"), Connector("y", "output"))
+
+
+@pytest.mark.parametrize("case, message", [
+    ("loop", r"the algebraic loop through A\.u, B\.u .*not yet solved in a Model Exchange system; co-simulate"),
+    ("integer", r"the connection to V\.u \(Integer, continuous\): not yet: discrete inputs in a Model Exchange "
+                r"system"),
+    ("co-simulation", r"component 'C' \(.*\): not yet: Co-Simulation components in a Model Exchange system"),
+    ("unknown", r"'V\.nu' names no variable|no variable named 'nu'"),
+])
+def test_refusals_are_one_line(handwritten, case, message):
+    gain, vdp = handwritten["gain"], handwritten["vdp"]
+    archives = {"A": gain, "B": gain, "S": handwritten["stair"], "V": vdp, "C": gain}
+    sensitivities: tuple[str, ...] = ()
+    if case == "loop":
+        structure = SystemStructure("loop", "loop.ssd", (), (
+            Component("A", gain.path, "gain.fmu", "any", GAIN), Component("B", gain.path, "gain.fmu", "any", GAIN)),
+            (Connection(Endpoint("A", "y"), Endpoint("B", "u")), Connection(Endpoint("B", "y"), Endpoint("A", "u"))))
+    elif case == "integer":
+        stair = Component("S", handwritten["stair"].path, "stair.fmu", "any",
+                          (Connector("counter", "output", "Integer"),))
+        structure = SystemStructure("d", "d.ssd", (), (stair, Component("V", vdp.path, "vdp.fmu", "any",
+                                                                        (Connector("u", "input", "Integer"),))),
+                                    (Connection(Endpoint("S", "counter"), Endpoint("V", "u")),))
+    elif case == "co-simulation":
+        structure = SystemStructure("cs", "cs.ssd", (), (
+            Component("C", gain.path, "gain.fmu", "CoSimulation", GAIN),
+            Component("V", vdp.path, "vdp.fmu", "any", VDP)), (Connection(Endpoint("C", "y"), Endpoint("V", "u")),))
+    else:
+        structure = _driven(Component("C", gain.path, "gain.fmu", "any", GAIN), "y", Transformation(), vdp.path)
+        sensitivities = ("V.nu",)
+    with pytest.raises(FmuError, match=message) as caught:
+        simulate_monolithic(structure, archives, 0.1, times=np.array([0.0, 0.1]), sensitivities=sensitivities)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_crashing_component_is_one_error_naming_it_and_nothing_is_left_behind(handwritten):
+    stair = Component("S", handwritten["stair"].path, "stair.fmu", "any", (Connector("level", "output"),))
+    structure = _driven(stair, "level", Transformation(), handwritten["crash"].path)
+    archives = {"S": handwritten["stair"], "V": handwritten["crash"]}
+    with pytest.raises(FmuError, match=r"^driven\.ssd \(system driven\): the FMU binary crashed with SIGSEGV during "
+                                       r"component 'V': getting the state derivatives"):
+        simulate_monolithic(structure, archives, 0.5, tolerances=TOL)
+    for archive in archives.values():
+        assert not list(archive.directory.glob("worker-*")), archive.directory
+
+
+def test_simulate_ssp_integrates_a_model_exchange_system_and_estimates_its_error(halves, tmp_path):
+    """``simulate --ssp`` of a system whose components offer only Model Exchange: auto chooses
+    the monolithic integration; the CSV holds the API's run bit for bit and ``--error-estimate``
+    prints each column's difference to a run at tolerances 100 times tighter."""
+    from captured_cli import cli
+    from fmi_adjoint.data import read_csv
+    from fmi_adjoint.ssp.reading import open_system
+    from test_ssp_master import _write_ssp
+
+    ssp = _write_ssp(halves["A"].path.parent, _split(halves))
+    out = tmp_path / "system.csv"
+    code, _, err = cli(["simulate", "--ssp", str(ssp), "--t-end", "0.1", "--step", "0.005", "--set", "A.k1=1100",
+                        "--rtol", "1e-10", "--atol", "1e-12", "--error-estimate", "-o", str(out)])
+    assert code == 0, err
+    written = read_csv(out)
+    with open_system(ssp) as system:
+        ours = simulate_monolithic(system.structure, system.archives, 0.1, times=TIMES, tolerances=TOL,
+                                   values={"A.k1": 1100.0}).result
+        tight = simulate_monolithic(system.structure, system.archives, 0.1, times=TIMES, tolerances=TOL.tighter(),
+                                    values={"A.k1": 1100.0}).result
+    assert written.columns == ours.columns == ("A.x1", "A.v1", "B.force", "B.x2", "gap")
+    np.testing.assert_array_equal(written.times, TIMES)
+    np.testing.assert_array_equal(written.values, ours.values)
+    line = next(row for row in err.splitlines() if row.strip().startswith("B.x2"))
+    assert line.split()[1] == f"{np.max(np.abs(ours.column('B.x2') - tight.column('B.x2'))):.3g}"
+    assert "estimated integration error at rtol = 1e-10" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--interface", "cs"], "component 'A' (A.fmu): not yet: Model Exchange components in a co-simulation"),
+    (["--order", "gauss-seidel"], "--order applies to a co-simulation (--interface cs)"),
+    (["--rtol", "2"], "--rtol 2.0: give a tolerance in"),
+])
+def test_simulate_ssp_model_exchange_refusals_are_one_line(halves, args, message):
+    from captured_cli import cli, error_line
+    from test_ssp_master import _write_ssp
+
+    ssp = _write_ssp(halves["A"].path.parent, _split(halves))
+    code, _, err = cli(["simulate", "--ssp", str(ssp), "--t-end", "0.1", *args])
+    assert code == 2 and message in error_line(err), err
+
+
+def test_systems_that_mix_the_interfaces_are_refused_by_name(handwritten, tmp_path):
+    with open_fmu(build_fmu("faulty_decay_cs", tmp_path)) as decay:
+        structure = SystemStructure("mixed", "mixed.ssd", (), (
+            Component("D", decay.path, "decay.fmu", "any", (Connector("x", "output"),)),
+            Component("V", handwritten["vdp"].path, "vdp.fmu", "any", VDP)),
+            (Connection(Endpoint("D", "x"), Endpoint("V", "u")),))
+        archives = {"D": decay, "V": handwritten["vdp"]}
+        with pytest.raises(FmuError, match=r"mixed\.ssd: not yet: systems that mix Model Exchange and Co-Simulation "
+                                           r"components \(component 'V' runs only as Model Exchange, 'D' only as "
+                                           r"Co-Simulation\)"):
+            system_interface(structure, archives)
+        with pytest.raises(FmuError, match=r"component 'D' \(faulty_decay_cs\.fmu\): not yet: Co-Simulation "
+                                           r"components in a Model Exchange system"):
+            system_interface(structure, archives, "me")
+
+
+def test_validate_ssp_compares_a_model_exchange_system_with_data(halves, tmp_path):
+    """``validate --ssp`` of the Model Exchange system: data made by the system at one stiffness
+    give zero error (the same runs) at it, and at another stiffness the errors of that run."""
+    from captured_cli import cli
+    from fmi_adjoint.data import write_csv
+    from test_ssp_master import _write_ssp
+
+    structure = _split(halves)
+    ssp = _write_ssp(halves["A"].path.parent, structure)
+    truth = simulate_monolithic(structure, halves, 0.1, times=TIMES, values={"A.k1": 1100.0}).result
+    other = simulate_monolithic(structure, halves, 0.1, times=TIMES, values={"A.k1": 900.0}).result
+    data = tmp_path / "data.csv"
+    write_csv(data, TIMES, {"A.x1": truth.column("A.x1"), "gap": truth.column("gap")})
+    for k1, expected in ((1100.0, truth), (900.0, other)):
+        folder = tmp_path / f"report{k1:g}"
+        code, _, err = cli(["validate", "--ssp", str(ssp), "--data", str(data), "--set", f"A.k1={k1}", "-o",
+                            str(folder)])
+        assert code == 0, err
+        summary = json.loads((folder / "report.json").read_text())
+        assert summary["integrator"]["scheme"] == "Radau IIA (order 5), adaptive" and "master" not in summary
+        for name in ("A.x1", "gap"):
+            error = expected.column(name) - truth.column(name)
+            assert summary["outputs"][name]["max_abs_error"] == pytest.approx(np.max(np.abs(error)), abs=1e-15)
+        assert (summary["outputs"]["A.x1"]["max_abs_error"] > 1e-4) == (k1 == 900.0)
