@@ -237,8 +237,75 @@ def test_state_events_of_one_component_drive_another(handwritten):
 GAIN = (Connector("u", "input"), Connector("y", "output"))
 
 
+def _gain_loop(path: Path, vdp: Path | None = None) -> SystemStructure:
+    """Two gains y = k u + c in a loop, A.u = 0.5 B.y + 0.25 and B.u = A.y, and with ``vdp`` the
+    Van der Pol oscillator driven by A.y."""
+    components = [Component("A", path, "gain.fmu", "any", GAIN), Component("B", path, "gain.fmu", "any", GAIN)]
+    connections = [Connection(Endpoint("A", "y"), Endpoint("B", "u")),
+                   Connection(Endpoint("B", "y"), Endpoint("A", "u"), Transformation(0.5, 0.25))]
+    if vdp is not None:
+        components.append(Component("V", vdp, "vdp.fmu", "any", VDP))
+        connections.append(Connection(Endpoint("A", "y"), Endpoint("V", "u")))
+    return SystemStructure("loop", "loop.ssd", (), tuple(components), tuple(connections))
+
+
+#: A with its acceleration as an output: it depends directly on the coupling force F (an
+#: algebraic loop with B, whose force depends directly on its input).
+ME_A_ACCELERATION = ME_A.replace("\n[parameters]", _outputs(a1="der2(x1)") + "\n[parameters]")
+
+
+def test_algebraic_loops_are_solved_in_the_right_hand_side(halves, handwritten, tmp_path):
+    """A loop through the states: A's acceleration a1 = F - k1 x1 - d1 v1 moves B's anchor,
+    xa = c a1, and B's force kc (x2 - xa) is A's F; the coupled system is linear, solved exactly
+    by the matrix exponential, and its sensitivities equal central differences on the same nodes.
+    A loop of two gains driving the oscillator takes its closed form."""
+    (tmp_path / "A.toml").write_text(ME_A_ACCELERATION)
+    export_fmu(tmp_path / "A.toml", tmp_path / "A.fmu", interface="me")
+    with open_fmu(tmp_path / "A.fmu") as accelerating:
+        archives = {"A": accelerating, "B": halves["B"]}
+        assert {u.variable.name: [d.name for d in u.dependencies] for u in accelerating.description.outputs}["a1"] \
+            == ["F", "q.x1", "v.x1"]
+        c, k1, kc, d1 = 1e-3, 1000.0, 500.0, 1.0
+        structure = SystemStructure("loop", "loop.ssd", (), (
+            Component("A", accelerating.path, "A.fmu", "any", (Connector("F", "input"), Connector("x1", "output"),
+                                                               Connector("a1", "output"))),
+            Component("B", halves["B"].path, "B.fmu", "any", (Connector("xa", "input"), Connector("force", "output"),
+                                                              Connector("x2", "output")))),
+            (Connection(Endpoint("A", "a1"), Endpoint("B", "xa"), Transformation(c, 0.0)),
+             Connection(Endpoint("B", "force"), Endpoint("A", "F"))))
+        run = simulate_monolithic(structure, archives, 0.1, times=TIMES, tolerances=TOL, sensitivities=("A.k1", "B.kc"))
+        # F = kc (x2 - c a1), a1 = F - k1 x1 - d1 v1: F = (kc x2 + kc c (k1 x1 + d1 v1)) / (1 + kc c)
+        alpha, beta, gamma = kc / (1 + kc * c), kc * c * k1 / (1 + kc * c), kc * c * d1 / (1 + kc * c)
+        a1 = np.array([beta - k1, alpha, gamma - d1, 0.0])  # a1 over (x1, x2, v1, v2)
+        system = np.zeros((4, 4))
+        system[0, 2] = system[1, 3] = 1.0
+        system[2] = a1
+        system[3] = 2.0 * (kc * c * a1 + np.array([0.0, -kc, 0.0, -0.5]))  # m2 = 0.5, damping 0.5
+        exact = np.array([expm(system * t) @ [0.0, 0.0, 0.1, 0.0] for t in TIMES])
+        scale = np.max(np.abs(exact[:, :2]))
+        for j, column in enumerate(("A.x1", "B.x2")):
+            assert np.max(np.abs(run.result.column(column) - exact[:, j])) <= GLOBAL_ERROR_AT_1E_10 * scale
+
+        def run_at(vals, nodes):
+            return simulate_monolithic(structure, archives, 0.1, times=TIMES, tolerances=TOL, values=vals,
+                                       nodes=nodes).result.values
+
+        values = {"A.k1": k1, "B.kc": kc}
+        fd = _frozen_differences(run_at, run, tuple(values), values)
+        for i in range(2):
+            assert np.max(np.abs(run.sensitivities[:, :, i] - fd[:, :, i])) <= FROZEN_FD * np.max(np.abs(fd[:, :, i]))
+
+    gains = {"A": handwritten["gain"], "B": handwritten["gain"], "V": handwritten["vdp"]}
+    loop = simulate_monolithic(_gain_loop(handwritten["gain"].path, handwritten["vdp"].path), gains, 0.2,
+                               times=np.array([0.0, 0.1, 0.2]), tolerances=TOL, values={"B.k": 0.8})
+    # y_A = k_A (0.5 (k_B y_A + c_B) + 0.25) + c_A with k_A = 2, c_A = c_B = 0.5, k_B = 0.8
+    np.testing.assert_allclose(loop.result.column("A.y"), 1.5 / (1.0 - 0.8), rtol=1e-13)
+    np.testing.assert_allclose(loop.result.column("B.y"), 0.8 * 7.5 + 0.5, rtol=1e-13)
+
+
 @pytest.mark.parametrize("case, message", [
-    ("loop", r"the algebraic loop through A\.u, B\.u .*not yet solved in a Model Exchange system; co-simulate"),
+    ("loop", r"the algebraic loop through A\.u, B\.u has no unique solution \(the condition number of its "
+             r"Jacobian is .*\) at t = 0 s; check the parameters"),
     ("integer", r"the connection to V\.u \(Integer, continuous\): not yet: discrete inputs in a Model Exchange "
                 r"system"),
     ("co-simulation", r"component 'C' \(.*\): not yet: Co-Simulation components in a Model Exchange system"),
@@ -248,10 +315,10 @@ def test_refusals_are_one_line(handwritten, case, message):
     gain, vdp = handwritten["gain"], handwritten["vdp"]
     archives = {"A": gain, "B": gain, "S": handwritten["stair"], "V": vdp, "C": gain}
     sensitivities: tuple[str, ...] = ()
-    if case == "loop":
-        structure = SystemStructure("loop", "loop.ssd", (), (
-            Component("A", gain.path, "gain.fmu", "any", GAIN), Component("B", gain.path, "gain.fmu", "any", GAIN)),
-            (Connection(Endpoint("A", "y"), Endpoint("B", "u")), Connection(Endpoint("B", "y"), Endpoint("A", "u"))))
+    values: dict[str, float] = {}
+    if case == "loop":  # a loop gain of 1: u_A = 0.5 (k_B u_B + c_B) + 0.25, u_B = k_A u_A + c_A with k_A k_B = 2
+        structure = _gain_loop(gain.path)
+        values = {"B.k": 1.0}
     elif case == "integer":
         stair = Component("S", handwritten["stair"].path, "stair.fmu", "any",
                           (Connector("counter", "output", "Integer"),))
@@ -266,7 +333,8 @@ def test_refusals_are_one_line(handwritten, case, message):
         structure = _driven(Component("C", gain.path, "gain.fmu", "any", GAIN), "y", Transformation(), vdp.path)
         sensitivities = ("V.nu",)
     with pytest.raises(FmuError, match=message) as caught:
-        simulate_monolithic(structure, archives, 0.1, times=np.array([0.0, 0.1]), sensitivities=sensitivities)
+        simulate_monolithic(structure, archives, 0.1, times=np.array([0.0, 0.1]), values=values,
+                            sensitivities=sensitivities)
     assert "\n" not in str(caught.value)
 
 

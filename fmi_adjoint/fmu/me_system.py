@@ -14,10 +14,17 @@ input.  The system's state is ``x = (x_1, ..., x_n)`` and its right-hand side
 
     f(t, x) = (f_1(t, x_1, u_1), ..., f_n(t, x_n, u_n)),   u = C(y(t, x, u)),
 
-which is an ODE in ``x`` when no cycle runs through outputs that depend directly on inputs (no
-algebraic loop; loops are refused by the parent, :mod:`fmi_adjoint.ssp.monolithic`): then ``u`` is
-found by one pass through the ports in the order of their dependencies (:meth:`SystemInstance.couple`:
-read the outputs of level ``L``, set the inputs of level ``L + 1``; the parent computes the levels).
+where ``u`` is found by one pass through the ports in the order of their dependencies when no cycle
+runs through outputs that depend directly on inputs (:meth:`SystemInstance.couple`: read the outputs
+of level ``L``, set the inputs of level ``L + 1``; the parent computes the levels,
+:mod:`fmi_adjoint.ssp.monolithic`).  An algebraic loop (such a cycle) is torn at some of its inputs
+``u_T`` (the parent chooses them so that every cycle is cut): the pass then runs from given ``u_T``,
+and Newton's method solves ``u_T - C_T(y(u_T)) = 0`` around it at every point (its Jacobian by
+forward differences, kept while the residual falls by half; from the last point's solution; to
+:data:`LOOP_TOLERANCE` and one step beyond, so that the right-hand side is the loop's solution to
+round-off); a loop whose Jacobian is singular (condition number above :data:`MAX_LOOP_CONDITION`,
+e.g. a loop gain of 1) or that does not converge is a failure naming its ports.  The system is then
+an ODE in ``x`` (an index-1 DAE with its algebraic part solved inside the right-hand side).
 So every total derivative the sensitivities need (``df/dx`` through the couplings, ``df/dp`` of one
 component's parameter acting on the others through its outputs, the events' jumps) is that of the
 coupled right-hand side, taken by the existing code: differences of :meth:`rhs` for the state
@@ -44,11 +51,22 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["EVENT_ROUNDS", "SystemInstance"]
+__all__ = ["EVENT_ROUNDS", "LOOP_DIFFERENCE_STEP", "LOOP_ITERATIONS", "LOOP_TOLERANCE", "MAX_LOOP_CONDITION",
+           "SystemInstance"]
 
 #: Rounds of the event iteration across components (each round: the pending components settle,
 #: then the coupling is passed); a system that needs more is taken as chattering.
 EVENT_ROUNDS = 1000
+#: Algebraic loops: Newton's method stops at ``max|u - C(y(u))| <= LOOP_TOLERANCE (1 + max|u|)``
+#: (then takes one more step), within LOOP_ITERATIONS iterations; its Jacobian by forward
+#: differences of relative step LOOP_DIFFERENCE_STEP (accurate to about 1e-8 relative: the
+#: iteration converges linearly at that rate, and the last step leaves round-off); a Jacobian whose
+#: condition number exceeds MAX_LOOP_CONDITION has no unique solution (e.g. a loop gain of 1),
+#: as in the co-simulation master (:data:`fmi_adjoint.ssp.master.MAX_LOOP_CONDITION`).
+LOOP_TOLERANCE = 1e-12
+LOOP_ITERATIONS = 30
+LOOP_DIFFERENCE_STEP = 1e-7
+MAX_LOOP_CONDITION = 1e6
 
 
 class SystemInstance:
@@ -86,6 +104,14 @@ class SystemInstance:
         self._start_inputs = dict(self._system_inputs)
         #: The value each coupled input was last set to (an event round compares with it).
         self._set = [np.nan] * len(self._inputs)
+        #: Algebraic loops: the torn inputs (indices of ``inputs``), their sources, their names, the
+        #: last solution and Newton's kept Jacobian.
+        self._torn = [int(i) for i in plan.get("torn", ())]
+        self._torn_sources = sorted({self._inputs[i][2] for i in self._torn if self._inputs[i][2] is not None})
+        self._loop_names = list(plan.get("loop_names", ()))
+        self._loop_guess: np.ndarray | None = None
+        self._loop_matrix: np.ndarray | None = None
+        self._time = float("nan")
         sizes = [int(i.n_states) for i in self.instances]
         self._offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
         self.n_states = int(self._offsets[-1])
@@ -149,33 +175,118 @@ class SystemInstance:
 
     # -- the coupling ------------------------------------------------------------------------
     def couple(self, compare: bool = False) -> set[int]:
-        """One pass through the ports in dependency order (module docstring); with ``compare``
-        (Event Mode) only the inputs whose value changes are set.  The components whose inputs
-        were set."""
-        touched: set[int] = set()
+        """The coupled inputs made consistent with the outputs (module docstring): one pass through
+        the ports in dependency order, or, with algebraic loops, Newton's method on the torn inputs
+        around such passes.  With ``compare`` (Event Mode) an input whose value does not change is
+        not set again.  The components whose inputs changed."""
+        before = list(self._set)
+        if self._torn:
+            self._solve_loops(compare)
+        else:
+            self._pass(compare)
+        return {self._inputs[i][0] for i in range(len(self._inputs)) if not self._set[i] == before[i]}
+
+    def _pass(self, compare: bool) -> None:
+        """Read the sources of level L, set the inputs of level L + 1, for L = 0, 1, ...: the torn
+        inputs (level 0) keep the values set before."""
         values = [0.0] * len(self._sources)
         for reads, sets in self._stages:
-            per: dict[int, list[int]] = {}
-            for s in reads:
-                per.setdefault(self._sources[s][0], []).append(s)
-            for k, indices in per.items():
-                read = self.instances[k].get_values([self._sources[s][1] for s in indices])
-                for s, value in zip(indices, read):
-                    values[s] = float(value)
+            self._read(reads, values)
             setting: dict[int, tuple[list, list[float]]] = {}
             for i in sets:
-                k, ref, source, name, factor, offset = self._inputs[i]
-                value = factor * (values[source] if source is not None else self._system_input(name)) + offset
+                value = self._target(i, values)
                 if compare and value == self._set[i]:
                     continue
                 self._set[i] = value
-                refs, vals = setting.setdefault(k, ([], []))
-                refs.append(ref)
+                refs, vals = setting.setdefault(self._inputs[i][0], ([], []))
+                refs.append(self._inputs[i][1])
                 vals.append(value)
             for k, (refs, vals) in setting.items():
                 self.instances[k].set_values(refs, vals)
-                touched.add(k)
-        return touched
+
+    def _read(self, sources: Sequence[int], values: list[float]) -> None:
+        """``values[s]`` = the output ``sources[s]`` now, one call per component."""
+        per: dict[int, list[int]] = {}
+        for s in sources:
+            per.setdefault(self._sources[s][0], []).append(s)
+        for k, indices in per.items():
+            for s, value in zip(indices, self.instances[k].get_values([self._sources[s][1] for s in indices])):
+                values[s] = float(value)
+
+    def _target(self, i: int, values: list[float]) -> float:
+        """The value the coupling gives input ``i`` from the source values read."""
+        _, _, source, name, factor, offset = self._inputs[i]
+        return factor * (values[source] if source is not None else self._system_input(name)) + offset
+
+    # -- algebraic loops -------------------------------------------------------------------------
+    def _loop_residual(self, u: np.ndarray, compare: bool) -> np.ndarray:
+        """``u - C(y(u))`` of the torn inputs: ``u`` set, a pass, the torn inputs' sources read."""
+        setting: dict[int, tuple[list, list[float]]] = {}
+        for i, value in zip(self._torn, u):
+            self._set[i] = float(value)
+            refs, vals = setting.setdefault(self._inputs[i][0], ([], []))
+            refs.append(self._inputs[i][1])
+            vals.append(float(value))
+        for k, (refs, vals) in setting.items():
+            self.instances[k].set_values(refs, vals)
+        self._pass(compare)
+        values = [0.0] * len(self._sources)
+        self._read(self._torn_sources, values)
+        return u - np.array([self._target(i, values) for i in self._torn])
+
+    def _loop_jacobian(self, u: np.ndarray, r: np.ndarray, compare: bool) -> np.ndarray:
+        """``d(u - C(y(u)))/du`` by forward differences of relative step :data:`LOOP_DIFFERENCE_STEP`."""
+        jacobian = np.empty((u.size, u.size))
+        for j in range(u.size):
+            step = LOOP_DIFFERENCE_STEP * (1.0 + abs(u[j]))
+            moved = u.copy()
+            moved[j] += step
+            jacobian[:, j] = (self._loop_residual(moved, compare) - r) / step
+        condition = float(np.linalg.cond(jacobian))
+        if not condition <= MAX_LOOP_CONDITION:
+            raise self.Failure(self._loop_text(f"has no unique solution (the condition number of its Jacobian is "
+                                               f"{condition:.3g})"))
+        return jacobian
+
+    def _solve_loops(self, compare: bool) -> None:
+        """Newton's method on the torn inputs from the last solution (the Jacobian kept while the
+        residual falls by half per iteration), to :data:`LOOP_TOLERANCE` and one step beyond, so
+        that the coupled right-hand side is the loop's solution to round-off, a smooth function of
+        the states for the differences of the sensitivities."""
+        if self._loop_guess is None:
+            self._loop_guess = np.array([float(v) for v in self._values_of(self._torn)])
+        u = self._loop_guess.copy()
+        r = self._loop_residual(u, compare)
+        converged, last = False, np.inf
+        for _ in range(LOOP_ITERATIONS):
+            size = float(np.max(np.abs(r), initial=0.0))
+            if not np.all(np.isfinite(r)):
+                break
+            if converged:
+                self._loop_guess = u
+                return
+            converged = size <= LOOP_TOLERANCE * (1.0 + float(np.max(np.abs(u), initial=0.0)))
+            if self._loop_matrix is None or size > 0.5 * last:
+                self._loop_matrix = self._loop_jacobian(u, r, compare)
+            last = size
+            u = u - np.linalg.solve(self._loop_matrix, r)
+            r = self._loop_residual(u, compare)
+        self._loop_guess = None
+        raise self.Failure(self._loop_text(f"did not converge in {LOOP_ITERATIONS} iterations (residual "
+                                           f"{float(np.max(np.abs(r), initial=0.0)):.3g})"))
+
+    def _values_of(self, inputs: Sequence[int]) -> np.ndarray:
+        """The current values of coupled inputs, read from their components."""
+        out = np.empty(len(inputs))
+        for position, i in enumerate(inputs):
+            k, ref = self._inputs[i][0], self._inputs[i][1]
+            out[position] = self.instances[k].get_values([ref])[0]
+        return out
+
+    def _loop_text(self, what: str) -> str:
+        return (f"{self.fmu_name}: the algebraic loop through {', '.join(self._loop_names)} {what} at "
+                f"t = {self._time:g} s; check the parameters and transformations of the loop, or break it (a "
+                "component without direct feedthrough) if it has no solution.")
 
     # -- the interface of one instance (:class:`.worker._Instance`) ---------------------------------
     @property
@@ -188,6 +299,7 @@ class SystemInstance:
         the coupling is passed in Initialization Mode (FMI 2.0, sec. 3.2.3: inputs may be set and
         outputs read there), then each exits it (its event iteration, continuous-time mode)."""
         self._system_inputs = dict(self._start_inputs)
+        self._time, self._loop_guess, self._loop_matrix = float(t0), None, None  # every run from the same start
         per, inputs, outputs = self._by_component(refs)
         if outputs:
             raise self.Failure(f"{self.fmu_name}: the system output {refs[outputs[0]][1]!r} cannot be set.")
@@ -210,6 +322,7 @@ class SystemInstance:
     def set_point(self, t: float, x, input_refs: Sequence = (), u: Sequence[float] = ()) -> None:
         """Time and states of every component, the system inputs ``u``, then the coupling."""
         x = np.asarray(x, dtype=float)
+        self._time = float(t)
         for k, instance in enumerate(self.instances):
             instance.set_point(t, x[self._offsets[k]:self._offsets[k + 1]])
         if len(input_refs):
@@ -239,6 +352,7 @@ class SystemInstance:
     def event_mode_update(self, t: float) -> np.ndarray:
         """The event iteration of the coupled system at the point set (module docstring); the
         continuous states afterwards."""
+        self._time = float(t)
         for instance in self.instances:
             instance.enter_event_mode(t)
         pending = set(range(len(self.instances)))

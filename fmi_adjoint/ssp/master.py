@@ -336,7 +336,7 @@ class CouplingPlan:
                 out[output] = names
         return out
 
-    def _edges(self) -> dict[tuple[str, Port], list[tuple[str, Port]]]:
+    def edges(self) -> dict[tuple[str, Port], list[tuple[str, Port]]]:
         """The graph of direct dependencies between ports: input -> output of the same component
         (feedthrough), output -> input it drives."""
         edges: dict[tuple[str, Port], list[tuple[str, Port]]] = {}
@@ -352,7 +352,7 @@ class CouplingPlan:
 
     def _loop_ports(self) -> list[Port]:
         """The inputs on a cycle of direct dependencies (an algebraic loop), in plan order."""
-        edges = self._edges()
+        edges = self.edges()
         looped = []
         for port in self.driving:
             seen, stack = set(), list(edges.get(("in", port), ()))

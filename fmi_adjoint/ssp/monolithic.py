@@ -35,10 +35,13 @@ microseconds of FMI calls; one message between processes costs about a hundred):
 or a refused call of any component ends the run with one error naming it; the tool's process is
 never touched.
 
-Not yet (refused by name): algebraic loops (a cycle through outputs that depend directly on
-inputs: run such a system as a co-simulation, whose master solves them), Integer and Boolean
-connections and discrete inputs (set only in Event Mode), components without Model Exchange
-(mixed systems), an FMU that can be instantiated only once per process used twice.
+Algebraic loops (a cycle through outputs that depend directly on inputs) are torn at some of their
+inputs and solved by Newton's method at every point in the worker
+(:class:`~fmi_adjoint.fmu.me_system.SystemInstance`).
+
+Not yet (refused by name): Integer and Boolean connections and discrete inputs (set only in Event
+Mode), components without Model Exchange (mixed systems), an FMU that can be instantiated only once
+per process used twice.
 """
 
 from __future__ import annotations
@@ -111,6 +114,8 @@ class MonolithicPlan:
                                    if c.start.element is not None or c.start.connector in columns]
         self.system_inputs = sorted({coupling.driving[p].start.connector for p in self.inputs
                                      if coupling.driving[p].start.element is None})
+        #: The inputs at which the algebraic loops are torn (Newton's unknowns in the worker).
+        self.torn = self._tear()
         levels = self._levels()
         self.sources: list[Port] = sorted({(str(c.start.element), c.start.connector)
                                            for p in self.inputs for c in [coupling.driving[p]]
@@ -123,12 +128,6 @@ class MonolithicPlan:
 
     def _refuse(self, coupling: CouplingPlan) -> None:
         source = self.structure.source
-        if coupling.loop_ports:
-            ports = ", ".join(f"{c}.{p}" for c, p in coupling.loop_ports)
-            raise FmuError(f"{source}: the algebraic loop through {ports} (outputs that depend directly on inputs, "
-                           "in a cycle): not yet solved in a Model Exchange system; co-simulate the system "
-                           "(--interface cs), whose master solves such loops, or break the loop (a component "
-                           "without direct feedthrough).")
         for name, connector in coupling.driving:
             kind = coupling.connector_type((name, connector))
             variable = self.archives[name].variables.get(connector)
@@ -148,9 +147,30 @@ class MonolithicPlan:
                                "(canBeInstantiatedOnlyOncePerProcess); co-simulate the system (--interface cs).")
             seen[key] = name
 
+    def _tear(self) -> list[Port]:
+        """Inputs that cut every cycle of direct dependencies (algebraic loop): each input on a loop,
+        in plan order, that still lies on a cycle avoiding those taken before it.  Every cycle is
+        cut: its first input in that order was taken, since the cycle avoided the earlier ones."""
+        edges, torn = self.coupling.edges(), []
+        for port in self.coupling.loop_ports:
+            if port not in self.inputs:
+                continue
+            seen, stack, cycle = set(), list(edges.get(("in", port), ())), False
+            while stack and not cycle:
+                node = stack.pop()
+                cycle = node == ("in", port)
+                if cycle or node in seen or (node[0] == "in" and node[1] in torn):
+                    continue
+                seen.add(node)
+                stack.extend(edges.get(node, ()))
+            if cycle:
+                torn.append(port)
+        return torn
+
     def _levels(self) -> dict[tuple[str, Port], int]:
-        """The level of every coupled input (1 + its source's) and of every output (the highest
-        of the coupled inputs it depends on directly, 0 for none); acyclic (:meth:`_refuse`)."""
+        """The level of every coupled input (0 for a torn one, else 1 + its source's) and of every
+        output (the highest of the coupled inputs it depends on directly, 0 for none); acyclic once
+        the torn inputs are cut (:meth:`_tear`)."""
         coupling, coupled = self.coupling, set(self.inputs)
         levels: dict[tuple[str, Port], int] = {}
 
@@ -165,11 +185,15 @@ class MonolithicPlan:
             key = ("in", port)
             if key not in levels:
                 start = coupling.driving[port].start
-                levels[key] = 1 if start.element is None else output((start.element, start.connector)) + 1
+                levels[key] = (0 if port in self.torn else 1 if start.element is None
+                               else output((start.element, start.connector)) + 1)
             return levels[key]
 
         for port in self.inputs:
             level(port)
+            start = coupling.driving[port].start
+            if start.element is not None:  # a torn input's source too
+                output((start.element, start.connector))
         return levels
 
     def ref(self, name: str):
@@ -202,7 +226,9 @@ class MonolithicPlan:
             k, ref = self.ref(f"{connection.start.element}.{connection.start.connector}")
             outputs[name] = (k, ref, connection.transformation.factor, connection.transformation.offset)
         return {"sources": sources, "inputs": inputs, "stages": self.stages, "system_outputs": outputs,
-                "system_inputs": dict.fromkeys(self.system_inputs, 0.0)}
+                "system_inputs": dict.fromkeys(self.system_inputs, 0.0),
+                "torn": [self.inputs.index(port) for port in self.torn],
+                "loop_names": [f"{c}.{p}" for c, p in self.coupling.loop_ports]}
 
 
 def _scalar_refs(archive: FmuArchive, which: int) -> list[int]:
