@@ -495,6 +495,7 @@ def cmd_simulate(args) -> int:
 def _simulate_system(args) -> int:
     """``simulate --ssp``: co-simulate an SSP system of FMUs (:mod:`fmi_adjoint.ssp.master`)."""
     from ..data import read_csv  # noqa: PLC0415 (only for --ssp)
+    from ..ssp.coupling import system_grid  # noqa: PLC0415 (only for --ssp)
     from ..ssp.master import (  # noqa: PLC0415
         ErrorEstimate,
         InputTable,
@@ -502,7 +503,6 @@ def _simulate_system(args) -> int:
         estimate_error,
         held_inputs_note,
         simulate_system,
-        system_grid,
     )
     from ..ssp.monolithic import simulate_monolithic, system_interface  # noqa: PLC0415 (as above)
     from ..ssp.reading import open_system  # noqa: PLC0415 (as above)

@@ -60,7 +60,7 @@ from ..fmu.session import DEFAULT_TIMEOUT, FmuSession, start_values
 from ..fmu.variables import declared_variable, resolve
 from ..fmu.worker import unpack
 from ..text import excerpt
-from .master import CouplingPlan, InputTable, Port, SystemResult, check_input_span, component_values, runs_as
+from .coupling import CouplingPlan, InputTable, Port, SystemResult, check_input_span, component_values, runs_as
 from .structure import SystemStructure
 
 __all__ = ["MonolithicPlan", "MonolithicRun", "SystemSession", "system_interface", "parameter_value",

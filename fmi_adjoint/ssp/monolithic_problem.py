@@ -49,7 +49,7 @@ from ..fmu.problem import reference_change
 from ..fmu.simulation import RunOutputs, SensitivityRequest
 from ..identify.problem import AbstractIdentificationProblem
 from ..scale import WorkerContext
-from .master import InputTable
+from .coupling import InputTable
 from .monolithic import MonolithicPlan, MonolithicRun, simulate_monolithic
 from .problem import ResidentSystem, SystemBytes, SystemProblemBase
 from .structure import SystemStructure, system_identity

@@ -75,7 +75,8 @@ from ..identify.spec import check_time_span
 from ..integrate.inputs import ParameterValues
 from ..scale import AbstractExecutor, WorkerContext
 from ..text import excerpt
-from .master import InputTable, MasterSettings, SystemResult, check_input_span, simulate_system, system_columns
+from .coupling import InputTable, SystemResult, check_input_span, system_columns
+from .master import MasterSettings, simulate_system
 from .structure import SystemStructure, system_identity
 
 __all__ = ["ResidentSystem", "SystemBytes", "SystemProblem", "SystemProblemBase", "SystemRunTask", "system_experiment",

@@ -59,7 +59,8 @@ from ..fmu.experiment import Tolerances
 from ..fmu.session import DEFAULT_TIMEOUT
 from ..fmu.validation import Validation, check_output_columns, error_statistics, sample_recorded
 from ..text import excerpt
-from .master import InputTable, MasterSettings, check_input_span, held_inputs_note, simulate_system
+from .coupling import InputTable, check_input_span, held_inputs_note
+from .master import MasterSettings, simulate_system
 from .monolithic import simulate_monolithic
 from .structure import Endpoint, SystemStructure
 
