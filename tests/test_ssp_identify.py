@@ -19,7 +19,6 @@ starting the two component worker processes (the machine is shared): the identif
 from __future__ import annotations
 
 import json
-import zipfile
 
 import numpy as np
 import pytest
@@ -129,25 +128,12 @@ def test_the_gradient_is_a_central_difference_of_the_masters_cost(system):
             assert abs(gradient[k] - by_hand) <= FMU_GRADIENT_VS_FD * abs(by_hand), (k, gradient[k], by_hand)
 
 
-def _model_exchange_b(ssp, folder):
-    """The system with B's implementation ModelExchange."""
-    path = folder / "me.ssp"
-    with zipfile.ZipFile(ssp) as source, zipfile.ZipFile(path, "w") as target:
-        for item in source.infolist():
-            raw = source.read(item)
-            if item.filename == "SystemStructure.ssd":
-                raw = raw.replace(b'<ssd:Component name="B"', b'<ssd:Component name="B" implementation="ModelExchange"')
-            target.writestr(item, raw)
-    return path
-
-
 @pytest.mark.parametrize("case, message", [
     ("unknown parameter", "component 'A': A.fmu: no real parameter named 'k9'"),
     ("unknown component", "the system has no component 'C'; components: A, B"),
     ("unknown column", "column 'A.x9' matches no output of 'split'. Outputs: A.x1, A.v1, B.force, B.x2"),
     ("with --fmu", "give MODEL, --fmu or --ssp, one of them (--fmu"),
     ("with MODEL", "give MODEL, --fmu or --ssp, one of them (MODEL 'sdof'"),
-    ("model exchange", "component 'B' (B.fmu): not yet: Model Exchange components in a co-simulation"),
 ])
 def test_identify_ssp_refusals_are_one_line(system, tmp_path, case, message):
     from captured_cli import cli, error_line
@@ -167,9 +153,6 @@ def test_identify_ssp_refusals_are_one_line(system, tmp_path, case, message):
         args += ["--fmu", folder / "A.fmu"]
     elif case == "with MODEL":
         args.insert(1, "sdof")
-    else:  # B only as Model Exchange, the system co-simulated
-        args[2] = _model_exchange_b(ssp, folder)
-        args += ["--interface", "cs"]
     code, _, err = cli(args)
     assert code == 2 and message in error_line(err), err
     assert not (tmp_path / "r.json").exists()

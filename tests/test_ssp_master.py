@@ -24,7 +24,8 @@
 * An algebraic loop of two direct-feedthrough gains (``fmus/feedthrough``: y = k u + c, no
   directional derivatives, so differences) is solved to its closed form through a linear
   transformation and the SSD's parameter bindings; a loop that does not converge and one
-  without a solution are refused naming their ports; a Model Exchange component is refused.
+  without a solution are refused naming their ports.  (Model Exchange components in a
+  co-simulation: ``test_ssp_monolithic``.)
 
 Cost: two exports and one in-process build of the monolithic model (6 s cold), then runs of
 about 0.3 s each (two worker processes per run); the module 19 s cold.
@@ -227,7 +228,8 @@ def _write_ssp(folder: Path, structure: SystemStructure | None = None) -> Path:
            f'xmlns:ssd="http://ssp-standard.org/SSP1/SystemStructureDescription" version="1.0" name="{structure.name}">'
            f'<ssd:System name="{structure.name}">{connectors(structure.connectors) if structure.connectors else ""}'
            f'<ssd:Elements>{elements}</ssd:Elements>'
-           f'<ssd:Connections>{connections}</ssd:Connections></ssd:System></ssd:SystemStructureDescription>\n')
+           f'{f"<ssd:Connections>{connections}</ssd:Connections>" if connections else ""}'
+           '</ssd:System></ssd:SystemStructureDescription>\n')
     path = folder / f"{structure.name}.ssp"
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("SystemStructure.ssd", ssd)
@@ -309,17 +311,6 @@ def test_loops_that_do_not_converge_are_refused_by_name(gains):
     # FACTOR k_B K_A = 1: u_A = u_A + 1.25 has no solution
     with pytest.raises(FmuError, match=r"algebraic loop through A\.u, B\.u has no unique solution"):
         simulate_system(_loop(1.0, path), archives, 0.1, MasterSettings(0.05))
-
-
-def test_model_exchange_components_are_refused_by_name(gains):
-    path, archives = gains
-    structure = _loop(0.8, path)
-    me = SystemStructure("loop", "loop.ssd", (), (structure.components[0],
-                                                  Component("B", path, "feedthrough.fmu", "ModelExchange")),
-                         structure.connections)
-    with pytest.raises(FmuError, match="component 'B' .*not yet: Model Exchange components in a co-simulation; "
-                                       "export or choose the CoSimulation implementation"):
-        simulate_system(me, archives, 0.1, MasterSettings(0.05))
 
 
 def test_system_inputs_come_from_the_table_and_system_outputs_are_recorded_by_name(gains):

@@ -24,6 +24,7 @@ about 25 s.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -36,11 +37,13 @@ from fmi_adjoint.errors import FmuError
 from fmi_adjoint.export import export_fmu
 from fmi_adjoint.fmu.archive import open_fmu
 from fmi_adjoint.fmu.experiment import Tolerances
+from fmi_adjoint.ssp.master import (GaussSeidel, Jacobi, LinearExtrapolation, MasterSettings, ZeroOrderHold,
+                                    simulate_system)
 from fmi_adjoint.ssp.monolithic import simulate_monolithic, system_interface
 from fmi_adjoint.ssp.structure import Component, Connection, Connector, Endpoint, SystemStructure, Transformation
 from fmi_adjoint.toolchain import c_compiler
 from handwritten_fmus import build_fmu
-from tolerances import FROZEN_FD, GLOBAL_ERROR_AT_1E_10
+from tolerances import FROZEN_FD, GLOBAL_ERROR_AT_1E_10, ORDER
 
 if c_compiler() is None:  # pragma: no cover - depends on the machine
     pytest.skip("no C compiler: the FMUs cannot be built", allow_module_level=True)
@@ -308,7 +311,8 @@ def test_algebraic_loops_are_solved_in_the_right_hand_side(halves, handwritten, 
              r"Jacobian is .*\) at t = 0 s; check the parameters"),
     ("integer", r"the connection to V\.u \(Integer, continuous\): not yet: discrete inputs in a Model Exchange "
                 r"system"),
-    ("co-simulation", r"component 'C' \(.*\): not yet: Co-Simulation components in a Model Exchange system"),
+    ("co-simulation", r"component 'C' \(.*\): it has no Model Exchange interface \(or the SSD chooses "
+                      r"CoSimulation\), so the system cannot be integrated as one ODE"),
     ("unknown", r"'V\.nu' names no variable|no variable named 'nu'"),
 ])
 def test_refusals_are_one_line(handwritten, case, message):
@@ -378,7 +382,6 @@ def test_simulate_ssp_integrates_a_model_exchange_system_and_estimates_its_error
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--interface", "cs"], "component 'A' (A.fmu): not yet: Model Exchange components in a co-simulation"),
     (["--order", "gauss-seidel"], "--order applies to a co-simulation (--interface cs)"),
     (["--rtol", "2"], "--rtol 2.0: give a tolerance in"),
 ])
@@ -391,20 +394,68 @@ def test_simulate_ssp_model_exchange_refusals_are_one_line(halves, args, message
     assert code == 2 and message in error_line(err), err
 
 
-def test_systems_that_mix_the_interfaces_are_refused_by_name(handwritten, tmp_path):
+@pytest.fixture(scope="module")
+def mixed(halves, tmp_path_factory):
+    """{"A": archive, "B": archive}: A exported as Co-Simulation only, B the Model Exchange half."""
+    folder = tmp_path_factory.mktemp("ssp_mixed")
+    (folder / "A.toml").write_text(ME_A)
+    export_fmu(folder / "A.toml", folder / "A.fmu", interface="cs")
+    with open_fmu(folder / "A.fmu") as co_simulated:
+        yield {"A": co_simulated, "B": halves["B"]}
+
+
+def _any(structure: SystemStructure) -> SystemStructure:
+    """``structure`` with every component's implementation ``any``."""
+    return dataclasses.replace(structure, components=tuple(dataclasses.replace(c, implementation="any")
+                                                           for c in structure.components))
+
+
+@pytest.mark.parametrize("order, approximation, slope", [(Jacobi(), ZeroOrderHold(), 1),
+                                                         (GaussSeidel(), ZeroOrderHold(), 1),
+                                                         (Jacobi(), LinearExtrapolation(), 2)])
+def test_a_mixed_system_runs_its_model_exchange_part_as_one_component_of_the_master(mixed, order, approximation,
+                                                                                    slope):
+    """A (Co-Simulation only) and B (Model Exchange only): the master steps B's part by Radau IIA
+    over each macro step (its inputs held or ramped), and the co-simulation converges to the exact
+    solution of the monolithic model with the order of the input approximation."""
+    structure = _any(_split(mixed))
+    assert system_interface(structure, mixed) == "CoSimulation"
+    errors = []
+    for step in (2e-3, 1e-3, 5e-4):
+        result = simulate_system(structure, mixed, 0.1, MasterSettings(step, order, approximation, model_exchange=TOL))
+        exact = _exact(result.times, 1000.0, 500.0)
+        errors.append(max(np.max(np.abs(result.column("A.x1") - exact[:, 0])),
+                          np.max(np.abs(result.column("B.x2") - exact[:, 1]))))
+    slopes = np.log2(np.array(errors[:-1]) / np.array(errors[1:]))
+    assert np.all(np.abs(slopes - slope) <= ORDER), (errors, slopes)
+
+
+def test_a_model_exchange_system_stepped_by_the_master_has_no_coupling_error(halves):
+    """Every component in the Model Exchange part: the master steps the whole system as one unit,
+    whose couplings are made at every point, so its result at any macro step is the monolithic
+    run's, to the integration tolerance."""
+    structure = _split(halves)
+    result = simulate_system(structure, halves, 0.1, MasterSettings(5e-3, model_exchange=TOL))
+    exact = _exact(result.times, 1000.0, 500.0)
+    assert np.max(np.abs(result.column("B.x2") - exact[:, 1])) <= GLOBAL_ERROR_AT_1E_10 * np.max(np.abs(exact))
+
+
+def test_interfaces_a_component_lacks_are_refused_by_name(handwritten, tmp_path):
     with open_fmu(build_fmu("faulty_decay_cs", tmp_path)) as decay:
         structure = SystemStructure("mixed", "mixed.ssd", (), (
             Component("D", decay.path, "decay.fmu", "any", (Connector("x", "output"),)),
             Component("V", handwritten["vdp"].path, "vdp.fmu", "any", VDP)),
             (Connection(Endpoint("D", "x"), Endpoint("V", "u")),))
         archives = {"D": decay, "V": handwritten["vdp"]}
-        with pytest.raises(FmuError, match=r"mixed\.ssd: not yet: systems that mix Model Exchange and Co-Simulation "
-                                           r"components \(component 'V' runs only as Model Exchange, 'D' only as "
-                                           r"Co-Simulation\)"):
-            system_interface(structure, archives)
-        with pytest.raises(FmuError, match=r"component 'D' \(faulty_decay_cs\.fmu\): not yet: Co-Simulation "
-                                           r"components in a Model Exchange system"):
+        assert system_interface(structure, archives) == "CoSimulation"  # V as the master's Model Exchange part
+        with pytest.raises(FmuError, match=r"component 'D' \(faulty_decay_cs\.fmu\): it has no Model Exchange "
+                                           r"interface .*co-simulate it \(--interface cs\)"):
             system_interface(structure, archives, "me")
+        only_me = dataclasses.replace(structure, components=(
+            structure.components[0], dataclasses.replace(structure.components[1], implementation="CoSimulation")))
+        with pytest.raises(FmuError, match=r"component 'V' \(van_der_pol_me\.fmu\): the FMU has neither a "
+                                           r"Co-Simulation nor a Model Exchange interface"):
+            system_interface(only_me, archives)
 
 
 def test_validate_ssp_compares_a_model_exchange_system_with_data(halves, tmp_path):
@@ -431,3 +482,30 @@ def test_validate_ssp_compares_a_model_exchange_system_with_data(halves, tmp_pat
             error = expected.column(name) - truth.column(name)
             assert summary["outputs"][name]["max_abs_error"] == pytest.approx(np.max(np.abs(error)), abs=1e-15)
         assert (summary["outputs"]["A.x1"]["max_abs_error"] > 1e-4) == (k1 == 900.0)
+
+
+def test_simulate_ssp_of_a_mixed_system_takes_the_tolerances_of_its_model_exchange_part(mixed, tmp_path):
+    """``simulate --ssp`` of A (Co-Simulation) and B (Model Exchange): the master with B's part
+    integrated at ``--rtol``/``--atol``, the API's run bit for bit; on a system without a Model
+    Exchange part the tolerances are refused (they would do nothing)."""
+    from captured_cli import cli, error_line
+    from fmi_adjoint.data import read_csv
+    from test_ssp_master import _write_ssp
+
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    for name in ("A", "B"):
+        (folder / f"{name}.fmu").write_bytes(mixed[name].path.read_bytes())
+    structure = _any(_split(mixed))
+    ssp = _write_ssp(folder, structure)
+    out = tmp_path / "mixed.csv"
+    code, _, err = cli(["simulate", "--ssp", str(ssp), "--step", "1e-3", "--t-end", "0.05", "--rtol", "1e-10",
+                        "--atol", "1e-12", "-o", str(out)])
+    assert code == 0, err
+    ours = simulate_system(structure, mixed, 0.05, MasterSettings(1e-3, model_exchange=TOL))
+    np.testing.assert_array_equal(read_csv(out).values, ours.values)
+    only_cs = _write_ssp(folder, dataclasses.replace(structure, name="cs", components=(structure.components[0],),
+                                                     connections=()))
+    code, _, err = cli(["simulate", "--ssp", str(only_cs), "--step", "1e-3", "--t-end", "0.05", "--rtol", "1e-10"])
+    assert code == 2 and "--rtol apply to Model Exchange components; every component of this co-simulation runs its " \
+        "own Co-Simulation solver" in error_line(err), err

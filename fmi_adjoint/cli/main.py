@@ -495,7 +495,7 @@ def cmd_simulate(args) -> int:
 def _simulate_system(args) -> int:
     """``simulate --ssp``: co-simulate an SSP system of FMUs (:mod:`fmi_adjoint.ssp.master`)."""
     from ..data import read_csv  # noqa: PLC0415 (only for --ssp)
-    from ..ssp.coupling import system_grid  # noqa: PLC0415 (only for --ssp)
+    from ..ssp.coupling import model_exchange_part, system_grid  # noqa: PLC0415 (only for --ssp)
     from ..ssp.master import (  # noqa: PLC0415
         ErrorEstimate,
         InputTable,
@@ -526,10 +526,7 @@ def _simulate_system(args) -> int:
     with open_system(args.ssp) as system:
         interface = system_interface(system.structure, system.archives, args.interface)
         if interface == "CoSimulation":
-            if args.rtol is not None or args.atol is not None:
-                raise ModelError("--rtol and --atol apply to a Model Exchange system (--interface me); the "
-                                 "co-simulation's error is set by --step, the macro step; remove them.")
-            settings = master_settings(args, args.order)
+            settings = master_settings(args, args.order, bool(model_exchange_part(system.structure, system.archives)))
         else:
             for option, default in (("order", "jacobi"), ("extrapolation", "hold")):
                 if getattr(args, option) != default:
@@ -829,7 +826,7 @@ def _system_problem(args, options, names, bounds) -> _Setup:
     executor: AbstractExecutor | None = None
     try:
         interface = system_interface(system.structure, system.archives, args.interface)
-        settings = _system_run_settings(args, interface)
+        settings = _system_run_settings(args, interface, system.structure, system.archives)
         target = system_target(system.structure, system.archives, interface)
         experiments = []
         for spec in args.data:
@@ -879,20 +876,18 @@ def _system_problem(args, options, names, bounds) -> _Setup:
     return setup
 
 
-def _system_run_settings(args, interface: str):
-    """How ``identify --ssp`` runs the system: the master's settings (Co-Simulation) or the Model
-    Exchange tolerances, each refusing the other interface's options by name."""
-    from .fmu_loading import MODEL_EXCHANGE_OPTIONS, run_tolerances  # noqa: PLC0415 (only for --ssp)
+def _system_run_settings(args, interface: str, structure, archives):
+    """How ``identify --ssp`` runs the system: the master's settings (Co-Simulation, with the
+    tolerances of its Model Exchange part if it has one) or the Model Exchange tolerances, each
+    refusing the other interface's options by name."""
+    from ..ssp.coupling import model_exchange_part  # noqa: PLC0415 (only for --ssp)
+    from .fmu_loading import run_tolerances  # noqa: PLC0415 (as above)
 
     if interface == "CoSimulation":
-        given = [f"--{name.replace('_', '-')}" for name in MODEL_EXCHANGE_OPTIONS if getattr(args, name) is not None]
-        if given:
-            raise ModelError(f"{' and '.join(given)} apply to a Model Exchange system (--interface me); Co-Simulation "
-                             "components run their own solvers under the master; remove them.")
         if args.gradient not in ("auto", "fd"):
             raise ModelError("--ssp identifies Co-Simulation components by central differences of whole system runs: "
                              "remove --gradient (or give --gradient fd).")
-        return master_settings(args, args.master_order)
+        return master_settings(args, args.master_order, bool(model_exchange_part(structure, archives)))
     for option, default in (("master_order", "jacobi"), ("extrapolation", "hold")):
         if getattr(args, option) != default:
             raise ModelError(f"--{option.replace('_', '-')} applies to a co-simulation (--interface cs); a Model "

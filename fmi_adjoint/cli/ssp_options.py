@@ -23,11 +23,22 @@ def add_master_options(group, order: str = "--order") -> None:
                        "their slopes sent to FMUs that can interpolate inputs (second order)")
 
 
-def master_settings(args, order: str):
+def master_settings(args, order: str, model_exchange_part: bool = False):
     """The :class:`~fmi_adjoint.ssp.master.MasterSettings` of ``--step``, the order (``order``:
-    its value) and ``--extrapolation`` (``--step`` required: the macro step)."""
+    its value) and ``--extrapolation`` (``--step`` required: the macro step); with a Model Exchange
+    part (``model_exchange_part``) its tolerances from ``--rtol``/``--atol`` (and identify's run
+    budget), which are refused without one (they would do nothing)."""
     from ..ssp.master import APPROXIMATIONS, ORDERS, MasterSettings  # noqa: PLC0415 (only for --ssp)
+    from .fmu_loading import MODEL_EXCHANGE_OPTIONS, run_tolerances  # noqa: PLC0415 (as above)
 
+    given = {name: getattr(args, name, None) for name in MODEL_EXCHANGE_OPTIONS}
+    if not model_exchange_part and any(value is not None for value in given.values()):
+        options = " and ".join(f"--{name.replace('_', '-')}" for name, value in given.items() if value is not None)
+        raise ModelError(f"{options} apply to Model Exchange components; every component of this co-simulation runs "
+                         "its own Co-Simulation solver (the error is set by --step, the macro step); remove them.")
     if args.step is None:
         raise ModelError("--ssp needs --step H, the macro step of the co-simulation in seconds (e.g. --step 1e-3).")
-    return MasterSettings(step=args.step, order=ORDERS[order], approximation=APPROXIMATIONS[args.extrapolation])
+    tolerances = run_tolerances(given["rtol"], given["atol"], None, max_steps=given["max_steps"],
+                                max_events=given["max_events"], run_timeout=given["run_timeout"])
+    return MasterSettings(step=args.step, order=ORDERS[order], approximation=APPROXIMATIONS[args.extrapolation],
+                          model_exchange=tolerances)

@@ -84,7 +84,8 @@ def validate_system(args) -> int:
     data = read_csv(args.data)
     table = read_csv(args.inputs) if args.inputs else None
     with open_system(args.ssp) as system:
-        settings = _run_settings(args, system_interface(system.structure, system.archives, args.interface))
+        interface = system_interface(system.structure, system.archives, args.interface)
+        settings = _run_settings(args, interface, system.structure, system.archives)
         validation, notes = resimulate_system(system.structure, system.archives, data, settings, values=values,
                                               inputs=table, timeout=timeout,
                                               log=sys.stderr if args.verbose else None)
@@ -94,16 +95,14 @@ def validate_system(args) -> int:
     return 0
 
 
-def _run_settings(args, interface: str):
+def _run_settings(args, interface: str, structure, archives):
     """The master's settings (Co-Simulation: ``--step`` required) or the Model Exchange tolerances,
     each refusing the other interface's options by name."""
-    from .fmu_loading import run_tolerances  # noqa: PLC0415 (only here)
+    from ..ssp.coupling import model_exchange_part  # noqa: PLC0415 (only here)
+    from .fmu_loading import run_tolerances  # noqa: PLC0415 (as above)
 
     if interface == "CoSimulation":
-        if args.rtol is not None or args.atol is not None:
-            raise ModelError("--rtol and --atol apply to a Model Exchange system (--interface me); the "
-                             "co-simulation's error is set by --step, the macro step; remove them.")
-        return master_settings(args, args.order)
+        return master_settings(args, args.order, bool(model_exchange_part(structure, archives)))
     for option, default in (("step", None), ("order", "jacobi"), ("extrapolation", "hold")):
         if getattr(args, option) != default:
             raise ModelError(f"--{option} applies to a co-simulation (--interface cs); a Model Exchange system is "

@@ -51,6 +51,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..errors import ConvergenceError, ModelError, RunBudgetError
+from ..integrate.radau import RunBudget, integrate_radau
+from .me_integration import FmuOdeSystem
+
 __all__ = ["EVENT_ROUNDS", "LOOP_DIFFERENCE_STEP", "LOOP_ITERATIONS", "LOOP_TOLERANCE", "MAX_LOOP_CONDITION",
            "SystemInstance"]
 
@@ -112,6 +116,10 @@ class SystemInstance:
         self._loop_guess: np.ndarray | None = None
         self._loop_matrix: np.ndarray | None = None
         self._time = float("nan")
+        #: As one component of a co-simulation: the tolerances of its integration over a macro step,
+        #: and its state.
+        self._macro: dict | None = plan.get("macro")
+        self._x = np.zeros(0)
         sizes = [int(i.n_states) for i in self.instances]
         self._offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
         self.n_states = int(self._offsets[-1])
@@ -314,6 +322,7 @@ class SystemInstance:
         self.couple()
         for instance in self.instances:
             instance.exit_initialization()
+        self._x = self.initial_states()
         return self.next_event_time
 
     def initial_states(self) -> np.ndarray:
@@ -383,6 +392,44 @@ class SystemInstance:
     def free_fmu_state(self, state) -> None:
         for instance, s in zip(self.instances, state[0]):
             instance.free_fmu_state(s)
+
+    # -- one component of a co-simulation (a mixed system's Model Exchange part) ---------------------
+    def step(self, t: float, h: float, input_refs: Sequence, inputs: Sequence[float], slopes: Sequence[float],
+             output_refs: Sequence) -> np.ndarray:
+        """One communication step of a co-simulation master (:mod:`fmi_adjoint.ssp.master`) of the
+        whole system, as :meth:`.worker._Instance.step` is for one FMU: the inputs ``u + slope (t' - t)``
+        (held without slopes) over ``[t, t + h]``, the system integrated there from its state by the
+        adaptive Radau IIA scheme with its events (the tolerances of ``plan["macro"]``), and the values
+        of ``output_refs`` at ``t + h``."""
+        if self._macro is None:
+            raise self.Failure(f"internal error: {self.fmu_name} was not made a component of a co-simulation.")
+        t, h = float(t), float(h)
+        u0 = np.asarray(inputs, dtype=float)
+        u1 = u0 + h * np.asarray(slopes, dtype=float) if len(slopes) else u0
+        system = FmuOdeSystem(self, list(input_refs), np.array([t, t + h]), np.vstack([u0, u1]), list(output_refs),
+                              np.array([t + h]), ["fd"] * self.n_states)
+        try:
+            if self.n_states:
+                budget = RunBudget.from_wire(self._macro.get("budget"))
+                run = integrate_radau(system, self._x, t, t + h, stops=(t + h,), rtol=self._macro["rtol"],
+                                      atol=np.asarray(self._macro["atol"], dtype=float),
+                                      max_step=self._macro["max_step"], budget=budget)
+                self._x = np.array(run.x[-1], dtype=float)
+        except (RunBudgetError, ModelError) as exc:
+            raise self.Failure(f"{self.fmu_name}: {exc}") from None
+        except ConvergenceError as exc:
+            raise self.Failure(f"{self.fmu_name}: the Model Exchange part did not converge over the macro step from "
+                               f"t = {t:g} s ({exc}); give a smaller macro step or looser tolerances.") from None
+        finally:
+            system.free()
+        self.set_point(t + h, self._x, input_refs, [float(v) for v in u1])
+        return self.get_values(output_refs)
+
+    def exchange(self, input_refs: Sequence, inputs: Sequence[float], output_refs: Sequence) -> np.ndarray:
+        """Set inputs and return outputs at the current communication point (one iteration of the
+        master's algebraic loops), the system's own coupling made consistent in between."""
+        self.set_point(self._time, self._x, input_refs, inputs)
+        return self.get_values(output_refs)
 
     def run_me_adaptive(self, request: dict) -> dict:
         """The adaptive Model Exchange run of :mod:`.me_run` of the coupled system."""

@@ -685,6 +685,7 @@ def _instantiate_system(progress: Progress, label: str, components: Sequence[tup
         for instance in instances:
             instance.close()
         raise
+    _project_module("integrate.radau")  # the package of the integrator, before the system's module imports it
     system = _project_module("fmu.me_system")
     return system.SystemInstance(progress, label, [c[0] for c in components], instances, plan, run_model_exchange)
 

@@ -19,16 +19,17 @@ from ..fmu.archive import FmuArchive
 from ..text import excerpt
 from .structure import Component, Connection, Endpoint, SystemStructure
 
-__all__ = ["CO_SIMULATION_REFUSAL", "CouplingPlan", "InputTable", "MODEL_EXCHANGE_REFUSAL", "Port", "SystemResult",
-           "check_input_span", "component_values", "held_inputs_note", "runs_as", "system_columns", "system_grid"]
+__all__ = ["CO_SIMULATION_REFUSAL", "CouplingPlan", "InputTable", "NO_INTERFACE_REFUSAL", "Port",
+           "SystemResult", "check_input_span", "component_values", "held_inputs_note", "model_exchange_part", "runs_as",
+           "system_columns", "system_grid"]
 
-MODEL_EXCHANGE_REFUSAL = ("not yet: Model Exchange components in a co-simulation; export or choose the "
-                          "CoSimulation implementation, or run the system as one Model Exchange system "
-                          "(--interface me) if every component offers Model Exchange")
+#: A component that runs neither as Co-Simulation nor as Model Exchange (no binary for this platform).
+NO_INTERFACE_REFUSAL = ("the FMU has neither a Co-Simulation nor a Model Exchange interface with a binary for this "
+                          "platform that the SSD's implementation allows; export it for this platform")
 #: A component without Model Exchange in a system integrated as one (:mod:`.monolithic`).
-CO_SIMULATION_REFUSAL = ("not yet: Co-Simulation components in a Model Exchange system; export or choose the "
-                         "ModelExchange implementation, or co-simulate the system (--interface cs) if every "
-                         "component offers Co-Simulation")
+CO_SIMULATION_REFUSAL = ("it has no Model Exchange interface (or the SSD chooses CoSimulation), so the system cannot "
+                         "be integrated as one ODE; co-simulate it (--interface cs): the master runs the components "
+                         "that have only Model Exchange as one part of the co-simulation")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +106,12 @@ Port = tuple[str, str]  # (component, connector)
 
 class CouplingPlan:
     """The wiring of a system: per component its input and output ports and the feedthrough,
-    the coupling of every connected input, the loops and the Gauss-Seidel order."""
+    the coupling of every connected input, the loops and the Gauss-Seidel order.
+
+    ``interface``: ``"CoSimulation"``, the co-simulation master (every component runs as
+    Co-Simulation, or as Model Exchange in the master's Model Exchange part), or
+    ``"ModelExchange"``, one ODE (every component runs as Model Exchange); a component that cannot
+    is refused by name."""
 
     def __init__(self, structure: SystemStructure, archives: Mapping[str, FmuArchive],
                  interface: str = "CoSimulation"):
@@ -114,8 +120,11 @@ class CouplingPlan:
         for component in self.components:
             if component.name not in archives:
                 raise FmuError(f"{structure.source}: no FMU was opened for the component {excerpt(component.name)}.")
-            if not runs_as(component, archives[component.name], interface):
-                refusal = MODEL_EXCHANGE_REFUSAL if interface == "CoSimulation" else CO_SIMULATION_REFUSAL
+            archive = archives[component.name]
+            runs = (runs_as(component, archive, "ModelExchange") if interface == "ModelExchange"
+                    else runs_as(component, archive, "CoSimulation") or runs_as(component, archive, "ModelExchange"))
+            if not runs:
+                refusal = NO_INTERFACE_REFUSAL if interface == "CoSimulation" else CO_SIMULATION_REFUSAL
                 raise FmuError(f"{structure.source}: component {excerpt(component.name)} "
                                f"({archives[component.name].path.name}): {refusal}.")
         self.archives = archives
@@ -237,6 +246,13 @@ def runs_as(component: Component, archive: FmuArchive, interface: str) -> bool:
     return component.implementation != "ModelExchange" and archive.co_simulation
 
 
+def model_exchange_part(structure: SystemStructure, archives: Mapping[str, FmuArchive]) -> list[str]:
+    """The components a co-simulation runs through Model Exchange, as one part of it (a mixed
+    system, :mod:`.master`): those that cannot run as Co-Simulation."""
+    return [c.name for c in structure.components if c.name in archives
+            and not runs_as(c, archives[c.name], "CoSimulation")]
+
+
 def component_values(structure: SystemStructure, values: Mapping[str, float]) -> dict[str, dict[str, float]]:
     """Per component: the SSD's parameter bindings, then the user's ``COMPONENT.NAME`` values."""
     out: dict[str, dict[str, float]] = {c.name: dict(structure.parameter_values(c.name)) for c in structure.components}
@@ -254,7 +270,7 @@ def system_columns(structure: SystemStructure, archives: Mapping[str, FmuArchive
                    interface: str = "CoSimulation") -> tuple[str, ...]:
     """The columns of a run's result for ``structure`` (module docstring: every component output
     ``COMPONENT.CONNECTOR``, then the system's outputs), after the checks made before any run (a
-    component without ``interface`` is refused, :data:`MODEL_EXCHANGE_REFUSAL`)."""
+    component without ``interface`` is refused, :data:`NO_INTERFACE_REFUSAL`)."""
     return tuple(CouplingPlan(structure, archives, interface).columns())
 
 

@@ -72,7 +72,7 @@ where the order allows (:func:`~fmi_adjoint.fmu.session.run_each`).
 Recorded at every communication point: every component output connector as
 ``COMPONENT.CONNECTOR`` and every system output connector by its own name, in SSD order.
 
-Model Exchange components are refused for now (:data:`MODEL_EXCHANGE_REFUSAL`).
+Model Exchange components are refused for now (:data:`NO_INTERFACE_REFUSAL`).
 
 Error estimate (:func:`estimate_error`): the system run at H, H/2 (and H/4 with ``runs=3``); per
 column the largest difference d(H, H/2) at the communication points of H between the runs at H
@@ -92,6 +92,7 @@ import numpy as np
 
 from ..errors import FmuError
 from ..fmu.archive import FmuArchive
+from ..fmu.experiment import Tolerances
 from ..fmu.session import DEFAULT_TIMEOUT, FmuSession, run_each, start_values
 from ..fmu.simulation import interpolates
 from .coupling import (
@@ -102,8 +103,10 @@ from .coupling import (
     check_input_span,
     component_values,
     held_inputs_note,
+    model_exchange_part,
     system_grid,
 )
+from .monolithic import MonolithicPlan, SystemSession
 from .structure import SystemStructure
 
 __all__ = ["APPROXIMATIONS", "ErrorEstimate", "GaussSeidel", "InputTable", "Jacobi", "LinearExtrapolation",
@@ -170,6 +173,8 @@ class MasterSettings:
         Of the algebraic loops (relative to 1 + the inputs' size).
     max_loop_iterations : int
         Newton iterations allowed per communication point.
+    model_exchange : Tolerances
+        Of the integration of the Model Exchange part over a macro step (a mixed system).
     """
 
     step: float
@@ -177,6 +182,7 @@ class MasterSettings:
     approximation: ZeroOrderHold | LinearExtrapolation = ZeroOrderHold()
     loop_tolerance: float = 1e-10
     max_loop_iterations: int = 20
+    model_exchange: Tolerances = Tolerances()
 
     def __post_init__(self):
         if not (isinstance(self.step, (int, float)) and math.isfinite(self.step) and self.step > 0):
@@ -206,28 +212,73 @@ class ErrorEstimate:
     results: tuple[SystemResult, ...]
 
 
+@dataclasses.dataclass
+class _Unit:
+    """What one request steps: one Co-Simulation FMU, or a mixed system's Model Exchange part (its
+    components ``names`` in one worker, :class:`~.monolithic.SystemSession`, which couples them
+    itself and is addressed by ``COMPONENT.NAME``)."""
+
+    session: FmuSession
+    names: list[str]
+    model_exchange: bool = False
+
+
 class _Run:
     """One run of the master (sessions, coupling values, the loop's Jacobian)."""
 
-    def __init__(self, plan: CouplingPlan, settings: MasterSettings, inputs: InputTable | None, sessions):
+    def __init__(self, plan: CouplingPlan, settings: MasterSettings, inputs: InputTable | None, units: list[_Unit]):
         self.plan, self.settings, self.table = plan, settings, inputs
-        self.sessions: dict[str, FmuSession] = sessions
-        self.in_refs = {n: s.refs(plan.inputs[n]) for n, s in sessions.items()}
-        self.out_refs = {n: s.refs(plan.outputs[n]) for n, s in sessions.items()}
+        self.units = units
+        self.unit_of = {name: unit for unit in units for name in unit.names}
+        self.sessions: dict[str, FmuSession] = {name: unit.session for unit in units for name in unit.names}
+        #: Inputs the Model Exchange part couples itself (driven by another of its components).
+        self.internal = {port for port, c in plan.driving.items()
+                         if self.unit_of[port[0]].model_exchange and c.start.element is not None
+                         and self.unit_of[c.start.element] is self.unit_of[port[0]]}
+        #: Per component, the inputs the master sets.
+        self.inputs = {n: [c for c in plan.inputs[n] if (n, c) not in self.internal] for n in self.sessions}
+        self.in_refs = {n: self._refs(n, self.inputs[n]) for n in self.sessions}
+        self.out_refs = {n: self._refs(n, plan.outputs[n]) for n in self.sessions}
         #: Current outputs and the inputs each FMU holds now, by port.
         self.y: dict[Port, float] = {}
         self.u: dict[Port, float] = {}
         self.previous_u: dict[Port, float] = {}
         # Inputs fed by an unconnected system input without a table column keep the FMU's value.
-        self.fed = [port for port in plan.feedthrough_inputs()
-                    if plan.driving[port].start.element is not None or inputs is not None]
+        self.fed = [port for port in plan.driving if port not in self.internal and self._feeds_through(port)
+                    and (plan.driving[port].start.element is not None or inputs is not None)]
         self.jacobian: np.ndarray | None = None
         #: Components that declare directional derivatives but refused one (differences instead).
         self.refused: set[str] = set()
         self.last_h = 0.0
-        self.interpolating = {n: (settings.approximation.order == 2 and interpolates(s.archive, plan.inputs[n])
-                                  and all(isinstance(r, int) for r in self.in_refs[n]))
-                              for n, s in sessions.items()}
+        order2 = settings.approximation.order == 2
+        self.interpolating = {n: order2 and (self.unit_of[n].model_exchange
+                                             or (interpolates(s.archive, plan.inputs[n])
+                                                 and all(isinstance(r, int) for r in self.in_refs[n])))
+                              for n, s in self.sessions.items()}
+
+    def _refs(self, name: str, connectors) -> list:
+        if self.unit_of[name].model_exchange:
+            return self.sessions[name].refs([f"{name}.{c}" for c in connectors])
+        return self.sessions[name].refs(list(connectors))
+
+    def _feeds_through(self, port: Port) -> bool:
+        """Whether an output of the unit depends directly on the (Real) input ``port``: declared
+        by its FMU, or, in the Model Exchange part, through its own connections."""
+        if self.plan.connector_type(port) != "Real":
+            return False
+        unit = self.unit_of[port[0]]
+        if not unit.model_exchange:
+            return any(port[1] in inputs for inputs in self.plan.feedthrough[port[0]].values())
+        edges, seen, stack = self.plan.edges(), set(), list(self.plan.edges().get(("in", port), ()))
+        while stack:
+            node = stack.pop()
+            if node in seen or self.unit_of.get(node[1][0]) is not unit:
+                continue
+            if node[0] == "out":
+                return True
+            seen.add(node)
+            stack.extend(edges.get(node, ()))
+        return False
 
     # -- coupling -------------------------------------------------------------------------
     def coupled(self, port: Port, t: float) -> float | None:
@@ -248,18 +299,40 @@ class _Run:
         for connector, value in zip(self.plan.outputs[name], values):
             self.y[(name, connector)] = float(value)
 
+    def run_units(self, kind: str, per_name: Mapping[str, tuple], t: float = 0.0, h: float = 0.0) -> None:
+        """Send ``kind`` ("exchange" or "step") for the components ``per_name`` (each: refs, values,
+        slopes), one request per unit (a Model Exchange part's components merged), all at once, and
+        take the outputs of every component concerned."""
+        units = [u for u in self.units if any(n in per_name for n in u.names)]
+        requests = []
+        for unit in units:
+            names = [n for n in unit.names if n in per_name]
+            refs = [r for n in names for r in per_name[n][0]]
+            values = [v for n in names for v in per_name[n][1]]
+            slopes = [v for n in names for v in per_name[n][2]]
+            out_refs = [r for n in names for r in self.out_refs[n]]
+            requests.append(unit.session.exchange_request(refs, values, out_refs) if kind == "exchange"
+                            else unit.session.step_request(t, h, refs, values, out_refs, slopes))
+        for unit, outputs in zip(units, run_each([u.session for u in units], requests)):
+            at = 0
+            for name in (n for n in unit.names if n in per_name):
+                size = len(self.out_refs[name])
+                self._set_outputs(name, outputs[at:at + size])
+                at += size
+
     # -- the consistent coupling at a communication point -----------------------------------
     def settle(self, t: float) -> None:
         """Make the inputs consistent with the outputs at ``t`` (module docstring)."""
+        ports = [port for port in self.plan.driving if port not in self.internal]
         if not self.fed:  # no output depends on an input directly: the outputs stand
-            for port in self.plan.driving:
+            for port in ports:
                 value = self.coupled(port, t)
                 if value is not None:
                     self.u[port] = value
             return
         settings, fed, last = self.settings, self.fed, math.inf
         for iteration in range(settings.max_loop_iterations + 1):
-            target = {port: self.coupled(port, t) for port in self.plan.driving}
+            target = {port: self.coupled(port, t) for port in ports}
             current = np.array([self.u.get(p, np.nan) for p in fed])
             wanted = np.array([np.nan if target[p] is None else target[p] for p in fed])
             known = ~np.isnan(wanted)
@@ -300,11 +373,10 @@ class _Run:
     def _exchange(self, values: Mapping[Port, float], t: float) -> None:
         """Set the fed inputs (and every other connected input) to ``values`` and re-read the
         outputs of the components concerned, in parallel."""
-        names = [n for n in self.sessions if any(p[0] == n for p in values)]
-        requests = []
-        for name in names:
+        per_name = {}
+        for name in (n for n in self.sessions if any(p[0] == n for p in values)):
             refs, inputs, ports = [], [], []
-            for ref, connector in zip(self.in_refs[name], self.plan.inputs[name]):
+            for ref, connector in zip(self.in_refs[name], self.inputs[name]):
                 port = (name, connector)
                 value = values.get(port, self.u.get(port))
                 if value is None:
@@ -314,40 +386,45 @@ class _Run:
                     inputs.append(value)
                     ports.append(port)
             self.u.update(zip(ports, inputs))
-            requests.append(self.sessions[name].exchange_request(refs, inputs, self.out_refs[name]))
-        for name, outputs in zip(names, run_each([self.sessions[n] for n in names], requests)):
-            self._set_outputs(name, outputs)
+            per_name[name] = (refs, inputs, ())
+        self.run_units("exchange", per_name)
 
     def _jacobian(self, t: float) -> np.ndarray:
         """``I - dC/dy dy/du`` over the fed inputs (module docstring)."""
         fed = self.fed
         n = len(fed)
         dy: dict[tuple[Port, Port], float] = {}  # (output port, input port) -> dy/du
-        for name, session in self.sessions.items():
-            mine = [p for p in fed if p[0] == name]
-            if not mine:
-                continue
-            outputs = list(self.plan.feedthrough[name])
-            out_refs = session.refs(outputs)
-            directional = _cs_flag(session.archive, "providesDirectionalDerivative") and name not in self.refused
-            for port in mine:
-                ref = session.refs([port[1]])[0]
-                column = None
-                if directional and isinstance(ref, int):
-                    try:
-                        column = session.directional(out_refs, ref)
-                    except FmuError:  # declared but refused: differences from now on
-                        self.refused.add(name)
-                        directional = False
-                if column is None:
-                    # The base point is read again after the perturbation (which it also undoes): an
-                    # FMU that interpolated its inputs over the step holds another value now.
-                    u0 = self.u[port]
-                    delta = DIFFERENCE_STEP * (1.0 + abs(u0))
-                    plus = session.exchange([ref], [u0 + delta], out_refs)
-                    column = (plus - session.exchange([ref], [u0], out_refs)) / delta
-                for output, value in zip(outputs, column):
-                    dy[((name, output), port)] = float(value)
+        for unit in self.units:
+            session = unit.session
+            for name in unit.names:
+                mine = [p for p in fed if p[0] == name]
+                if not mine:
+                    continue
+                # The outputs the inputs act on directly: the component's own (its FMU's declaration),
+                # or every output of the Model Exchange part (through its own connections).
+                outputs = ([(o_name, o) for o_name in unit.names for o in self.plan.outputs[o_name]]
+                           if unit.model_exchange else [(name, o) for o in self.plan.feedthrough[name]])
+                out_refs = [r for o_name, o in outputs for r in self._refs(o_name, [o])]
+                directional = (not unit.model_exchange and name not in self.refused
+                               and _cs_flag(session.archive, "providesDirectionalDerivative"))
+                for port in mine:
+                    ref = self._refs(name, [port[1]])[0]
+                    column = None
+                    if directional and isinstance(ref, int):
+                        try:
+                            column = session.directional(out_refs, ref)
+                        except FmuError:  # declared but refused: differences from now on
+                            self.refused.add(name)
+                            directional = False
+                    if column is None:
+                        # The base point is read again after the perturbation (which it also undoes): an
+                        # FMU that interpolated its inputs over the step holds another value now.
+                        u0 = self.u[port]
+                        delta = DIFFERENCE_STEP * (1.0 + abs(u0))
+                        plus = session.exchange([ref], [u0 + delta], out_refs)
+                        column = (plus - session.exchange([ref], [u0], out_refs)) / delta
+                    for output, value in zip(outputs, column):
+                        dy[(output, port)] = float(value)
         jacobian = np.eye(n)
         for row, port in enumerate(fed):
             connection = self.plan.driving[port]
@@ -364,24 +441,20 @@ class _Run:
     def step(self, t: float, h: float) -> None:
         """One macro step from ``t`` to ``t + h``; the coupling consistent at ``t + h`` after it."""
         if isinstance(self.settings.order, Jacobi):
-            names = list(self.sessions)
-            requests = [self._step_request(name, t, h, fresh=False) for name in names]
-            results = run_each([self.sessions[n] for n in names], requests)
-            for name, outputs in zip(names, results):
-                self._set_outputs(name, outputs)
+            self.run_units("step", {name: self._step_inputs(name, t, h, set()) for name in self.sessions}, t, h)
         else:
-            for name in self.plan.order:
-                request = self._step_request(name, t, h, fresh=True)
-                self._set_outputs(name, run_each([self.sessions[name]], [request])[0])
+            stepped: set[str] = set()
+            for unit in sorted(self.units, key=lambda u: min(self.plan.order.index(n) for n in u.names)):
+                self.run_units("step", {name: self._step_inputs(name, t, h, stepped) for name in unit.names}, t, h)
+                stepped.update(unit.names)
         self.previous_u, self.last_h = dict(self.u), h
         self.settle(t + h)
 
-    def _step_request(self, name: str, t: float, h: float, fresh: bool) -> tuple[str, tuple]:
-        """The step of one component: its inputs at ``t`` (Gauss-Seidel, ``fresh``: zero-order
-        hold takes the predecessors' new values at ``t + h``) and their slopes."""
+    def _step_inputs(self, name: str, t: float, h: float, stepped: set[str]) -> tuple[list, list, list]:
+        """The step of one component: its inputs at ``t`` (Gauss-Seidel: zero-order hold takes the
+        new values at ``t + h`` of the components ``stepped`` before it) and their slopes."""
         refs, values, slopes = [], [], []
-        stepped = set(self.plan.order[: self.plan.order.index(name)]) if fresh else set()
-        for ref, connector in zip(self.in_refs[name], self.plan.inputs[name]):
+        for ref, connector in zip(self.in_refs[name], self.inputs[name]):
             port = (name, connector)
             start = self.plan.driving[port].start
             now = self.u.get(port)
@@ -401,7 +474,7 @@ class _Run:
             refs.append(ref)
             values.append(now)
             slopes.append(slope)
-        return self.sessions[name].step_request(t, h, refs, values, self.out_refs[name], slopes)
+        return refs, values, slopes
 
     def record(self) -> list[float]:
         row = [self.y[(c.name, o)] for c in self.plan.components for o in self.plan.outputs[c.name]]
@@ -409,6 +482,29 @@ class _Run:
             start = connection.start
             row.append(connection.transformation.apply(self.y[(str(start.element), start.connector)]))
         return row
+
+
+def _model_exchange_part(plan: CouplingPlan, archives: Mapping[str, FmuArchive]) -> MonolithicPlan:
+    """The plan of the components that run through Model Exchange (none: an empty part): their
+    connections among themselves are theirs to couple (:mod:`.monolithic`); an input the master
+    sets must be a continuous Real (a discrete one may change only in Event Mode)."""
+    structure = plan.structure
+    names = model_exchange_part(structure, archives)
+    inside = [c for c in structure.connections if c.end.element in names and c.start.element in names]
+    for port, connection in plan.driving.items():
+        if port[0] in names and connection not in inside:
+            variable = archives[port[0]].variables.get(port[1])
+            variability = getattr(variable, "variability", "continuous")
+            if plan.connector_type(port) != "Real" or variability == "discrete":
+                raise FmuError(f"{structure.source}: the connection to {port[0]}.{port[1]} "
+                               f"({plan.connector_type(port)}, {variability}) of a Model Exchange component: not "
+                               "yet: discrete inputs of the Model Exchange part of a co-simulation (they may be set "
+                               "only in Event Mode).")
+    part = dataclasses.replace(structure, connectors=(), components=tuple(c for c in structure.components
+                                                                         if c.name in names),
+                               connections=tuple(inside),
+                               parameters=tuple(p for p in structure.parameters if p.component in names))
+    return MonolithicPlan(part, archives)
 
 
 def _cs_flag(archive: FmuArchive, name: str) -> bool:
@@ -432,30 +528,37 @@ def simulate_system(structure: SystemStructure, archives: Mapping[str, FmuArchiv
     t0 = float(t_start if t_start is not None else structure.start_time or 0.0)
     grid = system_grid(t0, float(t_end), float(settings.step))
     per_component = component_values(structure, values or {})
-    sessions: dict[str, FmuSession] = {}
+    part = _model_exchange_part(plan, archives)
+    units: list[_Unit] = []
     try:
         for component in plan.components:
-            sessions[component.name] = FmuSession(archives[component.name], "CoSimulation", timeout=timeout,
-                                                  log=log, wait=False)
+            if component.name not in part.names:
+                session = FmuSession(archives[component.name], "CoSimulation", timeout=timeout, log=log, wait=False)
+                units.append(_Unit(session, [component.name]))
+            elif not any(unit.model_exchange for unit in units):
+                session = SystemSession(part, timeout=timeout, log=log, wait=False, macro=settings.model_exchange)
+                units.append(_Unit(session, list(part.names), model_exchange=True))
         requests = []
-        for component in plan.components:
-            refs, vals = start_values(archives[component.name], per_component[component.name], {})
+        for unit in units:
+            if unit.model_exchange:
+                assert isinstance(unit.session, SystemSession)
+                refs, vals = unit.session._start_values({key: value for key, value in (values or {}).items()
+                                                         if key.partition(".")[0] in part.names}, {})
+            else:
+                name = unit.names[0]
+                refs, vals = start_values(archives[name], per_component[name], {})
             requests.append(("call", (None, "start", (refs, vals, float(grid[0]), float(grid[-1])))))
-        run_each(list(sessions.values()), requests)
-        run = _Run(plan, settings, inputs, sessions)
-        names = list(sessions)
-        first = run_each([sessions[n] for n in names],
-                         [sessions[n].exchange_request([], [], run.out_refs[n]) for n in names])
-        for name, outputs in zip(names, first):
-            run._set_outputs(name, outputs)
+        run_each([unit.session for unit in units], requests)
+        run = _Run(plan, settings, inputs, units)
+        run.run_units("exchange", {name: ([], [], ()) for unit in units for name in unit.names})
         run.settle(float(grid[0]))
         rows = [run.record()]
         for k in range(grid.size - 1):
             run.step(float(grid[k]), float(grid[k + 1] - grid[k]))
             rows.append(run.record())
     finally:
-        for session in sessions.values():
-            session.close()
+        for unit in units:
+            unit.session.close()
     return SystemResult(grid, tuple(plan.columns()), np.array(rows, dtype=float))
 
 

@@ -71,26 +71,21 @@ DEFAULT_INTERVALS = 500
 
 
 def system_interface(structure: SystemStructure, archives: Mapping[str, FmuArchive], choice: str = "auto") -> str:
-    """``"CoSimulation"`` (the master of :mod:`.master`) or ``"ModelExchange"`` (one ODE, here) for
-    ``choice`` ``"cs"``, ``"me"`` or ``"auto"``: Co-Simulation when every component offers it (as
-    before Model Exchange systems existed), else Model Exchange when every component offers that;
-    a system that needs both is refused naming a component of each kind, and a chosen interface that
-    a component lacks naming that component."""
-    if choice in ("cs", "me"):
-        interface = "CoSimulation" if choice == "cs" else "ModelExchange"
-        CouplingPlan(structure, archives, interface)  # refuses a component that cannot run so, by name
-        return interface
-    if choice != "auto":
+    """``"CoSimulation"`` (the master of :mod:`.master`; components without Co-Simulation run as its
+    Model Exchange part) or ``"ModelExchange"`` (one ODE, here) for ``choice`` ``"cs"``, ``"me"`` or
+    ``"auto"``: Co-Simulation when every component offers it (as before Model Exchange systems
+    existed), else Model Exchange when every component offers that, else the master with its Model
+    Exchange part (a mixed system).  A component that cannot run so is refused by name."""
+    if choice not in ("auto", "cs", "me"):
         raise FmuError(f"interface {choice!r}: give auto, cs or me.")
-    components = [(c, archives[c.name]) for c in structure.components if c.name in archives]
-    for interface in ("CoSimulation", "ModelExchange"):
-        if all(runs_as(c, a, interface) for c, a in components):
-            return interface
-    only_me = next(c.name for c, a in components if not runs_as(c, a, "CoSimulation"))
-    only_cs = next(c.name for c, a in components if not runs_as(c, a, "ModelExchange"))
-    raise FmuError(f"{structure.source}: not yet: systems that mix Model Exchange and Co-Simulation components "
-                   f"(component {excerpt(only_me)} runs only as Model Exchange, {excerpt(only_cs)} only as "
-                   "Co-Simulation); export or choose one interface for every component.")
+    interface = "ModelExchange" if choice == "me" else "CoSimulation"
+    if choice == "auto":
+        components = [(c, archives[c.name]) for c in structure.components if c.name in archives]
+        if not all(runs_as(c, a, "CoSimulation") for c, a in components) and \
+                all(runs_as(c, a, "ModelExchange") for c, a in components):
+            interface = "ModelExchange"
+    CouplingPlan(structure, archives, interface)  # refuses a component that cannot run so, by name
+    return interface
 
 
 class MonolithicPlan:
@@ -241,10 +236,12 @@ def _scalar_refs(archive: FmuArchive, which: int) -> list[int]:
 class SystemSession(FmuSession):
     """The worker that runs every component of a Model Exchange system (:mod:`.me_system`), with
     the session's interface: :meth:`refs` of the system's names, :meth:`_start_values` of
-    ``COMPONENT.NAME`` values over the SSD's bindings, and the Model Exchange run request."""
+    ``COMPONENT.NAME`` values over the SSD's bindings, and the Model Exchange run request; with
+    ``macro`` (its tolerances over a macro step) also one component of a co-simulation, stepped by
+    the master (:mod:`.master`: a mixed system's Model Exchange part)."""
 
     def __init__(self, plan: MonolithicPlan, *, timeout: float = DEFAULT_TIMEOUT, log: TextIO | None = None,
-                 wait: bool = True):
+                 wait: bool = True, macro: Tolerances | None = None):
         self.plan = plan
         self.interface = "ModelExchange"
         archives = [plan.archives[name] for name in plan.names]
@@ -255,7 +252,11 @@ class SystemSession(FmuSession):
         self._launch(label, archives[0].directory, timeout, log)
         components = [(name, a.path.name, str(a.directory), a.n_states, _scalar_refs(a, 0), _scalar_refs(a, 1),
                        a.number_of_event_indicators) for name, a in zip(plan.names, archives)]
-        self._instantiate("instantiate_system", (label, components, plan.data()), wait)
+        data = plan.data()
+        if macro is not None:  # one component of a co-simulation: its integration over a macro step
+            data["macro"] = {"rtol": macro.rtol, "atol": list(macro.atol * _nominals(plan)),
+                             "max_step": macro.max_step, "budget": macro.budget.to_wire()}
+        self._instantiate("instantiate_system", (label, components, data), wait)
 
     def refs(self, names: Sequence[str]) -> list:
         return [self.plan.ref(name) for name in names]
