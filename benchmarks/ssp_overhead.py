@@ -18,6 +18,15 @@ zero-order hold, for N and 2N macro steps.  From the differences:
 Wall seconds are best of 5; CPU seconds are those of the master's process alone (the master's
 own work per step: packing requests, reading replies, coupling) and of the master with its
 workers (counted when they end).  The machine may be shared: compare figures of one run only.
+
+Model Exchange systems (:mod:`fmi_adjoint.ssp.monolithic`): the two-mass oscillator of
+``tests/test_ssp_monolithic.py`` split into two Model Exchange FMUs exported by fmi-adjoint and
+coupled in one worker, against the same oscillator exported as one Model Exchange FMU (a
+one-component system: the same integrator and Python loop, no coupling), over 1 s at rtol 1e-8,
+without and with the sensitivities to its two stiffnesses; best of 3.  Per right-hand side: the
+run's wall time over its right-hand sides (the coupled one: both FMUs' calls and the coupling pass).
+And a mixed system (the same split, A as Co-Simulation, B as Model Exchange stepped by the master
+as one part, integrated over each macro step) against both halves as Co-Simulation, per macro step.
 Run:
     .venv/bin/python benchmarks/ssp_overhead.py
 """
@@ -104,6 +113,70 @@ def floor_runs(archive) -> tuple[np.ndarray, np.ndarray]:
     return measure(run, N_FLOOR)
 
 
+def _best(run, repeats: int = 3) -> tuple[float, object]:
+    """(fastest wall seconds, its result) of ``repeats`` calls of ``run()``."""
+    best: tuple[float, object] = (np.inf, None)
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = run()
+        best = min(best, (time.perf_counter() - start, result), key=lambda pair: pair[0])
+    return best
+
+
+def model_exchange_runs(folder: Path) -> None:
+    """The Model Exchange system and the mixed system (module docstring), printed."""
+    from fmi_adjoint.export import export_fmu
+    from fmi_adjoint.fmu.experiment import Tolerances
+    from fmi_adjoint.ssp.monolithic import simulate_monolithic
+    from test_ssp_master import MODEL_MONOLITHIC
+    from test_ssp_monolithic import ME_A, ME_B, _split
+
+    exported = {}
+    for name, text, interface in (("A", ME_A, "me"), ("B", ME_B, "me"), ("M", MODEL_MONOLITHIC, "me"),
+                                  ("Acs", ME_A, "cs"), ("Bcs", ME_B, "cs")):
+        (folder / f"{name}.toml").write_text(text)
+        export_fmu(folder / f"{name}.toml", folder / f"{name}.fmu", interface=interface)
+        exported[name] = open_fmu(folder / f"{name}.fmu")
+    try:
+        split = _split({"A": exported["A"], "B": exported["B"]})
+        one = SystemStructure("one", "one.ssd", (), (Component("M", exported["M"].path, "M.fmu", "any", (
+            Connector("x1", "output"), Connector("x2", "output"))),), ())
+        tol, times, t_end = Tolerances(rtol=1e-8, atol=1e-10), np.linspace(0.0, 1.0, 101), 1.0
+        rows = []
+        for label, structure, archives, names in (
+                ("split: 2 FMUs coupled", split, {"A": exported["A"], "B": exported["B"]}, ("A.k1", "B.kc")),
+                ("one FMU (no coupling)", one, {"M": exported["M"]}, ())):
+            for sensitivities in ((), names):
+                if not sensitivities and rows and rows[-1][0] == label:
+                    continue
+                wall, run = _best(functools.partial(simulate_monolithic, structure, archives, t_end, tolerances=tol,
+                                                    times=times, sensitivities=sensitivities))
+                rows.append((label, len(sensitivities), wall, run.info["steps"], run.info["rhs_evaluations"]))
+        print(f"Model Exchange systems: the two-mass oscillator over {t_end:g} s, rtol {tol.rtol:g}, one worker; wall: "
+              "best of 3")
+        print("  system                     sensitivities   wall [s]   steps   right-hand sides   wall per rhs [us]")
+        for label, count, wall, steps, rhs in rows:
+            print(f"  {label:26s} {count:13d}   {wall:8.3f}   {steps:5d}   {rhs:16d}   {1e6 * wall / rhs:17.1f}")
+        split_rhs = rows[0][2] / rows[0][4]
+        one_rhs = next(r[2] / r[4] for r in rows if r[0].startswith("one"))
+        print(f"  a coupled right-hand side costs {split_rhs / one_rhs:.2f} x the one FMU's; the sensitivities of 2 "
+              f"parameters cost {rows[1][2] / rows[0][2]:.2f} x the run without them (the split system)")
+        mixed = {"A": exported["Acs"], "B": exported["B"]}
+        both_cs = {"A": exported["Acs"], "B": exported["Bcs"]}
+        for label, archives in (("mixed: A CS, B ME part", mixed), ("both Co-Simulation", both_cs)):
+            structure = SystemStructure(split.name, split.source, split.connectors, tuple(
+                Component(c.name, archives[c.name].path, c.source, "any", c.connectors) for c in split.components),
+                split.connections)
+            settings = MasterSettings(1e-3, model_exchange=tol)
+            short, _ = _best(functools.partial(simulate_system, structure, archives, 0.2, settings))
+            long, _ = _best(functools.partial(simulate_system, structure, archives, 0.4, settings))
+            print(f"  {label:26s} per macro step (1 ms, Jacobi, hold) {1e6 * (long - short) / 200:8.1f} us wall "
+                  f"(runs of 200 and 400 steps)")
+    finally:
+        for archive in exported.values():
+            archive.close()
+
+
 def main() -> None:
     us = 1e6
     load = os.getloadavg()[0]
@@ -134,6 +207,8 @@ def main() -> None:
     jacobi, seidel = runs[("Jacobi", large)][0][0], runs[("Gauss-Seidel", large)][0][0]
     print(f"master per macro step over {large} x the floor ({large} components): Jacobi "
           f"{jacobi / (large * floor[0]):.0f} x, Gauss-Seidel {seidel / (large * floor[0]):.0f} x (wall)")
+    with tempfile.TemporaryDirectory(prefix="fmi_adjoint_bench_") as tmp:
+        model_exchange_runs(Path(tmp))
 
 
 if __name__ == "__main__":

@@ -203,15 +203,20 @@ def test_fmi3_halves_take_the_extrapolated_inputs_at_their_intermediate_updates(
 
 def _write_ssp(folder: Path, structure: SystemStructure | None = None) -> Path:
     """The system of :func:`_split_structure` (or ``structure``, whose components' ``source`` are
-    ``resources/NAME.fmu``) as an ``.ssp`` (SSD written here, FMUs ``folder/NAME.fmu`` under resources/)."""
+    ``resources/NAME.fmu``, or ``resources/NAME.toml`` for a model file) as an ``.ssp`` (SSD written
+    here, the files ``folder/NAME.fmu`` or ``.toml`` under resources/)."""
     structure = structure or _split_structure()
 
     def connectors(items) -> str:
         return ("<ssd:Connectors>" + "".join(f'<ssd:Connector name="{k.name}" kind="{k.kind}"><ssc:Real/>'
                                              "</ssd:Connector>" for k in items) + "</ssd:Connectors>")
 
+    def kind(component: Component) -> str:  # a model file: fmi-adjoint's own component type
+        return "application/x-fmi-adjoint-model" if component.source.endswith(".toml") else \
+            "application/x-fmu-sharedlibrary"
+
     elements = "".join(
-        f'<ssd:Component name="{c.name}" source="{c.source}" type="application/x-fmu-sharedlibrary">'
+        f'<ssd:Component name="{c.name}" source="{c.source}" type="{kind(c)}">'
         + connectors(c.connectors) + "</ssd:Component>" for c in structure.components)
     def endpoint(end: Endpoint, which: str) -> str:
         element = f'{which}Element="{end.element}" ' if end.element else ""
@@ -234,7 +239,8 @@ def _write_ssp(folder: Path, structure: SystemStructure | None = None) -> Path:
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("SystemStructure.ssd", ssd)
         for component in structure.components:
-            archive.write(folder / f"{component.name}.fmu", f"resources/{component.name}.fmu")
+            suffix = Path(component.source).suffix
+            archive.write(folder / f"{component.name}{suffix}", f"resources/{component.name}{suffix}")
     return path
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -509,3 +510,48 @@ def test_simulate_ssp_of_a_mixed_system_takes_the_tolerances_of_its_model_exchan
     code, _, err = cli(["simulate", "--ssp", str(only_cs), "--step", "1e-3", "--t-end", "0.05", "--rtol", "1e-10"])
     assert code == 2 and "--rtol apply to Model Exchange components; every component of this co-simulation runs its " \
         "own Co-Simulation solver" in error_line(err), err
+
+
+def test_model_files_are_components_of_a_system(halves, tmp_path):
+    """A component that is an fmi-adjoint model file (type application/x-fmi-adjoint-model): the
+    reader exports it through the build cache into the system's private folder and runs it as that
+    FMU, so the system equals the one with the FMU exported by hand, bit for bit; a source that is
+    not a model file, and a model file that does not load, are refused naming the component."""
+    from fmi_adjoint.ssp.reading import open_system
+    from test_ssp_master import _write_ssp
+
+    folder = tmp_path / "files"
+    folder.mkdir()
+    (folder / "A.toml").write_text(ME_A)
+    (folder / "B.fmu").write_bytes(halves["B"].path.read_bytes())
+    split = _split(halves)
+    structure = dataclasses.replace(split, components=(
+        dataclasses.replace(split.components[0], source="resources/A.toml"), split.components[1]))
+    ssp = _write_ssp(folder, structure)
+    with open_system(ssp) as system:
+        run = simulate_monolithic(system.structure, system.archives, 0.1, times=TIMES, tolerances=TOL,
+                                  values={"A.k1": 1100.0}, sensitivities=("A.k1",))
+        private = system.archives["A"].path.parent
+        assert private.is_dir() and not private.is_relative_to(folder)
+    assert not private.exists()  # the exported FMU goes with the system
+    by_hand = simulate_monolithic(split, halves, 0.1, times=TIMES, tolerances=TOL, values={"A.k1": 1100.0},
+                                  sensitivities=("A.k1",))
+    np.testing.assert_array_equal(run.result.values, by_hand.result.values)
+    np.testing.assert_array_equal(run.sensitivities, by_hand.sensitivities)
+    (folder / "A.toml").write_text(ME_A.replace("[model]", "[modell]"))
+    with pytest.raises(FmuError, match=r"component 'A': the model file A\.toml: .*modell"):
+        open_system(_write_ssp(folder, structure))
+    (folder / "A.fmu").write_bytes(halves["A"].path.read_bytes())
+    wrong = dataclasses.replace(structure, components=(
+        dataclasses.replace(split.components[0], source="resources/A.fmu"), split.components[1]))
+    ssd = _write_ssp(folder, wrong)
+    text = zipfile.ZipFile(ssd).read("SystemStructure.ssd").decode().replace(
+        'source="resources/A.fmu" type="application/x-fmu-sharedlibrary"',
+        'source="resources/A.fmu" type="application/x-fmi-adjoint-model"')
+    with zipfile.ZipFile(ssd, "w") as archive:
+        archive.writestr("SystemStructure.ssd", text)
+        archive.write(folder / "A.fmu", "resources/A.fmu")
+        archive.write(folder / "B.fmu", "resources/B.fmu")
+    with pytest.raises(FmuError, match=r"component 'A': type application/x-fmi-adjoint-model names an fmi-adjoint "
+                                       r"model file, but its source A\.fmu is not a \.toml file"):
+        open_system(ssd)

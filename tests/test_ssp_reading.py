@@ -210,7 +210,7 @@ def test_two_fmu_system_is_read_to_its_structure(fmus, tmp_path, private_tmp):
         assert set(system.archives) == {"osc", "gain"}
         assert system.archives["gain"].variables["k"].causality == "parameter"
         assert system.structure.component("osc").path.is_file()
-        assert system.directory is not None and system.directory.parent == private_tmp
+        assert system.directory is not None and system.directory.parent.parent == private_tmp
     assert list(private_tmp.iterdir()) == []
 
 

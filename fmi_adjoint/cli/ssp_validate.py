@@ -1,7 +1,7 @@
 """``fmi-adjoint validate --ssp SYSTEM.ssp --step H --data DATA.csv -o FOLDER`` (issue 28, part 4):
-re-simulate a system of Co-Simulation FMUs with the co-simulation master and compare it with
-measured data, writing what ``validate`` writes for one FMU (``report.json``, ``report.png`` and,
-with ``--report``, the HTML page; :mod:`.validation_files`).
+re-simulate a system of FMUs (co-simulated by the master, or integrated as one Model Exchange
+ODE) and compare it with measured data, writing what ``validate`` writes for one FMU
+(``report.json``, ``report.png`` and, with ``--report``, the HTML page; :mod:`.validation_files`).
 
 The data's columns are named like those of ``simulate --ssp``: ``COMPONENT.CONNECTOR`` of a
 component output, or a system output connector's own name; the library part is

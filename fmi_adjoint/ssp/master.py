@@ -1,4 +1,5 @@
-"""A co-simulation master for a system of Co-Simulation FMUs (issue 28, part 2).
+"""A co-simulation master for a system of FMUs (issue 28, part 2): Co-Simulation components, and
+those that have only Model Exchange as one part of it (a mixed system).
 
 API
 ---
@@ -72,7 +73,16 @@ where the order allows (:func:`~fmi_adjoint.fmu.session.run_each`).
 Recorded at every communication point: every component output connector as
 ``COMPONENT.CONNECTOR`` and every system output connector by its own name, in SSD order.
 
-Model Exchange components are refused for now (:data:`NO_INTERFACE_REFUSAL`).
+**Model Exchange components** (a mixed system): the components that cannot run as Co-Simulation
+(:func:`~.coupling.model_exchange_part`) form one part of the co-simulation, all of them in one
+sandboxed worker (:class:`~.monolithic.SystemSession`, :class:`~fmi_adjoint.fmu.me_system.SystemInstance`):
+their connections among themselves are made at every point of their integration, as in a Model
+Exchange system (:mod:`.monolithic`); over a macro step the part is integrated by the adaptive
+Radau IIA scheme with its events (tolerances ``MasterSettings.model_exchange``), its inputs from
+the other components held or ramped like any component's (the part takes slopes: it integrates
+``u + slope (t - t_n)`` exactly), and one request steps it, as one FMU's ``doStep``.  Its inputs
+from outside must be continuous Reals.  A system whose components all run as Model Exchange can
+instead be integrated as one ODE, with no coupling error (:mod:`.monolithic`).
 
 Error estimate (:func:`estimate_error`): the system run at H, H/2 (and H/4 with ``runs=3``); per
 column the largest difference d(H, H/2) at the communication points of H between the runs at H

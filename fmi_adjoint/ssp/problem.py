@@ -1,5 +1,7 @@
-"""Identification across a co-simulated system (issue 28, part 3, Co-Simulation components):
-parameters of any component identified from measurements of the system's outputs.
+"""Identification across a co-simulated system (issue 28, part 3, the co-simulation master):
+parameters of any component identified from measurements of the system's outputs.  (A system of
+Model Exchange components integrated as one ODE, with exact sensitivities:
+:mod:`.monolithic_problem`.)
 
 API
 ---
@@ -319,7 +321,7 @@ class SystemProblemBase(RunsProblem):
 
 
 class SystemProblem(SystemProblemBase):
-    """Experiments on a system of Co-Simulation FMUs run by the master (:mod:`.master`), sharing the
+    """Experiments on a system of FMUs co-simulated by the master (:mod:`.master`), sharing the
     identified parameters ``names`` (``COMPONENT.NAME``; module docstring); the gradient by central
     differences of whole system runs, on the executor.
 

@@ -27,15 +27,20 @@ the variable's causality, its type the variable's type; an untyped connector tak
 variable's).
 
 What is read (SSP 1.0, Sec. 5): the System's name and connectors; its Components of type
-``application/x-fmu-sharedlibrary`` with ``implementation`` (checked against the FMU's
-interfaces), their connectors (kind, Real/Integer/Boolean, unit) and parameter bindings
-(inline ``ParameterValues`` and SSV files, with ``prefix``; system-level bindings address
-``COMPONENT.VARIABLE``, take priority over component-level ones, and a later binding over an
-earlier one, 5.3.5); the Connections with their ``LinearTransformation`` and the unit
-conversion between connectors of different units (``Units``: ``BaseUnit`` factor, offset and SI
-exponents; ``SI = factor * value + offset``), applied first and then the linear transformation
-(SSC 1.0 schema, ``LinearTransformation``), unless ``suppressUnitConversion``; both are folded
-into one :class:`~.structure.Transformation`; and ``DefaultExperiment``.
+``application/x-fmu-sharedlibrary`` with ``implementation`` (checked against the FMU's interfaces),
+and this tool's own type :data:`MODEL_COMPONENT_TYPE` for an fmi-adjoint model file (``.toml``),
+which is exported into the private folder as an FMU with both interfaces through the build cache
+(:func:`~fmi_adjoint.export.export_fmu`: the model file is read and checked like any, so that it is
+data, never code) and then taken as that FMU, running where the FMUs run (a sandboxed worker: one
+code path, one set of derivatives, whichever way the system runs); their connectors (kind,
+Real/Integer/Boolean, unit) and parameter bindings (inline ``ParameterValues`` and SSV files, with
+``prefix``; system-level bindings address ``COMPONENT.VARIABLE``, take priority over component-
+level ones, and a later binding over an earlier one, 5.3.5); the Connections with their
+``LinearTransformation`` and the unit conversion between connectors of different units (``Units``:
+``BaseUnit`` factor, offset and SI exponents; ``SI = factor * value + offset``), applied first and
+then the linear transformation (SSC 1.0 schema, ``LinearTransformation``), unless
+``suppressUnitConversion``; both are folded into one :class:`~.structure.Transformation`; and
+``DefaultExperiment``.
 
 What this version cannot run is refused by name, one :class:`~fmi_adjoint.errors.FmuError`
 each: subsystems, signal dictionaries, other component types, parameter mappings, mapping
@@ -60,7 +65,7 @@ from urllib.parse import unquote
 
 from lxml import etree
 
-from ..errors import FmuError
+from ..errors import FmiAdjointError, FmuError
 from ..fmu.archive import FmuArchive, check_zip_entries, extract_zip_entry, open_fmu, parse_xml
 from ..fmu.ssp import FMU_COMPONENT_TYPE, SSD_NAMESPACE, ssp_schema
 from ..fmu.ssv import SSC_NAMESPACE, SSV_NAMESPACE
@@ -69,7 +74,10 @@ from ..text import excerpt
 from .structure import (CONNECTOR_TYPES, Component, Connection, Connector, Endpoint, ParameterValue,
                         SystemStructure, Transformation)
 
-__all__ = ["SSD_FILE", "SystemArchive", "open_system", "structure_digest"]
+__all__ = ["MODEL_COMPONENT_TYPE", "SSD_FILE", "SystemArchive", "open_system", "structure_digest"]
+
+#: The type of a component that is an fmi-adjoint model file (not an SSP 1.0 type: this tool's own).
+MODEL_COMPONENT_TYPE = "application/x-fmi-adjoint-model"
 
 #: The system structure at the root of an ``.ssp`` archive (SSP 1.0, 4.1).
 SSD_FILE = "SystemStructure.ssd"
@@ -88,18 +96,19 @@ class SystemArchive:
     """An SSP system opened by :func:`open_system`: its :attr:`structure` and one opened
     :class:`~fmi_adjoint.fmu.archive.FmuArchive` per component (:attr:`archives`, by component
     name).  :meth:`close` (or leaving the ``with`` block) closes the FMUs and removes the
-    folder the ``.ssp`` was extracted into."""
+    private folder (the ``.ssp`` extracted, the FMUs exported from model-file components)."""
 
     def __init__(self, structure: SystemStructure, archives: dict[str, FmuArchive],
-                 tmp: tempfile.TemporaryDirectory | None):
+                 tmp: tempfile.TemporaryDirectory | None, extracted: Path | None = None):
         self.structure = structure
         self.archives = archives
         self._tmp = tmp
+        self._extracted = extracted
 
     @property
     def directory(self) -> Path | None:
         """The private extraction folder of an ``.ssp`` (None for an ``.ssd`` or once closed)."""
-        return Path(self._tmp.name) if self._tmp is not None else None
+        return self._extracted if self._tmp is not None else None
 
     def close(self) -> None:
         for archive in self.archives.values():
@@ -132,24 +141,25 @@ def open_system(path) -> SystemArchive:
     if not path.is_file():
         raise FmuError(f"{path}: file not found; give an .ssp archive or an .ssd file.")
     archives: dict[str, FmuArchive] = {}
-    tmp = None
+    # The private folder: the extracted .ssp, and the FMUs exported from model-file components.
+    tmp = tempfile.TemporaryDirectory(prefix="fmi_adjoint_ssp_")
     try:
+        private, extracted = Path(tmp.name), None
         if zipfile.is_zipfile(path):
-            tmp = tempfile.TemporaryDirectory(prefix="fmi_adjoint_ssp_")
-            base = Path(tmp.name)
+            base = extracted = private / "ssp"
+            base.mkdir()
             _extract_ssp(path, base)
             ssd_file = base / SSD_FILE
         elif path.suffix.lower() == ".ssp":
             raise FmuError(f"{path}: not a zip archive, so not an SSP; give an .ssp archive or an .ssd file.")
         else:
             base, ssd_file = path.parent, path
-        structure = _Reader(path, base, archives).read(ssd_file)
-        return SystemArchive(structure, archives, tmp)
+        structure = _Reader(path, base, archives, private / "models").read(ssd_file)
+        return SystemArchive(structure, archives, tmp, extracted)
     except BaseException:
         for archive in archives.values():
             archive.close()
-        if tmp is not None:
-            tmp.cleanup()
+        tmp.cleanup()
         raise
 
 
@@ -311,8 +321,10 @@ def _refuse_element(where: str, element: etree._Element) -> FmuError:
 class _Reader:
     """One reading of an SSD (state shared by the steps of :meth:`read`)."""
 
-    def __init__(self, path: Path, base: Path, archives: dict[str, FmuArchive]):
+    def __init__(self, path: Path, base: Path, archives: dict[str, FmuArchive], models: Path):
         self.path, self.base, self.archives = path, base, archives
+        #: Where the FMUs of model-file components are exported (the system's private folder).
+        self.models = models
         self.label = str(path)
         self.units: dict[str, tuple[float, float, tuple[int, ...]]] = {}
 
@@ -448,13 +460,14 @@ class _Reader:
             raise FmuError(f"{here}: the name must not contain dots or control characters, nor start with = + - @ "
                            "(its ports are named COMPONENT.CONNECTOR, and CSV columns after them); rename it.")
         kind = element.get("type", FMU_COMPONENT_TYPE)
-        if kind != FMU_COMPONENT_TYPE:
-            raise FmuError(f"{here}: type {excerpt(kind, 60)}; only FMU components ({FMU_COMPONENT_TYPE}) are "
-                           "supported (no nested SSPs or SSDs). Replace it by its FMUs.")
+        if kind not in (FMU_COMPONENT_TYPE, MODEL_COMPONENT_TYPE):
+            raise FmuError(f"{here}: type {excerpt(kind, 60)}; only FMU components ({FMU_COMPONENT_TYPE}) and "
+                           f"fmi-adjoint model files ({MODEL_COMPONENT_TYPE}) are supported (no nested SSPs or SSDs). "
+                           "Replace it by its FMUs.")
         source = element.get("source")
         path = _local_source(self.base, source, here)
         try:
-            archive = open_fmu(path)
+            archive = open_fmu(path if kind == FMU_COMPONENT_TYPE else self._exported(path, name, here))
         except FmuError as error:
             raise FmuError(f"{here}: {error}") from None
         self.archives[name] = archive
@@ -466,6 +479,22 @@ class _Reader:
                            "binary for this platform; set implementation to one it has (or \"any\").")
         connectors = self._connectors(element, archive, here)
         return Component(name=name, path=path, source=source, implementation=implementation, connectors=connectors)
+
+    def _exported(self, path: Path, name: str, here: str) -> Path:
+        """The FMU (Model Exchange and Co-Simulation) of the model file ``path`` of a model-file
+        component, exported into the system's private folder through the build cache (a model file
+        is data: it is read and checked like any model file, nothing of it is executed)."""
+        from ..export import export_fmu  # noqa: PLC0415 (the model toolchain, sympy: only for model-file components)
+
+        if path.suffix.lower() != ".toml":
+            raise FmuError(f"{here}: type {MODEL_COMPONENT_TYPE} names an fmi-adjoint model file, but its source "
+                           f"{path.name} is not a .toml file; give the model file, or type {FMU_COMPONENT_TYPE} "
+                           "for an FMU.")
+        self.models.mkdir(exist_ok=True)
+        try:
+            return export_fmu(path, self.models / f"{name}.fmu")
+        except FmiAdjointError as error:
+            raise FmuError(f"{here}: the model file {path.name}: {error}") from None
 
     # -- connections ---------------------------------------------------------------------
 
