@@ -295,6 +295,9 @@ def test_algebraic_loops_are_solved_in_the_right_hand_side(halves, handwritten, 
                                        nodes=nodes).result.values
 
         values = {"A.k1": k1, "B.kc": kc}
+        # The right-hand side at a point depends on the point alone (every Newton solve from the run's
+        # first solution): a replay on the nodes, without sensitivities, repeats the run bit for bit.
+        np.testing.assert_array_equal(run_at(values, run.nodes), run.result.values)
         fd = _frozen_differences(run_at, run, tuple(values), values)
         for i in range(2):
             assert np.max(np.abs(run.sensitivities[:, :, i] - fd[:, :, i])) <= FROZEN_FD * np.max(np.abs(fd[:, :, i]))
@@ -555,3 +558,27 @@ def test_model_files_are_components_of_a_system(halves, tmp_path):
     with pytest.raises(FmuError, match=r"component 'A': type application/x-fmi-adjoint-model names an fmi-adjoint "
                                        r"model file, but its source A\.fmu is not a \.toml file"):
         open_system(ssd)
+
+
+def test_the_model_exchange_part_reports_outputs_its_own_connections_move(handwritten, tmp_path):
+    """R (``input_ramp_cs``, Co-Simulation: x' = k u integrated exactly over a held input) drives
+    two gains of the Model Exchange part in a chain, R.x -> G1.u, G1.y -> G2.u (the part's own
+    connection), G2.y -> R.u: after each macro step the master sets G1.u and must see G2.y move
+    with it, so the run is the exact recursion x_{n+1} = x_n + H k (k2 (k1 x_n + c1) + c2)."""
+    with open_fmu(build_fmu("input_ramp_cs", tmp_path)) as ramp:
+        gain = handwritten["gain"]
+        structure = SystemStructure("chain", "chain.ssd", (), (
+            Component("R", ramp.path, "ramp.fmu", "any", (Connector("u", "input"), Connector("x", "output"))),
+            Component("G1", gain.path, "gain.fmu", "ModelExchange", GAIN),
+            Component("G2", gain.path, "gain.fmu", "ModelExchange", GAIN)),
+            (Connection(Endpoint("R", "x"), Endpoint("G1", "u")), Connection(Endpoint("G1", "y"), Endpoint("G2", "u")),
+             Connection(Endpoint("G2", "y"), Endpoint("R", "u"))))
+        values = {"R.k": -0.5, "R.x_start": 1.0, "G1.k": 0.8, "G1.c": 0.1, "G2.k": 1.5, "G2.c": -0.2}
+        step = 0.05
+        result = simulate_system(structure, {"R": ramp, "G1": gain, "G2": gain}, 0.5, MasterSettings(step),
+                                 values=values)
+    x = [1.0]
+    for _ in range(result.times.size - 1):
+        x.append(x[-1] + step * -0.5 * (1.5 * (0.8 * x[-1] + 0.1) - 0.2))
+    np.testing.assert_allclose(result.column("R.x"), x, rtol=1e-13)
+    np.testing.assert_allclose(result.column("G2.y"), 1.5 * (0.8 * np.array(x) + 0.1) - 0.2, rtol=1e-13)

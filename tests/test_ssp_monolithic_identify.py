@@ -13,7 +13,8 @@ true values (rtol 1e-10) with noise of 1 % of the larger output (seed 0):
 * ``identify --ssp --interface me`` from a wrong start recovers both stiffnesses within their
   standard errors, reports the Model Exchange integration, the exact sensitivities and the
   discretization error, and succeeds (the data are of the continuous system, up to the
-  integration error, which the guard finds far below the standard errors);
+  integration error, which the guard finds far below the standard errors); ``apply --system``
+  writes the values into the SSP's bindings, and the written system runs them;
 * options of the other interface are refused by name.
 
 The same parameters through the co-simulation of Co-Simulation halves, with differences:
@@ -131,12 +132,29 @@ def test_identify_ssp_model_exchange_recovers_the_truth_within_its_standard_erro
     assert result["integrator"]["scheme"] == "Radau IIA (order 5), adaptive" and result["integrator"]["rtol"] == 1e-8
     assert set(result["system_identity"]["components"]) == {"A", "B"}
     assert set(result["discretization_error"]["parameter_bias"]) == set(TRUTH)
+    # Handed back into the system's parameter bindings, the system runs the identified values.
+    from captured_cli import cli
+    from fmi_adjoint.data import read_csv
+
+    identified = tmp_path / "identified.ssp"
+    code, _, err = cli(["apply", str(out), "--system", str(ssp), "-o", str(identified)])
+    assert code == 0, err
+    runs = []
+    for system, settings in ((identified, []), (ssp, [f"--set=A.k1={result['parameters']['A.k1']!r}",
+                                                      f"--set=B.kc={result['parameters']['B.kc']!r}"])):
+        csv = tmp_path / f"{system.stem}.csv"
+        code, _, err = cli(["simulate", "--ssp", str(system), "--interface", "me", "--t-end", "0.2", "--step", "0.01",
+                            *settings, "-o", str(csv)])
+        assert code == 0, err
+        runs.append(read_csv(csv).values)
+    np.testing.assert_array_equal(runs[0], runs[1])
 
 
 @pytest.mark.parametrize("extra, message", [
     (["--master-order", "gauss-seidel"], "--master-order applies to a co-simulation (--interface cs)"),
     (["--gradient", "adjoint"], "--gradient adjoint: a Model Exchange system has exact forward sensitivities"),
-    (["--interface", "cs"], "component 'A' (A.fmu): not yet: Model Exchange components in a co-simulation"),
+    # co-simulated, the system is one Model Exchange part stepped by the master: a macro step is needed
+    (["--interface", "cs"], "--ssp needs --step H, the macro step of the co-simulation"),
 ])
 def test_identify_ssp_model_exchange_refusals_are_one_line(system, tmp_path, extra, message):
     from captured_cli import error_line

@@ -73,6 +73,15 @@ LOOP_DIFFERENCE_STEP = 1e-7
 MAX_LOOP_CONDITION = 1e6
 
 
+def _changed(before: float, after: float) -> bool:
+    """Whether a coupled input changed in an event round: by more than the round-off a loop's
+    solution carries (:data:`LOOP_TOLERANCE`), and NaN only from a number (a discrete change is
+    far larger; a loop solved again must not make the iteration chatter)."""
+    if before != before or after != after:  # NaN
+        return (before != before) != (after != after)
+    return abs(after - before) > LOOP_TOLERANCE * (1.0 + abs(before))
+
+
 class SystemInstance:
     """The components' instances coupled as ``plan`` says, with the interface of one instance.
 
@@ -108,13 +117,12 @@ class SystemInstance:
         self._start_inputs = dict(self._system_inputs)
         #: The value each coupled input was last set to (an event round compares with it).
         self._set = [np.nan] * len(self._inputs)
-        #: Algebraic loops: the torn inputs (indices of ``inputs``), their sources, their names, the
-        #: last solution and Newton's kept Jacobian.
+        #: Algebraic loops: the torn inputs (indices of ``inputs``), their sources, their names, and
+        #: the run's first solution with Newton's Jacobian there (every point starts from them).
         self._torn = [int(i) for i in plan.get("torn", ())]
         self._torn_sources = sorted({self._inputs[i][2] for i in self._torn if self._inputs[i][2] is not None})
         self._loop_names = list(plan.get("loop_names", ()))
-        self._loop_guess: np.ndarray | None = None
-        self._loop_matrix: np.ndarray | None = None
+        self._loop_start: tuple[np.ndarray, np.ndarray] | None = None
         self._time = float("nan")
         #: As one component of a co-simulation: the tolerances of its integration over a macro step,
         #: and its state.
@@ -192,7 +200,7 @@ class SystemInstance:
             self._solve_loops(compare)
         else:
             self._pass(compare)
-        return {self._inputs[i][0] for i in range(len(self._inputs)) if not self._set[i] == before[i]}
+        return {self._inputs[i][0] for i in range(len(self._inputs)) if _changed(before[i], self._set[i])}
 
     def _pass(self, compare: bool) -> None:
         """Read the sources of level L, set the inputs of level L + 1, for L = 0, 1, ...: the torn
@@ -203,7 +211,7 @@ class SystemInstance:
             setting: dict[int, tuple[list, list[float]]] = {}
             for i in sets:
                 value = self._target(i, values)
-                if compare and value == self._set[i]:
+                if compare and not _changed(self._set[i], value):
                     continue
                 self._set[i] = value
                 refs, vals = setting.setdefault(self._inputs[i][0], ([], []))
@@ -257,29 +265,33 @@ class SystemInstance:
         return jacobian
 
     def _solve_loops(self, compare: bool) -> None:
-        """Newton's method on the torn inputs from the last solution (the Jacobian kept while the
-        residual falls by half per iteration), to :data:`LOOP_TOLERANCE` and one step beyond, so
-        that the coupled right-hand side is the loop's solution to round-off, a smooth function of
-        the states for the differences of the sensitivities."""
-        if self._loop_guess is None:
-            self._loop_guess = np.array([float(v) for v in self._values_of(self._torn)])
-        u = self._loop_guess.copy()
+        """Newton's method on the torn inputs, to :data:`LOOP_TOLERANCE` and one step beyond, so that
+        the coupled right-hand side is the loop's solution to round-off (a smooth function of the
+        states for the differences of the sensitivities).  Every point starts from the run's first
+        solution with the Jacobian there (both fixed when the run starts), and a Jacobian recomputed
+        for the point alone where the residual does not fall by half: the right-hand side at a
+        point depends on that point only, so a replay on the same nodes repeats a run bit for bit."""
+        first = self._loop_start is None
+        u = self._values_of(self._torn) if self._loop_start is None else self._loop_start[0].copy()
+        matrix = None if self._loop_start is None else self._loop_start[1]
         r = self._loop_residual(u, compare)
         converged, last = False, np.inf
-        for _ in range(LOOP_ITERATIONS):
+        for _ in range(LOOP_ITERATIONS + 1):
+            if not (np.all(np.isfinite(r)) and np.all(np.isfinite(u))):
+                raise self.Failure(self._loop_text("gives a value that is not finite (a component's output or its "
+                                                   "input); check the parameters and the inputs"))
             size = float(np.max(np.abs(r), initial=0.0))
-            if not np.all(np.isfinite(r)):
-                break
             if converged:
-                self._loop_guess = u
+                if first:
+                    assert matrix is not None
+                    self._loop_start = (u.copy(), matrix)
                 return
             converged = size <= LOOP_TOLERANCE * (1.0 + float(np.max(np.abs(u), initial=0.0)))
-            if self._loop_matrix is None or size > 0.5 * last:
-                self._loop_matrix = self._loop_jacobian(u, r, compare)
+            if matrix is None or size > 0.5 * last:
+                matrix = self._loop_jacobian(u, r, compare)
             last = size
-            u = u - np.linalg.solve(self._loop_matrix, r)
+            u = u - np.linalg.solve(matrix, r)
             r = self._loop_residual(u, compare)
-        self._loop_guess = None
         raise self.Failure(self._loop_text(f"did not converge in {LOOP_ITERATIONS} iterations (residual "
                                            f"{float(np.max(np.abs(r), initial=0.0)):.3g})"))
 
@@ -305,9 +317,10 @@ class SystemInstance:
     def start(self, refs: Sequence, values: Sequence[float], t0: float, t_end: float) -> float | None:
         """Every component reset, its values set and initialized at ``t0`` with its coupled inputs:
         the coupling is passed in Initialization Mode (FMI 2.0, sec. 3.2.3: inputs may be set and
-        outputs read there), then each exits it (its event iteration, continuous-time mode)."""
+        outputs read there), then every component leaves it for Event Mode and the event iteration
+        of the coupled system runs (as at an event), then continuous-time mode."""
         self._system_inputs = dict(self._start_inputs)
-        self._time, self._loop_guess, self._loop_matrix = float(t0), None, None  # every run from the same start
+        self._time, self._loop_start = float(t0), None  # every run from its own start
         per, inputs, outputs = self._by_component(refs)
         if outputs:
             raise self.Failure(f"{self.fmu_name}: the system output {refs[outputs[0]][1]!r} cannot be set.")
@@ -321,7 +334,8 @@ class SystemInstance:
         self._set = [np.nan] * len(self._inputs)
         self.couple()
         for instance in self.instances:
-            instance.exit_initialization()
+            instance.leave_initialization()
+        self._settle_events(t0)
         self._x = self.initial_states()
         return self.next_event_time
 
@@ -364,6 +378,12 @@ class SystemInstance:
         self._time = float(t)
         for instance in self.instances:
             instance.enter_event_mode(t)
+        self._settle_events(t)
+        return self.initial_states()
+
+    def _settle_events(self, t: float) -> None:
+        """From Event Mode (after an event, or after initialization): the event iteration of the
+        coupled system (module docstring), then every component into continuous-time mode."""
         pending = set(range(len(self.instances)))
         for _ in range(EVENT_ROUNDS):
             for k in sorted(pending):
@@ -378,7 +398,6 @@ class SystemInstance:
                                "discrete feedback between the components.")
         for instance in self.instances:
             instance.enter_continuous_time_mode()
-        return self.initial_states()
 
     def get_fmu_state(self):
         return tuple(i.get_fmu_state() for i in self.instances), dict(self._system_inputs)
@@ -408,13 +427,12 @@ class SystemInstance:
         u1 = u0 + h * np.asarray(slopes, dtype=float) if len(slopes) else u0
         system = FmuOdeSystem(self, list(input_refs), np.array([t, t + h]), np.vstack([u0, u1]), list(output_refs),
                               np.array([t + h]), ["fd"] * self.n_states)
-        try:
-            if self.n_states:
-                budget = RunBudget.from_wire(self._macro.get("budget"))
-                run = integrate_radau(system, self._x, t, t + h, stops=(t + h,), rtol=self._macro["rtol"],
-                                      atol=np.asarray(self._macro["atol"], dtype=float),
-                                      max_step=self._macro["max_step"], budget=budget)
-                self._x = np.array(run.x[-1], dtype=float)
+        try:  # also without continuous states: the part's time events and step events are handled
+            budget = RunBudget.from_wire(self._macro.get("budget"))
+            run = integrate_radau(system, self._x, t, t + h, stops=(t + h,), rtol=self._macro["rtol"],
+                                  atol=np.asarray(self._macro["atol"], dtype=float), max_step=self._macro["max_step"],
+                                  budget=budget)
+            self._x = np.array(run.x[-1], dtype=float)
         except (RunBudgetError, ModelError) as exc:
             raise self.Failure(f"{self.fmu_name}: {exc}") from None
         except ConvergenceError as exc:

@@ -436,10 +436,15 @@ class _Instance:
         else:
             self._call("fmi2EnterInitializationMode", fmu.enterInitializationMode)
 
+    def leave_initialization(self) -> None:
+        """``fmiExitInitializationMode``: a Model Exchange instance is in Event Mode afterwards (a
+        system's master runs the event iteration of all its components, :mod:`.me_system`)."""
+        self._call("exiting initialization mode", self.fmu.exitInitializationMode)
+
     def exit_initialization(self) -> float | None:
         """The second half of :meth:`start`: exit Initialization Mode; a Model Exchange instance
         then runs the event iteration and enters continuous-time mode.  The next time event."""
-        self._call("exiting initialization mode", self.fmu.exitInitializationMode)
+        self.leave_initialization()
         if self.interface == "ModelExchange":
             self._event_iteration()
             self._call("entering continuous-time mode", self.fmu.enterContinuousTimeMode)

@@ -314,18 +314,22 @@ class _Run:
         slopes), one request per unit (a Model Exchange part's components merged), all at once, and
         take the outputs of every component concerned."""
         units = [u for u in self.units if any(n in per_name for n in u.names)]
-        requests = []
+        requests, read = [], []
         for unit in units:
-            names = [n for n in unit.names if n in per_name]
-            refs = [r for n in names for r in per_name[n][0]]
-            values = [v for n in names for v in per_name[n][1]]
-            slopes = [v for n in names for v in per_name[n][2]]
+            # A Model Exchange part reports every component's outputs: an input of one acts on the
+            # others' through the part's own connections.
+            names = list(unit.names) if unit.model_exchange else [n for n in unit.names if n in per_name]
+            given = [per_name.get(n, ([], [], ())) for n in names]
+            refs = [r for inputs in given for r in inputs[0]]
+            values = [v for inputs in given for v in inputs[1]]
+            slopes = [v for inputs in given for v in inputs[2]]
             out_refs = [r for n in names for r in self.out_refs[n]]
             requests.append(unit.session.exchange_request(refs, values, out_refs) if kind == "exchange"
                             else unit.session.step_request(t, h, refs, values, out_refs, slopes))
-        for unit, outputs in zip(units, run_each([u.session for u in units], requests)):
+            read.append(names)
+        for names, outputs in zip(read, run_each([u.session for u in units], requests)):
             at = 0
-            for name in (n for n in unit.names if n in per_name):
+            for name in names:
                 size = len(self.out_refs[name])
                 self._set_outputs(name, outputs[at:at + size])
                 at += size

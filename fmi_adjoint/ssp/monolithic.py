@@ -114,7 +114,8 @@ class MonolithicPlan:
         levels = self._levels()
         self.sources: list[Port] = sorted({(str(c.start.element), c.start.connector)
                                            for p in self.inputs for c in [coupling.driving[p]]
-                                           if c.start.element is not None}, key=lambda port: levels[("out", port)])
+                                           if c.start.element is not None},
+                                          key=lambda port: (levels[("out", port)], port))
         top = max((levels[("in", p)] for p in self.inputs), default=0)
         #: Per level L: the sources of level L read, then the inputs of level L + 1 set.
         self.stages = [([s for s, port in enumerate(self.sources) if levels[("out", port)] == level],
@@ -200,25 +201,29 @@ class MonolithicPlan:
         if kinds.get(name) == "input":
             return ("input", name)
         component, dot, variable = name.partition(".")
-        if not dot or component not in self.archives:
+        if not dot or component not in self.names:
             raise FmuError(f"{self.structure.source}: {excerpt(name)} names no variable of the system; name one as "
                            f"COMPONENT.NAME (components: {', '.join(self.names)}) or a system connector.")
-        return (self.names.index(component), resolve(self.archives[component], variable).wire())
+        return self._component_ref((component, variable))
+
+    def _component_ref(self, port: Port) -> tuple:
+        """The worker's reference of the variable ``port[1]`` of component ``port[0]``."""
+        return (self.names.index(port[0]), resolve(self.archives[port[0]], port[1]).wire())
 
     def data(self) -> dict:
         """The plan as plain data for the worker (:class:`~fmi_adjoint.fmu.me_system.SystemInstance`)."""
-        sources = [self.ref(f"{c}.{o}") for c, o in self.sources]
+        sources = [self._component_ref(port) for port in self.sources]
         inputs = []
         for port in self.inputs:
             connection = self.coupling.driving[port]
             start = connection.start
             source = None if start.element is None else self.sources.index((start.element, start.connector))
-            k, ref = self.ref(f"{port[0]}.{port[1]}")
+            k, ref = self._component_ref(port)
             inputs.append((k, ref, source, None if source is not None else start.connector,
                            connection.transformation.factor, connection.transformation.offset))
         outputs = {}
         for name, connection in self.coupling.system_outputs.items():
-            k, ref = self.ref(f"{connection.start.element}.{connection.start.connector}")
+            k, ref = self._component_ref((str(connection.start.element), connection.start.connector))
             outputs[name] = (k, ref, connection.transformation.factor, connection.transformation.offset)
         return {"sources": sources, "inputs": inputs, "stages": self.stages, "system_outputs": outputs,
                 "system_inputs": dict.fromkeys(self.system_inputs, 0.0),
@@ -249,13 +254,13 @@ class SystemSession(FmuSession):
         self.derivative_refs = [(k, r) for k, a in enumerate(archives) for r in _scalar_refs(a, 1)]
         self.n_states = sum(a.n_states for a in archives)
         label = f"{plan.structure.source} (system {plan.structure.name})"
-        self._launch(label, archives[0].directory, timeout, log)
         components = [(name, a.path.name, str(a.directory), a.n_states, _scalar_refs(a, 0), _scalar_refs(a, 1),
                        a.number_of_event_indicators) for name, a in zip(plan.names, archives)]
-        data = plan.data()
+        data = plan.data()  # before the worker starts: what raises here leaves no process behind
         if macro is not None:  # one component of a co-simulation: its integration over a macro step
             data["macro"] = {"rtol": macro.rtol, "atol": list(macro.atol * _nominals(plan)),
                              "max_step": macro.max_step, "budget": macro.budget.to_wire()}
+        self._launch(label, archives[0].directory, timeout, log)
         self._instantiate("instantiate_system", (label, components, data), wait)
 
     def refs(self, names: Sequence[str]) -> list:

@@ -467,7 +467,7 @@ class _Reader:
         source = element.get("source")
         path = _local_source(self.base, source, here)
         try:
-            archive = open_fmu(path if kind == FMU_COMPONENT_TYPE else self._exported(path, name, here))
+            archive = open_fmu(path if kind == FMU_COMPONENT_TYPE else self._exported(path, here))
         except FmuError as error:
             raise FmuError(f"{here}: {error}") from None
         self.archives[name] = archive
@@ -480,7 +480,7 @@ class _Reader:
         connectors = self._connectors(element, archive, here)
         return Component(name=name, path=path, source=source, implementation=implementation, connectors=connectors)
 
-    def _exported(self, path: Path, name: str, here: str) -> Path:
+    def _exported(self, path: Path, here: str) -> Path:
         """The FMU (Model Exchange and Co-Simulation) of the model file ``path`` of a model-file
         component, exported into the system's private folder through the build cache (a model file
         is data: it is read and checked like any model file, nothing of it is executed)."""
@@ -491,8 +491,11 @@ class _Reader:
                            f"{path.name} is not a .toml file; give the model file, or type {FMU_COMPONENT_TYPE} "
                            "for an FMU.")
         self.models.mkdir(exist_ok=True)
+        # Named by its position and the model file's own name: never by the component's name, which
+        # comes from the SSD and could name a path.
+        target = self.models / f"{len(self.archives)}_{path.stem}.fmu"
         try:
-            return export_fmu(path, self.models / f"{name}.fmu")
+            return export_fmu(path, target)
         except FmiAdjointError as error:
             raise FmuError(f"{here}: the model file {path.name}: {error}") from None
 
