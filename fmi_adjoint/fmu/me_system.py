@@ -20,10 +20,11 @@ of level ``L``, set the inputs of level ``L + 1``; the parent computes the level
 :mod:`fmi_adjoint.ssp.monolithic`).  An algebraic loop (such a cycle) is torn at some of its inputs
 ``u_T`` (the parent chooses them so that every cycle is cut): the pass then runs from given ``u_T``,
 and Newton's method solves ``u_T - C_T(y(u_T)) = 0`` around it at every point (its Jacobian by
-forward differences, kept while the residual falls by half; from the last point's solution; to
-:data:`LOOP_TOLERANCE` and one step beyond, so that the right-hand side is the loop's solution to
-round-off); a loop whose Jacobian is singular (condition number above :data:`MAX_LOOP_CONDITION`,
-e.g. a loop gain of 1) or that does not converge is a failure naming its ports.  The system is then
+forward differences; from the run's first solution and the Jacobian there, recomputed for a point
+where the residual does not fall by half; to :data:`LOOP_TOLERANCE` and one step beyond, so that
+the right-hand side is the loop's solution to round-off and a function of the point alone); a loop
+whose Jacobian is singular (condition number above :data:`MAX_LOOP_CONDITION`, e.g. a loop gain of
+1) or that does not converge is a failure naming its ports.  The system is then
 an ODE in ``x`` (an index-1 DAE with its algebraic part solved inside the right-hand side).
 So every total derivative the sensitivities need (``df/dx`` through the couplings, ``df/dp`` of one
 component's parameter acting on the others through its outputs, the events' jumps) is that of the
