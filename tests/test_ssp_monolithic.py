@@ -206,6 +206,22 @@ def test_time_events_of_one_component_drive_another(handwritten):
         assert np.max(np.abs(run.sensitivities[:, :, i] - fd[:, :, i])) <= FROZEN_FD * np.max(np.abs(fd[:, :, i]))
 
 
+def test_fmi2_and_fmi3_components_are_coupled_alike(handwritten, tmp_path):
+    """The stair (FMI 2.0) driving the Van der Pol oscillator as FMI 3.0 (``van_der_pol_me3``, the
+    same equations through the FMI 3 layer) gives the run with the FMI 2.0 oscillator, and its
+    sensitivities."""
+    with open_fmu(build_fmu("van_der_pol_me3", tmp_path)) as vdp3:
+        stair = Component("S", handwritten["stair"].path, "stair.fmu", "any", (Connector("level", "output"),))
+        times = np.linspace(0.0, 0.8, 9)
+        runs = [simulate_monolithic(_driven(stair, "level", Transformation(0.5, 0.1), archive.path),
+                                    {"S": handwritten["stair"], "V": archive}, 0.8, times=times, tolerances=TOL,
+                                    sensitivities=("S.a", "V.mu"))
+                for archive in (handwritten["vdp"], vdp3)]
+    assert vdp3.fmi_version == 3
+    np.testing.assert_allclose(runs[1].result.values, runs[0].result.values, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(runs[1].sensitivities, runs[0].sensitivities, rtol=1e-9, atol=1e-12)
+
+
 def test_state_events_of_one_component_drive_another(handwritten):
     ball = Component("B", handwritten["ball"].path, "ball.fmu", "any", (Connector("v", "output"),))
     structure = _driven(ball, "v", Transformation(1.0, 0.0), handwritten["vdp"].path)
