@@ -44,7 +44,7 @@ from fmi_adjoint.ssp.monolithic import simulate_monolithic, system_interface
 from fmi_adjoint.ssp.structure import Component, Connection, Connector, Endpoint, SystemStructure, Transformation
 from fmi_adjoint.toolchain import c_compiler
 from handwritten_fmus import build_fmu
-from tolerances import FROZEN_FD, GLOBAL_ERROR_AT_1E_10, ORDER
+from tolerances import EXACT, FROZEN_FD, GLOBAL_ERROR_AT_1E_10, ORDER, RADAU_BALL_CLOSED_FORM
 
 if c_compiler() is None:  # pragma: no cover - depends on the machine
     pytest.skip("no C compiler: the FMUs cannot be built", allow_module_level=True)
@@ -120,9 +120,10 @@ def test_split_system_equals_the_monolithic_model_and_its_sensitivities_are_exac
     scale = np.max(np.abs(exact))
     assert np.max(np.abs(run.result.column("A.x1") - exact[:, 0])) <= GLOBAL_ERROR_AT_1E_10 * scale
     assert np.max(np.abs(run.result.column("B.x2") - exact[:, 1])) <= GLOBAL_ERROR_AT_1E_10 * scale
-    np.testing.assert_allclose(run.result.column("gap"), 0.25 - 2.0 * run.result.column("B.x2"), rtol=0, atol=1e-15)
-    np.testing.assert_allclose(run.result.column("B.force"),
-                               450.0 * (run.result.column("B.x2") - run.result.column("A.x1")), rtol=1e-12, atol=1e-15)
+    gap = 0.25 - 2.0 * run.result.column("B.x2")
+    np.testing.assert_allclose(run.result.column("gap"), gap, rtol=EXACT, atol=EXACT * np.max(np.abs(gap)))
+    force = 450.0 * (run.result.column("B.x2") - run.result.column("A.x1"))
+    np.testing.assert_allclose(run.result.column("B.force"), force, rtol=EXACT, atol=EXACT * np.max(np.abs(force)))
     assert run.info["events"] == []
 
     def run_at(vals, nodes):
@@ -182,7 +183,7 @@ def test_time_events_of_one_component_drive_another(handwritten):
     run = simulate_monolithic(structure, archives, 1.2, times=times, tolerances=TOL, values=values,
                               sensitivities=tuple(values))
     assert [kind for _, kind in run.info["events"]] == ["time", "time"]
-    np.testing.assert_allclose([t for t, _ in run.info["events"]], [0.5, 1.0], rtol=1e-12)
+    np.testing.assert_allclose([t for t, _ in run.info["events"]], [0.5, 1.0], rtol=EXACT)
 
     # der(x0) = x1, der(x1) = mu (1 - x0^2) x1 - x0 + u, u = 0.5 (a counter + xs) + 0.1, der(xs) = -c xs
     def rhs(t, y, counter):
@@ -194,7 +195,8 @@ def test_time_events_of_one_component_drive_another(handwritten):
     for j, column in enumerate(("V.x0", "V.x1")):
         assert np.max(np.abs(run.result.column(column) - reference[:, j])) <= GLOBAL_ERROR_AT_1E_10 * scale
     counter = np.maximum(np.ceil(times / 0.5 - 1e-12) - 1, 0)  # the left limit at an event
-    np.testing.assert_allclose(run.result.column("S.level"), 2.0 * counter + reference[:, 2], rtol=1e-9)
+    np.testing.assert_allclose(run.result.column("S.level"), 2.0 * counter + reference[:, 2],
+                               rtol=GLOBAL_ERROR_AT_1E_10)
 
     def run_at(vals, nodes):
         return simulate_monolithic(structure, archives, 1.2, times=times, tolerances=TOL, values=vals,
@@ -218,8 +220,8 @@ def test_fmi2_and_fmi3_components_are_coupled_alike(handwritten, tmp_path):
                                     sensitivities=("S.a", "V.mu"))
                 for archive in (handwritten["vdp"], vdp3)]
     assert vdp3.fmi_version == 3
-    np.testing.assert_allclose(runs[1].result.values, runs[0].result.values, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(runs[1].sensitivities, runs[0].sensitivities, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(runs[1].result.values, runs[0].result.values)  # the same arithmetic
+    np.testing.assert_array_equal(runs[1].sensitivities, runs[0].sensitivities)
 
 
 def test_state_events_of_one_component_drive_another(handwritten):
@@ -233,7 +235,7 @@ def test_state_events_of_one_component_drive_another(handwritten):
     g, e = 9.81, 0.8
     bounce = np.sqrt(2 * 1.1 / g)  # from h = 1 to the floor at -0.1
     assert [kind for _, kind in run.info["events"]] == ["state"]
-    assert abs(run.info["events"][0][0] - bounce) <= 1e-9
+    assert abs(run.info["events"][0][0] - bounce) <= RADAU_BALL_CLOSED_FORM
 
     def rhs(t, y, piece):
         v = -g * t if piece == 0 else e * g * bounce - g * (t - bounce)
@@ -322,8 +324,8 @@ def test_algebraic_loops_are_solved_in_the_right_hand_side(halves, handwritten, 
     loop = simulate_monolithic(_gain_loop(handwritten["gain"].path, handwritten["vdp"].path), gains, 0.2,
                                times=np.array([0.0, 0.1, 0.2]), tolerances=TOL, values={"B.k": 0.8})
     # y_A = k_A (0.5 (k_B y_A + c_B) + 0.25) + c_A with k_A = 2, c_A = c_B = 0.5, k_B = 0.8
-    np.testing.assert_allclose(loop.result.column("A.y"), 1.5 / (1.0 - 0.8), rtol=1e-13)
-    np.testing.assert_allclose(loop.result.column("B.y"), 0.8 * 7.5 + 0.5, rtol=1e-13)
+    np.testing.assert_allclose(loop.result.column("A.y"), 1.5 / (1.0 - 0.8), rtol=EXACT)
+    np.testing.assert_allclose(loop.result.column("B.y"), 0.8 * 7.5 + 0.5, rtol=EXACT)
 
 
 @pytest.mark.parametrize("case, message", [
@@ -500,7 +502,9 @@ def test_validate_ssp_compares_a_model_exchange_system_with_data(halves, tmp_pat
         assert summary["integrator"]["scheme"] == "Radau IIA (order 5), adaptive" and "master" not in summary
         for name in ("A.x1", "gap"):
             error = expected.column(name) - truth.column(name)
-            assert summary["outputs"][name]["max_abs_error"] == pytest.approx(np.max(np.abs(error)), abs=1e-15)
+            scale = np.max(np.abs(truth.column(name)))
+            assert summary["outputs"][name]["max_abs_error"] == pytest.approx(np.max(np.abs(error)), rel=EXACT,
+                                                                              abs=EXACT * scale)
         assert (summary["outputs"]["A.x1"]["max_abs_error"] > 1e-4) == (k1 == 900.0)
 
 
@@ -596,5 +600,5 @@ def test_the_model_exchange_part_reports_outputs_its_own_connections_move(handwr
     x = [1.0]
     for _ in range(result.times.size - 1):
         x.append(x[-1] + step * -0.5 * (1.5 * (0.8 * x[-1] + 0.1) - 0.2))
-    np.testing.assert_allclose(result.column("R.x"), x, rtol=1e-13)
-    np.testing.assert_allclose(result.column("G2.y"), 1.5 * (0.8 * np.array(x) + 0.1) - 0.2, rtol=1e-13)
+    np.testing.assert_allclose(result.column("R.x"), x, rtol=EXACT)
+    np.testing.assert_allclose(result.column("G2.y"), 1.5 * (0.8 * np.array(x) + 0.1) - 0.2, rtol=EXACT)

@@ -42,7 +42,7 @@ from fmi_adjoint.ssp.monolithic_problem import MonolithicSystemProblem
 from fmi_adjoint.ssp.problem import system_experiment, system_target
 from fmi_adjoint.ssp.reading import open_system
 from fmi_adjoint.toolchain import c_compiler
-from tolerances import GRADIENT_VS_FD, WITHIN_STD_ERRORS
+from tolerances import EXACT, GRADIENT_VS_FD, WITHIN_STD_ERRORS
 
 if c_compiler() is None:  # pragma: no cover - depends on the machine
     pytest.skip("no C compiler: the FMUs cannot be built", allow_module_level=True)
@@ -102,7 +102,7 @@ def test_the_gradient_is_exact_and_equals_central_differences_of_the_systems_cos
         executor = SerialExecutor()  # the difference stencil as executor tasks (the FMUs travel as bytes)
         try:
             problem.executor = executor
-            np.testing.assert_allclose(problem.evaluate(x, "fd").gradient, fd.gradient, rtol=1e-12)
+            np.testing.assert_allclose(problem.evaluate(x, "fd").gradient, fd.gradient, rtol=EXACT)
         finally:
             executor.close()
 
@@ -126,7 +126,6 @@ def test_identify_ssp_model_exchange_recovers_the_truth_within_its_standard_erro
         value, se = result["parameters"][name], result["std_errors"][name]
         assert result["initial"][name] == START[name]
         assert abs(value - truth) <= WITHIN_STD_ERRORS * se, (name, value, se)
-        assert se < 0.05 * truth
     assert result["success"] and not result["warnings"], result["warnings"]
     assert result["interface"] == "ModelExchange" and result["gradient_method"]["method"] == "sensitivity"
     assert result["integrator"]["scheme"] == "Radau IIA (order 5), adaptive" and result["integrator"]["rtol"] == 1e-8
