@@ -602,3 +602,77 @@ def test_the_model_exchange_part_reports_outputs_its_own_connections_move(handwr
         x.append(x[-1] + step * -0.5 * (1.5 * (0.8 * x[-1] + 0.1) - 0.2))
     np.testing.assert_allclose(result.column("R.x"), x, rtol=EXACT)
     np.testing.assert_allclose(result.column("G2.y"), 1.5 * (0.8 * np.array(x) + 0.1) - 0.2, rtol=EXACT)
+
+
+# -- the engine mount split at its bulge spring ------------------------------------------------------
+ENGINE_MOUNT = Path(__file__).resolve().parents[1] / "fmi_adjoint" / "examples" / "engine_mount.toml"
+
+
+def _mount_halves() -> tuple[str, str]:
+    """The bundled hydro engine mount (Lauss et al. 2018, Sec. 5) as two model files cut at the
+    bulge spring c_H (x1 - x2): ``load`` (the load mass x1 with the excitation, gravity and the
+    elastomer, and the bulge force ``F_b`` as an input; outputs a1 and x1) and ``hydro`` (the
+    massless node x2, membrane x3 and hydro mass x4 with the lever constraint, the bulge force
+    c_H (x1in - x2) on x2 from the input ``x1in``; output the force on the load, c_H (x2 - x1in))."""
+    text = ENGINE_MOUNT.read_text()
+    parameters = text[text.index("[parameters]"):text.index("[inputs]")]
+    header = '[simulation]\nt_end = 1.0\nstep = 1e-4\nalpha = -0.05\n\n' + parameters
+    forces = text[text.index("[[forces]]"):text.index("[[constraints]]")]
+    blocks = ["[[forces]]" + block for block in forces.split("[[forces]]")[1:]]
+    by_name = {block.split('name = "')[1].split('"')[0]: block for block in blocks}
+    load = ('[model]\nname = "mount_load"\n\n' + header
+            + '\n[inputs]\nF_b = { value = 0.0, unit = "N" }\nF_ext = { value = 0.0, unit = "N" }\n\n'
+            + '[[coordinates]]\nname = "x1"\nmass = "m_L"\n\n' + by_name["excitation"] + by_name["gravity"]
+            + by_name["elastomer"]
+            + '[[forces]]\ntype = "load"\nname = "bulge"\ncoordinate = "x1"\nexpression = "F_b"\n'
+            + _outputs(a1="der2(x1)", x1="x1"))
+    hydro = ('[model]\nname = "mount_hydro"\n\n' + header + '\n[inputs]\nx1in = { value = 0.0, unit = "m" }\n\n'
+             + text[text.index('[[coordinates]]\nname = "x2"'):text.index("[[forces]]")]
+             + '[[forces]]\ntype = "load"\nname = "bulge"\ncoordinate = "x2"\nexpression = "c_H*(x1in - x2)"\n\n'
+             + by_name["membrane"] + by_name["hydro_damper"]
+             + text[text.index("[[constraints]]"):text.index("[[outputs]]")] + _outputs(F_b="c_H*(x2 - x1in)"))
+    return load, hydro
+
+
+def test_the_engine_mount_split_at_its_bulge_spring_is_the_monolithic_mount(tmp_path):
+    """The hydro engine mount split into two model-file components of an SSP (``load`` and
+    ``hydro``, coupled x1 -> x1in and F_b -> F_b): integrated as one ODE it gives the monolithic
+    mount's run (the bundled model exported as one Model Exchange FMU, integrated the same way) to
+    round-off, and the sensitivities through the coupling to a parameter of each half (the elastomer
+    stiffness c_E1 of the load, the cubic hydro damping d_H2 of the hydro part) equal the monolithic
+    FMU's exact sensitivities: both are derivatives of the same discrete scheme (the same steps),
+    whose parameter partials come from replays, so they agree as a frozen difference does with an
+    exact derivative (``FROZEN_FD``)."""
+    from fmi_adjoint.ssp.reading import open_system
+    from test_ssp_master import _write_ssp
+
+    folder = tmp_path / "mount"
+    folder.mkdir()
+    load, hydro = _mount_halves()
+    (folder / "L.toml").write_text(load)
+    (folder / "H.toml").write_text(hydro)
+    export_fmu(ENGINE_MOUNT, folder / "M.fmu", interface="me")
+    split = SystemStructure("mount", "mount.ssd", (), (
+        Component("L", folder / "L.toml", "resources/L.toml", "any",
+                  (Connector("F_b", "input"), Connector("a1", "output"), Connector("x1", "output"))),
+        Component("H", folder / "H.toml", "resources/H.toml", "any",
+                  (Connector("x1in", "input"), Connector("F_b", "output")))),
+        (Connection(Endpoint("L", "x1"), Endpoint("H", "x1in")),
+         Connection(Endpoint("H", "F_b"), Endpoint("L", "F_b"))))
+    times = np.linspace(0.0, 0.01, 11)
+    tolerances = Tolerances(rtol=1e-8, atol=1e-10)
+    with open_system(_write_ssp(folder, split)) as system, open_fmu(folder / "M.fmu") as mount:
+        assert system_interface(system.structure, system.archives) == "CoSimulation"  # both interfaces: the master
+        run = simulate_monolithic(system.structure, system.archives, 0.01, times=times, tolerances=tolerances,
+                                  sensitivities=("L.c_E1", "H.d_H2"))
+        monolithic = simulate_monolithic(
+            SystemStructure("mono", "mono.ssd", (), (Component("M", mount.path, "M.fmu", "any", (
+                Connector("a1", "output"), Connector("x1", "output"))),), ()),
+            {"M": mount}, 0.01, times=times, tolerances=tolerances, sensitivities=("M.c_E1", "M.d_H2"))
+    assert run.info["steps"] == monolithic.info["steps"]
+    a1, reference = run.result.column("L.a1"), monolithic.result.column("M.a1")
+    np.testing.assert_allclose(a1, reference, rtol=0, atol=EXACT * np.max(np.abs(reference)))
+    for i in range(2):
+        exact = monolithic.sensitivities[:, 0, i]
+        assert np.max(np.abs(exact)) > 0
+        assert np.max(np.abs(run.sensitivities[:, 0, i] - exact)) <= FROZEN_FD * np.max(np.abs(exact))
