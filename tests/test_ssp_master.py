@@ -129,15 +129,22 @@ def _split_structure(source: str = "split.ssd") -> SystemStructure:
                             Connection(Endpoint("B", "force"), Endpoint("A", "F"))))
 
 
+def export_models(folder: Path, texts: dict[str, str], **options) -> dict:
+    """{NAME: opened archive} of each model text exported as ``folder/NAME.fmu`` (the text kept as
+    ``folder/NAME.toml``); ``options`` those of :func:`~fmi_adjoint.export.export_fmu`."""
+    archives = {}
+    for name, text in texts.items():
+        (folder / f"{name}.toml").write_text(text)
+        export_fmu(folder / f"{name}.toml", folder / f"{name}.fmu", **options)
+        archives[name] = open_fmu(folder / f"{name}.fmu")
+    return archives
+
+
 @pytest.fixture(scope="module")
 def split(tmp_path_factory):
     """(folder, {"A": archive, "B": archive}) of the exported halves."""
     folder = tmp_path_factory.mktemp("ssp_master")
-    archives = {}
-    for name, text in (("A", MODEL_A), ("B", MODEL_B)):
-        (folder / f"{name}.toml").write_text(text)
-        export_fmu(folder / f"{name}.toml", folder / f"{name}.fmu", interface="cs")
-        archives[name] = open_fmu(folder / f"{name}.fmu")
+    archives = export_models(folder, {"A": MODEL_A, "B": MODEL_B}, interface="cs")
     yield folder, archives
     for archive in archives.values():
         archive.close()
@@ -147,12 +154,8 @@ def split(tmp_path_factory):
 def split3(tmp_path_factory):
     """{"A": archive, "B": archive} of the halves exported as FMI 3 (no input derivatives:
     intermediate update)."""
-    folder = tmp_path_factory.mktemp("ssp_master_fmi3")
-    archives = {}
-    for name, text in (("A", MODEL_A), ("B", MODEL_B)):
-        (folder / f"{name}.toml").write_text(text)
-        export_fmu(folder / f"{name}.toml", folder / f"{name}.fmu", interface="cs", fmi_version=3)
-        archives[name] = open_fmu(folder / f"{name}.fmu")
+    archives = export_models(tmp_path_factory.mktemp("ssp_master_fmi3"), {"A": MODEL_A, "B": MODEL_B},
+                             interface="cs", fmi_version=3)
     yield archives
     for archive in archives.values():
         archive.close()

@@ -49,7 +49,7 @@ from tolerances import EXACT, FROZEN_FD, GLOBAL_ERROR_AT_1E_10, ORDER, RADAU_BAL
 if c_compiler() is None:  # pragma: no cover - depends on the machine
     pytest.skip("no C compiler: the FMUs cannot be built", allow_module_level=True)
 
-from test_ssp_master import _HEADER, _M2, MODEL_A, _outputs  # noqa: E402 (after the skip)
+from test_ssp_master import _HEADER, _M2, MODEL_A, _outputs, export_models  # noqa: E402 (after the skip)
 
 #: A with its ground stiffness as the parameter k1.
 ME_A = (MODEL_A.replace("stiffness = 1000.0", 'stiffness = "k1"') + '\n[parameters]\nk1 = 1000.0\n')
@@ -66,12 +66,7 @@ TIMES = np.linspace(0.0, 0.1, 21)
 @pytest.fixture(scope="module")
 def halves(tmp_path_factory):
     """{"A": archive, "B": archive} of the halves exported as Model Exchange FMUs."""
-    folder = tmp_path_factory.mktemp("ssp_monolithic")
-    archives = {}
-    for name, text in (("A", ME_A), ("B", ME_B)):
-        (folder / f"{name}.toml").write_text(text)
-        export_fmu(folder / f"{name}.toml", folder / f"{name}.fmu", interface="me")
-        archives[name] = open_fmu(folder / f"{name}.fmu")
+    archives = export_models(tmp_path_factory.mktemp("ssp_monolithic"), {"A": ME_A, "B": ME_B}, interface="me")
     yield archives
     for archive in archives.values():
         archive.close()

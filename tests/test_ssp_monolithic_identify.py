@@ -32,8 +32,6 @@ import numpy as np
 import pytest
 
 from fmi_adjoint.data import write_csv
-from fmi_adjoint.export import export_fmu
-from fmi_adjoint.fmu.archive import open_fmu
 from fmi_adjoint.fmu.experiment import Tolerances
 from fmi_adjoint.identify.data_costs import CostOptions, DataFile
 from fmi_adjoint.scale import SerialExecutor
@@ -47,7 +45,7 @@ from tolerances import EXACT, GRADIENT_VS_FD, WITHIN_STD_ERRORS
 if c_compiler() is None:  # pragma: no cover - depends on the machine
     pytest.skip("no C compiler: the FMUs cannot be built", allow_module_level=True)
 
-from test_ssp_master import _write_ssp  # noqa: E402 (after the skip: it builds too)
+from test_ssp_master import _write_ssp, export_models  # noqa: E402 (after the skip: it builds too)
 from test_ssp_monolithic import ME_A, ME_B, _split  # noqa: E402
 
 BOUNDED_A = ME_A.replace("k1 = 1000.0", 'k1 = { value = 1000.0, unit = "N/m", bounds = [100.0, 10000.0] }')
@@ -62,11 +60,7 @@ TOL = Tolerances(rtol=1e-8, atol=1e-10)
 def system(tmp_path_factory):
     """(folder, SSP file, data file) of the split system and its synthetic measurement."""
     folder = tmp_path_factory.mktemp("ssp_monolithic_identify")
-    archives = {}
-    for name, text in (("A", BOUNDED_A), ("B", BOUNDED_B)):
-        (folder / f"{name}.toml").write_text(text)
-        export_fmu(folder / f"{name}.toml", folder / f"{name}.fmu", interface="me")
-        archives[name] = open_fmu(folder / f"{name}.fmu")
+    archives = export_models(folder, {"A": BOUNDED_A, "B": BOUNDED_B}, interface="me")
     try:
         structure = _split(archives)
         ssp = _write_ssp(folder, structure)

@@ -797,6 +797,7 @@ def _system_problem(args, options, names, bounds) -> _Setup:
     from ..integrate.inputs import ParameterValues  # noqa: PLC0415 (as above)
     from ..scale.select import choose_executor  # noqa: PLC0415 (as above)
     from ..fmu.gradients import DifferencePath  # noqa: PLC0415 (as above)
+    from ..fmu.loading import default_step  # noqa: PLC0415 (as above)
     from ..ssp.master import MasterSettings, held_inputs_note  # noqa: PLC0415 (as above)
     from ..ssp.monolithic import system_interface  # noqa: PLC0415 (as above)
     from ..ssp.monolithic_problem import MonolithicSystemProblem  # noqa: PLC0415 (as above)
@@ -832,7 +833,10 @@ def _system_problem(args, options, names, bounds) -> _Setup:
         for spec in args.data:
             file, values = experiment_settings(spec, settings_values, names)
             data = DataFile.from_path(file, outputs=target.output_names)
-            step = args.step if isinstance(settings, MasterSettings) or args.step is not None else _data_step(data)
+            step = args.step
+            if step is None and not isinstance(settings, MasterSettings):  # the steps are the error control's
+                times = data.read().times if "time" in data.header() else None
+                step = default_step(None, times, args.t_end if args.t_end is not None else target.t_end)
             experiments.append(system_experiment(target, data, values, name=Path(file).stem, t_end=args.t_end,
                                                  step=step, cost=options, inputs=inputs,
                                                  inputs_file=args.inputs,
@@ -897,16 +901,6 @@ def _system_run_settings(args, interface: str, structure, archives):
                          "sensitivity, the default) or central differences (--gradient fd).")
     return run_tolerances(args.rtol, args.atol, args.step, max_steps=args.max_steps, max_events=args.max_events,
                           run_timeout=args.run_timeout)
-
-
-def _data_step(data) -> float:
-    """The step of a Model Exchange system's experiment without ``--step``: the data's smallest
-    positive sample interval (the runs stop at every sample; the step sizes only a spectral cost's
-    grid), as for one Model Exchange FMU (:func:`~fmi_adjoint.fmu.loading.default_step`)."""
-    times = data.read().times if "time" in data.header() else np.zeros(0)
-    intervals = np.diff(times)
-    positive = intervals[intervals > 0]
-    return float(np.min(positive)) if positive.size else float(times[-1]) / 1000.0 if times.size else 1e-3
 
 
 def _fmu_result_guards(setup: _Setup, result) -> list[tuple[str, bool]]:

@@ -113,6 +113,10 @@ class FmuExperiment:
         of two equal time stamps; :func:`event_rows`)."""
         return event_rows(self.cost.sample_times)
 
+    def event_stops(self) -> np.ndarray:
+        """The sample times given twice (an event in the data: the left and the right limit)."""
+        return np.asarray(self.cost.sample_times, dtype=float)[self.stops()[1]]
+
 
 def event_rows(times) -> tuple[np.ndarray, np.ndarray]:
     """The distinct times of ``times`` (sorted sample times that may repeat a time stamp once at

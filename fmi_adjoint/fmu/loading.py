@@ -77,14 +77,15 @@ def grid_end(t_end: float, step: float) -> float:
     return max(1, math.ceil(count)) * step
 
 
-def default_step(archive: FmuArchive, times: np.ndarray | None, t_end: float) -> float:
+def default_step(archive: FmuArchive | None, times: np.ndarray | None, t_end: float) -> float:
     """The step of an FMU experiment without ``--step`` nor a fixed FMU step: the smallest
     positive interval of the data ``times``, else the FMU's default step size, else
-    ``t_end / 1000``."""
+    ``t_end / 1000`` (``archive`` None: a system of FMUs integrated as one, which has no default
+    step size of its own)."""
     intervals = np.diff(times) if times is not None and times.size > 1 else np.zeros(0)
     if np.any(intervals > 0):  # a time repeated at an event is no interval
         return float(np.min(intervals[intervals > 0]))
-    experiment = archive.description.defaultExperiment
+    experiment = archive.description.defaultExperiment if archive is not None else None
     if experiment is not None and experiment.stepSize:
         return float(experiment.stepSize)
     return t_end / 1000.0

@@ -91,14 +91,17 @@ class SystemInstance:
     enters the coupling); ``("output", NAME)`` a system output connector (``factor * y + offset``
     of the component output that drives it).
 
-    ``plan`` (plain data, from the parent's :func:`fmi_adjoint.ssp.monolithic.system_plan`):
+    ``plan`` (plain data, from the parent's :meth:`fmi_adjoint.ssp.monolithic.MonolithicPlan.data`):
 
     * ``"sources"``: ``[(k, ref)]``, the component outputs that drive inputs;
     * ``"inputs"``: ``[(k, ref, source, system input, factor, offset)]``, each coupled input: driven
       by ``sources[source]`` or, with ``source`` None, by the system input named;
     * ``"stages"``: ``[(sources read, inputs set)]``, index lists in dependency order;
     * ``"system_outputs"``: ``{NAME: (k, ref, factor, offset)}``;
-    * ``"system_inputs"``: ``{NAME: value}``, the system inputs' start values.
+    * ``"system_inputs"``: ``{NAME: value}``, the system inputs' start values;
+    * ``"torn"``, ``"loop_names"``: the inputs at which the algebraic loops are torn (indices of
+      ``inputs``), and the loops' ports by name (for messages);
+    * ``"macro"`` (optional): the tolerances of an integration over a macro step (:meth:`step`).
     """
 
     def __init__(self, progress, label: str, names: Sequence[str], instances: Sequence, plan: dict,
@@ -178,14 +181,19 @@ class SystemInstance:
 
     def set_values(self, refs: Sequence, values: Sequence[float]) -> None:
         """Set component variables and system inputs (a system output cannot be set)."""
+        for k, positions in self._take_system_inputs(refs, values).items():
+            self.instances[k].set_values([refs[p][1] for p in positions], [values[p] for p in positions])
+
+    def _take_system_inputs(self, refs: Sequence, values: Sequence[float]) -> dict[int, list[int]]:
+        """Hold the values of the system inputs among ``refs``; the positions of the rest per
+        component (a system output among them is a Failure: it cannot be set)."""
         per, inputs, outputs = self._by_component(refs)
         if outputs:
             raise self.Failure(f"{self.fmu_name}: the system output {refs[outputs[0]][1]!r} cannot be set.")
-        for k, positions in per.items():
-            self.instances[k].set_values([refs[p][1] for p in positions], [values[p] for p in positions])
         for p in inputs:
             self._system_input(str(refs[p][1]))
             self._system_inputs[str(refs[p][1])] = float(values[p])
+        return per
 
     def set_real(self, refs: Sequence, values: Sequence[float]) -> None:
         self.set_values(refs, values)
@@ -322,12 +330,7 @@ class SystemInstance:
         of the coupled system runs (as at an event), then continuous-time mode."""
         self._system_inputs = dict(self._start_inputs)
         self._time, self._loop_start = float(t0), None  # every run from its own start
-        per, inputs, outputs = self._by_component(refs)
-        if outputs:
-            raise self.Failure(f"{self.fmu_name}: the system output {refs[outputs[0]][1]!r} cannot be set.")
-        for p in inputs:
-            self._system_input(str(refs[p][1]))
-            self._system_inputs[str(refs[p][1])] = float(values[p])
+        per = self._take_system_inputs(refs, values)
         for k, instance in enumerate(self.instances):
             positions = per.get(k, [])
             instance.enter_initialization([refs[p][1] for p in positions], [float(values[p]) for p in positions],

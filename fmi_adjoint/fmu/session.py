@@ -59,7 +59,7 @@ from .variables import NUMERIC_KINDS, element_names, reference_key, resolve
 from .worker import Progress, decode_reply, pack
 
 __all__ = ["DEFAULT_TIMEOUT", "STARTUP_ALLOWANCE", "FmuSession", "INTERFACES", "run_each", "run_parallel",
-           "start_values"]
+           "start_values", "state_references"]
 
 INTERFACES = ("ModelExchange", "CoSimulation")
 
@@ -169,12 +169,8 @@ class FmuSession:
         self.fmi3 = archive.fmi_version == 3
         self._params = [v for v in archive.variables.values()
                         if v.causality == "parameter" and v.variability in ("fixed", "tunable") and v.is_real]
-        # Per state element; an array state has no reference per element (-1): its Jacobian
-        # columns come from differences (FmuProblem never asks the FMU for them).
-        self.state_refs: list = [state.valueReference if size == 1 and not state.shape else -1
-                           for state, _, size in archive.continuous_states for _ in range(size)]
-        self.derivative_refs: list = [der.valueReference if size == 1 and not der.shape else -1
-                                for _, der, size in archive.continuous_states for _ in range(size)]
+        self.state_refs: list = state_references(archive, 0)
+        self.derivative_refs: list = state_references(archive, 1)
         self.n_states = archive.n_states
         self._launch(archive.path.name, archive.directory, timeout, log)
         if interface is not None:
@@ -586,6 +582,14 @@ class FmuSession:
         Raises FmuError if the FMU refuses (e.g. a parameter as known in FMI 2).
         """
         return self._call("directional", list(unknowns), int(known), float(seed))
+
+
+def state_references(archive: FmuArchive, which: int) -> list[int]:
+    """Per state element the value reference of the state (``which`` 0) or of its derivative (1).
+    An element of an array state has no reference of its own (-1): its Jacobian columns come from
+    differences (FmuProblem never asks the FMU for them)."""
+    return [pair[which].valueReference if size == 1 and not pair[which].shape else -1
+            for *pair, size in archive.continuous_states for _ in range(size)]
 
 
 def start_values(archive: FmuArchive, values: Mapping[str, float],

@@ -33,7 +33,7 @@ from .variables import held_inputs
 from .worker import unpack
 
 __all__ = ["FmuSimulator", "RunOutputs", "SensitivityRequest", "can_interpolate_inputs", "intermediate_inputs",
-           "interpolates"]
+           "at_samples", "interpolates", "state_nominals"]
 
 
 def can_interpolate_inputs(archive: FmuArchive) -> bool:
@@ -68,6 +68,23 @@ def interpolates(archive: FmuArchive, inputs) -> bool:
     if not can_interpolate_inputs(archive):
         return False
     return archive.fmi_version == 2 or set(inputs) <= intermediate_inputs(archive)
+
+
+def state_nominals(archive: FmuArchive) -> np.ndarray:
+    """Per state element the scale of its absolute tolerance: its nominal value (FMI: the magnitude
+    at which a state's absolute error matters), 1 where none is declared."""
+    return np.array([abs(state.nominal) if state.nominal else 1.0
+                     for state, _, size in archive.continuous_states for _ in range(size)], dtype=float)
+
+
+def at_samples(exp: FmuExperiment, right: np.ndarray, left_values: np.ndarray,
+               right_values: np.ndarray) -> np.ndarray:
+    """A run's values at the sample times of ``exp`` from those at its distinct sample times
+    (``exp.stops()``, first axis): the right limit where ``right`` (per sample) says so, else the
+    left (equal to the right but at an event)."""
+    where = np.searchsorted(exp.stops()[0], np.asarray(exp.cost.sample_times, dtype=float))
+    mask = np.asarray(right, dtype=bool).reshape((-1,) + (1,) * (np.ndim(left_values) - 1))
+    return np.where(mask, right_values[where], left_values[where])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,11 +142,7 @@ class FmuSimulator:
         self.loop_note: str | None = None
         #: The FMU's directional derivatives over every Model Exchange run (issue 30, part 7).
         self.column_use = ColumnUse()
-        # The absolute tolerance is scaled per state by its nominal value (FMI: the magnitude
-        # at which a state's absolute error matters), 1 where none is declared.
-        self.state_nominals = np.array([abs(state.nominal) if state.nominal else 1.0
-                                        for state, _, size in archive.continuous_states for _ in range(size)],
-                                       dtype=float)
+        self.state_nominals = state_nominals(archive)
 
     def _kernel(self) -> tuple[str, bytes] | None:
         """The compiled loop's library for the request (:mod:`.me_loop`); without a C compiler the
@@ -164,7 +177,7 @@ class FmuSimulator:
         times = exp.inputs.times if exp.inputs is not None else np.zeros(1)
         request = {
             "refs": refs, "values": vals, "t0": 0.0, "t_end": float(exp.t_end), "stops": stops,
-            "event_stops": np.asarray(exp.cost.sample_times, dtype=float)[right],
+            "event_stops": exp.event_stops(),
             "outputs": session.refs(exp.cost.channels), "input_refs": session.refs([names[k] for k in continuous]),
             "input_times": times, "input_table": table[:, continuous],
             # Discrete inputs: held, set in Event Mode at each change (:mod:`.me_run`).
@@ -224,16 +237,12 @@ class FmuSimulator:
             return RunOutputs(Y=Sampler.from_grid(grid, exp.cost.sample_times).sample(Y))
         self.sources[:] = ["fd" if "fd" in pair else "fmu" for pair in zip(self.sources, reply["sources"])]
         self.column_use.add(reply)
-        stops, right = exp.stops()
-        right = right | after_input_change(exp.cost.sample_times, self.with_held_inputs(exp).held_changes())
-        where = np.searchsorted(stops, np.asarray(exp.cost.sample_times, dtype=float))
-        left_values, right_values = unpack(reply["left"]), unpack(reply["right"])
-        Y = np.where(right[:, None], right_values[where], left_values[where])
+        right = exp.stops()[1] | after_input_change(exp.cost.sample_times, self.with_held_inputs(exp).held_changes())
+        Y = at_samples(exp, right, unpack(reply["left"]), unpack(reply["right"]))
         self._finite(Y, np.asarray(exp.cost.sample_times, dtype=float), exp)
         dY = None
         if "dleft" in reply:
-            dleft, dright = unpack(reply["dleft"]), unpack(reply["dright"])
-            dY = np.where(right[:, None, None], dright[where], dleft[where])
+            dY = at_samples(exp, right, unpack(reply["dleft"]), unpack(reply["dright"]))
         info = {key: reply[key] for key in ("steps", "rejected", "events", "rhs_evaluations", "columns",
                                             "directional", "sensitivities_unavailable") if key in reply}
         return RunOutputs(Y=Y, dY=dY, nodes=unpack(reply["nodes"]), info=info)

@@ -56,15 +56,16 @@ from ..errors import FmuError
 from ..fmu.archive import FmuArchive
 from ..fmu.experiment import Tolerances
 from ..fmu.gradients import PROBE_TOLERANCE, REPLAY_REL_STEP
-from ..fmu.session import DEFAULT_TIMEOUT, FmuSession, start_values
-from ..fmu.variables import declared_variable, resolve
+from ..fmu.session import DEFAULT_TIMEOUT, FmuSession, start_values, state_references
+from ..fmu.simulation import state_nominals
+from ..fmu.problem import declared_parameter
+from ..fmu.variables import resolve
 from ..fmu.worker import unpack
 from ..text import excerpt
 from .coupling import CouplingPlan, InputTable, Port, SystemResult, check_input_span, component_values, runs_as
 from .structure import SystemStructure
 
-__all__ = ["MonolithicPlan", "MonolithicRun", "SystemSession", "system_interface", "parameter_value",
-           "simulate_monolithic"]
+__all__ = ["MonolithicPlan", "MonolithicRun", "SystemSession", "simulate_monolithic", "system_interface"]
 
 #: Sample intervals of a run given no sample times.
 DEFAULT_INTERVALS = 500
@@ -131,7 +132,7 @@ class MonolithicPlan:
             if kind != "Real" or variability == "discrete":
                 raise FmuError(f"{source}: the connection to {name}.{connector} ({kind}, {variability}): not yet: "
                                "discrete inputs in a Model Exchange system (they may be set only in Event Mode); "
-                               "co-simulate the system (--interface cs).")
+                               f"co-simulate the system (--interface cs) if {excerpt(name)} offers Co-Simulation.")
         seen: dict[str, str] = {}
         for name in self.names:
             archive = self.archives[name]
@@ -231,13 +232,6 @@ class MonolithicPlan:
                 "loop_names": [f"{c}.{p}" for c, p in self.coupling.loop_ports]}
 
 
-def _scalar_refs(archive: FmuArchive, which: int) -> list[int]:
-    """Per state element the value reference of the state (``which`` 0) or its derivative (1);
-    -1 for an element of an array (as :class:`~fmi_adjoint.fmu.session.FmuSession` has them)."""
-    return [pair[which].valueReference if size == 1 and not pair[which].shape else -1
-            for *pair, size in archive.continuous_states for _ in range(size)]
-
-
 class SystemSession(FmuSession):
     """The worker that runs every component of a Model Exchange system (:mod:`.me_system`), with
     the session's interface: :meth:`refs` of the system's names, :meth:`_start_values` of
@@ -250,11 +244,11 @@ class SystemSession(FmuSession):
         self.plan = plan
         self.interface = "ModelExchange"
         archives = [plan.archives[name] for name in plan.names]
-        self.state_refs = [(k, r) for k, a in enumerate(archives) for r in _scalar_refs(a, 0)]
-        self.derivative_refs = [(k, r) for k, a in enumerate(archives) for r in _scalar_refs(a, 1)]
+        self.state_refs = [(k, r) for k, a in enumerate(archives) for r in state_references(a, 0)]
+        self.derivative_refs = [(k, r) for k, a in enumerate(archives) for r in state_references(a, 1)]
         self.n_states = sum(a.n_states for a in archives)
         label = f"{plan.structure.source} (system {plan.structure.name})"
-        components = [(name, a.path.name, str(a.directory), a.n_states, _scalar_refs(a, 0), _scalar_refs(a, 1),
+        components = [(name, a.path.name, str(a.directory), a.n_states, state_references(a, 0), state_references(a, 1),
                        a.number_of_event_indicators) for name, a in zip(plan.names, archives)]
         data = plan.data()  # before the worker starts: what raises here leaves no process behind
         if macro is not None:  # one component of a co-simulation: its integration over a macro step
@@ -302,10 +296,8 @@ class MonolithicRun:
 
 
 def _nominals(plan: MonolithicPlan) -> np.ndarray:
-    """Per state the scale of its absolute tolerance (its nominal value, 1 where none is declared),
-    as for one FMU (:class:`~fmi_adjoint.fmu.simulation.FmuSimulator`)."""
-    return np.array([abs(state.nominal) if state.nominal else 1.0 for name in plan.names
-                     for state, _, size in plan.archives[name].continuous_states for _ in range(size)], dtype=float)
+    """Per state of the system the scale of its absolute tolerance, as for one FMU."""
+    return np.concatenate([np.zeros(0)] + [state_nominals(plan.archives[name]) for name in plan.names])
 
 
 def simulate_monolithic(structure: SystemStructure, archives: Mapping[str, FmuArchive], t_end: float, *,
@@ -365,18 +357,18 @@ def simulate_monolithic(structure: SystemStructure, archives: Mapping[str, FmuAr
                          reply.get("sensitivities_unavailable"), unpack(reply["nodes"]), info)
 
 
-def parameter_value(structure: SystemStructure, archives: Mapping[str, FmuArchive], values: Mapping[str, float],
-                    name: str) -> float:
-    """The value a run gives the parameter ``COMPONENT.NAME``: ``values``, else the SSD's binding,
-    else the FMU's start value (0 without one)."""
+def _replay_step(structure: SystemStructure, archives: Mapping[str, FmuArchive], values: Mapping[str, float],
+                 name: str) -> tuple[float, float]:
+    """(value, replay step) of the parameter ``COMPONENT.NAME`` in a run with ``values``: the value
+    is ``values``', else the SSD's binding, else the FMU's start value; the step is
+    :data:`~fmi_adjoint.fmu.gradients.REPLAY_REL_STEP` of the larger of it and the parameter's scale
+    (its nominal value, else its start value, else 1: as the identification scales it)."""
     component, _, variable = name.partition(".")
-    if name in values:
-        return float(values[name])
+    start, _, _, nominal = declared_parameter(archives[component], variable)
     bound = structure.parameter_values(component)
-    if variable in bound:
-        return float(bound[variable])
-    start = declared_variable(archives[component], variable).start
-    return float(start) if isinstance(start, (int, float)) else 0.0
+    value = float(values[name] if name in values else bound.get(variable, start if start is not None else 0.0))
+    scale = abs(nominal) if nominal else (abs(start) if start else 1.0)
+    return value, REPLAY_REL_STEP * max(abs(value), scale)
 
 
 def _sensitivity_request(session: SystemSession, values: dict[str, float], names: tuple[str, ...],
@@ -386,9 +378,10 @@ def _sensitivity_request(session: SystemSession, values: dict[str, float], names
     replays of the whole system)."""
     plan = session.plan
     session.refs(list(names))  # refuses unknown names
-    current = {name: parameter_value(plan.structure, plan.archives, values, name) for name in names}
+    chosen = {name: _replay_step(plan.structure, plan.archives, values, name) for name in names}
+    current = {name: value for name, (value, _) in chosen.items()}
     if steps is None:
-        steps = [REPLAY_REL_STEP * max(abs(current[n]), 1e-3) for n in names]
+        steps = [chosen[name][1] for name in names]
     replays = []
     for name, step in zip(names, steps):
         for sign in (1.0, -1.0):

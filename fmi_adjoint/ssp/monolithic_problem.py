@@ -46,7 +46,7 @@ from ..fmu.experiment import FmuExperiment, Tolerances
 from ..fmu.gradients import AbstractGradientPath, DifferencePath, SensitivityPath, Unavailable
 from ..fmu.guards import at_result, convergence_warning, discretization_warning
 from ..fmu.problem import reference_change
-from ..fmu.simulation import RunOutputs, SensitivityRequest
+from ..fmu.simulation import RunOutputs, SensitivityRequest, at_samples
 from ..identify.problem import AbstractIdentificationProblem
 from ..scale import WorkerContext
 from .coupling import InputTable
@@ -118,10 +118,9 @@ class MonolithicSystemProblem(SystemProblemBase):
                  tolerances: Tolerances | None = None, nodes: np.ndarray | None = None) -> MonolithicRun:
         """The run of ``exp`` at the identified values ``x`` (here), at its distinct sample times."""
         self.simulations += 1
-        stops, right = exp.stops()
         return simulate_monolithic(
-            self.structure, self.archives, exp.t_end, tolerances=tolerances or self.tolerances, times=stops,
-            event_times=np.asarray(exp.cost.sample_times, dtype=float)[right],
+            self.structure, self.archives, exp.t_end, tolerances=tolerances or self.tolerances, times=exp.stops()[0],
+            event_times=exp.event_stops(),
             values=self.values(exp, np.asarray(x, dtype=float)), inputs=self._inputs(exp),
             sensitivities=() if sensitivity is None else sensitivity.names,
             steps=None if sensitivity is None else sensitivity.steps, nodes=nodes, timeout=self.timeout, log=self.log)
@@ -135,9 +134,8 @@ class MonolithicSystemProblem(SystemProblemBase):
             raise FmuError(f"experiment '{exp.name}': the system has no output {missing[0]!r}; outputs: "
                            f"{', '.join(columns)}.")
         pick = [columns.index(c) for c in exp.cost.channels]
-        stops, right = exp.stops()
-        where = np.searchsorted(stops, np.asarray(exp.cost.sample_times, dtype=float))
-        Y = np.where(right[:, None], run.right[where][:, pick], run.result.values[where][:, pick])
+        right = exp.stops()[1]
+        Y = at_samples(exp, right, run.result.values[:, pick], run.right[:, pick])
         bad = np.argwhere(~np.isfinite(Y))
         if bad.size:
             k, c = bad[0]
@@ -145,8 +143,7 @@ class MonolithicSystemProblem(SystemProblemBase):
                                    f"t = {exp.cost.sample_times[k]:g} s; check the parameter values.")
         dY = None
         if run.sensitivities is not None and run.right_sensitivities is not None:
-            dY = np.where(right[:, None, None], run.right_sensitivities[where][:, pick],
-                          run.sensitivities[where][:, pick])
+            dY = at_samples(exp, right, run.sensitivities[:, pick], run.right_sensitivities[:, pick])
         info = dict(run.info)
         if run.unavailable is not None:
             info["sensitivities_unavailable"] = run.unavailable
@@ -173,9 +170,8 @@ class MonolithicSystemProblem(SystemProblemBase):
                 self._system = SystemBytes.of(self.structure, self.archives)
             tasks = []
             for e, exp, p in pairs:
-                stops, right = exp.stops()
-                tasks.append(MonolithicRunTask(self._system, float(exp.t_end), self.tolerances, stops,
-                                               np.asarray(exp.cost.sample_times, dtype=float)[right],
+                tasks.append(MonolithicRunTask(self._system, float(exp.t_end), self.tolerances, exp.stops()[0],
+                                               exp.event_stops(),
                                                tuple(sorted(self.values(exp, p).items())), self._inputs(exp),
                                                replayed(e), self.timeout))
             runs = list(self.executor.map(tasks))
