@@ -1047,12 +1047,19 @@ def _build_entry(root: _Dir, kind: str, key: str, build: Callable[[Path], None],
                         shard.remove(item.name)
             if damage != "missing":
                 _remove_tree(shard, key)
-            shard.private_folder(tmp).__exit__()
         except _Refused as exc:
             raise _Unusable(str(exc)) from None
         except OSError as exc:
             raise _Unusable(_write_failure(exc)) from None
+        # The folder's creation is inside the guard: a signal (Ctrl-C, SIGTERM) that lands just
+        # after the mkdir, before the build starts, must not leave the folder behind.
         try:
+            try:
+                shard.private_folder(tmp).__exit__()
+            except _Refused as exc:
+                raise _Unusable(str(exc)) from None
+            except OSError as exc:
+                raise _Unusable(_write_failure(exc)) from None
             build(shard.path / tmp)  # what it raises propagates unchanged
         except BaseException:
             with contextlib.suppress(OSError):

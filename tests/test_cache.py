@@ -182,7 +182,9 @@ def _build_in_process(root: str, log: str, barrier, result: str) -> None:
         with open(log, "a", encoding="utf-8") as handle:
             handle.write(f"{os.getpid()}\n")
         deadline = time.monotonic() + 60
-        while len(list(arrived.iterdir())) < 4 and time.monotonic() < deadline:
+        while len(list(arrived.iterdir())) < 4:
+            if time.monotonic() > deadline:
+                raise AssertionError("the other processes did not ask for the entry within 60 s")
             time.sleep(0.01)  # polling interval
         Counter()(folder)
 

@@ -431,7 +431,9 @@ def test_pool_workers_die_with_their_parent(tmp_path):
             print(*pool.map([CallTask(os.getpid) for _ in range(2)]), flush=True)
             busy = [pool.submit(CallTask(subprocess.check_call, hold)) for _ in range(2)]
             deadline = time.monotonic() + guard
-            while len(os.listdir(started)) < 2 and time.monotonic() < deadline:
+            while len(os.listdir(started)) < 2:
+                if time.monotonic() > deadline:
+                    sys.exit("the held tasks did not begin")
                 time.sleep(0.01)
             # Both workers are inside their task: end-of-file on the pipe would not stop them.
             os.kill(os.getpid(), signal.SIGKILL)

@@ -16,7 +16,6 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -397,19 +396,56 @@ def test_ctrl_c_during_imports_is_exit_130(tmp_path, module):
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
-def test_sigterm_during_code_generation_leaves_no_build_folder(tmp_path):
-    """Finding 11: SIGTERM during code generation left temporary build folders."""
-    env = _private_env(tmp_path)
-    proc = subprocess.Popen([str(CONSOLE_SCRIPT), "simulate", "engine_tvd", "--t-end", "0.0008"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not _building(tmp_path / "cache"):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err
-    assert err.strip().endswith("fmi-adjoint: terminated"), err
+# Sends SIGTERM to its own process at one point of a model's build, deterministically (no
+# race with a polling test): STAGE names the function whose call it lands in.  'mkdir': just
+# after the build's temporary entry folder (.tmp-*) is made in the cache; 'generate': as the
+# code generators start; 'compile': as the first compiler process starts (in a compiler
+# thread, so the signal reaches the main thread while it waits for the compilers).
+_TERM_AT = """
+import os, signal, sys
+STAGE = sys.argv[1]
+def term():
+    os.kill(os.getpid(), signal.SIGTERM)
+if STAGE == "mkdir":
+    real_mkdir = os.mkdir
+    def mkdir(path, *args, **kwargs):
+        real_mkdir(path, *args, **kwargs)
+        if os.path.basename(os.fspath(path)).startswith(".tmp-"):
+            term()
+    os.mkdir = mkdir
+elif STAGE == "generate":
+    import fmi_adjoint.native.sources as sources
+    real_sources = sources.model_c_sources
+    def model_c_sources(*args, **kwargs):
+        term()
+        return real_sources(*args, **kwargs)
+    sources.model_c_sources = model_c_sources
+elif STAGE == "compile":
+    import fmi_adjoint.toolchain as toolchain
+    real_run = toolchain._run
+    def run(*args, **kwargs):
+        term()
+        return real_run(*args, **kwargs)
+    toolchain._run = run
+sys.argv = ["fmi-adjoint", "simulate", "sdof", "--t-end", "0.01", "--engine", "native"]
+from fmi_adjoint.cli import main
+main()
+"""
+
+
+@needs_cc
+@pytest.mark.parametrize("stage", ["mkdir", "generate", "compile"])
+def test_sigterm_during_a_build_leaves_no_build_folder(tmp_path, stage):
+    """Finding 11: SIGTERM during code generation left temporary build folders.  The signal
+    lands at a chosen point of the build (no polling for a window, which missed it on a fast
+    machine); 'mkdir' found the window between making the temporary folder and the guarded
+    build, where a signal left the folder behind."""
+    proc = subprocess.run([sys.executable, "-c", _TERM_AT, stage], capture_output=True, text=True,
+                          env=_private_env(tmp_path), timeout=300)
+    assert proc.returncode == 143, proc.stderr
+    assert proc.stderr.strip().endswith("fmi-adjoint: terminated"), proc.stderr
     assert list((tmp_path / "tmp").iterdir()) == []
+    assert (tmp_path / "cache").exists()  # the build had begun
     assert _half_built(tmp_path / "cache") == []
 
 

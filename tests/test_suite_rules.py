@@ -168,6 +168,19 @@ def _embedded_scripts(tree: ast.AST):
                 continue
 
 
+def _fails_after(loop: ast.While, parents: dict) -> bool:
+    """The statement after ``loop`` fails (``raise``, ``pytest.fail``, ``sys.exit``): a wait that
+    left its loop only through a return when the event came."""
+    body = next((getattr(parents[loop], field) for field in ("body", "orelse", "finalbody")
+                 if loop in getattr(parents[loop], field, ())), [])
+    after = body[body.index(loop) + 1:] if loop in body else []
+    if not after:
+        return False
+    following = after[0]
+    return isinstance(following, ast.Raise) or (isinstance(following, ast.Expr)
+                                                and _is_call_of(following.value, {"fail", "exit"}))
+
+
 def sleep_violations(source: str, name: str) -> list[str]:
     """``name:line: ...`` for each sleep that is neither in a polling loop nor allowed."""
     found = []
@@ -180,6 +193,12 @@ def sleep_violations(source: str, name: str) -> list[str]:
                 if (name, function) not in SLEEP_ALLOWED:
                     found.append(f"{name}:{line0 + node.lineno - 1}: sleep outside a polling loop{where} "
                                  f"(in {function}): {FIX_SLEEP}")
+            if (isinstance(node, ast.While) and any(_is_call_of(sub, CLOCKS, "time") for sub in ast.walk(node.test))
+                    and not _fails_after(node, parents)):
+                found.append(f"{name}:{line0 + node.lineno - 1}: a deadline in a polling loop's condition{where} "
+                             "ends the wait silently and the test goes on as if the event had come (a missed "
+                             "window passed unnoticed this way); end the wait inside the loop with pytest.fail "
+                             "(or an error exit in a child) naming what did not come")
             if isinstance(node, ast.Assert) and any(_is_call_of(sub, CLOCKS, "time") for sub in ast.walk(node)):
                 found.append(f"{name}:{line0 + node.lineno - 1}: a clock reading in an assertion{where}: no test "
                              "asserts a duration (a deadline that ends a wait calls pytest.fail)")
@@ -302,13 +321,28 @@ def test_times():
     t0 = time.monotonic()
     run()
     assert time.monotonic() - t0 < 2.0
+
+def test_deadline_in_the_condition():
+    deadline = time.monotonic() + 60
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    kill()
+
+def test_deadline_then_fail():
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if done():
+            return
+        time.sleep(0.01)
+    raise AssertionError("not done")
 '''
 
 
 def test_the_sleep_check_fails_on_sleeps_that_synchronise():
     found = sleep_violations(SLEEPY, "sample.py")
-    assert [v.split(":")[1] for v in found] == ["6", "15", "22"], found
-    assert all("sleep outside a polling loop" in v or "clock reading" in v for v in found)
+    assert [v.split(":")[1] for v in found] == ["6", "15", "22", "26"], found
+    assert all("sleep outside a polling loop" in v or "clock reading" in v for v in found[:3])
+    assert "ends the wait silently" in found[3]
     assert "wait for an event" in found[0]
 
 
