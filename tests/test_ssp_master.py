@@ -313,6 +313,24 @@ def test_algebraic_loop_is_solved_to_its_closed_form(gains, order, declared, mon
     assert np.all(np.abs(result.column("B.y") - y_b) <= bound * K_A * k_b)
 
 
+def test_a_loop_whose_ports_differ_in_scale_is_solved_not_refused(gains):
+    """The loop's Jacobian ``[[1, -FACTOR k_B], [-k_A, 1]]`` with k_A = 1e-7 and k_B = 1e6 (a loop
+    gain of 0.05, well posed) has a plain condition number of 2.5e11, which the master took for a
+    singular loop: the ports' units count no more (scaled at best its condition is 1.6), and each
+    input converges against its own size (A.u is 2.6e5, B.u 0.53)."""
+    path, archives = gains
+    k_a, k_b = 1e-7, 1e6
+    result = simulate_system(_loop(k_b, path), archives, 0.1, MasterSettings(0.05, loop_tolerance=NEWTON_LEVEL),
+                             values={"A.k": k_a, "B.c": C_B})
+    u_a = (FACTOR * (k_b * C_A + C_B) + OFFSET) / (1 - FACTOR * k_b * k_a)
+    y_a = k_a * u_a + C_A
+    y_b = k_b * y_a + C_B
+    # each input within NEWTON_LEVEL (1 + |u|) of its value, amplified by 1/(1 - the loop gain)
+    gain = FACTOR * k_b * k_a
+    np.testing.assert_allclose(result.column("A.y"), y_a, rtol=2 * NEWTON_LEVEL / (1 - gain))
+    np.testing.assert_allclose(result.column("B.y"), y_b, rtol=2 * NEWTON_LEVEL / (1 - gain))
+
+
 def test_loops_that_do_not_converge_are_refused_by_name(gains):
     path, archives = gains
     with pytest.raises(FmuError, match=r"algebraic loop through A\.u, B\.u did not converge in 1 iterations"):

@@ -21,15 +21,15 @@ of level ``L``, set the inputs of level ``L + 1``; the parent computes the level
 ``u_T`` (the parent chooses them so that every cycle is cut): the pass then runs from given ``u_T``,
 and Newton's method solves ``u_T - C_T(y(u_T)) = 0`` around it at every point (its Jacobian by
 forward differences; from the run's first solution and the Jacobian there, recomputed for a point
-where the residual does not fall by half; to :data:`LOOP_TOLERANCE` and one step beyond, so that
-the right-hand side is the loop's solution to round-off and a function of the point alone); a loop
-whose Jacobian is singular (condition number above :data:`MAX_LOOP_CONDITION`, e.g. a loop gain of
-1) or that does not converge is a failure naming its ports.  The system is then
-an ODE in ``x`` (an index-1 DAE with its algebraic part solved inside the right-hand side).
-So every total derivative the sensitivities need (``df/dx`` through the couplings, ``df/dp`` of one
-component's parameter acting on the others through its outputs, the events' jumps) is that of the
-coupled right-hand side, taken by the existing code: differences of :meth:`rhs` for the state
-columns, replays of the whole system for the parameters.
+where the residual does not fall by half; to :data:`LOOP_TOLERANCE` and one step beyond, so that the
+right-hand side is the loop's solution to round-off and a function of the point alone); a loop whose
+Jacobian is singular (condition number at its best scaling, :func:`loop_condition`, above
+:data:`MAX_LOOP_CONDITION`, e.g. a loop gain of 1) or that does not converge is a failure naming its
+ports. The system is then an ODE in ``x`` (an index-1 DAE with its algebraic part solved inside the
+right-hand side). So every total derivative the sensitivities need (``df/dx`` through the couplings,
+``df/dp`` of one component's parameter acting on the others through its outputs, the events' jumps)
+is that of the coupled right-hand side, taken by the existing code: differences of :meth:`rhs` for
+the state columns, replays of the whole system for the parameters.
 
 Events
 ------
@@ -48,6 +48,7 @@ A component's failure names the system and the component (its instance's ``fmu_n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -57,21 +58,47 @@ from ..integrate.radau import RunBudget, integrate_radau
 from .me_integration import FmuOdeSystem
 
 __all__ = ["EVENT_ROUNDS", "LOOP_DIFFERENCE_STEP", "LOOP_ITERATIONS", "LOOP_TOLERANCE", "MAX_LOOP_CONDITION",
-           "SystemInstance"]
+           "SystemInstance", "loop_condition"]
 
 #: Rounds of the event iteration across components (each round: the pending components settle,
 #: then the coupling is passed); a system that needs more is taken as chattering.
 EVENT_ROUNDS = 1000
-#: Algebraic loops: Newton's method stops at ``max|u - C(y(u))| <= LOOP_TOLERANCE (1 + max|u|)``
-#: (then takes one more step), within LOOP_ITERATIONS iterations; its Jacobian by forward
+#: Algebraic loops: Newton's method stops at ``|u_i - C_i(y(u))| <= LOOP_TOLERANCE (1 + |u_i|)``
+#: for every torn input i (each against its own size: the ports carry different units; then takes
+#: one more step), within LOOP_ITERATIONS iterations; its Jacobian by forward
 #: differences of relative step LOOP_DIFFERENCE_STEP (accurate to about 1e-8 relative: the
 #: iteration converges linearly at that rate, and the last step leaves round-off); a Jacobian whose
-#: condition number exceeds MAX_LOOP_CONDITION has no unique solution (e.g. a loop gain of 1),
-#: as in the co-simulation master (:data:`fmi_adjoint.ssp.master.MAX_LOOP_CONDITION`).
+#: condition number at its best scaling (:func:`loop_condition`) exceeds MAX_LOOP_CONDITION has no
+#: unique solution (e.g. a loop gain of 1), as in the co-simulation master
+#: (:data:`fmi_adjoint.ssp.master.MAX_LOOP_CONDITION`).
 LOOP_TOLERANCE = 1e-12
 LOOP_ITERATIONS = 30
 LOOP_DIFFERENCE_STEP = 1e-7
 MAX_LOOP_CONDITION = 1e6
+
+
+def loop_condition(jacobian: np.ndarray) -> float:
+    """The condition number of an algebraic loop's Jacobian ``J`` at its best scaling of rows and
+    columns, ``rho(|J^-1| |J|)`` (Bauer, Numer. Math. 5 (1963) 73-87: the infimum of
+    ``cond_inf(D1 J D2)`` over positive diagonal D1, D2); infinite for a singular ``J``.
+
+    A loop's unknowns and residuals carry physical units (a force into one component, a
+    displacement into the other), and the plain condition number depends on them: the hydro engine
+    mount cut at its bulge spring, ``F_b = c_H (x2 - x1in)`` with ``c_H = 3.75e5 N/m``, has the
+    well-posed Jacobian ``[[1, c_H], [0, 1]]``, of plain condition number ``c_H^2 = 1.4e11`` and
+    scaled condition 1.  ``rho(|J^-1| |J|)`` is unchanged by any scaling of the ports
+    (``|(D1 J D2)^-1| |D1 J D2| = D2^-1 |J^-1| |J| D2``, a similar matrix) and is infinite or huge
+    for a loop without a unique solution (a loop gain of 1), so it is what
+    :data:`MAX_LOOP_CONDITION` bounds, here and in the co-simulation master.
+    """
+    try:
+        inverse = np.linalg.inv(jacobian)
+    except np.linalg.LinAlgError:
+        return math.inf
+    product = np.abs(inverse) @ np.abs(jacobian)
+    if not np.all(np.isfinite(product)):
+        return math.inf
+    return float(np.max(np.abs(np.linalg.eigvals(product))))
 
 
 def _changed(before: float, after: float) -> bool:
@@ -267,10 +294,10 @@ class SystemInstance:
             moved = u.copy()
             moved[j] += step
             jacobian[:, j] = (self._loop_residual(moved, compare) - r) / step
-        condition = float(np.linalg.cond(jacobian))
+        condition = loop_condition(jacobian)
         if not condition <= MAX_LOOP_CONDITION:
-            raise self.Failure(self._loop_text(f"has no unique solution (the condition number of its Jacobian is "
-                                               f"{condition:.3g})"))
+            raise self.Failure(self._loop_text(f"has no unique solution (the condition number of its Jacobian, "
+                                               f"scaled at best, is {condition:.3g})"))
         return jacobian
 
     def _solve_loops(self, compare: bool) -> None:
@@ -289,13 +316,14 @@ class SystemInstance:
             if not (np.all(np.isfinite(r)) and np.all(np.isfinite(u))):
                 raise self.Failure(self._loop_text("gives a value that is not finite (a component's output or its "
                                                    "input); check the parameters and the inputs"))
-            size = float(np.max(np.abs(r), initial=0.0))
+            # Each port's residual against its own size: the ports carry different units.
+            size = float(np.max(np.abs(r) / (1.0 + np.abs(u)), initial=0.0))
             if converged:
                 if first:
                     assert matrix is not None
                     self._loop_start = (u.copy(), matrix)
                 return
-            converged = size <= LOOP_TOLERANCE * (1.0 + float(np.max(np.abs(u), initial=0.0)))
+            converged = size <= LOOP_TOLERANCE
             if matrix is None or size > 0.5 * last:
                 matrix = self._loop_jacobian(u, r, compare)
             last = size
