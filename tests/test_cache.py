@@ -389,10 +389,19 @@ def test_clear_waits_for_a_running_build(tmp_path):
     builder = threading.Thread(target=lambda: results.setdefault("folder", cache.entry("model", KEY, build)))
     builder.start()
     assert started.wait(timeout=30)
-    clearer = threading.Thread(target=lambda: results.setdefault("removed", cache.clear()))
+    waiting, notes = threading.Event(), []
+
+    def note(text: str) -> None:
+        notes.append(text)
+        if "waiting for another fmi-adjoint process building" in text:
+            waiting.set()
+
+    clearer = threading.Thread(target=lambda: results.setdefault("removed", cache.clear(note=note)))
     clearer.start()
-    clearer.join(timeout=0.3)
-    assert clearer.is_alive()  # waiting for the key's lock, not removing the half-built folder
+    # an event, not a guessed time: clear() found the key's lock taken and waits for it, instead
+    # of removing the half-built folder (the build is held until then)
+    assert waiting.wait(timeout=30), notes
+    assert clearer.is_alive()
     release.set()
     builder.join(timeout=30)
     clearer.join(timeout=30)

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -182,31 +181,40 @@ def test_a_worker_killed_during_a_multistart_changes_nothing(where, cluster):
         assert executor.worker_deaths >= 1
 
 
-def _start_cli(tmp_path, *extra):
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "fmi_adjoint", "identify", *COMMON, "--starts", "4", "--workers",
-                             "1", *map(str, extra)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=env, cwd=tmp_path)
+# Runs the command line and signals its own process (SIGINT or SIGKILL, argv[1]) the moment it
+# writes the third progress line of start 1 after start 0 is done: the interruption lands at the
+# same point of the run on any machine (the test read those lines and signalled from outside, and
+# a fast machine could finish the run before the signal came).
+_SIGNAL_AT_SECOND_START = """
+import os, signal, sys
+HOW = getattr(signal, sys.argv[1])
 
+class Trip:
+    def __init__(self, stream):
+        self.stream, self.buffer, self.done, self.after = stream, "", False, 0
 
-def _wait_for_second_start(process) -> list[str]:
-    """Lines of stderr until the second start has made a few iterations."""
-    lines: list[str] = []
-    deadline = time.monotonic() + 120
-    seen_done = False
-    iterations_after = 0
-    while time.monotonic() < deadline:
-        line = process.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        if line.startswith("start   0 done"):
-            seen_done = True
-        elif seen_done and line.startswith("start   1 iter"):
-            iterations_after += 1
-            if iterations_after >= 3:
-                return lines
-    raise AssertionError("the run did not reach its second start: " + "".join(lines[-5:]))
+    def write(self, text):
+        count = self.stream.write(text)
+        self.buffer += text
+        while "\\n" in self.buffer:
+            line, self.buffer = self.buffer.split("\\n", 1)
+            if line.startswith("start   0 done"):
+                self.done = True
+            elif self.done and line.startswith("start   1 iter"):
+                self.after += 1
+                if self.after == 3:
+                    self.stream.flush()
+                    os.kill(os.getpid(), HOW)
+        return count
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+sys.stderr = Trip(sys.stderr)
+sys.argv = ["fmi-adjoint", *sys.argv[2:]]
+from fmi_adjoint.cli import main
+main()
+"""
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"])
@@ -214,21 +222,15 @@ def _wait_for_second_start(process) -> list[str]:
 def test_an_interrupted_identification_resumes_to_the_uninterrupted_result(tmp_path, capsys, how):
     reference, _ = _identify(tmp_path, capsys, "reference", "--starts", 4, "--workers", 1)
     ckpt = tmp_path / "run.ckpt"
-    process = _start_cli(tmp_path, "--checkpoint", ckpt)
-    try:
-        _wait_for_second_start(process)
-        process.send_signal(getattr(signal, how))
-        _, rest = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        process.stderr.close()
+    process = subprocess.run([sys.executable, "-c", _SIGNAL_AT_SECOND_START, how, "identify", *map(str, COMMON),
+                              "--starts", "4", "--workers", "1", "--checkpoint", str(ckpt)],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert "start   0 done" in process.stderr, process.stderr[-2000:]
     if how == "SIGINT":
-        assert process.returncode == 130
-        assert f"--resume {ckpt}" in rest  # the message says how to continue
+        assert process.returncode == 130, process.stderr[-2000:]
+        assert f"--resume {ckpt}" in process.stderr  # the message says how to continue
     else:
-        assert process.returncode == -signal.SIGKILL
+        assert process.returncode == -signal.SIGKILL, process.stderr[-2000:]
     resumed, err = _identify(tmp_path, capsys, "resumed", "--starts", 4, "--workers", 2, "--resume", ckpt)
     assert _numbers(resumed) == _numbers(reference)
     assert resumed["checkpoint"] == str(ckpt)

@@ -11,10 +11,14 @@
  *     1 next time event t + 1e-300      2 nextafter(t, +inf), for ever     3 t - 1 (in the past)
  *     4 NaN                             5 noisy derivatives                6 chattering state event
  *     7 an event iteration that never settles                              8 +inf
+ *     9 slow: every fmi2GetDerivatives sleeps 1 ms (nanosleep), from the start, so that a run of
+ *       many steps outlasts a wall-time budget on any CPU (no event)
  *
  * vr 0 x, 1 der(x), 2 k (tunable), 3 mode, 4 t_bad, 5 noise, 6 x_start, 7 x_switch (fixed).
  */
+#define _POSIX_C_SOURCE 199309L /* nanosleep */
 #include <math.h>
+#include <time.h>
 
 #include "config.h"
 #include "../common/model.h"
@@ -56,6 +60,10 @@ void getStates(const ModelData *d, double x[]) { x[0] = state(d); }
 void setStates(ModelData *d, const double x[]) { d->m.x = x[0]; }
 
 void getDerivatives(ModelData *d, double dx[]) {
+    if (defect(d) == 9) {
+        struct timespec ms = {0, 1000000L};
+        nanosleep(&ms, NULL);
+    }
     dx[0] = -d->m.p[K] * state(d) + d->m.dir;
     if (defect(d) == 5) dx[0] += d->m.p[NOISE] * uniform(&d->m);
 }
@@ -71,7 +79,7 @@ void eventUpdate(ModelData *d, EventInfo *info) {
         info->valuesOfContinuousStatesChanged = (z <= 0.0 ? 1.0 : -1.0) != d->m.dir;
         d->m.dir = z <= 0.0 ? 1.0 : -1.0;
     }
-    if (m == 0 || m == 5 || m == 6) return;
+    if (m == 0 || m == 5 || m == 6 || m == 9) return;
     info->nextEventTimeDefined = 1;
     if (t < d->m.p[T_BAD]) {
         info->nextEventTime = d->m.p[T_BAD];
