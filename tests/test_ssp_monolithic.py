@@ -723,7 +723,7 @@ def test_the_engine_mount_split_at_its_bulge_spring_co_simulates_toward_the_mono
     condition 1.4e11, :func:`~fmi_adjoint.fmu.me_system.loop_condition`).  Against the monolithic
     mount's Co-Simulation FMU on the same internal grid, the coupling error falls as the macro step
     H falls from 4e-4 to 1e-4 s with every order and approximation.  The bulge spring is stiff
-    against the hydro side's small masses (a 2.2 kHz mode), so these steps are not yet in the
+    against the hydro side's small masses (sqrt(c_H / m_H) / 2 pi = 2.2 kHz), so these steps are not yet in the
     asymptotic range: the slopes are not the orders (measured over 0.05 s, a1: Jacobi with hold
     7.7e-2, 6.4e-2, 4.4e-2 of the signal; Gauss-Seidel 1.0e-1, 2.3e-2, 6.2e-5; linear extrapolation
     1.9e-3, 9.8e-4, 3.6e-4); the orders are shown on the oscillator (``test_ssp_master``)."""
