@@ -127,8 +127,13 @@ def compile_shared(sources: Sequence[Path], library: Path, *, flags: Sequence[st
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
             jobs = [pool.submit(_run, [*common, "-c", "-o", str(obj), str(src)], what, compiler)
                     for src, obj in zip(sources, objects)]
-            for job in jobs:
-                job.result()
+            try:
+                for job in jobs:
+                    job.result()
+            except BaseException:  # a failed compile, Ctrl-C, SIGTERM: the queued compiles do not start
+                for job in jobs:
+                    job.cancel()
+                raise
         _run([linker or compiler, "-shared", *[f for f in flags if not f.startswith(("-D", "-I"))], "-o",
               str(library), *map(str, objects), *map(str, archives), *link_flags, "-lm"], what, linker or compiler)
     finally:

@@ -402,9 +402,14 @@ def test_ctrl_c_during_imports_is_exit_130(tmp_path, module):
 # code generators start; 'compile': as the first compiler process starts (in a compiler
 # thread, so the signal reaches the main thread while it waits for the compilers).
 _TERM_AT = """
-import os, signal, sys
+import os, signal, sys, threading
 STAGE = sys.argv[1]
-def term():
+sent, lock = [], threading.Lock()
+def term():  # once: compiler threads running after the first would each signal again
+    with lock:
+        if sent:
+            return
+        sent.append(True)
     os.kill(os.getpid(), signal.SIGTERM)
 if STAGE == "mkdir":
     real_mkdir = os.mkdir

@@ -316,7 +316,7 @@ def test_algebraic_loop_is_solved_to_its_closed_form(gains, order, declared, mon
 def test_a_loop_whose_ports_differ_in_scale_is_solved_not_refused(gains):
     """The loop's Jacobian ``[[1, -FACTOR k_B], [-k_A, 1]]`` with k_A = 1e-7 and k_B = 1e6 (a loop
     gain of 0.05, well posed) has a plain condition number of 2.5e11, which the master took for a
-    singular loop: the ports' units count no more (scaled at best its condition is 1.6), and each
+    singular loop: the ports' units count no more (:func:`loop_condition` is 1.6), and each
     input converges against its own size (A.u is 2.6e5, B.u 0.53)."""
     path, archives = gains
     k_a, k_b = 1e-7, 1e6
@@ -329,6 +329,36 @@ def test_a_loop_whose_ports_differ_in_scale_is_solved_not_refused(gains):
     gain = FACTOR * k_b * k_a
     np.testing.assert_allclose(result.column("A.y"), y_a, rtol=2 * NEWTON_LEVEL / (1 - gain))
     np.testing.assert_allclose(result.column("B.y"), y_b, rtol=2 * NEWTON_LEVEL / (1 - gain))
+
+
+def test_a_port_near_zero_made_of_large_terms_converges(gains):
+    """A.y = 14 u_A - 14 * 1.895e6 is near 0 at the solution, from terms of 2.7e7 that cancel: its
+    residual's round-off (about eps of those terms) is measured against them
+    (:func:`~fmi_adjoint.fmu.me_system.loop_scale`); measured against 1 + |u| alone it never
+    converged (a review found)."""
+    path, archives = gains
+    k_a, c_a, k_b, c_b = 14.0, -14.0 * 1.895e6, 0.1, 2 * (1.895e6 - 0.25)
+    result = simulate_system(_loop(k_b, path), archives, 0.1, MasterSettings(0.05, loop_tolerance=NEWTON_LEVEL),
+                             values={"A.k": k_a, "A.c": c_a, "B.c": c_b})
+    u_a = (FACTOR * (k_b * c_a + c_b) + OFFSET) / (1 - FACTOR * k_b * k_a)
+    terms = k_a * abs(u_a)
+    assert np.all(np.abs(result.column("A.y") - (k_a * u_a + c_a)) <= NEWTON_LEVEL * terms)
+    np.testing.assert_allclose(result.column("B.y"), k_b * (k_a * u_a + c_a) + c_b, rtol=NEWTON_LEVEL)
+
+
+def test_a_self_loop_without_a_solution_is_refused(gains):
+    """A.u = 0.5 A.y + 0.25 with A.y = 2 A.u + 0.5 is u = u + 0.5: no solution.  Its 1 x 1 Jacobian
+    is a difference that cancels to round-off; a condition of |J^-1| |J| counted it as 1 and the
+    master returned A.y = 1.3e10 (a review found)."""
+    path, archives = gains
+    structure = SystemStructure(
+        "self", "self.ssd", (),
+        (Component("A", path, "feedthrough.fmu", "CoSimulation", GAIN_CONNECTORS),
+         Component("B", path, "feedthrough.fmu", "any", GAIN_CONNECTORS)),
+        (Connection(Endpoint("A", "y"), Endpoint("A", "u"), Transformation(FACTOR, OFFSET)),
+         Connection(Endpoint("A", "y"), Endpoint("B", "u"))))
+    with pytest.raises(FmuError, match=r"algebraic loop through A\.u has no unique solution"):
+        simulate_system(structure, archives, 0.1, MasterSettings(0.05))
 
 
 def test_loops_that_do_not_converge_are_refused_by_name(gains):

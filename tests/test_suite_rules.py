@@ -168,17 +168,20 @@ def _embedded_scripts(tree: ast.AST):
                 continue
 
 
+def _fails(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.Raise) or (isinstance(statement, ast.Expr)
+                                                and _is_call_of(statement.value, {"fail", "exit"}))
+
+
 def _fails_after(loop: ast.While, parents: dict) -> bool:
-    """The statement after ``loop`` fails (``raise``, ``pytest.fail``, ``sys.exit``): a wait that
-    left its loop only through a return when the event came."""
+    """The loop's ``else`` or the statement after ``loop`` fails (``raise``, ``pytest.fail``,
+    ``sys.exit``): a wait that left its loop only through a return or a break when the event came."""
+    if loop.orelse and _fails(loop.orelse[0]):
+        return True
     body = next((getattr(parents[loop], field) for field in ("body", "orelse", "finalbody")
                  if loop in getattr(parents[loop], field, ())), [])
     after = body[body.index(loop) + 1:] if loop in body else []
-    if not after:
-        return False
-    following = after[0]
-    return isinstance(following, ast.Raise) or (isinstance(following, ast.Expr)
-                                                and _is_call_of(following.value, {"fail", "exit"}))
+    return bool(after) and _fails(after[0])
 
 
 def sleep_violations(source: str, name: str) -> list[str]:
@@ -335,6 +338,15 @@ def test_deadline_then_fail():
             return
         time.sleep(0.01)
     raise AssertionError("not done")
+
+def test_deadline_else_fail():
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if done():
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("not done")
 '''
 
 

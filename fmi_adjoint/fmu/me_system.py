@@ -23,7 +23,7 @@ and Newton's method solves ``u_T - C_T(y(u_T)) = 0`` around it at every point (i
 forward differences; from the run's first solution and the Jacobian there, recomputed for a point
 where the residual does not fall by half; to :data:`LOOP_TOLERANCE` and one step beyond, so that the
 right-hand side is the loop's solution to round-off and a function of the point alone); a loop whose
-Jacobian is singular (condition number at its best scaling, :func:`loop_condition`, above
+Jacobian is singular (condition number independent of the ports' units, :func:`loop_condition`, above
 :data:`MAX_LOOP_CONDITION`, e.g. a loop gain of 1) or that does not converge is a failure naming its
 ports. The system is then an ODE in ``x`` (an index-1 DAE with its algebraic part solved inside the
 right-hand side). So every total derivative the sensitivities need (``df/dx`` through the couplings,
@@ -58,17 +58,17 @@ from ..integrate.radau import RunBudget, integrate_radau
 from .me_integration import FmuOdeSystem
 
 __all__ = ["EVENT_ROUNDS", "LOOP_DIFFERENCE_STEP", "LOOP_ITERATIONS", "LOOP_TOLERANCE", "MAX_LOOP_CONDITION",
-           "SystemInstance", "loop_condition"]
+           "SystemInstance", "loop_condition", "loop_scale"]
 
 #: Rounds of the event iteration across components (each round: the pending components settle,
 #: then the coupling is passed); a system that needs more is taken as chattering.
 EVENT_ROUNDS = 1000
-#: Algebraic loops: Newton's method stops at ``|u_i - C_i(y(u))| <= LOOP_TOLERANCE (1 + |u_i|)``
-#: for every torn input i (each against its own size: the ports carry different units; then takes
-#: one more step), within LOOP_ITERATIONS iterations; its Jacobian by forward
+#: Algebraic loops: Newton's method stops at ``|u_i - C_i(y(u))| <= LOOP_TOLERANCE * loop_scale_i``
+#: for every torn input i (:func:`loop_scale`: each against its own terms, since the ports carry
+#: different units; then takes one more step), within LOOP_ITERATIONS iterations; its Jacobian by forward
 #: differences of relative step LOOP_DIFFERENCE_STEP (accurate to about 1e-8 relative: the
 #: iteration converges linearly at that rate, and the last step leaves round-off); a Jacobian whose
-#: condition number at its best scaling (:func:`loop_condition`) exceeds MAX_LOOP_CONDITION has no
+#: unit-independent condition number (:func:`loop_condition`) exceeds MAX_LOOP_CONDITION has no
 #: unique solution (e.g. a loop gain of 1), as in the co-simulation master
 #: (:data:`fmi_adjoint.ssp.master.MAX_LOOP_CONDITION`).
 LOOP_TOLERANCE = 1e-12
@@ -78,27 +78,49 @@ MAX_LOOP_CONDITION = 1e6
 
 
 def loop_condition(jacobian: np.ndarray) -> float:
-    """The condition number of an algebraic loop's Jacobian ``J`` at its best scaling of rows and
-    columns, ``rho(|J^-1| |J|)`` (Bauer, Numer. Math. 5 (1963) 73-87: the infimum of
-    ``cond_inf(D1 J D2)`` over positive diagonal D1, D2); infinite for a singular ``J``.
+    """The condition number of an algebraic loop's Jacobian ``J = I - G`` (``G = dC/du``, the loop
+    gains) that does not depend on the ports' units: ``rho(|J^-1| (I + |G|))``; infinite for a
+    singular ``J``.
 
-    A loop's unknowns and residuals carry physical units (a force into one component, a
-    displacement into the other), and the plain condition number depends on them: the hydro engine
-    mount cut at its bulge spring, ``F_b = c_H (x2 - x1in)`` with ``c_H = 3.75e5 N/m``, has the
-    well-posed Jacobian ``[[1, c_H], [0, 1]]``, of plain condition number ``c_H^2 = 1.4e11`` and
-    scaled condition 1.  ``rho(|J^-1| |J|)`` is unchanged by any scaling of the ports
-    (``|(D1 J D2)^-1| |D1 J D2| = D2^-1 |J^-1| |J| D2``, a similar matrix) and is infinite or huge
-    for a loop without a unique solution (a loop gain of 1), so it is what
-    :data:`MAX_LOOP_CONDITION` bounds, here and in the co-simulation master.
+    A port's unit change ``u_i -> s_i u_i`` scales the residual ``u - C(y(u))`` alike, so ``J``
+    becomes ``S J S^-1`` and ``|J^-1| (I + |G|)`` a similar matrix, with the same spectral radius.
+    The plain condition number does change: the hydro engine mount cut at its bulge spring,
+    ``F_b = c_H (x2 - x1in)`` with ``c_H = 3.75e5 N/m``, has the well-posed ``J = [[1, c_H],
+    [0, 1]]``, of plain condition ``c_H^2 = 1.4e11`` and 1 here.  The terms are measured before
+    they cancel (``I + |G|``, not ``|J|``): an entry ``1 - g`` with ``g`` near 1 is computed from
+    ``1`` and ``g`` (by differences accurate to about 1e-9 of ``g``), so a self-loop ``u = u + c``
+    (no solution) counts as ``2 / |1 - g|``, not as 1.  Where ``G`` has a zero diagonal this is
+    Bauer's optimally scaled condition number ``rho(|J^-1| |J|)`` (Numer. Math. 5 (1963) 73-87).
+    It is what :data:`MAX_LOOP_CONDITION` bounds, here and in the co-simulation master.
     """
+    if jacobian.size == 0:
+        return 1.0
+    if not np.all(np.isfinite(jacobian)):
+        return math.inf
     try:
         inverse = np.linalg.inv(jacobian)
     except np.linalg.LinAlgError:
         return math.inf
-    product = np.abs(inverse) @ np.abs(jacobian)
+    terms = np.eye(jacobian.shape[0]) + np.abs(np.eye(jacobian.shape[0]) - jacobian)
+    product = np.abs(inverse) @ terms
     if not np.all(np.isfinite(product)):
         return math.inf
     return float(np.max(np.abs(np.linalg.eigvals(product))))
+
+
+def loop_scale(u: np.ndarray, jacobian: np.ndarray | None) -> np.ndarray:
+    """What each torn input's residual ``r_i = u_i - C_i(y(u))`` is measured against:
+    ``1 + |u_i| + sum_j |G_ij| |u_j|`` (``G = I - J``, the loop gains; without a Jacobian yet, ``G``
+    is taken as 0).  The terms ``C_i`` sums are in it, so that a port near 0 computed from large
+    terms that cancel (round-off about eps of those terms) still converges, and a large port does
+    not set the tolerance of a small one: a componentwise backward error (Oettli and Prager, Numer.
+    Math. 6 (1964)).  The 1 is an absolute floor for ports at 0, in the port's own unit: the one
+    place where units still count (a port whose values are about 1e-9 in its unit converges only
+    to the tolerance in absolute terms)."""
+    size = 1.0 + np.abs(u)
+    if jacobian is not None:
+        size = size + np.abs(np.eye(u.size) - jacobian) @ np.abs(u)
+    return size
 
 
 def _changed(before: float, after: float) -> bool:
@@ -297,7 +319,7 @@ class SystemInstance:
         condition = loop_condition(jacobian)
         if not condition <= MAX_LOOP_CONDITION:
             raise self.Failure(self._loop_text(f"has no unique solution (the condition number of its Jacobian, "
-                                               f"scaled at best, is {condition:.3g})"))
+                                               f"independent of the ports' units, is {condition:.3g})"))
         return jacobian
 
     def _solve_loops(self, compare: bool) -> None:
@@ -316,8 +338,8 @@ class SystemInstance:
             if not (np.all(np.isfinite(r)) and np.all(np.isfinite(u))):
                 raise self.Failure(self._loop_text("gives a value that is not finite (a component's output or its "
                                                    "input); check the parameters and the inputs"))
-            # Each port's residual against its own size: the ports carry different units.
-            size = float(np.max(np.abs(r) / (1.0 + np.abs(u)), initial=0.0))
+            # Each port's residual against its own terms: the ports carry different units.
+            size = float(np.max(np.abs(r) / loop_scale(u, matrix), initial=0.0))
             if converged:
                 if first:
                     assert matrix is not None

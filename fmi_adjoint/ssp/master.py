@@ -57,16 +57,17 @@ where the order allows (:func:`~fmi_adjoint.fmu.session.run_each`).
   directly on an input (the FMU's ``ModelStructure``: an output without ``dependencies`` depends
   on every input, FMI 2.0.x, 2.2.8), the outputs are re-read after the inputs are set
   (the worker's ``exchange``), and the equations ``u = C(y(u))`` are solved by Newton's method
-  to ``loop_tolerance`` (``|u_i - C_i(y(u))| <= loop_tolerance * (1 + |u_i|)`` for every input
-  i, each against its own size since the ports carry different units), the Jacobian
+  to ``loop_tolerance`` (``|u_i - C_i(y(u))| <= loop_tolerance * (1 + |u_i| + sum_j |G_ij| |u_j|)``
+  for every input i, ``G = dC/du`` the loop gains: each against its own terms, since the ports
+  carry different units; :func:`~fmi_adjoint.fmu.me_system.loop_scale`), the Jacobian
   ``I - dC/dy dy/du`` from the FMU's directional derivatives where its CoSimulation element
   declares ``providesDirectionalDerivative`` (else, or once it refuses one, forward
   differences of relative step 1e-7),
   reused while the residual falls by half per iteration and recomputed otherwise.  A system
   without such outputs needs no iteration; an acyclic chain of them converges in one Newton
   step when the components are linear.  A loop that does not converge in
-  ``max_loop_iterations`` iterations, or whose Jacobian's condition number at its best scaling
-  of rows and columns (so that the ports' units do not count) exceeds :data:`MAX_LOOP_CONDITION` (no
+  ``max_loop_iterations`` iterations, or whose Jacobian's condition number, independent of the
+  ports' units (:func:`~fmi_adjoint.fmu.me_system.loop_condition`), exceeds :data:`MAX_LOOP_CONDITION` (no
   unique solution, e.g. a loop gain of 1), is refused naming its ports.
 * **Macro steps** of size H from ``t_start`` to ``t_end``, the last one shorter when H does not
   divide the span (a remainder below 1e-9 H is dropped).
@@ -104,7 +105,7 @@ import numpy as np
 from ..errors import FmuError
 from ..fmu.archive import FmuArchive
 from ..fmu.experiment import Tolerances
-from ..fmu.me_system import loop_condition
+from ..fmu.me_system import loop_condition, loop_scale
 from ..fmu.session import DEFAULT_TIMEOUT, FmuSession, run_each, start_values
 from ..fmu.simulation import interpolates
 from .coupling import (
@@ -127,11 +128,10 @@ __all__ = ["APPROXIMATIONS", "ErrorEstimate", "GaussSeidel", "InputTable", "Jaco
 
 #: Relative step of the forward differences of an algebraic loop's Jacobian.
 DIFFERENCE_STEP = 1e-7
-#: Largest condition number of a loop's Jacobian ``I - dC/dy dy/du`` that is solved, at its best
-#: scaling of rows and columns (:func:`~fmi_adjoint.fmu.me_system.loop_condition`: the ports'
-#: units do not count): the differences are accurate to about 1e-9 relative (round-off over
-#: DIFFERENCE_STEP), so beyond 1e6 the Newton step is mostly noise and the loop is taken as
-#: singular (no unique solution).
+#: Largest condition number of a loop's Jacobian ``I - dC/dy dy/du`` that is solved, measured
+#: independently of the ports' units (:func:`~fmi_adjoint.fmu.me_system.loop_condition`): the
+#: differences are accurate to about 1e-9 relative (round-off over DIFFERENCE_STEP), so beyond
+#: 1e6 the Newton step is mostly noise and the loop is taken as singular (no unique solution).
 MAX_LOOP_CONDITION = 1e6
 
 
@@ -184,7 +184,8 @@ class MasterSettings:
     order : Jacobi or GaussSeidel
     approximation : ZeroOrderHold or LinearExtrapolation
     loop_tolerance : float
-        Of the algebraic loops (each input's residual relative to 1 + that input's size).
+        Of the algebraic loops (each input's residual relative to 1 + the size of that input and
+        of the terms its coupling sums).
     max_loop_iterations : int
         Newton iterations allowed per communication point.
     model_exchange : Tolerances
@@ -354,10 +355,14 @@ class _Run:
             current = np.array([self.u.get(p, np.nan) for p in fed])
             wanted = np.array([np.nan if target[p] is None else target[p] for p in fed])
             known = ~np.isnan(wanted)
+            if np.any(np.isinf(wanted)):
+                raise FmuError(self._loop_text(t, "gives an input that is not finite (a component's output is "
+                                                  "infinite); check the parameters and the inputs"))
             residual = np.where(known, current - wanted, 0.0)
             residual[np.isnan(residual)] = np.inf  # never set yet
-            # Each port's residual against its own size: the ports carry different units.
-            size = float(np.max(np.abs(residual) / (1.0 + np.abs(np.where(known, wanted, 0.0))), initial=0.0))
+            # Each port's residual against its own terms: the ports carry different units.
+            size = float(np.max(np.abs(residual) / loop_scale(np.where(known, wanted, 0.0), self.jacobian),
+                                initial=0.0))
             if size <= settings.loop_tolerance:
                 for port, value in target.items():
                     if value is not None:
@@ -370,10 +375,13 @@ class _Run:
             else:
                 if self.jacobian is None or (iteration > 0 and size > 0.5 * last):
                     self.jacobian = self._jacobian(t)
+                if not np.all(np.isfinite(self.jacobian)):
+                    raise FmuError(self._loop_text(t, "has a Jacobian that is not finite (a component's output "
+                                                      "or derivative); check the parameters and the inputs"))
                 condition = loop_condition(self.jacobian)
                 if not condition <= MAX_LOOP_CONDITION:
-                    raise FmuError(self._loop_text(t, "has no unique solution (the condition number of its "
-                                                      f"Jacobian, scaled at best, is {condition:.3g})"))
+                    raise FmuError(self._loop_text(t, "has no unique solution (the condition number of its Jacobian, "
+                                                      f"independent of the ports' units, is {condition:.3g})"))
                 step = np.linalg.solve(self.jacobian, residual)
                 new = current - step
             last = size
