@@ -351,11 +351,6 @@ def _private_env(tmp_path: Path) -> dict:
             "FMI_ADJOINT_CACHE": str(tmp_path / "cache")}
 
 
-def _building(cache: Path) -> bool:
-    """A build is under way: a temporary entry folder exists in the cache."""
-    return cache.exists() and any(p.name.startswith(".tmp-") for p in cache.rglob(".tmp-*"))
-
-
 def _half_built(cache: Path) -> list[Path]:
     """Temporary entry folders, or entries without their manifest (never published)."""
     if not cache.exists():
@@ -411,6 +406,12 @@ def term():  # once: compiler threads running after the first would each signal 
             return
         sent.append(True)
     os.kill(os.getpid(), signal.SIGTERM)
+def before(module, name):  # module.name signals as it is called
+    real = getattr(module, name)
+    def tripped(*args, **kwargs):
+        term()
+        return real(*args, **kwargs)
+    setattr(module, name, tripped)
 if STAGE == "mkdir":
     real_mkdir = os.mkdir
     def mkdir(path, *args, **kwargs):
@@ -420,18 +421,10 @@ if STAGE == "mkdir":
     os.mkdir = mkdir
 elif STAGE == "generate":
     import fmi_adjoint.native.sources as sources
-    real_sources = sources.model_c_sources
-    def model_c_sources(*args, **kwargs):
-        term()
-        return real_sources(*args, **kwargs)
-    sources.model_c_sources = model_c_sources
+    before(sources, "model_c_sources")
 elif STAGE == "compile":
     import fmi_adjoint.toolchain as toolchain
-    real_run = toolchain._run
-    def run(*args, **kwargs):
-        term()
-        return real_run(*args, **kwargs)
-    toolchain._run = run
+    before(toolchain, "_run")
 sys.argv = ["fmi-adjoint", "simulate", "sdof", "--t-end", "0.01", "--engine", "native"]
 from fmi_adjoint.cli import main
 main()

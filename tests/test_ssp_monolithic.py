@@ -735,7 +735,8 @@ def test_the_engine_mount_split_at_its_bulge_spring_co_simulates_toward_the_mono
 
     folder, split = _mount_split(tmp_path, "cs")
     t_end, internal = 0.05, 1e-4
-    with open_system(_write_ssp(folder, split)) as system, open_fmu(folder / "M.fmu") as mount:
+    ssp = _write_ssp(folder, split)
+    with open_system(ssp) as system, open_fmu(folder / "M.fmu") as mount:
         monolithic = simulate_system(
             SystemStructure("mono", "mono.ssd", (), (Component("M", mount.path, "M.fmu", "any", (
                 Connector("a1", "output"), Connector("x1", "output"))),), ()),
@@ -749,3 +750,13 @@ def test_the_engine_mount_split_at_its_bulge_spring_co_simulates_toward_the_mono
                                       MasterSettings(stride * internal, order, approximation))
                 errors.append(np.max(np.abs(run.column("L.a1") - reference[::stride])) / np.max(np.abs(reference)))
             assert errors[0] > errors[1] > errors[2], (order, approximation, errors)
+    # The command line co-simulates it by default (both halves offer Co-Simulation) and says what
+    # that costs and which option avoids it; not when the user chose the interface.
+    from captured_cli import cli
+
+    for interface, noted in (("auto", True), ("cs", False)):
+        code, _, err = cli(["simulate", "--ssp", str(ssp), "--step", "1e-4", "--t-end", "0.002", "--interface",
+                            interface, "-o", str(tmp_path / f"{interface}.csv")])
+        assert code == 0, err
+        assert ("coupling error is not estimated" in err and "--interface me integrates the system as one ODE"
+                in err) == noted, err

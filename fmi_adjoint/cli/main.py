@@ -495,7 +495,7 @@ def cmd_simulate(args) -> int:
 def _simulate_system(args) -> int:
     """``simulate --ssp``: co-simulate an SSP system of FMUs (:mod:`fmi_adjoint.ssp.master`)."""
     from ..data import read_csv  # noqa: PLC0415 (only for --ssp)
-    from ..ssp.coupling import model_exchange_part, system_grid  # noqa: PLC0415 (only for --ssp)
+    from ..ssp.coupling import all_model_exchange, model_exchange_part, system_grid  # noqa: PLC0415 (only for --ssp)
     from ..ssp.master import (  # noqa: PLC0415
         ErrorEstimate,
         InputTable,
@@ -557,6 +557,11 @@ def _simulate_system(args) -> int:
             estimate = estimate_error(system.structure, system.archives, t_end, settings, **options)
             result = estimate.results[0]
         else:
+            if args.interface == "auto" and all_model_exchange(system.structure, system.archives):
+                # the default co-simulates: its coupling error is the user's to know of
+                _note(f"co-simulated at H = {args.step:g} s, whose coupling error is not estimated (--error-estimate "
+                      "estimates it); every component also offers Model Exchange: --interface me integrates the "
+                      "system as one ODE, without coupling error.")
             result = simulate_system(system.structure, system.archives, t_end, settings, **options)
     check_csv_columns(result.columns, "column")
     columns = {name: result.values[:, k] for k, name in enumerate(result.columns)}

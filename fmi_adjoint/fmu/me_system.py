@@ -58,7 +58,8 @@ from ..integrate.radau import RunBudget, integrate_radau
 from .me_integration import FmuOdeSystem
 
 __all__ = ["EVENT_ROUNDS", "LOOP_DIFFERENCE_STEP", "LOOP_ITERATIONS", "LOOP_TOLERANCE", "MAX_LOOP_CONDITION",
-           "SystemInstance", "loop_condition", "loop_scale"]
+           "SystemInstance", "loop_condition", "loop_scale",
+           "unsolvable_loop"]
 
 #: Rounds of the event iteration across components (each round: the pending components settle,
 #: then the coupling is passed); a system that needs more is taken as chattering.
@@ -69,8 +70,8 @@ EVENT_ROUNDS = 1000
 #: differences of relative step LOOP_DIFFERENCE_STEP (accurate to about 1e-8 relative: the
 #: iteration converges linearly at that rate, and the last step leaves round-off); a Jacobian whose
 #: unit-independent condition number (:func:`loop_condition`) exceeds MAX_LOOP_CONDITION has no
-#: unique solution (e.g. a loop gain of 1), as in the co-simulation master
-#: (:data:`fmi_adjoint.ssp.master.MAX_LOOP_CONDITION`).
+#: unique solution (e.g. a loop gain of 1); the co-simulation master uses the same bound
+#: (:func:`unsolvable_loop`).
 LOOP_TOLERANCE = 1e-12
 LOOP_ITERATIONS = 30
 LOOP_DIFFERENCE_STEP = 1e-7
@@ -106,6 +107,20 @@ def loop_condition(jacobian: np.ndarray) -> float:
     if not np.all(np.isfinite(product)):
         return math.inf
     return float(np.max(np.abs(np.linalg.eigvals(product))))
+
+
+def unsolvable_loop(jacobian: np.ndarray) -> str | None:
+    """Why a loop with this Jacobian is not solved, as the rest of a sentence that names the loop
+    (the master's and the Model Exchange system's errors), or None: a Jacobian that is not finite,
+    or a condition number (:func:`loop_condition`) above :data:`MAX_LOOP_CONDITION`."""
+    if not np.all(np.isfinite(jacobian)):
+        return ("has a Jacobian that is not finite (a component's output or derivative); check the parameters and "
+                "the inputs")
+    condition = loop_condition(jacobian)
+    if condition <= MAX_LOOP_CONDITION:
+        return None
+    return (f"has no unique solution (the condition number of its Jacobian, independent of the ports' units, is "
+            f"{condition:.3g})")
 
 
 def loop_scale(u: np.ndarray, jacobian: np.ndarray | None) -> np.ndarray:
@@ -316,10 +331,9 @@ class SystemInstance:
             moved = u.copy()
             moved[j] += step
             jacobian[:, j] = (self._loop_residual(moved, compare) - r) / step
-        condition = loop_condition(jacobian)
-        if not condition <= MAX_LOOP_CONDITION:
-            raise self.Failure(self._loop_text(f"has no unique solution (the condition number of its Jacobian, "
-                                               f"independent of the ports' units, is {condition:.3g})"))
+        refusal = unsolvable_loop(jacobian)
+        if refusal is not None:
+            raise self.Failure(self._loop_text(refusal))
         return jacobian
 
     def _solve_loops(self, compare: bool) -> None:

@@ -20,7 +20,8 @@ from ..text import excerpt
 from .structure import Component, Connection, Endpoint, SystemStructure
 
 __all__ = ["CO_SIMULATION_REFUSAL", "CouplingPlan", "InputTable", "NO_INTERFACE_REFUSAL", "Port",
-           "SystemResult", "check_input_span", "component_values", "held_inputs_note", "model_exchange_part", "runs_as",
+           "SystemResult", "all_model_exchange", "check_input_span", "component_values", "held_inputs_note",
+           "model_exchange_part", "runs_as",
            "system_columns", "system_grid"]
 
 #: A component that runs neither as Co-Simulation nor as Model Exchange (no binary for this platform).
@@ -244,6 +245,11 @@ def runs_as(component: Component, archive: FmuArchive, interface: str) -> bool:
     if interface == "ModelExchange":
         return component.implementation != "CoSimulation" and archive.model_exchange
     return component.implementation != "ModelExchange" and archive.co_simulation
+
+
+def all_model_exchange(structure: SystemStructure, archives: Mapping[str, FmuArchive]) -> bool:
+    """Whether every component can run as Model Exchange (the system as one ODE, :mod:`.monolithic`)."""
+    return all(runs_as(c, archives[c.name], "ModelExchange") for c in structure.components if c.name in archives)
 
 
 def model_exchange_part(structure: SystemStructure, archives: Mapping[str, FmuArchive]) -> list[str]:

@@ -67,8 +67,10 @@ where the order allows (:func:`~fmi_adjoint.fmu.session.run_each`).
   without such outputs needs no iteration; an acyclic chain of them converges in one Newton
   step when the components are linear.  A loop that does not converge in
   ``max_loop_iterations`` iterations, or whose Jacobian's condition number, independent of the
-  ports' units (:func:`~fmi_adjoint.fmu.me_system.loop_condition`), exceeds :data:`MAX_LOOP_CONDITION` (no
-  unique solution, e.g. a loop gain of 1), is refused naming its ports.
+  ports' units, exceeds :data:`~fmi_adjoint.fmu.me_system.MAX_LOOP_CONDITION` (no unique solution,
+  e.g. a loop gain of 1: :func:`~fmi_adjoint.fmu.me_system.unsolvable_loop`; the differences are
+  accurate to about 1e-9 relative, so beyond 1e6 the Newton step is mostly noise), is refused
+  naming its ports.
 * **Macro steps** of size H from ``t_start`` to ``t_end``, the last one shorter when H does not
   divide the span (a remainder below 1e-9 H is dropped).
 
@@ -105,7 +107,7 @@ import numpy as np
 from ..errors import FmuError
 from ..fmu.archive import FmuArchive
 from ..fmu.experiment import Tolerances
-from ..fmu.me_system import loop_condition, loop_scale
+from ..fmu.me_system import loop_scale, unsolvable_loop
 from ..fmu.session import DEFAULT_TIMEOUT, FmuSession, run_each, start_values
 from ..fmu.simulation import interpolates
 from .coupling import (
@@ -128,11 +130,6 @@ __all__ = ["APPROXIMATIONS", "ErrorEstimate", "GaussSeidel", "InputTable", "Jaco
 
 #: Relative step of the forward differences of an algebraic loop's Jacobian.
 DIFFERENCE_STEP = 1e-7
-#: Largest condition number of a loop's Jacobian ``I - dC/dy dy/du`` that is solved, measured
-#: independently of the ports' units (:func:`~fmi_adjoint.fmu.me_system.loop_condition`): the
-#: differences are accurate to about 1e-9 relative (round-off over DIFFERENCE_STEP), so beyond
-#: 1e6 the Newton step is mostly noise and the loop is taken as singular (no unique solution).
-MAX_LOOP_CONDITION = 1e6
 
 
 # -- strategies -------------------------------------------------------------------------------
@@ -375,13 +372,9 @@ class _Run:
             else:
                 if self.jacobian is None or (iteration > 0 and size > 0.5 * last):
                     self.jacobian = self._jacobian(t)
-                if not np.all(np.isfinite(self.jacobian)):
-                    raise FmuError(self._loop_text(t, "has a Jacobian that is not finite (a component's output "
-                                                      "or derivative); check the parameters and the inputs"))
-                condition = loop_condition(self.jacobian)
-                if not condition <= MAX_LOOP_CONDITION:
-                    raise FmuError(self._loop_text(t, "has no unique solution (the condition number of its Jacobian, "
-                                                      f"independent of the ports' units, is {condition:.3g})"))
+                refusal = unsolvable_loop(self.jacobian)
+                if refusal is not None:
+                    raise FmuError(self._loop_text(t, refusal))
                 step = np.linalg.solve(self.jacobian, residual)
                 new = current - step
             last = size

@@ -77,7 +77,7 @@ from ..identify.spec import check_time_span
 from ..integrate.inputs import ParameterValues
 from ..scale import AbstractExecutor, WorkerContext
 from ..text import excerpt
-from .coupling import InputTable, SystemResult, check_input_span, runs_as, system_columns
+from .coupling import InputTable, SystemResult, all_model_exchange, check_input_span, system_columns
 from .master import MasterSettings, simulate_system
 from .structure import SystemStructure, system_identity
 
@@ -450,11 +450,7 @@ class SystemProblem(SystemProblemBase):
                 f"the standard errors do not cover it; give a smaller --step (e.g. {self.settings.step / 4:g})"
                 + (" or --extrapolation linear" if self.settings.approximation.order == 1 else "")
                 + (", or integrate the system as one ODE, without coupling error (--interface me: every component "
-                   "offers Model Exchange)" if self._all_model_exchange() else "") + ".")
-
-    def _all_model_exchange(self) -> bool:
-        """Whether every component could run as Model Exchange (the system as one ODE)."""
-        return all(runs_as(c, self.archives[c.name], "ModelExchange") for c in self.structure.components)
+                   "offers Model Exchange)" if all_model_exchange(self.structure, self.archives) else "") + ".")
 
     def solver_info(self) -> dict:
         """The system and how the master runs it (RESULT.json); ``system_identity`` lets ``apply
